@@ -1,0 +1,18 @@
+# src/core: the deterministic state machine (a static library).
+CORE_SRC := $(wildcard src/core/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+CORE_LIB := $(BUILD)/libfencecore.a
+
+$(CORE_LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+LIBS_OUT += $(CORE_LIB)
+
+# Unit tests: one program per tests/unit/test_core*.c, linked with the core.
+CORE_TEST_SRC := $(wildcard tests/unit/test_core*.c)
+CORE_TESTS    := $(CORE_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+$(CORE_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+UNIT_TESTS += $(CORE_TESTS)

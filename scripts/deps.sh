@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install the Debian packages a target needs, when they are missing.
+#   scripts/deps.sh run    packages to build and run fenced and fence-store
+#   scripts/deps.sh test   everything make test needs (servers, clients, tools)
+set -euo pipefail
+
+run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhiredis-dev)
+test_pkgs=("${run_pkgs[@]}" redis-server redis-tools postgresql python3 python3-redis
+           python3-psycopg2 faketime libfaketime iproute2 procps clang libclang-rt-14-dev
+           valgrind)
+
+case "${1:-test}" in
+    run)  want=("${run_pkgs[@]}") ;;
+    test) want=("${test_pkgs[@]}") ;;
+    *) echo "usage: $0 run|test" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+if [ "$(id -u)" -ne 0 ]; then
+    echo "deps: not root; please install: apt-get install ${missing[*]}" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,52 @@
+/* Every limit of fenced in one place, with its reason (after SQLite's
+ * sqliteLimit.h).  The FENCE_*_DEFAULT values are what a fresh install uses;
+ * the FENCE_*_MAX values are hard ceilings that configuration cannot exceed.
+ * Relationships between limits are checked when compiling. */
+#ifndef FENCE_LIMITS_H
+#define FENCE_LIMITS_H
+
+/* ---- Names and values ---------------------------------------------------- */
+
+/* Longest lock (and fence) name in bytes.  Names are any bytes, 1..this. */
+#define FENCE_NAME_MAX 256
+
+/* ---- Wire protocol (src/proto) ------------------------------------------- */
+
+/* Most arguments in one request (a multibulk count above this is refused). */
+#define FENCE_ARGS_MAX 64
+/* Largest bulk string accepted in a request, by default (fence-store values
+ * may be larger; see FENCE_STORE_VALUE_DEFAULT). */
+#define FENCE_BULK_DEFAULT (64 * 1024)
+/* Longest inline command line, and longest "*N"/"$N" header line. */
+#define FENCE_INLINE_MAX (64 * 1024)
+/* A connection's read buffer never grows beyond this. */
+#define FENCE_RBUF_MAX (4 * 1024 * 1024)
+/* Requests read from one connection but not yet answered (pipeline depth). */
+#define FENCE_PIPELINE_DEFAULT 1024
+/* Bytes queued for a slow reader before the server disconnects it. */
+#define FENCE_OBUF_DEFAULT (16 * 1024 * 1024)
+
+/* ---- State machine (src/core) -------------------------------------------- */
+
+#define FENCE_CONNECTIONS_DEFAULT 10000
+#define FENCE_LEASES_DEFAULT 100000
+#define FENCE_LOCKS_DEFAULT 100000
+/* Waiters queued on one lock. */
+#define FENCE_WAITERS_DEFAULT 10000
+/* Client request ids (REQID) remembered for idempotent retries. */
+#define FENCE_DEDUP_DEFAULT 65536
+/* Lease TTL bounds in ms. */
+#define FENCE_TTL_MS_MIN 10
+#define FENCE_TTL_MS_MAX (7ULL * 24 * 3600 * 1000)
+/* Longest WAIT in ms, and longest lock-delay. */
+#define FENCE_WAIT_MS_MAX (24ULL * 3600 * 1000)
+#define FENCE_LOCK_DELAY_MS_MAX (3600ULL * 1000)
+/* Most commands in one raft entry (one group-commit batch). */
+#define FENCE_BATCH_MAX 4096
+
+_Static_assert(FENCE_NAME_MAX < FENCE_BULK_DEFAULT, "a name must fit a bulk");
+_Static_assert(FENCE_BULK_DEFAULT < FENCE_RBUF_MAX, "a maximal bulk must fit the read buffer");
+_Static_assert(FENCE_INLINE_MAX < FENCE_RBUF_MAX, "an inline line must fit the read buffer");
+_Static_assert(FENCE_TTL_MS_MIN < FENCE_TTL_MS_MAX, "ttl bounds");
+
+#endif /* FENCE_LIMITS_H */

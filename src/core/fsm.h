@@ -1,0 +1,232 @@
+/* The lock state machine: leases, locks with FIFO wait queues, and the
+ * global fencing-token counter.
+ *
+ * Deterministic: no I/O, no clock, no randomness, no globals.  Memory comes
+ * from an injected allocator and every allocation is checked against a
+ * limit first.  Time enters only as the timestamp the leader wrote into each
+ * log entry.  Two state machines fed the same entries end in byte-identical
+ * snapshots.
+ *
+ * Vocabulary:
+ *   - A lease has an id (assigned here, from 1), a TTL, a deadline (fsm
+ *     time), an optional lock-delay, and the set of locks it holds.
+ *   - A lock has a name (1..FENCE_NAME_MAX bytes), at most one holder lease,
+ *     the token of that grant, and a FIFO of waiters.
+ *   - next_token: every grant takes next_token++ (first token is 1), across
+ *     all locks.  A token is never issued twice and never goes backwards.
+ *
+ * Time: "now" of an entry is max(previous now, entry timestamp), so fsm time
+ * never goes backwards even if a new leader's clock is behind.  Before the
+ * commands of an entry run, everything whose deadline is <= now is
+ * processed in (deadline, kind, id) order: expired leases release their
+ * locks (with lock-delay) and fail their waits; timed-out waits fail;
+ * lock-delays that ended hand locks to waiters.  Grants check
+ * deadline > now themselves as well (never grant to an expired lease).
+ *
+ * LEADER_START (the first entry of every new leader) rebases every deadline
+ * onto the new leader's clock: lease deadline = now + ttl, wait deadline =
+ * now + wait_ms, lock-delay end = now + lock_delay_ms.  That errs toward
+ * keeping locks longer, never toward granting early.
+ */
+#ifndef FENCE_FSM_H
+#define FENCE_FSM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/limits.h"
+
+/* Injected allocator (the core never calls malloc itself). */
+typedef struct fence_alloc {
+    void *(*alloc)(void *ctx, size_t size); /* NULL on failure */
+    void (*free)(void *ctx, void *ptr);
+    void *ctx;
+} fence_alloc;
+
+/* Limits the state machine enforces.  They travel in the log (LEADER_START
+ * carries the leader's configured limits) so every replica enforces the same
+ * ones; before the first LEADER_START the defaults from limits.h apply. */
+typedef struct fence_limits {
+    uint32_t leases_max;  /* live leases */
+    uint32_t locks_max;   /* locks held or with waiters */
+    uint32_t waiters_max; /* waiters queued on one lock */
+    uint32_t dedup_max;   /* client request ids remembered */
+} fence_limits;
+
+void fence_limits_default(fence_limits *l);
+
+typedef enum fence_cmd_type {
+    FENCE_CMD_LEADER_START = 1, /* limits; rebases deadlines */
+    FENCE_CMD_TICK = 2,         /* nothing: the entry's timestamp advances time */
+    FENCE_CMD_LEASE_GRANT = 3,  /* ttl_ms, lock_delay_ms */
+    FENCE_CMD_LEASE_KEEPALIVE = 4, /* lease */
+    FENCE_CMD_LEASE_REVOKE = 5, /* lease */
+    FENCE_CMD_LOCK = 6,         /* name, lease, wait_ms (0: try once) */
+    FENCE_CMD_UNLOCK = 7,       /* name, token */
+    FENCE_CMD_ACQUIRE = 8,      /* name, ttl_ms, lock_delay_ms, wait_ms */
+    FENCE_CMD_CANCEL = 9,       /* wait_id: the waiting client went away */
+} fence_cmd_type;
+
+/* Flags on a command. */
+#define FENCE_CMD_F_REQID 0x1 /* req_id is a client request id: deduplicate */
+
+/* One command.  Fields a type does not use are zero.  name is borrowed: it
+ * must stay valid for the duration of the call it is passed to. */
+typedef struct fence_cmd {
+    uint8_t type;           /* fence_cmd_type */
+    uint8_t flags;          /* FENCE_CMD_F_* */
+    uint64_t req_id;        /* client request id when FENCE_CMD_F_REQID */
+    uint64_t lease;         /* LEASE_*, LOCK */
+    uint64_t token;         /* UNLOCK */
+    uint64_t wait_id;       /* CANCEL */
+    uint64_t ttl_ms;        /* LEASE_GRANT, ACQUIRE */
+    uint64_t wait_ms;       /* LOCK, ACQUIRE: 0 = try once */
+    uint64_t lock_delay_ms; /* LEASE_GRANT, ACQUIRE */
+    const uint8_t *name;    /* LOCK, UNLOCK, ACQUIRE */
+    uint16_t name_len;      /* 1..FENCE_NAME_MAX */
+    fence_limits limits;    /* LEADER_START */
+} fence_cmd;
+
+/* Outcome of one command (also of a deferred wait, see fence_event). */
+typedef enum fence_status {
+    FENCE_ST_OK = 0,      /* done; see the result fields */
+    FENCE_ST_NIL = 1,     /* LOCK/ACQUIRE: busy and no wait, or wait timed out */
+    FENCE_ST_QUEUED = 2,  /* LOCK/ACQUIRE: waiting; outcome comes as an event */
+    FENCE_ST_NOLEASE = 3, /* unknown, expired or revoked lease */
+    FENCE_ST_LIMIT = 4,   /* a limit is full */
+    FENCE_ST_INVALID = 5, /* a field out of range (ttl, name length, ...) */
+} fence_status;
+
+typedef struct fence_result {
+    uint8_t status;   /* fence_status */
+    uint64_t lease;   /* LEASE_GRANT, ACQUIRE: the lease id */
+    uint64_t token;   /* LOCK, ACQUIRE: the token granted */
+    uint64_t wait_id; /* QUEUED: id of the wait, for the event and CANCEL */
+    uint64_t value;   /* KEEPALIVE: ttl_ms; UNLOCK: 1 or 0 */
+} fence_result;
+
+/* A deferred outcome: a queued LOCK/ACQUIRE was granted (OK, with token and
+ * lease) or failed (NIL on wait timeout, NOLEASE when its lease expired or
+ * was revoked, or the wait was cancelled).  For a failed ACQUIRE, its
+ * dedicated lease has been revoked. */
+typedef struct fence_event {
+    uint64_t wait_id;
+    fence_result result;
+} fence_event;
+
+typedef void (*fence_event_cb)(void *ctx, const fence_event *ev);
+
+typedef struct fence_fsm fence_fsm;
+
+typedef struct fence_fsm_opts {
+    fence_alloc alloc;
+    fence_event_cb on_event; /* may be NULL: events are dropped */
+    void *event_ctx;
+} fence_fsm_opts;
+
+/* Create an empty state machine.  Returns 0, or FENCE_ST_LIMIT if memory
+ * could not be had. */
+int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out);
+void fence_fsm_destroy(fence_fsm *f); /* NULL is a no-op */
+
+/* Apply one command at time now_ms (see "Time" above).  Always fills *out.
+ * Events for other waits (grants handed over by this command) are reported
+ * through on_event before this returns. */
+void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                     fence_result *out);
+
+/* Advance time to now_ms and process everything due (as at the start of
+ * every entry).  fence_fsm_apply calls it itself. */
+void fence_fsm_advance(fence_fsm *f, uint64_t now_ms);
+
+/* The earliest pending deadline (fsm time), or UINT64_MAX if none.  The
+ * leader arms one timer for it and proposes a TICK when it passes. */
+uint64_t fence_fsm_next_deadline(const fence_fsm *f);
+
+/* Read-only queries, answered from applied state. */
+uint64_t fence_fsm_now(const fence_fsm *f);
+uint64_t fence_fsm_last_token(const fence_fsm *f); /* 0 before any grant */
+
+typedef struct fence_lease_info {
+    uint64_t ttl_ms;
+    uint64_t deadline_ms;   /* fsm time */
+    uint32_t locks_held;
+    uint64_t lock_delay_ms;
+} fence_lease_info;
+/* 0, or FENCE_ST_NOLEASE when the lease is unknown or expired at now_ms. */
+int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
+                         fence_lease_info *out);
+
+typedef struct fence_lock_info {
+    uint64_t token;
+    uint64_t lease;
+    uint64_t deadline_ms;   /* holder lease deadline, fsm time */
+    uint32_t waiters;
+} fence_lock_info;
+/* true and *out filled when the lock is held; false when free. */
+bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
+                         uint16_t name_len, fence_lock_info *out);
+
+typedef struct fence_fsm_stats {
+    uint64_t leases;
+    uint64_t locks;    /* held */
+    uint64_t waiters;  /* total queued */
+    uint64_t last_token;
+    uint64_t now_ms;
+} fence_fsm_stats;
+void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out);
+
+/* Check every invariant; returns NULL if all hold, else a static message.
+ * Tests call it after every step; apply asserts the cheap ones itself. */
+const char *fence_fsm_check(const fence_fsm *f);
+
+/* ---- Snapshots ------------------------------------------------------------
+ * The whole state, deterministic (sorted by key), versioned, checksummed. */
+
+/* Bytes needed for a snapshot of the current state. */
+size_t fence_fsm_snapshot_size(const fence_fsm *f);
+/* Write the snapshot into buf (cap >= fence_fsm_snapshot_size); returns the
+ * length written. */
+size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap);
+/* Replace the state with a decoded snapshot.  0 on success; FENCE_ST_INVALID
+ * for a malformed or corrupt buffer (the state is then unchanged);
+ * FENCE_ST_LIMIT for lack of memory. */
+int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len);
+
+/* ---- Log entries -----------------------------------------------------------
+ * One raft entry = one group-commit batch:
+ *   u8 version (1) | u64 timestamp_ms | u32 count | count x command
+ * command = u8 type | u8 flags | u64 req_id | type-specific fields,
+ * integers little-endian, names as u16 length + bytes.  See entry.c. */
+
+#define FENCE_ENTRY_VERSION 1
+
+/* Bytes the encoding of these commands needs. */
+size_t fence_entry_size(const fence_cmd *cmds, uint32_t n);
+/* Encode; returns the length written, or 0 if cap is too small. */
+size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
+                          uint32_t n, uint8_t *buf, size_t cap);
+
+typedef struct fence_entry_iter {
+    const uint8_t *p;
+    const uint8_t *end;
+    uint64_t timestamp_ms;
+    uint32_t count;
+    uint32_t index;
+} fence_entry_iter;
+
+/* 0, or FENCE_ST_INVALID if the header is malformed. */
+int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len);
+/* 1 and *out filled (name borrowed from buf), 0 at the end, or
+ * -FENCE_ST_INVALID if malformed. */
+int fence_entry_next(fence_entry_iter *it, fence_cmd *out);
+
+/* Decode and apply a whole entry: advance to its timestamp, then apply each
+ * command, writing the i-th result to results[i] when i < results_cap.
+ * Returns the number of commands, or -FENCE_ST_INVALID for a malformed
+ * entry (nothing applied: the entry is validated before anything runs). */
+int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
+                          fence_result *results, uint32_t results_cap);
+
+#endif /* FENCE_FSM_H */

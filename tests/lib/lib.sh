@@ -1,0 +1,71 @@
+# Helpers for the shell tests; source it: . "$(dirname "$0")/../lib/lib.sh"
+#
+# - ok/not_ok/check print TAP-like lines for tests/run.sh and count failures;
+#   finish prints a summary and exits non-zero if anything failed.
+# - free_port finds a free TCP port on 127.0.0.1.
+# - spawn NAME CMD... starts a process in the background, remembers its PID;
+#   every process spawned is killed (by PID) when the script exits.
+# - TEST_TMP is a temporary directory removed at exit (kept if KEEP_TMP=1).
+set -u
+ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD=${BUILD:-$ROOT/build}
+FENCED=${FENCED:-$BUILD/fenced}
+FENCE_STORE=${FENCE_STORE:-$BUILD/fence-store}
+FENCECTL=${FENCECTL:-$BUILD/fencectl}
+PY=/usr/bin/python3
+TEST_TMP=$(mktemp -d /tmp/fence-test.XXXXXX)
+_failures=0
+_passes=0
+declare -A _pids=()
+
+ok()     { _passes=$((_passes + 1)); echo "ok - $*"; }
+not_ok() { _failures=$((_failures + 1)); echo "not ok - $*"; }
+# check "description" command...: ok if the command succeeds.
+check()  { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+# check_eq "description" expected actual
+check_eq() {
+    if [ "$2" == "$3" ]; then ok "$1"; else echo "#   expected: [$2]"; echo "#   actual:   [$3]"; not_ok "$1"; fi
+}
+finish() { echo "# $_passes passed, $_failures failed in $(basename "$0")"; [ "$_failures" -eq 0 ]; exit $?; }
+skip_all() { echo "# skipped: $*"; exit 77; }
+
+free_port() {
+    "$PY" -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# spawn NAME CMD...: run CMD in the background with output in $TEST_TMP/NAME.log.
+spawn() {
+    local name=$1; shift
+    "$@" >>"$TEST_TMP/$name.log" 2>&1 &
+    _pids[$name]=$!
+}
+pid_of() { echo "${_pids[$1]}"; }
+# stop NAME [SIGNAL]: signal the process (default TERM) and wait for it.
+stop() {
+    local name=$1 sig=${2:-TERM} pid=${_pids[$1]:-}
+    [ -n "$pid" ] || return 0
+    kill -s "$sig" "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    unset "_pids[$name]"
+    return 0
+}
+_cleanup() {
+    local n
+    for n in "${!_pids[@]}"; do kill -9 "${_pids[$n]}" 2>/dev/null; done
+    wait 2>/dev/null
+    [ "${KEEP_TMP:-0}" = 1 ] || rm -rf "$TEST_TMP"
+}
+trap _cleanup EXIT
+
+# wait_port PORT [SECONDS]: wait until something accepts on 127.0.0.1:PORT.
+wait_port() {
+    local port=$1 secs=${2:-10} i
+    for i in $(seq 1 $((secs * 20))); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
