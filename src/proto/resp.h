@@ -1,0 +1,80 @@
+/* RESP2 request parser and reply encoder: pure functions over bytes.
+ *
+ * No sockets, no allocation, no globals: it behaves the same under a fuzzer
+ * as in the daemon.  Shared by fenced and fence-store (a codec, not lock
+ * service code).
+ *
+ * Requests are either a multibulk array of bulk strings
+ * ("*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n") or an inline line ("PING hi\r\n",
+ * words split on spaces/tabs, with "..." and '...' quoting as redis-cli
+ * accepts; a bare "\n" also ends an inline line).  Empty inline lines are
+ * consumed and ignored (returns the bytes consumed with argc == 0).
+ */
+#ifndef FENCE_RESP_H
+#define FENCE_RESP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/limits.h"
+
+/* Return codes of fence_resp_parse besides "> 0: bytes consumed". */
+#define FENCE_RESP_PARTIAL (-2)   /* need more bytes */
+#define FENCE_RESP_EPROTO (-1)    /* malformed; see msg->error */
+#define FENCE_RESP_ETOOBIG (-3)   /* a length or count exceeds a limit */
+
+typedef struct fence_resp_limits {
+    uint32_t args_max;   /* most arguments (multibulk count / inline words) */
+    uint64_t bulk_max;   /* longest bulk string */
+    uint64_t inline_max; /* longest inline line or header line */
+} fence_resp_limits;
+
+void fence_resp_limits_default(fence_resp_limits *lim);
+
+/* One argument: points into the caller's buffer (multibulk) or into
+ * msg->scratch (inline words with quotes/escapes).  Valid until the buffer
+ * changes or the msg is reused. */
+typedef struct fence_resp_arg {
+    const char *ptr;
+    size_t len;
+} fence_resp_arg;
+
+typedef struct fence_resp_msg {
+    uint32_t argc;
+    fence_resp_arg argv[FENCE_ARGS_MAX];
+    const char *error;   /* static text when parse fails */
+    char scratch[FENCE_INLINE_MAX]; /* unescaped inline words */
+} fence_resp_msg;
+
+/* Parse one request from buf[0..len).
+ * > 0: bytes consumed, *out filled (argc may be 0 for an empty inline line);
+ * FENCE_RESP_PARTIAL: the request is incomplete (nothing consumed);
+ * FENCE_RESP_EPROTO / FENCE_RESP_ETOOBIG: malformed or over a limit,
+ * out->error says why (the server replies with it and closes). */
+ssize_t fence_resp_parse(const char *buf, size_t len,
+                         const fence_resp_limits *lim, fence_resp_msg *out);
+
+/* ---- Reply encoding ---------------------------------------------------------
+ * Each writes into buf (capacity cap) and returns the bytes the reply needs;
+ * when that exceeds cap nothing useful is written and the caller grows the
+ * buffer and calls again (snprintf style). */
+size_t fence_resp_simple(char *buf, size_t cap, const char *s);      /* +s */
+size_t fence_resp_error(char *buf, size_t cap, const char *code,
+                        const char *msg);                            /* -CODE msg */
+size_t fence_resp_int(char *buf, size_t cap, int64_t v);             /* :v */
+size_t fence_resp_uint(char *buf, size_t cap, uint64_t v);           /* :v (v <= INT64_MAX) */
+size_t fence_resp_bulk(char *buf, size_t cap, const char *p, size_t n); /* $n */
+size_t fence_resp_nil(char *buf, size_t cap);                        /* $-1 */
+size_t fence_resp_array(char *buf, size_t cap, int64_t n);           /* *n header (-1: nil) */
+
+/* Encode a request (array of bulk strings), as a client would send it.
+ * Used by tests and the fuzz round trip.  Returns bytes needed. */
+size_t fence_resp_request(char *buf, size_t cap, uint32_t argc,
+                          const fence_resp_arg *argv);
+
+/* Parse an unsigned decimal (no sign, no spaces, no leading "+", at most
+ * 20 digits, <= max).  0 on success, -1 otherwise. */
+int fence_resp_parse_u64(const char *p, size_t n, uint64_t max, uint64_t *out);
+
+#endif /* FENCE_RESP_H */
