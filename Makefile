@@ -19,9 +19,11 @@ PKGS     := raft libuv
 WARN     := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
             -Wmissing-prototypes -Wno-missing-field-initializers
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -Iinclude -Isrc \
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -Iinclude -Isrc $(EXTRA_CFLAGS) \
             -MMD -MP
 LDFLAGS  ?=
+# EXTRA_CFLAGS: e.g. -DFENCE_BUG_GRANT_EXPIRED for the torture control build.
+EXTRA_CFLAGS ?=
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS  += -fsanitize=address,undefined
