@@ -24,12 +24,17 @@
 #define FENCE_RESP_EPROTO (-1)    /* malformed; see msg->error */
 #define FENCE_RESP_ETOOBIG (-3)   /* a length or count exceeds a limit */
 
+/* Limits one parse enforces.  args_max is capped at FENCE_ARGS_MAX and
+ * inline_max at FENCE_INLINE_MAX (the sizes of the arrays in
+ * fence_resp_msg), whatever larger value is passed. */
 typedef struct fence_resp_limits {
     uint32_t args_max;   /* most arguments (multibulk count / inline words) */
     uint64_t bulk_max;   /* longest bulk string */
-    uint64_t inline_max; /* longest inline line or header line */
+    uint64_t inline_max; /* longest inline line or header line ("*N", "$N"),
+                            counted without its "\r\n" */
 } fence_resp_limits;
 
+/* Fill *lim with FENCE_ARGS_MAX, FENCE_BULK_DEFAULT and FENCE_INLINE_MAX. */
 void fence_resp_limits_default(fence_resp_limits *lim);
 
 /* One argument: points into the caller's buffer (multibulk) or into
@@ -43,7 +48,9 @@ typedef struct fence_resp_arg {
 typedef struct fence_resp_msg {
     uint32_t argc;
     fence_resp_arg argv[FENCE_ARGS_MAX];
-    const char *error;   /* static text when parse fails */
+    const char *error;   /* why a parse failed (NULL on success): static
+                            text or text in scratch, valid until the msg
+                            is reused; one line, no "ERR " prefix */
     char scratch[FENCE_INLINE_MAX]; /* unescaped inline words */
 } fence_resp_msg;
 
@@ -51,14 +58,27 @@ typedef struct fence_resp_msg {
  * > 0: bytes consumed, *out filled (argc may be 0 for an empty inline line);
  * FENCE_RESP_PARTIAL: the request is incomplete (nothing consumed);
  * FENCE_RESP_EPROTO / FENCE_RESP_ETOOBIG: malformed or over a limit,
- * out->error says why (the server replies with it and closes). */
+ * out->error says why (the server replies with it and closes).
+ * lim may be NULL for the defaults.  Errors are reported as soon as the
+ * bytes that cause them have arrived (a bulk length over the limit before
+ * its data, a line over inline_max before its end), and a prefix of a
+ * valid request is always PARTIAL.  Multibulk headers and bulk data must
+ * end in "\r\n"; "*0" and "*-1" are empty requests (argc 0).  Inline
+ * lines: a NUL byte is an ordinary byte; separators are space, \t, \r,
+ * \v, \f (as Redis' isspace()); the result words always live in scratch.
+ * Texts: "Protocol error: invalid multibulk length", "... too many
+ * arguments", "... expected '$', got 'x'", "... invalid bulk length",
+ * "... unbalanced quotes in request", "... too big inline request", ... */
 ssize_t fence_resp_parse(const char *buf, size_t len,
                          const fence_resp_limits *lim, fence_resp_msg *out);
 
 /* ---- Reply encoding ---------------------------------------------------------
  * Each writes into buf (capacity cap) and returns the bytes the reply needs;
  * when that exceeds cap nothing useful is written and the caller grows the
- * buffer and calls again (snprintf style). */
+ * buffer and calls again (snprintf style).  buf may be NULL when cap is 0
+ * (to learn the size).  No NUL is written.  simple and error replace "\r"
+ * and "\n" in their text by spaces; error writes "-CODE\r\n" when msg is
+ * NULL or empty. */
 size_t fence_resp_simple(char *buf, size_t cap, const char *s);      /* +s */
 size_t fence_resp_error(char *buf, size_t cap, const char *code,
                         const char *msg);                            /* -CODE msg */
