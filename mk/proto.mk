@@ -14,7 +14,7 @@ LIBS_OUT += $(PROTO_LIB)
 $(BUILD)/tests/test_resp: $(BUILD)/tests/unit/test_resp.o $(PROTO_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
-#UNIT_TESTS += $(BUILD)/tests/test_resp
+UNIT_TESTS += $(BUILD)/tests/test_resp
 
 # Fuzz target tests/fuzz/resp_fuzz.c (see mk/fuzz.mk).
 FUZZ_TARGETS += resp

@@ -413,10 +413,13 @@ static size_t put_header(char *buf, size_t cap, char type, int64_t v)
 {
     char tmp[DEC_MAX];
     size_t d = fmt_i64(tmp, v);
+    assert(d >= 1);
+    assert(d <= DEC_MAX);
     size_t need = 1 + d + 2;
     if (need <= cap) {
         buf[0] = type;
-        memcpy(buf + 1, tmp, d);
+        for (size_t i = 0; i < d; i++)
+            buf[1 + i] = tmp[i];
         buf[1 + d] = '\r';
         buf[2 + d] = '\n';
     }
