@@ -1,0 +1,30 @@
+# src/guard: libfence-guard, the resource-side fencing-token guard
+# (include/fence_guard.h), as a static and a shared library.
+GUARD_SRC := $(wildcard src/guard/*.c)
+GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o)
+GUARD_LIB := $(BUILD)/libfence-guard.a
+GUARD_SO  := $(BUILD)/libfence-guard.so
+# -fPIC so one set of objects serves both libraries.
+CFLAGS_src_guard_ := -fPIC -pthread
+
+$(GUARD_LIB): $(GUARD_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(GUARD_SO): $(GUARD_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -pthread -o $@ $^ $(LDFLAGS)
+
+LIBS_OUT += $(GUARD_LIB) $(GUARD_SO)
+
+# Unit tests: one program per tests/unit/test_guard*.c, linked with the
+# static library (they may also use its internal format.h functions).
+GUARD_TEST_SRC := $(wildcard tests/unit/test_guard*.c)
+GUARD_TESTS    := $(GUARD_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+$(GUARD_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(GUARD_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pthread -o $@ $^ $(LDFLAGS)
+UNIT_TESTS += $(GUARD_TESTS)
+
+guard: $(GUARD_LIB) $(GUARD_SO) $(GUARD_TESTS)
+.PHONY: guard
