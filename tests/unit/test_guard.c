@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "fence_guard.h"
@@ -469,6 +470,37 @@ static void test_group_commit(void)
     rmdir_guard(dir);
 }
 
+/* A failed disk write (here: the file-size limit, EFBIG) is returned as
+ * EIO to the caller, leaves the mark where it was, and makes the guard
+ * unusable from then on (EFAILED) instead of running on a file that may be
+ * behind.  The host process is not aborted. */
+static void test_disk_error_is_sticky(void)
+{
+    char *dir = tmpdir();
+    fence_guard *g = must_open(dir, NULL);
+    CHECK(admit(g, "d", 1, NULL) == 0);
+    fence_guard_stats st;
+    fence_guard_stats_get(g, &st);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {(rlim_t)st.log_bytes + 100, (rlim_t)st.log_bytes + 100};
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    int rc = 0;
+    uint64_t t = 2;
+    while (rc == 0 && t < 100)
+        rc = admit(g, "d", t++, NULL);
+    CHECK(rc == FENCE_GUARD_EIO);
+    printf("#   %s\n", fence_guard_errmsg(g));
+    CHECK(strstr(fence_guard_errmsg(g), "unusable") != NULL);
+    uint64_t h;
+    CHECK(admit(g, "d", 1000, NULL) == FENCE_GUARD_EFAILED);
+    CHECK(admit(g, "other", 1, NULL) == FENCE_GUARD_EFAILED);
+    CHECK(fence_guard_high(g, "d", 1, &h) == FENCE_GUARD_EFAILED);
+    fence_guard_close(g);
+    rl.rlim_cur = rl.rlim_max = RLIM_INFINITY;
+    setrlimit(RLIMIT_FSIZE, &rl); /* may fail (lowering is one-way): fine */
+    rmdir_guard(dir);
+}
+
 int main(void)
 {
     TEST_RUN(test_rule);
@@ -481,5 +513,6 @@ int main(void)
     TEST_RUN(test_compaction);
     TEST_RUN(test_thread_race);
     TEST_RUN(test_group_commit);
+    TEST_RUN(test_disk_error_is_sticky);
     return TEST_DONE();
 }
