@@ -1,0 +1,152 @@
+-- fence.sql: fencing tokens for PostgreSQL (tested with PostgreSQL 15).
+--
+-- Load once per database (loading again is harmless and keeps the marks):
+--
+--     psql -v ON_ERROR_STOP=1 -d mydb -f adapters/postgres/fence.sql
+--
+-- The rule: a transaction carrying token T for fence F is admitted iff
+-- T >= high(F); admitting raises high(F) to T.  Equal tokens are admitted.
+-- Call fence.admit in the same transaction as the writes it protects:
+--
+--     BEGIN;
+--     SELECT fence.admit('orders', $1);          -- $1: the fencing token
+--     UPDATE orders SET status = 'shipped' WHERE id = 42;
+--     COMMIT;
+--
+-- fence.admit locks the fence's row until the transaction ends, so the check
+-- and the writes are atomic: every other transaction admitting the same fence
+-- waits, then sees the raised mark.  A stale token raises SQLSTATE FN001 and
+-- the whole transaction rolls back.  The mark is a row written in the same
+-- transaction, so it is durable exactly when the writes are (at COMMIT).
+--
+-- Error codes (class FN, user-defined):
+--   FN001  stale token: "STALE <token> <highest>: fencing token <token> for
+--          fence '<name>' is older than the highest admitted token <highest>"
+--   FN002  invalid fence name (NULL, empty, or longer than 256 bytes)
+--   FN003  invalid token (NULL or negative)
+-- Tokens are unsigned 64-bit on the lock service's side; bigint holds
+-- 0 .. 9223372036854775807.  A larger token cannot be passed as a bigint:
+-- PostgreSQL refuses the call with SQLSTATE 22003 (numeric_value_out_of_range,
+-- "bigint out of range" / "value ... is out of range for type bigint") before
+-- fence.admit runs, and the transaction is aborted, so nothing is admitted.
+-- fenced issues tokens from 1 upwards; it would need 2^63 grants to get there.
+--
+-- Privileges: the functions run with the rights of the role that loaded this
+-- file (SECURITY DEFINER, with a fixed search_path), so applications need no
+-- rights on the table and cannot lower a mark by hand.  Grant them:
+--     GRANT USAGE ON SCHEMA fence TO app;
+--     GRANT EXECUTE ON FUNCTION fence.admit(text, bigint), fence.high(text) TO app;
+--
+-- See adapters/postgres/README.md for the read-modify-write pattern (admit
+-- before you read) and the operational notes.
+
+BEGIN;
+
+SET LOCAL client_min_messages = warning;
+
+CREATE SCHEMA IF NOT EXISTS fence;
+COMMENT ON SCHEMA fence IS
+    'Fencing-token high-water marks (adapters/postgres/fence.sql of fenced).';
+
+-- One row per fence: the highest token admitted so far.  A fence without a
+-- row has mark 0.
+CREATE TABLE IF NOT EXISTS fence.marks (
+    name       text        NOT NULL,
+    token      bigint      NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT marks_pkey PRIMARY KEY (name),
+    CONSTRAINT marks_name_length CHECK (octet_length(name) BETWEEN 1 AND 256),
+    CONSTRAINT marks_token_nonnegative CHECK (token >= 0)
+);
+COMMENT ON TABLE fence.marks IS
+    'Highest fencing token admitted per fence; change it only through fence.admit.';
+COMMENT ON COLUMN fence.marks.name IS 'Fence name, 1..256 bytes.';
+COMMENT ON COLUMN fence.marks.token IS 'Highest token admitted (the high-water mark).';
+COMMENT ON COLUMN fence.marks.updated_at IS 'Start time of the transaction that last raised the mark.';
+REVOKE ALL ON TABLE fence.marks FROM PUBLIC;
+
+-- fence.admit(name, token): admit token for fence name in the caller's
+-- transaction, or raise FN001 if it is stale.  Returns the mark after the
+-- call (equal to token).
+--
+-- Step 1 makes sure the row exists without ever blocking on a different
+-- fence: INSERT ... ON CONFLICT DO NOTHING waits only for a concurrent
+-- transaction inserting the same name.  Step 2 takes the row lock, which is
+-- held until the caller's transaction ends; that is what serializes
+-- transactions on one fence and makes check + writes atomic.  Under READ
+-- COMMITTED, a transaction that waited for the lock reads the row as the
+-- previous holder committed it, so it compares against the newest mark.
+-- Under REPEATABLE READ or SERIALIZABLE, PostgreSQL raises a serialization
+-- failure (40001) instead, which also rolls back; the caller may retry.
+CREATE OR REPLACE FUNCTION fence.admit(name text, token bigint)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    high bigint;
+BEGIN
+    IF admit.name IS NULL OR octet_length(admit.name) < 1 OR octet_length(admit.name) > 256 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FN002',
+            MESSAGE = format('invalid fence name: must be 1..256 bytes, got %s',
+                             coalesce(octet_length(admit.name)::text || ' bytes', 'NULL'));
+    END IF;
+    IF admit.token IS NULL OR admit.token < 0 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FN003',
+            MESSAGE = format('invalid fencing token %s for fence %L: tokens are 0..9223372036854775807',
+                             coalesce(admit.token::text, 'NULL'), admit.name);
+    END IF;
+
+    INSERT INTO fence.marks AS m (name, token) VALUES (admit.name, 0)
+        ON CONFLICT ON CONSTRAINT marks_pkey DO NOTHING;
+
+    SELECT m.token INTO high FROM fence.marks AS m WHERE m.name = admit.name FOR UPDATE;
+    IF NOT FOUND THEN
+        -- The row exists (the insert found it) but this transaction's
+        -- snapshot cannot see it: only possible above READ COMMITTED.
+        RAISE EXCEPTION USING
+            ERRCODE = '40001',
+            MESSAGE = format('could not serialize access to fence %L (created by a concurrent transaction)',
+                             admit.name),
+            HINT = 'Retry the transaction.';
+    END IF;
+
+    IF admit.token < high THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FN001',
+            MESSAGE = format('STALE %s %s: fencing token %s for fence %L is older than the highest admitted token %s',
+                             admit.token, high, admit.token, admit.name, high),
+            DETAIL = format('fence=%s token=%s highest=%s', admit.name, admit.token, high),
+            HINT = 'A newer lock holder has written; this holder must stop. Do not retry with the same token.';
+    END IF;
+
+    IF admit.token > high THEN
+        UPDATE fence.marks AS m SET token = admit.token, updated_at = now() WHERE m.name = admit.name;
+    END IF;
+    RETURN admit.token;
+END
+$fn$;
+COMMENT ON FUNCTION fence.admit(text, bigint) IS
+    'Admit a fencing token in the current transaction (raises FN001 if stale); call before the writes.';
+
+-- fence.high(name): the mark of fence name, 0 if it was never admitted.  It
+-- takes no lock; inside a transaction that admitted name it is that token.
+CREATE OR REPLACE FUNCTION fence.high(name text)
+RETURNS bigint
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce((SELECT m.token FROM fence.marks AS m WHERE m.name = $1), 0);
+$fn$;
+COMMENT ON FUNCTION fence.high(text) IS 'Highest fencing token admitted for a fence (0 if none).';
+
+REVOKE ALL ON FUNCTION fence.admit(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.high(text) FROM PUBLIC;
+
+COMMIT;
