@@ -49,4 +49,24 @@ _Static_assert(FENCE_BULK_DEFAULT < FENCE_RBUF_MAX, "a maximal bulk must fit the
 _Static_assert(FENCE_INLINE_MAX < FENCE_RBUF_MAX, "an inline line must fit the read buffer");
 _Static_assert(FENCE_TTL_MS_MIN < FENCE_TTL_MS_MAX, "ttl bounds");
 
+/* ---- fence-store (src/store) --------------------------------------------- */
+
+/* Largest value fence-store accepts by default (--max-value), and the
+ * ceiling for --max-value.  fence-store sizes its read buffer from
+ * --max-value (value + FENCE_STORE_RBUF_SLACK), not from FENCE_RBUF_MAX. */
+#define FENCE_STORE_VALUE_DEFAULT (1024 * 1024)
+#define FENCE_STORE_VALUE_MAX (64 * 1024 * 1024)
+/* Room in fence-store's read buffer for the rest of a request beside one
+ * maximal value (command, fence, token, key, headers). */
+#define FENCE_STORE_RBUF_SLACK (64 * 1024)
+/* Longest fence-store key (LMDB's compiled-in key size limit is 511). */
+#define FENCE_STORE_KEY_MAX 511
+/* Default and ceiling for fence-store --max-clients. */
+#define FENCE_STORE_CLIENTS_DEFAULT 1024
+#define FENCE_STORE_CLIENTS_MAX 100000
+
+_Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value bounds");
+_Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
+               "a request's other arguments must fit the slack");
+
 #endif /* FENCE_LIMITS_H */
