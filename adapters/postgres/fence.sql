@@ -25,10 +25,14 @@
 --   FN002  invalid fence name (NULL, empty, or longer than 256 bytes)
 --   FN003  invalid token (NULL or negative)
 -- Tokens are unsigned 64-bit on the lock service's side; bigint holds
--- 0 .. 9223372036854775807.  A larger token cannot be passed as a bigint:
--- PostgreSQL refuses the call with SQLSTATE 22003 (numeric_value_out_of_range,
--- "bigint out of range" / "value ... is out of range for type bigint") before
--- fence.admit runs, and the transaction is aborted, so nothing is admitted.
+-- 0 .. 9223372036854775807 (2^63-1).  A larger token cannot be passed as a
+-- bigint, so PostgreSQL refuses the call before fence.admit runs and the
+-- transaction is aborted; nothing is admitted.  The error depends on how the
+-- token is sent: a bind parameter ($1), a string, or a value cast with
+-- ::bigint gives SQLSTATE 22003 ("bigint out of range" / "value ... is out of
+-- range for type bigint"); an untyped numeric literal, which is what some
+-- drivers (psycopg2) send for a large integer, gives 42883 ("function
+-- fence.admit(unknown, numeric) does not exist").  Negative tokens get FN003.
 -- fenced issues tokens from 1 upwards; it would need 2^63 grants to get there.
 --
 -- Privileges: the functions run with the rights of the role that loaded this

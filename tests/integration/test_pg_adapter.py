@@ -306,6 +306,16 @@ def test_validation(pg):
         T.check(state == "22003" and "bigint out of range" in msg,
                 "token %d cast with ::bigint: refused, 22003 bigint out of range" % tok, "%s %s" % (state, msg))
         c.rollback()
+    sql(c, "PREPARE admit_p AS SELECT fence.admit($1, $2)")
+    c.commit()
+    T.eq(I64MAX, one(c, "EXECUTE admit_p('range', '9223372036854775807')"),
+         "a prepared admit with parameter $2 = 2^63-1 is admitted")
+    c.rollback()
+    sql(c, "UPDATE orders SET status = 'huge' WHERE id = 2")
+    state, msg = attempt(c, "EXECUTE admit_p('range2', '9223372036854775808')")
+    T.check(state == "22003" and "out of range for type bigint" in msg,
+            "a prepared admit with parameter $2 = 2^63: refused, 22003", "%s %s" % (state, msg))
+    c.rollback()
     state, msg = attempt(c, "SELECT fence.admit('range2', $$18446744073709551615$$)")
     T.check(state == "22003" and "out of range" in msg, "token 2^64-1 passed as text: 22003, out of range",
             "%s %s" % (state, msg))
@@ -537,6 +547,11 @@ def test_privileges(pg):
     app.rollback()
     state, _ = attempt(app, "SELECT fence.admit('priv', 4)")
     T.eq("FN001", state, "...and a stale token is still refused")
+    app.rollback()
+    out = pg.psql_file(SQL)
+    T.eq(0, out.returncode, "loading fence.sql again with grants in place")
+    T.eq(6, one(app, "SELECT fence.admit('priv', 6)"), "...keeps the application's grants")
+    app.commit()
     app.close()
     admin.close()
 
