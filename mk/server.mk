@@ -1,0 +1,15 @@
+# src/server: the fenced daemon.
+CFLAGS_src_server_ := $(shell pkg-config --cflags libuv raft)
+SERVER_SRC := $(wildcard src/server/*.c)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+SERVER_LIBS := $(shell pkg-config --libs libuv raft)
+
+$(BUILD)/fenced: $(SERVER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(SERVER_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecore.a \
+	    $(SERVER_LIBS) $(LDFLAGS)
+
+BINS += $(BUILD)/fenced
+
+# Integration tests: scripts that start real fenced processes.
+INTEG_TESTS += $(sort $(wildcard tests/integration/test_fenced_*.sh))

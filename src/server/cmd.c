@@ -1,0 +1,484 @@
+/* The command table: argument validation, immediate replies, and turning
+ * state-machine results into RESP replies. */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/log.h"
+#include "server/server.h"
+
+/* Largest value a RESP integer reply can carry. */
+#define INT_REPLY_MAX ((uint64_t)INT64_MAX)
+
+/* One row of the command table. */
+typedef struct cmd_def {
+    const char *name; /* upper case; matched case-insensitively */
+    uint8_t op;       /* enum fence_op */
+    uint8_t argc_min; /* including the command name */
+    uint8_t argc_max; /* including the command name */
+} cmd_def;
+
+static const cmd_def commands[] = {
+    {"PING", OP_PING, 1, 2},
+    {"LEASE.GRANT", OP_GRANT, 2, 6},
+    {"LEASE.KEEPALIVE", OP_KEEPALIVE, 2, 2},
+    {"LEASE.REVOKE", OP_REVOKE, 2, 2},
+    {"LEASE.INFO", OP_LEASE_INFO, 2, 2},
+    {"LOCK", OP_LOCK, 3, 7},
+    {"UNLOCK", OP_UNLOCK, 3, 3},
+    {"LOCK.INFO", OP_LOCK_INFO, 2, 2},
+    {"ACQUIRE", OP_ACQUIRE, 3, 9},
+    {"INFO", OP_INFO, 1, 2},
+    {"QUIT", OP_INTERNAL, 1, 1},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* Find a command by name, ignoring case. */
+static const cmd_def *cmd_find(const fence_resp_arg *a)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strlen(commands[i].name) == a->len &&
+            strncasecmp(commands[i].name, a->ptr, a->len) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* Whether argument a equals word, ignoring case. */
+static bool arg_is(const fence_resp_arg *a, const char *word)
+{
+    return strlen(word) == a->len && strncasecmp(word, a->ptr, a->len) == 0;
+}
+
+/* Lower-case copy of a command name for error messages. */
+static void lower_name(const char *name, char *out, size_t cap)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < cap; i++)
+        out[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i]);
+    out[i] = '\0';
+}
+
+/* Parse argument a as an integer in [min, max]; on failure reply "ERR" on
+ * the slot naming the argument and return -1. */
+static int arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
+                   uint64_t min, uint64_t max, uint64_t *out)
+{
+    char msg[160];
+    if (fence_resp_parse_u64(a->ptr, a->len, max, out) != 0 || *out < min) {
+        snprintf(msg, sizeof(msg), "%s must be an integer in %" PRIu64 "..%" PRIu64,
+                 what, min, max);
+        fence__slot_error(slot, "ERR", msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Check a lock name's length; reply ERR and return -1 when out of range. */
+static int arg_name(fence_slot *slot, const fence_resp_arg *a, fence_cmd *cmd)
+{
+    if (a->len < 1 || a->len > FENCE_NAME_MAX) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "lock name must be 1..%d bytes", FENCE_NAME_MAX);
+        fence__slot_error(slot, "ERR", msg);
+        return -1;
+    }
+    cmd->name = (const uint8_t *)a->ptr;
+    cmd->name_len = (uint16_t)a->len;
+    return 0;
+}
+
+/* Options after the fixed arguments: WAIT <ms>, LOCKDELAY <ms>, REQID <id>,
+ * each allowed at most once and only where the command takes it. */
+enum { OPTF_WAIT = 1, OPTF_LOCKDELAY = 2, OPTF_REQID = 4 };
+
+/* Parse the trailing options from argv[first..argc) into cmd.  Replies ERR
+ * and returns -1 on anything unexpected. */
+static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
+                         unsigned allowed, fence_cmd *cmd)
+{
+    unsigned seen = 0;
+    for (uint32_t i = first; i < m->argc; i += 2) {
+        const fence_resp_arg *k = &m->argv[i];
+        unsigned which = 0;
+        if (arg_is(k, "WAIT"))
+            which = OPTF_WAIT;
+        else if (arg_is(k, "LOCKDELAY"))
+            which = OPTF_LOCKDELAY;
+        else if (arg_is(k, "REQID"))
+            which = OPTF_REQID;
+        if (which == 0 || !(allowed & which)) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "syntax error: unexpected '%.*s'",
+                     (int)(k->len > 32 ? 32 : k->len), k->ptr);
+            fence__slot_error(slot, "ERR", msg);
+            return -1;
+        }
+        if (seen & which) {
+            fence__slot_error(slot, "ERR", "syntax error: option given twice");
+            return -1;
+        }
+        seen |= which;
+        if (i + 1 >= m->argc) {
+            fence__slot_error(slot, "ERR", "syntax error: option without a value");
+            return -1;
+        }
+        const fence_resp_arg *v = &m->argv[i + 1];
+        switch (which) {
+        case OPTF_WAIT:
+            if (arg_u64(slot, v, "WAIT", 1, FENCE_WAIT_MS_MAX, &cmd->wait_ms) != 0)
+                return -1;
+            break;
+        case OPTF_LOCKDELAY:
+            if (arg_u64(slot, v, "LOCKDELAY", 0, FENCE_LOCK_DELAY_MS_MAX,
+                        &cmd->lock_delay_ms) != 0)
+                return -1;
+            break;
+        default:
+            if (arg_u64(slot, v, "REQID", 0, UINT64_MAX, &cmd->req_id) != 0)
+                return -1;
+            cmd->flags |= FENCE_CMD_F_REQID;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Reply for a request that needs the leader when this server cannot serve
+ * it: NOTLEADER with the leader's client address when one is known,
+ * TRYAGAIN while an election or the leader's start-up is under way. */
+void fence__cmd_reply_unavailable(fence_server *s, fence_slot *slot)
+{
+    char msg[160];
+    if (s->stopping) {
+        fence__slot_error(slot, "TRYAGAIN", "the server is shutting down");
+        return;
+    }
+    if (fence__node_is_leader(&s->node)) {
+        fence__slot_error(slot, "TRYAGAIN",
+                          "the leader is starting (replaying its log); retry shortly");
+        return;
+    }
+    const fence_peer *p = fence__node_leader_peer(&s->node);
+    if (p != NULL && p->id != s->cfg->node_id) {
+        snprintf(msg, sizeof(msg), "%s:%u", p->host, (unsigned)p->client_port);
+        fence__slot_error(slot, "NOTLEADER", msg);
+        return;
+    }
+    fence__slot_error(slot, "TRYAGAIN", "no leader is elected yet; retry shortly");
+}
+
+/* Reply for an integer. */
+static void reply_uint(fence_slot *slot, uint64_t v)
+{
+    char buf[32];
+    size_t n = fence_resp_uint(buf, sizeof(buf), v > INT_REPLY_MAX ? INT_REPLY_MAX : v);
+    assert(n <= sizeof(buf));
+    fence__slot_reply(slot, buf, n);
+}
+
+/* Reply nil. */
+static void reply_nil(fence_slot *slot)
+{
+    char buf[8];
+    size_t n = fence_resp_nil(buf, sizeof(buf));
+    assert(n <= sizeof(buf));
+    fence__slot_reply(slot, buf, n);
+}
+
+/* Reply with an array of integers. */
+static void reply_uints(fence_slot *slot, const uint64_t *v, unsigned n)
+{
+    char buf[256];
+    size_t off = fence_resp_array(buf, sizeof(buf), n);
+    for (unsigned i = 0; i < n; i++)
+        off += fence_resp_uint(buf + off, sizeof(buf) - off,
+                               v[i] > INT_REPLY_MAX ? INT_REPLY_MAX : v[i]);
+    assert(off <= sizeof(buf));
+    fence__slot_reply(slot, buf, off);
+}
+
+/* Turn a command's result (or a finished wait's event) into its reply. */
+void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
+{
+    assert(r->status != FENCE_ST_QUEUED);
+    switch (r->status) {
+    case FENCE_ST_NOLEASE:
+        if (slot->op == OP_REVOKE)
+            break; /* idempotent: OK below */
+        fence__slot_error(slot, "NOLEASE",
+                          "the lease is unknown, expired or revoked");
+        return;
+    case FENCE_ST_LIMIT:
+        fence__slot_error(slot, "LIMIT",
+                          "a configured limit is full (max-leases, max-locks, "
+                          "max-waiters or max-dedup)");
+        return;
+    case FENCE_ST_INVALID:
+        fence__slot_error(slot, "ERR", "invalid argument (out of range)");
+        return;
+    case FENCE_ST_NIL:
+        reply_nil(slot);
+        return;
+    default:
+        break;
+    }
+    switch (slot->op) {
+    case OP_GRANT:
+        reply_uint(slot, r->lease);
+        break;
+    case OP_KEEPALIVE:
+    case OP_UNLOCK:
+        reply_uint(slot, r->value);
+        break;
+    case OP_REVOKE: {
+        char buf[8];
+        size_t n = fence_resp_simple(buf, sizeof(buf), "OK");
+        fence__slot_reply(slot, buf, n);
+        break;
+    }
+    case OP_LOCK:
+        reply_uint(slot, r->token);
+        break;
+    case OP_ACQUIRE: {
+        uint64_t v[2] = {r->token, r->lease};
+        reply_uints(slot, v, 2);
+        break;
+    }
+    default:
+        assert(0 && "unexpected op for a command result");
+        fence__slot_error(slot, "ERR", "internal error");
+        break;
+    }
+}
+
+/* Remaining ms from deadline at fsm time now, floored at 0. */
+static uint64_t remaining(uint64_t deadline, uint64_t now)
+{
+    return deadline > now ? deadline - now : 0;
+}
+
+/* Answer LEASE.INFO / LOCK.INFO from applied state. */
+void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *cmd)
+{
+    uint64_t now = fence__server_now(s);
+    if (slot->op == OP_LEASE_INFO) {
+        fence_lease_info li;
+        if (fence_fsm_lease_info(s->fsm, cmd->lease, now, &li) != 0) {
+            fence__slot_error(slot, "NOLEASE", "the lease is unknown, expired or revoked");
+            return;
+        }
+        uint64_t v[3] = {li.ttl_ms, remaining(li.deadline_ms, now), li.locks_held};
+        reply_uints(slot, v, 3);
+        return;
+    }
+    assert(slot->op == OP_LOCK_INFO);
+    fence_lock_info ki;
+    if (!fence_fsm_lock_info(s->fsm, cmd->name, cmd->name_len, &ki)) {
+        reply_nil(slot);
+        return;
+    }
+    uint64_t v[4] = {ki.token, ki.lease, remaining(ki.deadline_ms, now), ki.waiters};
+    reply_uints(slot, v, 4);
+}
+
+/* Build the INFO text and reply with it as one bulk string. */
+static void reply_info(fence_server *s, fence_slot *slot)
+{
+    char text[4096];
+    char buf[4200];
+    fence_fsm_stats st;
+    fence_fsm_stats_get(s->fsm, &st);
+    struct raft *r = &s->node.raft;
+    const fence_peer *lp = fence__node_leader_peer(&s->node);
+    char leader[96] = "";
+    if (lp != NULL)
+        snprintf(leader, sizeof(leader), "%s:%u", lp->host, (unsigned)lp->client_port);
+    uint64_t mono = uv_hrtime() / 1000000;
+    double avg = s->stat_batches ? (double)s->stat_batch_cmds / (double)s->stat_batches : 0.0;
+    int n = snprintf(
+        text, sizeof(text),
+        "# fenced\r\n"
+        "version:%s\r\n"
+        "role:%s\r\n"
+        "leader_ready:%d\r\n"
+        "node_id:%llu\r\n"
+        "leader:%s\r\n"
+        "voters:%u\r\n"
+        "term:%llu\r\n"
+        "commit_index:%llu\r\n"
+        "applied_index:%llu\r\n"
+        "uptime_s:%llu\r\n"
+        "now_ms:%llu\r\n"
+        "last_token:%llu\r\n"
+        "leases:%llu\r\n"
+        "locks:%llu\r\n"
+        "waiters:%llu\r\n"
+        "connections:%llu\r\n"
+        "rejected_connections:%llu\r\n"
+        "slow_readers_closed:%llu\r\n"
+        "commands_processed:%llu\r\n"
+        "batches:%llu\r\n"
+        "batch_commands:%llu\r\n"
+        "avg_batch_size:%.2f\r\n"
+        "raft_entries:%llu\r\n"
+        "raft_bytes:%llu\r\n"
+        "fsync_batches:%llu\r\n",
+        FENCED_VERSION, fence__node_role(&s->node), s->lstate == LS_READY,
+        (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
+        (unsigned long long)r->current_term, (unsigned long long)r->commit_index,
+        (unsigned long long)r->last_applied,
+        (unsigned long long)((mono - s->start_ms) / 1000),
+        (unsigned long long)fence__server_now(s), (unsigned long long)st.last_token,
+        (unsigned long long)st.leases, (unsigned long long)st.locks,
+        (unsigned long long)st.waiters, (unsigned long long)s->n_conns,
+        (unsigned long long)s->stat_rejected_conns,
+        (unsigned long long)s->stat_slow_closed,
+        (unsigned long long)s->stat_commands, (unsigned long long)s->stat_batches,
+        (unsigned long long)s->stat_batch_cmds, avg,
+        (unsigned long long)s->stat_batches, (unsigned long long)s->stat_entry_bytes,
+        (unsigned long long)s->node.appends);
+    assert(n > 0 && (size_t)n < sizeof(text));
+    size_t len = fence_resp_bulk(buf, sizeof(buf), text, (size_t)n);
+    assert(len <= sizeof(buf));
+    fence__slot_reply(slot, buf, len);
+}
+
+/* Queue a command (or an ordered read) into the pending batch, or answer
+ * TRYAGAIN/NOTLEADER when this server cannot take writes now. */
+static void submit(fence_server *s, fence_slot *slot, const fence_cmd *cmd,
+                   bool is_read)
+{
+    if (s->lstate != LS_READY || s->stopping) {
+        fence__cmd_reply_unavailable(s, slot);
+        return;
+    }
+    if (fence__batch_add(s, cmd, slot->op, is_read, slot) == NULL) {
+        fence__slot_error(slot, "TRYAGAIN", "out of memory; retry later");
+        return;
+    }
+}
+
+/* Handle one parsed request: find the command, check arity and arguments,
+ * then answer or submit it.  Every path gives the slot a reply eventually. */
+void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
+{
+    fence_server *s = c->srv;
+    const cmd_def *def = cmd_find(&m->argv[0]);
+    fence_slot *slot = fence__slot_new(c, def ? def->op : OP_PING);
+    char msg[160];
+    if (slot == NULL) {
+        LOG_ERROR("conn %llu: out of memory for a request; closing",
+                  (unsigned long long)c->id);
+        fence__conn_close(c);
+        return;
+    }
+    if (def == NULL) {
+        snprintf(msg, sizeof(msg), "unknown command '%.*s'",
+                 (int)(m->argv[0].len > 40 ? 40 : m->argv[0].len), m->argv[0].ptr);
+        fence__slot_error(slot, "ERR", msg);
+        return;
+    }
+    if (m->argc < def->argc_min || m->argc > def->argc_max) {
+        char lname[32];
+        lower_name(def->name, lname, sizeof(lname));
+        snprintf(msg, sizeof(msg), "wrong number of arguments for '%s' command", lname);
+        fence__slot_error(slot, "ERR", msg);
+        return;
+    }
+    fence_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    switch (def->op) {
+    case OP_PING: {
+        char buf[128];
+        if (m->argc == 1) {
+            size_t n = fence_resp_simple(buf, sizeof(buf), "PONG");
+            fence__slot_reply(slot, buf, n);
+        } else {
+            size_t need = fence_resp_bulk(NULL, 0, m->argv[1].ptr, m->argv[1].len);
+            char *big = malloc(need);
+            if (big == NULL) {
+                fence__slot_error(slot, "ERR", "out of memory");
+                return;
+            }
+            fence_resp_bulk(big, need, m->argv[1].ptr, m->argv[1].len);
+            fence__slot_reply(slot, big, need);
+            free(big);
+        }
+        return;
+    }
+    case OP_INTERNAL: /* QUIT */ {
+        char buf[8];
+        size_t n = fence_resp_simple(buf, sizeof(buf), "OK");
+        fence__slot_reply(slot, buf, n);
+        c->close_after_flush = true;
+        return;
+    }
+    case OP_INFO:
+        reply_info(s, slot);
+        return;
+    case OP_GRANT:
+        cmd.type = FENCE_CMD_LEASE_GRANT;
+        cmd.lock_delay_ms = s->cfg->lock_delay_ms;
+        if (arg_u64(slot, &m->argv[1], "ttl_ms", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
+                    &cmd.ttl_ms) != 0 ||
+            parse_options(slot, m, 2, OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
+            return;
+        break;
+    case OP_KEEPALIVE:
+    case OP_REVOKE:
+    case OP_LEASE_INFO:
+        cmd.type = def->op == OP_KEEPALIVE ? FENCE_CMD_LEASE_KEEPALIVE
+                                           : FENCE_CMD_LEASE_REVOKE;
+        if (arg_u64(slot, &m->argv[1], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0)
+            return;
+        break;
+    case OP_LOCK:
+        cmd.type = FENCE_CMD_LOCK;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0 ||
+            parse_options(slot, m, 3, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
+            return;
+        break;
+    case OP_UNLOCK:
+        cmd.type = FENCE_CMD_UNLOCK;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "token", 0, INT_REPLY_MAX, &cmd.token) != 0)
+            return;
+        break;
+    case OP_LOCK_INFO:
+        if (arg_name(slot, &m->argv[1], &cmd) != 0)
+            return;
+        break;
+    case OP_ACQUIRE:
+        cmd.type = FENCE_CMD_ACQUIRE;
+        cmd.lock_delay_ms = s->cfg->lock_delay_ms;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "ttl_ms", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
+                    &cmd.ttl_ms) != 0 ||
+            parse_options(slot, m, 3, OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
+            return;
+        break;
+    default:
+        assert(0 && "command table and dispatch disagree");
+        return;
+    }
+    if (def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO) {
+        if (s->lstate != LS_READY || s->stopping) {
+            fence__cmd_reply_unavailable(s, slot);
+            return;
+        }
+        /* Linearizable reads: in a cluster they ride the next entry; in a
+         * cluster of one they only wait for this connection's own earlier
+         * writes, so a pipeline reads its own writes. */
+        if (fence__node_voters(&s->node) > 1 || c->unapplied > 0) {
+            submit(s, slot, &cmd, true);
+            return;
+        }
+        fence__cmd_reply_read(s, slot, &cmd);
+        return;
+    }
+    submit(s, slot, &cmd, false);
+}

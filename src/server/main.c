@@ -1,0 +1,45 @@
+/* fenced: the lock service daemon.  Parses the options, starts logging,
+ * raft and the listeners, runs the loop until SIGTERM/SIGINT, exits 0. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "server/config.h"
+#include "server/log.h"
+#include "server/server.h"
+
+/* The configuration and the server live for the whole process. */
+static fence_config config;
+static fence_server server;
+
+/* Entry point: see the file comment. */
+int main(int argc, char **argv)
+{
+    char err[1024];
+    int rv = fence__config_load(&config, argc, argv, err, sizeof(err));
+    if (rv == 1)
+        return 0;
+    if (rv != 0) {
+        fprintf(stderr, "fenced: %s\n", err);
+        return 2;
+    }
+    if (fence__log_open(config.log_level_num, config.log_file) != 0) {
+        fprintf(stderr, "fenced: log-file %s: cannot open\n", config.log_file);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+
+    uv_loop_t *loop = uv_default_loop();
+    if (fence__server_init(&server, loop, &config) != 0) {
+        LOG_ERROR("start-up failed");
+        return 1;
+    }
+    LOG_INFO("fenced %s started: node %llu, data-dir %s", FENCED_VERSION,
+             (unsigned long long)config.node_id, config.data_dir);
+    uv_run(loop, UV_RUN_DEFAULT);
+    fence__server_free(&server);
+    uv_loop_close(loop);
+    return server.exit_code;
+}

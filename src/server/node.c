@@ -1,0 +1,398 @@
+/* Raft glue: raft_uv setup, crash-stop wrappers, bootstrap; see node.h. */
+#include "server/node.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "server/log.h"
+
+#define NODE_OF_IO(p) ((fence_node *)((char *)(p) - offsetof(fence_node, io)))
+
+/* ---- The local transport (single node, no raft network) ---------------- */
+
+/* Nothing to set up: a one-voter cluster never talks to anyone. */
+static int local_init(struct raft_uv_transport *t, raft_id id, const char *addr)
+{
+    (void)t;
+    (void)id;
+    (void)addr;
+    return 0;
+}
+
+/* Accept nothing. */
+static int local_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
+{
+    (void)t;
+    (void)cb;
+    return 0;
+}
+
+/* There is nobody to connect to; raft only connects to other voters. */
+static int local_connect(struct raft_uv_transport *t, struct raft_uv_connect *req,
+                         raft_id id, const char *addr, raft_uv_connect_cb cb)
+{
+    (void)req;
+    (void)id;
+    (void)addr;
+    (void)cb;
+    snprintf(t->errmsg, sizeof(t->errmsg), "single node: no raft network");
+    return RAFT_NOCONNECTION;
+}
+
+/* Nothing pending, so closing completes at once. */
+static void local_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
+{
+    cb(t);
+}
+
+/* ---- Crash-stop wrappers around raft_uv --------------------------------- */
+
+/* Our own request passed to raft_uv, remembering raft's request. */
+typedef struct wrap_append {
+    struct raft_io_append req;     /* handed to raft_uv */
+    struct raft_io_append *orig;   /* raft's request */
+    raft_io_append_cb orig_cb;     /* raft's callback */
+    fence_node *node;              /* for the test hook and shutdown state */
+    uint64_t seq;                  /* 1-based append number */
+    unsigned n_entries;            /* entries in this append (for the log) */
+} wrap_append;
+
+/* Completion of a log append: a failure is fatal, except cancellation while
+ * the daemon is shutting down (nothing is acknowledged after that). */
+static void wrap_append_cb(struct raft_io_append *req, int status)
+{
+    wrap_append *w = req->data;
+    fence_node *n = w->node;
+    if (status == 0 && n->fail_append_at != 0 && w->seq == n->fail_append_at)
+        status = RAFT_IOERR; /* test hook: pretend the write failed */
+    if (status != 0 && !(n->closing && status == RAFT_CANCELED))
+        fence__log_fatal("raft log append of %u entries failed: %s (%d); "
+                         "aborting rather than continue on a log that may be behind",
+                         w->n_entries, raft_strerror(status), status);
+    struct raft_io_append *orig = w->orig;
+    raft_io_append_cb cb = w->orig_cb;
+    free(w);
+    orig->cb = cb;
+    if (cb != NULL)
+        cb(orig, status);
+}
+
+/* raft_io->append: forward to raft_uv with our completion in between. */
+static int wrap_append_fn(struct raft_io *io, struct raft_io_append *req,
+                          const struct raft_entry entries[], unsigned n_entries,
+                          raft_io_append_cb cb)
+{
+    fence_node *n = NODE_OF_IO(io);
+    wrap_append *w = malloc(sizeof(*w));
+    if (w == NULL)
+        return RAFT_NOMEM;
+    w->req.data = w;
+    w->orig = req;
+    w->orig_cb = cb;
+    w->node = n;
+    w->seq = ++n->appends;
+    w->n_entries = n_entries;
+    int rv = n->uv_append(io, &w->req, entries, n_entries, wrap_append_cb);
+    if (rv != 0) {
+        free(w);
+        if (rv != RAFT_NOMEM && !n->closing)
+            fence__log_fatal("raft log append could not start: %s (%d)",
+                             raft_strerror(rv), rv);
+    }
+    return rv;
+}
+
+/* raft_io->truncate: a refusal to truncate is as fatal as a failed write. */
+static int wrap_truncate_fn(struct raft_io *io, raft_index index)
+{
+    fence_node *n = NODE_OF_IO(io);
+    int rv = n->uv_truncate(io, index);
+    if (rv != 0 && !n->closing)
+        fence__log_fatal("raft log truncate at %llu failed: %s (%d)",
+                         (unsigned long long)index, raft_strerror(rv), rv);
+    return rv;
+}
+
+/* Our own request for a snapshot write. */
+typedef struct wrap_snap {
+    struct raft_io_snapshot_put req;    /* handed to raft_uv */
+    struct raft_io_snapshot_put *orig;  /* raft's request */
+    raft_io_snapshot_put_cb orig_cb;    /* raft's callback */
+    fence_node *node;                   /* for the shutdown state */
+} wrap_snap;
+
+/* Completion of a snapshot write: failure is fatal (as for appends). */
+static void wrap_snap_cb(struct raft_io_snapshot_put *req, int status)
+{
+    wrap_snap *w = req->data;
+    if (status != 0 && !(w->node->closing && status == RAFT_CANCELED))
+        fence__log_fatal("raft snapshot write failed: %s (%d)",
+                         raft_strerror(status), status);
+    struct raft_io_snapshot_put *orig = w->orig;
+    raft_io_snapshot_put_cb cb = w->orig_cb;
+    free(w);
+    orig->cb = cb;
+    if (cb != NULL)
+        cb(orig, status);
+}
+
+/* raft_io->snapshot_put: forward with our completion in between. */
+static int wrap_snap_fn(struct raft_io *io, unsigned trailing,
+                        struct raft_io_snapshot_put *req,
+                        const struct raft_snapshot *snapshot,
+                        raft_io_snapshot_put_cb cb)
+{
+    fence_node *n = NODE_OF_IO(io);
+    wrap_snap *w = malloc(sizeof(*w));
+    if (w == NULL)
+        return RAFT_NOMEM;
+    w->req.data = w;
+    w->orig = req;
+    w->orig_cb = cb;
+    w->node = n;
+    int rv = n->uv_snapshot_put(io, trailing, &w->req, snapshot, wrap_snap_cb);
+    if (rv != 0)
+        free(w);
+    return rv;
+}
+
+/* ---- Start / stop ----------------------------------------------------------- */
+
+/* mkdir -p for the data directory. */
+static int mkdir_p(const char *path)
+{
+    char buf[1024];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+/* Set up raft_uv, wrap it, bootstrap if pristine, start.  See node.h. */
+int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
+                      struct raft_fsm *fsm)
+{
+    int rv;
+    memset(n, 0, sizeof(*n));
+    n->cfg = cfg;
+    const char *env = getenv("FENCED_TEST_FAIL_APPEND");
+    if (env != NULL && *env != '\0') {
+        n->fail_append_at = strtoull(env, NULL, 10);
+        LOG_WARN("test hook: raft append #%llu will report a disk error",
+                 (unsigned long long)n->fail_append_at);
+    }
+    if (mkdir_p(cfg->data_dir) != 0) {
+        LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(errno));
+        return -1;
+    }
+
+    const fence_peer *self = fence__config_peer(cfg, cfg->node_id);
+    assert(self != NULL);
+    n->tcp = cfg->raft_port != 0;
+    snprintf(n->address, sizeof(n->address), "%s:%u", self->host,
+             (unsigned)self->raft_port);
+    if (n->tcp) {
+        rv = raft_uv_tcp_init(&n->transport, loop);
+        if (rv != 0) {
+            LOG_ERROR("raft transport: %s", raft_strerror(rv));
+            return -1;
+        }
+    } else {
+        n->transport.init = local_init;
+        n->transport.listen = local_listen;
+        n->transport.connect = local_connect;
+        n->transport.close = local_close;
+    }
+    rv = raft_uv_init(&n->io, loop, cfg->data_dir, &n->transport);
+    if (rv != 0) {
+        LOG_ERROR("raft storage in %s: %s", cfg->data_dir, n->io.errmsg);
+        return -1;
+    }
+    n->uv_append = n->io.append;
+    n->uv_truncate = n->io.truncate;
+    n->uv_snapshot_put = n->io.snapshot_put;
+    n->io.append = wrap_append_fn;
+    n->io.truncate = wrap_truncate_fn;
+    n->io.snapshot_put = wrap_snap_fn;
+
+    rv = raft_init(&n->raft, &n->io, fsm, cfg->node_id, n->address);
+    if (rv != 0) {
+        LOG_ERROR("raft init: %s", raft_errmsg(&n->raft));
+        return -1;
+    }
+    n->raft.data = n;
+    raft_set_election_timeout(&n->raft, (unsigned)cfg->election_timeout_ms);
+    raft_set_heartbeat_timeout(&n->raft, (unsigned)cfg->heartbeat_ms);
+    raft_set_snapshot_threshold(&n->raft, (unsigned)cfg->snapshot_threshold);
+    raft_set_snapshot_trailing(&n->raft, (unsigned)cfg->snapshot_trailing);
+    raft_set_pre_vote(&n->raft, true);
+
+    /* First start: every node bootstraps the same full configuration.  A
+     * data dir with raft state answers RAFT_CANTBOOTSTRAP: keep it. */
+    struct raft_configuration conf;
+    raft_configuration_init(&conf);
+    for (unsigned i = 0; i < cfg->n_peers; i++) {
+        char addr[96];
+        snprintf(addr, sizeof(addr), "%s:%u", cfg->peer[i].host,
+                 (unsigned)cfg->peer[i].raft_port);
+        rv = raft_configuration_add(&conf, cfg->peer[i].id, addr, RAFT_VOTER);
+        if (rv != 0) {
+            LOG_ERROR("raft configuration: %s", raft_strerror(rv));
+            raft_configuration_close(&conf);
+            return -1;
+        }
+    }
+    rv = raft_bootstrap(&n->raft, &conf);
+    raft_configuration_close(&conf);
+    if (rv == 0)
+        LOG_INFO("bootstrapped a new raft log in %s with %u voter(s)",
+                 cfg->data_dir, cfg->n_peers);
+    else if (rv != RAFT_CANTBOOTSTRAP) {
+        LOG_ERROR("raft bootstrap: %s (%s)", raft_strerror(rv), n->io.errmsg);
+        return -1;
+    }
+    rv = raft_start(&n->raft);
+    if (rv != 0) {
+        LOG_ERROR("raft start: %s", raft_errmsg(&n->raft));
+        return -1;
+    }
+    n->started = true;
+    LOG_INFO("raft started: node %llu at %s, term %llu, last index %llu",
+             (unsigned long long)cfg->node_id, n->address,
+             (unsigned long long)n->raft.current_term,
+             (unsigned long long)raft_last_index(&n->raft));
+    return 0;
+}
+
+/* Framed size: at least one trailer byte, up to the next multiple of 8. */
+size_t fence__node_framed_len(size_t len)
+{
+    return len + (8 - len % 8);
+}
+
+/* Zero-fill the padding and store its size in the last byte. */
+size_t fence__node_frame(uint8_t *buf, size_t len)
+{
+    size_t pad = 8 - len % 8;
+    assert(pad >= 1 && pad <= 8);
+    memset(buf + len, 0, pad - 1);
+    buf[len + pad - 1] = (uint8_t)pad;
+    return len + pad;
+}
+
+/* Strip the framing, checking it is well formed. */
+size_t fence__node_unframe(const uint8_t *buf, size_t len)
+{
+    if (len == 0 || len % 8 != 0)
+        return SIZE_MAX;
+    size_t pad = buf[len - 1];
+    if (pad < 1 || pad > 8 || pad > len)
+        return SIZE_MAX;
+    for (size_t i = len - pad; i < len - 1; i++)
+        if (buf[i] != 0)
+            return SIZE_MAX;
+    return len - pad;
+}
+
+/* Propose one entry; see node.h for buffer ownership. */
+int fence__node_apply(fence_node *n, struct raft_apply *req, void *buf,
+                      size_t len, raft_apply_cb cb)
+{
+    struct raft_buffer b;
+    assert(buf != NULL);
+    assert(len > 0);
+    b.base = buf;
+    b.len = len;
+    return raft_apply(&n->raft, req, &b, 1, cb);
+}
+
+/* Propose a barrier. */
+int fence__node_barrier(fence_node *n, struct raft_barrier *req,
+                        raft_barrier_cb cb)
+{
+    return raft_barrier(&n->raft, req, cb);
+}
+
+/* Whether raft says we lead (and are not handing leadership over). */
+bool fence__node_is_leader(fence_node *n)
+{
+    return n->started && !n->closing && raft_state(&n->raft) == RAFT_LEADER;
+}
+
+/* Human-readable raft state for INFO. */
+const char *fence__node_role(fence_node *n)
+{
+    if (!n->started || n->closing)
+        return "unavailable";
+    switch (raft_state(&n->raft)) {
+    case RAFT_LEADER:
+        return "leader";
+    case RAFT_FOLLOWER:
+        return "follower";
+    case RAFT_CANDIDATE:
+        return "candidate";
+    default:
+        return "unavailable";
+    }
+}
+
+/* Count voters in raft's current configuration. */
+unsigned fence__node_voters(fence_node *n)
+{
+    unsigned v = 0;
+    for (unsigned i = 0; i < n->raft.configuration.n; i++)
+        if (n->raft.configuration.servers[i].role == RAFT_VOTER)
+            v++;
+    return v;
+}
+
+/* Map raft's idea of the leader to its client address. */
+const fence_peer *fence__node_leader_peer(fence_node *n)
+{
+    raft_id id = 0;
+    const char *addr = NULL;
+    if (!n->started)
+        return NULL;
+    raft_leader(&n->raft, &id, &addr);
+    if (id == 0)
+        return NULL;
+    return fence__config_peer(n->cfg, id);
+}
+
+/* raft_close completion: hand over to the owner. */
+static void node_closed(struct raft *r)
+{
+    fence_node *n = r->data;
+    if (n->close_cb != NULL)
+        n->close_cb(n);
+}
+
+/* Close raft (which closes raft_uv and the transport). */
+void fence__node_close(fence_node *n, fence_node_close_cb cb)
+{
+    assert(!n->closing);
+    n->closing = true;
+    n->close_cb = cb;
+    if (!n->started) {
+        if (cb != NULL)
+            cb(n);
+        return;
+    }
+    raft_close(&n->raft, node_closed);
+}

@@ -1,0 +1,110 @@
+/* The raft glue of fenced: one raft server (libraft 0.15, libuv backend).
+ *
+ * Small API on purpose, so cluster commands (CLUSTER.ADD/REMOVE/TRANSFER)
+ * can be added next to it without touching the connection code:
+ *
+ *   fence__node_start()    create the data dir, init raft_uv (+ transport),
+ *                          wrap the raft_io for crash-stop on disk errors,
+ *                          bootstrap the --peers configuration (or a
+ *                          one-voter one) on first start, raft_start.
+ *   fence__node_apply()    propose one entry (buffer from raft_malloc).
+ *   fence__node_leader_peer() the leader's entry in the --peers map, for
+ *                          NOTLEADER replies.
+ *   fence__node_close()    raft_close, then a callback.
+ *
+ * Transport: with --raft-port 0 (the default, a single node) raft uses a
+ * no-network transport; otherwise raft_uv_tcp on host:raft-port.
+ *
+ * Crash-stop: the append, truncate and snapshot_put functions of the
+ * raft_io that raft_uv_init fills are replaced by wrappers.  A non-zero
+ * completion status (or a non-zero return of truncate) is logged and the
+ * process aborts: it must never acknowledge anything on a log that may be
+ * behind.  (raft_uv reports a failed asynchronous truncate by failing every
+ * later append, which then aborts here.)  For tests, the environment
+ * variable FENCED_TEST_FAIL_APPEND=N makes the Nth append complete with
+ * RAFT_IOERR. */
+#ifndef FENCE_SERVER_NODE_H
+#define FENCE_SERVER_NODE_H
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/config.h"
+
+typedef struct fence_node fence_node;
+typedef void (*fence_node_close_cb)(fence_node *n);
+
+struct fence_node {
+    struct raft raft;                   /* the raft instance */
+    struct raft_io io;                  /* raft_uv, with wrapped callbacks */
+    struct raft_uv_transport transport; /* raft_uv_tcp or the local one */
+    bool tcp;                           /* transport is raft_uv_tcp */
+    bool started;                       /* raft_start succeeded */
+    bool closing;                       /* fence__node_close was called */
+    const fence_config *cfg;            /* options, incl. the peer map */
+    char address[96];                   /* this server's raft address */
+    uint64_t appends;                   /* append requests seen (test hook) */
+    uint64_t fail_append_at;            /* FENCED_TEST_FAIL_APPEND, 0: off */
+    fence_node_close_cb close_cb;       /* after raft_close completes */
+    /* The raft_uv functions the wrappers forward to. */
+    int (*uv_append)(struct raft_io *io, struct raft_io_append *req,
+                     const struct raft_entry entries[], unsigned n,
+                     raft_io_append_cb cb);
+    int (*uv_truncate)(struct raft_io *io, raft_index index);
+    int (*uv_snapshot_put)(struct raft_io *io, unsigned trailing,
+                           struct raft_io_snapshot_put *req,
+                           const struct raft_snapshot *snapshot,
+                           raft_io_snapshot_put_cb cb);
+};
+
+/* Entry framing.  libraft 0.15's raft_uv pads every entry to a multiple
+ * of 8 bytes on disk but reloads it with its unpadded length, so an entry
+ * whose length is not a multiple of 8 corrupts every later entry of its
+ * segment at the next start (verified in src/uv_encoding.c / uv_segment.c
+ * of v0.15.0: the writer sums bytePad64(len), the loader sums len).  So
+ * every entry fenced proposes is padded here: payload, zero bytes, and a
+ * last byte saying how many bytes (1..8) were added. */
+
+/* Bytes an entry with a payload of len bytes occupies once framed. */
+size_t fence__node_framed_len(size_t len);
+/* Frame in place: buf holds len payload bytes and has room for
+ * fence__node_framed_len(len); returns the framed length. */
+size_t fence__node_frame(uint8_t *buf, size_t len);
+/* The payload length of a framed entry, or SIZE_MAX if it is malformed. */
+size_t fence__node_unframe(const uint8_t *buf, size_t len);
+
+/* Start raft for cfg on loop with the given state machine.  Returns 0, or
+ * -1 after logging why (the daemon exits non-zero). */
+int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
+                      struct raft_fsm *fsm);
+
+/* Propose one command entry.  buf must come from raft_malloc; on 0 raft owns
+ * it, on error the caller still does (raft_apply's contract).  Returns 0 or
+ * a RAFT_* code (RAFT_NOTLEADER when not the leader). */
+int fence__node_apply(fence_node *n, struct raft_apply *req, void *buf,
+                      size_t len, raft_apply_cb cb);
+
+/* Propose a barrier (applied once every earlier entry is applied). */
+int fence__node_barrier(fence_node *n, struct raft_barrier *req,
+                        raft_barrier_cb cb);
+
+/* true when this server is the raft leader right now. */
+bool fence__node_is_leader(fence_node *n);
+
+/* "leader", "follower", "candidate" or "unavailable". */
+const char *fence__node_role(fence_node *n);
+
+/* Number of voters in the current configuration. */
+unsigned fence__node_voters(fence_node *n);
+
+/* The --peers entry of the current leader, or NULL when no leader is known
+ * or the leader is not in the map. */
+const fence_peer *fence__node_leader_peer(fence_node *n);
+
+/* raft_close, then cb (safe to free n after it). */
+void fence__node_close(fence_node *n, fence_node_close_cb cb);
+
+#endif /* FENCE_SERVER_NODE_H */
