@@ -1,0 +1,38 @@
+# fencectl: the command-line client, `make bench`, and its tests.
+CLI_SRC := $(wildcard src/cli/*.c)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# Everything but main(), for the unit tests of the parsing code.
+CLI_LIB_OBJ := $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ))
+FENCECTL := $(BUILD)/fencectl
+
+# (mk/client.mk is read after this file: name its library literally.)
+$(FENCECTL): $(CLI_OBJ) $(BUILD)/libfence.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS) -lm
+
+BINS += $(FENCECTL)
+
+# Unit tests of the CLI's pure parts (argument parsing, histogram).
+# (mk/client.mk adds them to UNIT_TESTS with the other test_client* ones.)
+CLI_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_client_cli*.c))
+$(CLI_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CLI_LIB_OBJ) $(BUILD)/libfence.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS) -lm
+
+INTEG_TESTS += $(wildcard tests/integration/test_fencectl_*.sh)
+
+install-cli: $(FENCECTL)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(FENCECTL) $(DESTDIR)$(PREFIX)/bin/fencectl
+	install -m 644 docs/fencectl.1 $(DESTDIR)$(PREFIX)/share/man/man1/fencectl.1
+install: install-cli
+
+# make bench: a fresh fenced on a free port in a temp dir, `fencectl bench`
+# against it, then fenced stopped by PID.  BENCH_ARGS adds options.
+BENCH_ARGS ?=
+bench: bench-client
+bench-client:
+	@$(MAKE) --no-print-directory $(BUILD)/fenced $(FENCECTL)
+	@BUILD=$(BUILD) bash src/cli/bench.sh $(BENCH_ARGS)
+
+.PHONY: install-cli bench bench-client

@@ -1,0 +1,79 @@
+# libfence: the C client library (static + shared), its pkg-config file,
+# `make install`, and the client's tests.
+HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
+HIREDIS_LIBS   := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
+
+CLIENT_SRC := $(wildcard src/client/*.c)
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
+CLIENT_LIB := $(BUILD)/libfence.a
+CLIENT_SO_VERSION := 0
+CLIENT_SO  := $(BUILD)/libfence.so.$(CLIENT_SO_VERSION)
+CLIENT_LIBS := $(HIREDIS_LIBS) -lpthread
+
+# Objects are position-independent so one build serves both libraries.
+CFLAGS_src_client_ := -fPIC $(HIREDIS_CFLAGS)
+
+$(CLIENT_LIB): $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(CLIENT_SO): $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libfence.so.$(CLIENT_SO_VERSION) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
+	ln -sf libfence.so.$(CLIENT_SO_VERSION) $(BUILD)/libfence.so
+
+LIBS_OUT += $(CLIENT_LIB) $(CLIENT_SO)
+
+# Unit tests: tests/unit/test_client*.c, linked with the static library
+# (they reach the private helpers in src/client/pure.h too).
+CLIENT_TEST_SRC := $(wildcard tests/unit/test_client*.c)
+CLIENT_TESTS    := $(CLIENT_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+$(filter-out $(BUILD)/tests/test_client_cli%,$(CLIENT_TESTS)): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CLIENT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
+UNIT_TESTS += $(CLIENT_TESTS)
+
+# The threaded C API test runs against a real fenced, so it is an
+# integration test; it is always built with ASan/UBSan (library included),
+# whatever the surrounding build, and run by test_client_threads.sh.
+CLIENT_ASAN_TEST := $(BUILD)/tests/test_client_threads_asan
+$(CLIENT_ASAN_TEST): tests/integration/test_client_threads.c $(CLIENT_SRC) $(wildcard src/client/*.h) include/fence.h
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(HIREDIS_CFLAGS) -fsanitize=address,undefined \
+	    -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	    -o $@ tests/integration/test_client_threads.c $(CLIENT_SRC) \
+	    $(LDFLAGS) -fsanitize=address,undefined $(CLIENT_LIBS)
+tests: $(CLIENT_ASAN_TEST)
+INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
+
+# ---- make install ------------------------------------------------------------
+# PREFIX (default /usr/local) and DESTDIR as usual.  libfence.pc is generated
+# here, with the prefix it is installed under.
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+$(BUILD)/libfence.pc: mk/client.mk
+	@mkdir -p $(dir $@)
+	printf '%s\n' \
+	    'prefix=$(PREFIX)' \
+	    'libdir=$(LIBDIR)' \
+	    'includedir=$(INCLUDEDIR)' \
+	    '' \
+	    'Name: libfence' \
+	    'Description: client of the fenced lock service (locks with fencing tokens)' \
+	    'Version: 0.1.0' \
+	    'Requires.private: hiredis' \
+	    'Libs: -L$${libdir} -lfence' \
+	    'Libs.private: -lpthread' \
+	    'Cflags: -I$${includedir}' >$@
+
+install-lib: $(CLIENT_LIB) $(CLIENT_SO) $(BUILD)/libfence.pc
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 644 include/fence.h $(DESTDIR)$(INCLUDEDIR)/fence.h
+	install -m 644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libfence.a
+	install -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libfence.so.$(CLIENT_SO_VERSION)
+	ln -sf libfence.so.$(CLIENT_SO_VERSION) $(DESTDIR)$(LIBDIR)/libfence.so
+	install -m 644 $(BUILD)/libfence.pc $(DESTDIR)$(LIBDIR)/pkgconfig/libfence.pc
+
+install: install-lib
+.PHONY: install install-lib

@@ -1,0 +1,23 @@
+/* fencectl internals shared by its source files. */
+#ifndef FENCECTL_CLI_H
+#define FENCECTL_CLI_H
+
+#include "cli/args.h"
+#include "fence.h"
+
+/* Map a libfence error code to a fencectl exit code. */
+int fencectl_exit_code(int rc);
+
+/* Open a client for the parsed arguments (exits with a message on error). */
+fence_client *fencectl_open(const fencectl_args *a);
+
+/* The server list in use (for FENCE_SERVER in the child's environment). */
+const char *fencectl_servers(const fencectl_args *a);
+
+/* `fencectl lock`: returns the exit code. */
+int fencectl_cmd_lock(const fencectl_args *a);
+
+/* `fencectl bench`: returns the exit code. */
+int fencectl_cmd_bench(const fencectl_args *a);
+
+#endif /* FENCECTL_CLI_H */

@@ -1,0 +1,253 @@
+/* `fencectl lock NAME -- CMD`: hold a lock while CMD runs, hand CMD the
+ * token, and stop CMD's whole process group when the lease is lost or about
+ * to run out without renewal. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+/* Written (one byte) by the lease-lost callback. */
+static int lost_pipe[2] = {-1, -1};
+/* Written (the signal number) by the signal handler. */
+static int sig_pipe[2] = {-1, -1};
+
+/* Signals fencectl lock catches: SIGCHLD to notice CMD's exit, the others
+ * to forward to CMD's process group. */
+static const int caught[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define N_CAUGHT (sizeof(caught) / sizeof(caught[0]))
+
+/* Signal handler: report the signal through the self-pipe. */
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t n = write(sig_pipe[1], &b, 1);
+    (void)n;
+    errno = saved;
+}
+
+/* Lease-lost callback (keepalive thread): wake the main loop. */
+static void on_lost(fence_lock *l, int rc, void *arg)
+{
+    (void)l;
+    (void)arg;
+    unsigned char b = (unsigned char)(-rc);
+    ssize_t n = write(lost_pipe[1], &b, 1);
+    (void)n;
+}
+
+/* Make a non-blocking close-on-exec pipe, or exit. */
+static void make_pipe(int p[2])
+{
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fprintf(stderr, "fencectl: lock: pipe: %s\n", strerror(errno));
+        exit(FENCECTL_EXIT_ERROR);
+    }
+}
+
+/* Start CMD in its own process group with the lock's environment.  Returns
+ * its pid (which is also its process group id). */
+static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *old_mask)
+{
+    char token_s[24], lease_s[24];
+    snprintf(token_s, sizeof(token_s), "%" PRIu64, fence_lock_token(l));
+    snprintf(lease_s, sizeof(lease_s), "%" PRIu64, fence_lock_lease(l));
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "fencectl: lock: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_DFL;
+        for (size_t i = 0; i < N_CAUGHT; i++)
+            sigaction(caught[i], &sa, NULL);
+        sigaction(SIGPIPE, &sa, NULL);
+        sigprocmask(SIG_SETMASK, old_mask, NULL);
+        setenv("FENCE_TOKEN", token_s, 1);
+        setenv("FENCE_LEASE", lease_s, 1);
+        setenv("FENCE_LOCK", a->name, 1);
+        setenv("FENCE_SERVER", fencectl_servers(a), 1);
+        execvp(a->cmd_argv[0], a->cmd_argv);
+        int e = errno;
+        fprintf(stderr, "fencectl: lock: cannot run %s: %s\n", a->cmd_argv[0], strerror(e));
+        _exit(e == ENOENT ? FENCECTL_EXIT_NOT_FOUND : FENCECTL_EXIT_CANNOT_EXEC);
+    }
+    /* Also from the parent, so the group exists before we may signal it. */
+    setpgid(pid, pid);
+    return pid;
+}
+
+/* State of the supervision loop. */
+typedef struct supervisor {
+    const fencectl_args *a; /* options */
+    fence_lock *l;          /* the held lock */
+    pid_t pid;              /* CMD's pid and process group */
+    bool lease_trouble;     /* lost, or stop started before valid-until */
+    bool term_sent;         /* SIGTERM sent to the group */
+    bool kill_sent;         /* SIGKILL sent to the group */
+    uint64_t kill_at_ms;    /* when to send SIGKILL after SIGTERM */
+    uint64_t lead_ms;       /* how long before valid-until to start stopping */
+} supervisor;
+
+/* Begin stopping CMD because of the lease (once). */
+static void lease_trouble(supervisor *s, const char *why)
+{
+    if (s->lease_trouble)
+        return;
+    s->lease_trouble = true;
+    const fencectl_args *a = s->a;
+    const char *action = a->on_lost == FENCECTL_ON_LOST_TERM   ? "sending SIGTERM to"
+                         : a->on_lost == FENCECTL_ON_LOST_KILL ? "sending SIGKILL to"
+                                                               : "leaving running (--on-lost ignore)";
+    fprintf(stderr, "fencectl: lock \"%s\" (token %" PRIu64 ", lease %" PRIu64 "): %s; %s "
+            "process group %ld\n", a->name, fence_lock_token(s->l), fence_lock_lease(s->l),
+            why, action, (long)s->pid);
+    if (a->on_lost == FENCECTL_ON_LOST_TERM) {
+        killpg(s->pid, SIGTERM);
+        s->term_sent = true;
+        s->kill_at_ms = fence_monotonic_ms() + a->grace_ms;
+    } else if (a->on_lost == FENCECTL_ON_LOST_KILL) {
+        killpg(s->pid, SIGKILL);
+        s->kill_sent = true;
+    }
+}
+
+/* Run CMD under the lock; see the usage text. */
+int fencectl_cmd_lock(const fencectl_args *a)
+{
+    make_pipe(lost_pipe);
+    make_pipe(sig_pipe);
+
+    /* Block the caught signals while the keepalive thread is created, so it
+     * inherits a mask that sends them all to this (the main) thread. */
+    sigset_t set, old_mask;
+    sigemptyset(&set);
+    for (size_t i = 0; i < N_CAUGHT; i++)
+        sigaddset(&set, caught[i]);
+    sigprocmask(SIG_BLOCK, &set, &old_mask);
+
+    fence_client *c = fencectl_open(a);
+    fence_lock *l = NULL;
+    int rc = fence_lock_acquire(c, a->name, a->ttl_ms, a->wait_ms, &l);
+    if (rc != 0) {
+        const char *msg = fence_client_errmsg(c);
+        fprintf(stderr, "fencectl: lock \"%s\": %s%s%s\n", a->name, fence_strerror(rc),
+                msg[0] ? ": " : "", msg);
+        fence_client_close(c);
+        return fencectl_exit_code(rc);
+    }
+    fence_lock_on_lost(l, on_lost, NULL);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_CAUGHT; i++)
+        sigaction(caught[i], &sa, NULL);
+
+    supervisor s = {.a = a, .l = l, .pid = -1};
+    uint64_t ttl = fence_lock_ttl_ms(l);
+    s.lead_ms = a->grace_ms < ttl / 4 ? a->grace_ms : ttl / 4;
+
+    s.pid = start_child(a, l, &old_mask);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    if (s.pid < 0) {
+        fence_lock_release(l);
+        fence_client_close(c);
+        return FENCECTL_EXIT_ERROR;
+    }
+
+    int status = 0;
+    bool exited = false;
+    while (!exited) {
+        uint64_t now = fence_monotonic_ms();
+        if (!s.lease_trouble) {
+            uint64_t vu = fence_lock_valid_until(l);
+            if (vu == 0)
+                lease_trouble(&s, "lease lost");
+            else if (now + s.lead_ms >= vu)
+                lease_trouble(&s, "lease not renewed and about to expire");
+        }
+        if (s.term_sent && !s.kill_sent && now >= s.kill_at_ms) {
+            fprintf(stderr, "fencectl: grace period over; sending SIGKILL to process group %ld\n",
+                    (long)s.pid);
+            killpg(s.pid, SIGKILL);
+            s.kill_sent = true;
+        }
+        /* Sleep until the next deadline or an event. */
+        uint64_t wake = UINT64_MAX;
+        if (!s.lease_trouble) {
+            uint64_t vu = fence_lock_valid_until(l);
+            wake = vu > s.lead_ms ? vu - s.lead_ms : 0;
+        }
+        if (s.term_sent && !s.kill_sent && s.kill_at_ms < wake)
+            wake = s.kill_at_ms;
+        int timeout = -1;
+        now = fence_monotonic_ms();
+        if (wake != UINT64_MAX)
+            timeout = wake <= now ? 0 : (wake - now > 60000 ? 60000 : (int)(wake - now));
+        struct pollfd pfd[2] = {{lost_pipe[0], POLLIN, 0}, {sig_pipe[0], POLLIN, 0}};
+        int n = poll(pfd, 2, timeout);
+        if (n < 0 && errno != EINTR) {
+            fprintf(stderr, "fencectl: lock: poll: %s\n", strerror(errno));
+            break;
+        }
+        unsigned char buf[64];
+        if (n > 0 && (pfd[0].revents & POLLIN)) {
+            while (read(lost_pipe[0], buf, sizeof(buf)) > 0) {
+            }
+            lease_trouble(&s, "lease lost");
+        }
+        if (n > 0 && (pfd[1].revents & POLLIN)) {
+            ssize_t got;
+            while ((got = read(sig_pipe[0], buf, sizeof(buf))) > 0) {
+                for (ssize_t i = 0; i < got; i++)
+                    if (buf[i] != SIGCHLD)
+                        killpg(s.pid, buf[i]);
+            }
+        }
+        pid_t w = waitpid(s.pid, &status, WNOHANG);
+        if (w == s.pid)
+            exited = true;
+        else if (w < 0 && errno == ECHILD)
+            break;
+    }
+
+    /* Whatever else is left in CMD's group must not outlive a lost lease. */
+    if (s.lease_trouble && a->on_lost != FENCECTL_ON_LOST_IGNORE)
+        killpg(s.pid, SIGKILL);
+
+    int rrc = fence_lock_release(l);
+    if (rrc != 0 && !s.lease_trouble) {
+        const char *msg = fence_client_errmsg(c);
+        fprintf(stderr, "fencectl: lock \"%s\": release: %s%s%s (the lease will expire)\n",
+                a->name, fence_strerror(rrc), msg[0] ? ": " : "", msg);
+    }
+    fence_client_close(c);
+
+    int code;
+    if (WIFEXITED(status))
+        code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        code = 128 + WTERMSIG(status);
+    else
+        code = FENCECTL_EXIT_ERROR;
+    if (s.lease_trouble) {
+        fprintf(stderr, "fencectl: lock \"%s\": lease lost while the command ran (its status "
+                "was %d); exiting %d\n", a->name, code, FENCECTL_EXIT_LEASE_LOST);
+        return FENCECTL_EXIT_LEASE_LOST;
+    }
+    return code;
+}

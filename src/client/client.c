@@ -1,0 +1,496 @@
+/* libfence: the client handle, its connection pool and the request loop
+ * (retries with the same REQID, NOTLEADER redirects, reconnect backoff). */
+#include <assert.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/internal.h"
+
+/* The calling thread's last error message (see fence_client_errmsg()). */
+static __thread char tls_errmsg[FENCE_ERRMSG_BUF_SIZE];
+
+static const char *const err_msgs[FENCE_ERRNO_COUNT_] = {
+    [0] = "success",
+#define FENCE_ERRNO_STR_(name, msg) [FENCE_ERRNO_INDEX_##name##_] = msg,
+    FENCE_ERRNO_MAP(FENCE_ERRNO_STR_)
+#undef FENCE_ERRNO_STR_
+};
+
+static const char *const err_names[FENCE_ERRNO_COUNT_] = {
+    [0] = "FENCE_OK",
+#define FENCE_ERRNO_NAME_(name, msg) [FENCE_ERRNO_INDEX_##name##_] = "FENCE_E" #name,
+    FENCE_ERRNO_MAP(FENCE_ERRNO_NAME_)
+#undef FENCE_ERRNO_NAME_
+};
+
+/* Describe an error code with a static string. */
+const char *fence_strerror(int rc)
+{
+    if (rc > 0 || -rc >= FENCE_ERRNO_COUNT_)
+        return "unknown error";
+    return err_msgs[-rc];
+}
+
+/* Name an error code with a static string. */
+const char *fence_err_name(int rc)
+{
+    if (rc > 0 || -rc >= FENCE_ERRNO_COUNT_)
+        return "FENCE_E?";
+    return err_names[-rc];
+}
+
+/* Record a formatted detail for rc in the thread's buffer; returns rc so a
+ * failure can be reported in one line: return fence__fail(...). */
+int fence__fail(int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_errmsg, sizeof(tls_errmsg), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Return the calling thread's last error detail. */
+const char *fence_client_errmsg(const fence_client *c)
+{
+    (void)c;
+    return tls_errmsg;
+}
+
+/* Read CLOCK_MONOTONIC in milliseconds. */
+uint64_t fence_monotonic_ms(void)
+{
+    struct timespec ts;
+    int rv = clock_gettime(CLOCK_MONOTONIC, &ts);
+    assert(rv == 0);
+    (void)rv;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* splitmix64: a small mixing step used for REQIDs when getrandom fails and
+ * for backoff jitter. */
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Draw a random non-zero 64-bit request id from the kernel (falling back to
+ * a mix of time, pid and a counter if getrandom is unavailable). */
+uint64_t fence__reqid(void)
+{
+    static __thread uint64_t fallback;
+    uint64_t id = 0;
+    while (id == 0) {
+        if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id)) {
+            if (fallback == 0)
+                fallback = fence_monotonic_ms() ^ ((uint64_t)getpid() << 32) ^
+                           (uint64_t)(uintptr_t)&fallback;
+            id = splitmix64(&fallback);
+        }
+    }
+    return id;
+}
+
+/* Fill defaults into a zeroed options struct. */
+void fence_client_opts_init(fence_client_opts *opts)
+{
+    assert(opts != NULL);
+    memset(opts, 0, sizeof(*opts));
+}
+
+/* Create a client; see fence.h. */
+int fence_client_open(const fence_client_opts *opts, fence_client **out)
+{
+    if (opts == NULL || out == NULL)
+        return fence__fail(FENCE_EINVAL, "opts and out must not be NULL");
+    *out = NULL;
+    fence_client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return fence__fail(FENCE_ENOMEM, "out of memory");
+    c->opts = *opts;
+    const char *servers = opts->servers;
+    if (servers == NULL || servers[0] == '\0')
+        servers = getenv("FENCE_SERVER");
+    if (servers == NULL || servers[0] == '\0')
+        servers = "127.0.0.1:7700";
+    c->opts.servers = NULL; /* not kept: the parsed list is */
+    if (fence__addr_parse_list(servers, c->addrs, FENCE__ADDRS_MAX,
+                               &c->n_addrs) != 0) {
+        free(c);
+        return fence__fail(FENCE_EINVAL,
+                           "bad server list \"%.200s\" (want host:port[,host:port...], "
+                           "at most %d)", servers, FENCE__ADDRS_MAX);
+    }
+    if (c->opts.timeout_ms == 0)
+        c->opts.timeout_ms = 5000;
+    if (c->opts.connect_timeout_ms == 0)
+        c->opts.connect_timeout_ms = 1000;
+    if (c->opts.backoff_ms_min == 0)
+        c->opts.backoff_ms_min = 20;
+    if (c->opts.backoff_ms_max == 0)
+        c->opts.backoff_ms_max = 1000;
+    if (c->opts.backoff_ms_max < c->opts.backoff_ms_min)
+        c->opts.backoff_ms_max = c->opts.backoff_ms_min;
+    if (c->opts.pool_max == 0)
+        c->opts.pool_max = 64;
+    c->rand_state = fence__reqid();
+
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->pool_cv, &ca);
+    pthread_cond_init(&c->ka_cv, &ca);
+    pthread_cond_init(&c->ka_done_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    *out = c;
+    return 0;
+}
+
+/* Close a connection's context. */
+void fence__conn_drop(fence__conn *k)
+{
+    if (k->ctx != NULL) {
+        redisFree(k->ctx);
+        k->ctx = NULL;
+    }
+}
+
+/* Close the client; see fence.h. */
+void fence_client_close(fence_client *c)
+{
+    if (c == NULL)
+        return;
+    fence__ka_stop(c);
+    pthread_mutex_lock(&c->mu);
+    while (c->locks != NULL) {
+        struct fence_lock *l = c->locks;
+        c->locks = l->next;
+        free(l->name);
+        free(l);
+    }
+    while (c->idle != NULL) {
+        fence__conn *k = c->idle;
+        c->idle = k->next;
+        fence__conn_drop(k);
+        free(k);
+    }
+    pthread_mutex_unlock(&c->mu);
+    fence__conn_drop(&c->ka_conn);
+    pthread_cond_destroy(&c->pool_cv);
+    pthread_cond_destroy(&c->ka_cv);
+    pthread_cond_destroy(&c->ka_done_cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* Copy the believed leader's address; see fence.h. */
+void fence_client_server(fence_client *c, char *buf, size_t cap)
+{
+    assert(c != NULL);
+    pthread_mutex_lock(&c->mu);
+    fence__addr_format(&c->addrs[c->leader], buf, cap);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Free memory handed out by the library. */
+void fence_free(void *p)
+{
+    free(p);
+}
+
+/* Run a command with SIGPIPE blocked in this thread, so a write to a closed
+ * socket becomes an EPIPE error instead of killing the process; a SIGPIPE
+ * raised meanwhile is consumed before the mask is restored. */
+redisReply *fence__command(redisContext *ctx, int argc, const char **argv,
+                           const size_t *lens)
+{
+    sigset_t pipe_set, old_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+    redisReply *r = redisCommandArgv(ctx, argc, argv, lens);
+    sigemptyset(&pending);
+    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) &&
+        !sigismember(&old_set, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        int saved = errno;
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+        }
+        errno = saved;
+    }
+    pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    return r;
+}
+
+/* Sleep ms milliseconds (restarting after signals). */
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+}
+
+/* Pause before the next attempt, never past the deadline.  Returns false
+ * if the deadline has passed. */
+static bool backoff(fence_client *c, uint32_t attempt, uint64_t deadline_ms)
+{
+    pthread_mutex_lock(&c->mu);
+    uint32_t r = (uint32_t)splitmix64(&c->rand_state);
+    pthread_mutex_unlock(&c->mu);
+    uint64_t ms = fence__backoff_ms(attempt, c->opts.backoff_ms_min,
+                                    c->opts.backoff_ms_max, r);
+    uint64_t now = fence_monotonic_ms();
+    if (now >= deadline_ms)
+        return false;
+    if (now + ms > deadline_ms)
+        ms = deadline_ms - now;
+    sleep_ms(ms);
+    return fence_monotonic_ms() < deadline_ms;
+}
+
+/* Connect k to the address currently believed to be the leader.  0, or
+ * FENCE_EUNREACHABLE (then the next address becomes the candidate). */
+static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms)
+{
+    assert(k->ctx == NULL);
+    pthread_mutex_lock(&c->mu);
+    fence__addr a = c->addrs[c->leader];
+    pthread_mutex_unlock(&c->mu);
+    uint64_t now = fence_monotonic_ms();
+    uint64_t ms = c->opts.connect_timeout_ms;
+    if (deadline_ms > now && deadline_ms - now < ms)
+        ms = deadline_ms - now;
+    if (ms == 0)
+        ms = 1;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    redisContext *ctx = a.is_unix ? redisConnectUnixWithTimeout(a.host, tv)
+                                  : redisConnectWithTimeout(a.host, a.port, tv);
+    if (ctx == NULL)
+        return fence__fail(FENCE_ENOMEM, "out of memory connecting");
+    if (ctx->err) {
+        char where[FENCE__HOST_MAX + 16];
+        fence__addr_format(&a, where, sizeof(where));
+        fence__fail(FENCE_EUNREACHABLE, "cannot connect to %s: %s", where,
+                    ctx->errstr);
+        redisFree(ctx);
+        /* Try the next known server next time. */
+        pthread_mutex_lock(&c->mu);
+        if (fence__addr_equal(&c->addrs[c->leader], &a))
+            c->leader = (c->leader + 1) % c->n_addrs;
+        pthread_mutex_unlock(&c->mu);
+        return FENCE_EUNREACHABLE;
+    }
+    k->ctx = ctx;
+    k->addr = a;
+    return 0;
+}
+
+/* Take an idle connection from the pool (or a fresh, unconnected one),
+ * waiting while pool_max connections are in use.  NULL on timeout or lack of
+ * memory (errmsg set). */
+static fence__conn *pool_get(fence_client *c, uint64_t deadline_ms)
+{
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (c->idle != NULL) {
+            fence__conn *k = c->idle;
+            c->idle = k->next;
+            k->next = NULL;
+            pthread_mutex_unlock(&c->mu);
+            return k;
+        }
+        if (c->n_conns < c->opts.pool_max) {
+            fence__conn *k = calloc(1, sizeof(*k));
+            if (k != NULL)
+                c->n_conns++;
+            pthread_mutex_unlock(&c->mu);
+            if (k == NULL)
+                fence__fail(FENCE_ENOMEM, "out of memory");
+            return k;
+        }
+        struct timespec ts = {(time_t)(deadline_ms / 1000),
+                              (long)(deadline_ms % 1000) * 1000000L};
+        if (pthread_cond_timedwait(&c->pool_cv, &c->mu, &ts) == ETIMEDOUT &&
+            c->idle == NULL) {
+            pthread_mutex_unlock(&c->mu);
+            fence__fail(FENCE_ETIMEOUT, "all %u pooled connections busy",
+                        c->opts.pool_max);
+            return NULL;
+        }
+    }
+}
+
+/* Return a connection to the pool (closing it if it is broken or points at
+ * a server that is no longer believed to be the leader). */
+static void pool_put(fence_client *c, fence__conn *k)
+{
+    pthread_mutex_lock(&c->mu);
+    if (k->ctx != NULL && (k->ctx->err || !fence__addr_equal(&k->addr, &c->addrs[c->leader])))
+        fence__conn_drop(k);
+    k->next = c->idle;
+    c->idle = k;
+    pthread_cond_signal(&c->pool_cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Make addr the believed leader, adding it to the known list if new (the
+ * last slot is reused when the list is full). */
+static void set_leader(fence_client *c, const fence__addr *addr)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t i;
+    for (i = 0; i < c->n_addrs; i++)
+        if (fence__addr_equal(&c->addrs[i], addr))
+            break;
+    if (i == c->n_addrs) {
+        if (c->n_addrs < FENCE__ADDRS_MAX)
+            c->n_addrs++;
+        i = c->n_addrs - 1;
+        c->addrs[i] = *addr;
+    }
+    c->leader = i;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Move to the next known server (NOTLEADER without an address). */
+static void next_leader(fence_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->leader = (c->leader + 1) % c->n_addrs;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The request loop; see internal.h.  Every attempt sends the same argv, so
+ * a command with a REQID is applied at most once however often it is sent. */
+int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
+                int argc, const char **argv, const size_t *lens,
+                redisReply **out)
+{
+    assert(c != NULL);
+    assert(argc > 0);
+    assert(out != NULL);
+    *out = NULL;
+    int last = FENCE_EUNREACHABLE;
+    bool ever_connected = false;
+    uint32_t attempt = 0;
+    fence__fail(0, "%s", "");
+    for (;; attempt++) {
+        if (attempt > 0 && !backoff(c, attempt - 1, deadline_ms))
+            break;
+        fence__conn *k = own ? own : pool_get(c, deadline_ms);
+        if (k == NULL)
+            return FENCE_ETIMEOUT;
+        if (k->ctx == NULL) {
+            int rv = conn_open(c, k, deadline_ms);
+            if (rv != 0) {
+                if (!own)
+                    pool_put(c, k);
+                if (rv == FENCE_ENOMEM)
+                    return rv;
+                if (!ever_connected)
+                    last = rv;
+                continue;
+            }
+        }
+        ever_connected = true;
+        uint64_t now = fence_monotonic_ms();
+        if (now >= deadline_ms) {
+            if (!own)
+                pool_put(c, k);
+            if (last == FENCE_EUNREACHABLE)
+                last = fence__fail(FENCE_ETIMEOUT, "deadline passed before sending");
+            break;
+        }
+        uint64_t ms = deadline_ms - now;
+        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+        redisSetTimeout(k->ctx, tv);
+        redisReply *r = fence__command(k->ctx, argc, argv, lens);
+        if (r == NULL) {
+            bool timed_out = k->ctx->err == REDIS_ERR_IO &&
+                             (errno == EAGAIN || errno == EWOULDBLOCK);
+            char where[FENCE__HOST_MAX + 16];
+            fence__addr_format(&k->addr, where, sizeof(where));
+            if (timed_out)
+                last = fence__fail(FENCE_ETIMEOUT, "%s to %s: no reply within %llu ms",
+                                   argv[0], where, (unsigned long long)ms);
+            else
+                last = fence__fail(FENCE_EIO, "%s to %s: %s", argv[0], where,
+                                   k->ctx->errstr[0] ? k->ctx->errstr : "connection lost");
+            fence__conn_drop(k);
+            if (!own)
+                pool_put(c, k);
+            continue;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            int code = fence__error_code(r->str);
+            if (code == FENCE_ETRYAGAIN) {
+                last = fence__fail(FENCE_ETRYAGAIN, "%s: %.200s", argv[0], r->str);
+                freeReplyObject(r);
+                if (!own)
+                    pool_put(c, k);
+                continue;
+            }
+            if (code == FENCE_ENOTLEADER) {
+                fence__addr leader;
+                last = fence__fail(FENCE_ENOTLEADER, "%s: %.200s", argv[0], r->str);
+                if (fence__parse_notleader(r->str, &leader) == 0 &&
+                    !fence__addr_equal(&leader, &k->addr)) {
+                    set_leader(c, &leader);
+                    /* A redirect to a known address is retried at once the
+                     * first few times; after that, with backoff. */
+                    if (attempt < 3)
+                        attempt = attempt > 0 ? attempt - 1 : 0;
+                } else {
+                    next_leader(c);
+                }
+                freeReplyObject(r);
+                fence__conn_drop(k);
+                if (!own)
+                    pool_put(c, k);
+                continue;
+            }
+        }
+        if (!own)
+            pool_put(c, k);
+        *out = r;
+        return 0;
+    }
+    if (last == 0)
+        last = FENCE_ETIMEOUT;
+    return last;
+}
+
+/* Convert an error reply into a code, with the server's text as errmsg. */
+int fence__reply_error(const redisReply *r, const char *what)
+{
+    assert(r != NULL);
+    if (r->type != REDIS_REPLY_ERROR)
+        return fence__fail(FENCE_EPROTO, "%s: unexpected reply type %d", what, r->type);
+    return fence__fail(fence__error_code(r->str), "%s: %.200s", what, r->str);
+}
+
+/* Read an unsigned integer reply. */
+bool fence__reply_u64(const redisReply *r, uint64_t *out)
+{
+    if (r == NULL)
+        return false;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        if (r->integer < 0)
+            return false;
+        *out = (uint64_t)r->integer;
+        return true;
+    }
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+        return fence__parse_u64(r->str, r->len, out);
+    return false;
+}
