@@ -39,6 +39,9 @@ FUZZ_TARGETS :=   # libFuzzer drivers (names under tests/fuzz/)
 all:
 
 include $(sort $(wildcard mk/*.mk))
+# Corpus replays of the fuzz targets (mk/fuzz.mk), added once every fragment
+# has registered its targets.
+UNIT_TESTS += $(FUZZ_REPLAYS)
 
 all: $(BINS) $(LIBS_OUT)
 
