@@ -26,7 +26,30 @@
  * LEADER_START (the first entry of every new leader) rebases every deadline
  * onto the new leader's clock: lease deadline = now + ttl, wait deadline =
  * now + wait_ms, lock-delay end = now + lock_delay_ms.  That errs toward
- * keeping locks longer, never toward granting early.
+ * keeping locks longer, never toward granting early.  A LEADER_START
+ * command only moves the clock before it runs: it does not first fire the
+ * old deadlines (they belong to the old leader's clock, so a new leader far
+ * ahead in time does not expire everything at once).  A queued dedicated
+ * ACQUIRE lease is rebased to max(now + ttl, its rebased wait deadline).
+ * The leader should continue fsm time: timestamp = fence_fsm_now() at its
+ * start + elapsed monotonic ms, so that time neither stalls nor jumps.
+ *
+ * Order of due work: (deadline, kind, id) with kind wait timeout (0) <
+ * lease expiry (1) < lock-delay end (2); id = wait id, lease id, or the
+ * lock's last token.  Hand-off grants to the first waiter in FIFO order
+ * whose lease is live and whose wait has not timed out at now; waiters
+ * passed over stay queued for the moment and fail (NOLEASE / NIL events)
+ * when their own deadlines are processed in the same advance.  Outside an
+ * advance no such waiter exists, since everything due was processed.
+ *
+ * Lease expiry and LEASE_REVOKE release the lease's locks in token order,
+ * then fail its waits in wait-id order.  UNLOCK of a lock held by a
+ * dedicated (ACQUIRE) lease releases that lock, hands it off, then revokes
+ * the lease.  Lease ids are consumed only by leases that come into being
+ * (an ACQUIRE answered NIL or LIMIT consumes none).
+ *
+ * Events are delivered synchronously from inside apply/advance; the
+ * callback must not call back into the state machine.
  */
 #ifndef FENCE_FSM_H
 #define FENCE_FSM_H
@@ -36,6 +59,11 @@
 #include <stdint.h>
 
 #include "common/limits.h"
+
+/* Largest timestamp (fsm time, ms) an entry may carry; keeps every
+ * "now + duration" sum far from overflow.  The entry decoder rejects larger
+ * ones and apply asserts it. */
+#define FENCE_TIME_MS_MAX (1ULL << 62)
 
 /* Injected allocator (the core never calls malloc itself). */
 typedef struct fence_alloc {
@@ -189,6 +217,11 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f);
 /* Write the snapshot into buf (cap >= fence_fsm_snapshot_size); returns the
  * length written. */
 size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap);
+/* Snapshot layout: see snapshot.c.  Leases in id order, locks in order of
+ * their current token (unique: it is the key the snapshot sorts by), waits
+ * in id order (which is each lock's FIFO order), dedup records oldest first
+ * (the eviction order), then a CRC32C.  The event callback is not part of
+ * the state and is kept across a restore. */
 /* Replace the state with a decoded snapshot.  0 on success; FENCE_ST_INVALID
  * for a malformed or corrupt buffer (the state is then unchanged);
  * FENCE_ST_LIMIT for lack of memory. */

@@ -1,0 +1,309 @@
+/* Log entries: one raft entry carries one group-commit batch of commands.
+ *
+ * Layout (integers little-endian):
+ *   u8 version (1) | u64 timestamp_ms | u32 count | count x command
+ *   command = u8 type | u8 flags | u64 req_id | fields by type:
+ *     LEADER_START   u32 leases_max | u32 locks_max | u32 waiters_max
+ *                    | u32 dedup_max
+ *     TICK           (nothing)
+ *     LEASE_GRANT    u64 ttl_ms | u64 lock_delay_ms
+ *     LEASE_KEEPALIVE, LEASE_REVOKE   u64 lease
+ *     LOCK           name | u64 lease | u64 wait_ms
+ *     UNLOCK         name | u64 token
+ *     ACQUIRE        name | u64 ttl_ms | u64 lock_delay_ms | u64 wait_ms
+ *     CANCEL         u64 wait_id
+ *   name = u16 length (0..FENCE_NAME_MAX) | bytes
+ * A req_id is present (non-zero allowed) only with FENCE_CMD_F_REQID.
+ * The decoder checks every length and value range it can; semantic checks
+ * (a name of length 0, a TTL out of range) are left to apply, which answers
+ * FENCE_ST_INVALID, so that such a command still round-trips.
+ */
+#include <string.h>
+
+#include "core/fsm_int.h"
+
+#define ENTRY_HEADER (1 + 8 + 4)
+#define CMD_FIXED (1 + 1 + 8)
+
+/* Bytes of one command's encoding. */
+static size_t cmd_size(const fence_cmd *c)
+{
+    size_t n = CMD_FIXED;
+    switch (c->type) {
+    case FENCE_CMD_LEADER_START:
+        return n + 16;
+    case FENCE_CMD_TICK:
+        return n;
+    case FENCE_CMD_LEASE_GRANT:
+        return n + 16;
+    case FENCE_CMD_LEASE_KEEPALIVE:
+    case FENCE_CMD_LEASE_REVOKE:
+    case FENCE_CMD_CANCEL:
+        return n + 8;
+    case FENCE_CMD_LOCK:
+        return n + 2 + c->name_len + 16;
+    case FENCE_CMD_UNLOCK:
+        return n + 2 + c->name_len + 8;
+    case FENCE_CMD_ACQUIRE:
+        return n + 2 + c->name_len + 24;
+    default:
+        FENCE_ASSERT(0);
+        return 0;
+    }
+}
+
+/* Bytes the encoding of these commands needs. */
+size_t fence_entry_size(const fence_cmd *cmds, uint32_t n)
+{
+    FENCE_ASSERT(n <= FENCE_BATCH_MAX);
+    FENCE_ASSERT(n == 0 || cmds != NULL);
+    size_t total = ENTRY_HEADER;
+    for (uint32_t i = 0; i < n; i++) {
+        total += cmd_size(&cmds[i]);
+    }
+    return total;
+}
+
+/* Write v as `bytes` little-endian bytes at *pp. */
+static void put_le(uint8_t **pp, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++) {
+        (*pp)[i] = (uint8_t)(v >> (8 * i));
+    }
+    *pp += bytes;
+}
+
+/* Write a name (u16 length + bytes) at *pp. */
+static void put_name(uint8_t **pp, const fence_cmd *c)
+{
+    FENCE_ASSERT(c->name_len <= FENCE_NAME_MAX);
+    FENCE_ASSERT(c->name_len == 0 || c->name != NULL);
+    put_le(pp, c->name_len, 2);
+    if (c->name_len > 0) {
+        memcpy(*pp, c->name, c->name_len);
+    }
+    *pp += c->name_len;
+}
+
+/* Encode a batch; returns the length written, or 0 if cap is too small. */
+size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
+                          uint32_t n, uint8_t *buf, size_t cap)
+{
+    FENCE_ASSERT(timestamp_ms <= FENCE_TIME_MS_MAX);
+    size_t need = fence_entry_size(cmds, n);
+    if (buf == NULL || cap < need) {
+        return 0;
+    }
+    uint8_t *p = buf;
+    put_le(&p, FENCE_ENTRY_VERSION, 1);
+    put_le(&p, timestamp_ms, 8);
+    put_le(&p, n, 4);
+    for (uint32_t i = 0; i < n; i++) {
+        const fence_cmd *c = &cmds[i];
+        FENCE_ASSERT((c->flags & ~FENCE_CMD_F_REQID) == 0);
+        put_le(&p, c->type, 1);
+        put_le(&p, c->flags, 1);
+        put_le(&p, (c->flags & FENCE_CMD_F_REQID) ? c->req_id : 0, 8);
+        switch (c->type) {
+        case FENCE_CMD_LEADER_START:
+            put_le(&p, c->limits.leases_max, 4);
+            put_le(&p, c->limits.locks_max, 4);
+            put_le(&p, c->limits.waiters_max, 4);
+            put_le(&p, c->limits.dedup_max, 4);
+            break;
+        case FENCE_CMD_TICK:
+            break;
+        case FENCE_CMD_LEASE_GRANT:
+            put_le(&p, c->ttl_ms, 8);
+            put_le(&p, c->lock_delay_ms, 8);
+            break;
+        case FENCE_CMD_LEASE_KEEPALIVE:
+        case FENCE_CMD_LEASE_REVOKE:
+            put_le(&p, c->lease, 8);
+            break;
+        case FENCE_CMD_CANCEL:
+            put_le(&p, c->wait_id, 8);
+            break;
+        case FENCE_CMD_LOCK:
+            put_name(&p, c);
+            put_le(&p, c->lease, 8);
+            put_le(&p, c->wait_ms, 8);
+            break;
+        case FENCE_CMD_UNLOCK:
+            put_name(&p, c);
+            put_le(&p, c->token, 8);
+            break;
+        case FENCE_CMD_ACQUIRE:
+            put_name(&p, c);
+            put_le(&p, c->ttl_ms, 8);
+            put_le(&p, c->lock_delay_ms, 8);
+            put_le(&p, c->wait_ms, 8);
+            break;
+        default:
+            FENCE_ASSERT(0);
+        }
+    }
+    FENCE_ASSERT((size_t)(p - buf) == need);
+    return need;
+}
+
+/* Read `bytes` little-endian bytes; false if the entry is too short. */
+static bool get_le(fence_entry_iter *it, int bytes, uint64_t *out)
+{
+    if ((size_t)(it->end - it->p) < (size_t)bytes) {
+        return false;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) {
+        v |= (uint64_t)it->p[i] << (8 * i);
+    }
+    it->p += bytes;
+    *out = v;
+    return true;
+}
+
+/* Read a name into out (borrowed from the buffer). */
+static bool get_name(fence_entry_iter *it, fence_cmd *out)
+{
+    uint64_t len;
+    if (!get_le(it, 2, &len) || len > FENCE_NAME_MAX ||
+        (size_t)(it->end - it->p) < len) {
+        return false;
+    }
+    out->name_len = (uint16_t)len;
+    out->name = len > 0 ? it->p : NULL;
+    it->p += len;
+    return true;
+}
+
+/* Open an entry: check its header. */
+int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len)
+{
+    FENCE_ASSERT(it != NULL);
+    memset(it, 0, sizeof(*it));
+    if (buf == NULL || len < ENTRY_HEADER) {
+        return FENCE_ST_INVALID;
+    }
+    it->p = buf;
+    it->end = buf + len;
+    uint64_t version, ts, count;
+    if (!get_le(it, 1, &version) || !get_le(it, 8, &ts) ||
+        !get_le(it, 4, &count)) {
+        return FENCE_ST_INVALID;
+    }
+    if (version != FENCE_ENTRY_VERSION || ts > FENCE_TIME_MS_MAX ||
+        count > FENCE_BATCH_MAX ||
+        count > (size_t)(it->end - it->p) / CMD_FIXED) {
+        memset(it, 0, sizeof(*it));
+        return FENCE_ST_INVALID;
+    }
+    it->timestamp_ms = ts;
+    it->count = (uint32_t)count;
+    it->index = 0;
+    return 0;
+}
+
+/* Decode the next command. */
+int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
+{
+    FENCE_ASSERT(it != NULL);
+    FENCE_ASSERT(out != NULL);
+    memset(out, 0, sizeof(*out));
+    if (it->index >= it->count) {
+        return it->p == it->end ? 0 : -FENCE_ST_INVALID;
+    }
+    uint64_t type, flags, req_id, a = 0, b = 0, c = 0, d = 0;
+    if (!get_le(it, 1, &type) || !get_le(it, 1, &flags) ||
+        !get_le(it, 8, &req_id)) {
+        return -FENCE_ST_INVALID;
+    }
+    if ((flags & ~(uint64_t)FENCE_CMD_F_REQID) != 0 ||
+        (!(flags & FENCE_CMD_F_REQID) && req_id != 0)) {
+        return -FENCE_ST_INVALID;
+    }
+    out->type = (uint8_t)type;
+    out->flags = (uint8_t)flags;
+    out->req_id = req_id;
+    bool ok;
+    switch (type) {
+    case FENCE_CMD_LEADER_START:
+        ok = get_le(it, 4, &a) && get_le(it, 4, &b) && get_le(it, 4, &c) &&
+             get_le(it, 4, &d);
+        out->limits.leases_max = (uint32_t)a;
+        out->limits.locks_max = (uint32_t)b;
+        out->limits.waiters_max = (uint32_t)c;
+        out->limits.dedup_max = (uint32_t)d;
+        break;
+    case FENCE_CMD_TICK:
+        ok = true;
+        break;
+    case FENCE_CMD_LEASE_GRANT:
+        ok = get_le(it, 8, &out->ttl_ms) && get_le(it, 8, &out->lock_delay_ms);
+        break;
+    case FENCE_CMD_LEASE_KEEPALIVE:
+    case FENCE_CMD_LEASE_REVOKE:
+        ok = get_le(it, 8, &out->lease);
+        break;
+    case FENCE_CMD_CANCEL:
+        ok = get_le(it, 8, &out->wait_id);
+        break;
+    case FENCE_CMD_LOCK:
+        ok = get_name(it, out) && get_le(it, 8, &out->lease) &&
+             get_le(it, 8, &out->wait_ms);
+        break;
+    case FENCE_CMD_UNLOCK:
+        ok = get_name(it, out) && get_le(it, 8, &out->token);
+        break;
+    case FENCE_CMD_ACQUIRE:
+        ok = get_name(it, out) && get_le(it, 8, &out->ttl_ms) &&
+             get_le(it, 8, &out->lock_delay_ms) &&
+             get_le(it, 8, &out->wait_ms);
+        break;
+    default:
+        ok = false;
+        break;
+    }
+    if (!ok) {
+        memset(out, 0, sizeof(*out));
+        return -FENCE_ST_INVALID;
+    }
+    it->index++;
+    return 1;
+}
+
+/* Validate a whole entry, then apply every command at its timestamp. */
+int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
+                          fence_result *results, uint32_t results_cap)
+{
+    FENCE_ASSERT(f != NULL);
+    fence_entry_iter it;
+    fence_cmd c;
+    int rc;
+    if (fence_entry_open(&it, buf, len) != 0) {
+        return -FENCE_ST_INVALID;
+    }
+    while ((rc = fence_entry_next(&it, &c)) == 1) {
+    }
+    if (rc != 0) {
+        return -FENCE_ST_INVALID;
+    }
+    rc = fence_entry_open(&it, buf, len);
+    FENCE_ASSERT(rc == 0);
+    if (it.count == 0) {
+        fence_fsm_advance(f, it.timestamp_ms);
+        return 0;
+    }
+    uint32_t i = 0;
+    while ((rc = fence_entry_next(&it, &c)) == 1) {
+        fence_result r;
+        fence_fsm_apply(f, it.timestamp_ms, &c, &r);
+        if (i < results_cap) {
+            FENCE_ASSERT(results != NULL);
+            results[i] = r;
+        }
+        i++;
+    }
+    FENCE_ASSERT(rc == 0);
+    FENCE_ASSERT(i == it.count);
+    return (int)i;
+}

@@ -1,0 +1,1002 @@
+/* Unit tests of the deterministic core (src/core): commands, time, events,
+ * dedup, limits, snapshots and the entry codec. */
+#include "../lib/test.h"
+
+#include "core/fsm.h"
+#include "core/fsm_int.h"
+
+/* ---- Fixture ------------------------------------------------------------- */
+
+/* A test allocator: malloc, with an optional budget of successful
+ * allocations after which every allocation fails. */
+typedef struct talloc {
+    long budget;  /* allocations left before failing; < 0: unlimited */
+    long live;    /* allocations not yet freed */
+} talloc;
+
+static void *t_alloc(void *ctx, size_t n)
+{
+    talloc *t = ctx;
+    if (t->budget == 0) {
+        return NULL;
+    }
+    if (t->budget > 0) {
+        t->budget--;
+    }
+    void *p = malloc(n);
+    if (p != NULL) {
+        t->live++;
+    }
+    return p;
+}
+
+static void t_free(void *ctx, void *p)
+{
+    talloc *t = ctx;
+    t->live--;
+    free(p);
+}
+
+#define MAX_EV 1024
+
+/* A state machine plus the events it reported. */
+typedef struct fx {
+    fence_fsm *f;            /* the state machine */
+    talloc ta;               /* its allocator */
+    fence_event ev[MAX_EV];  /* events in order */
+    int nev;                 /* events recorded */
+} fx;
+
+static void on_event(void *ctx, const fence_event *ev)
+{
+    fx *x = ctx;
+    REQUIRE(x->nev < MAX_EV);
+    x->ev[x->nev++] = *ev;
+}
+
+static void fx_init(fx *x)
+{
+    memset(x, 0, sizeof(*x));
+    x->ta.budget = -1;
+    fence_fsm_opts o = {{t_alloc, t_free, &x->ta}, on_event, x};
+    REQUIRE(fence_fsm_create(&o, &x->f) == 0);
+    REQUIRE(x->f != NULL);
+}
+
+static void fx_done(fx *x)
+{
+    CHECK(fence_fsm_check(x->f) == NULL);
+    fence_fsm_destroy(x->f);
+    CHECK_EQ_I64(x->ta.live, 0);
+}
+
+/* Apply a command and check every invariant afterwards. */
+static fence_result run(fx *x, uint64_t now, fence_cmd c)
+{
+    fence_result r;
+    fence_fsm_apply(x->f, now, &c, &r);
+    const char *e = fence_fsm_check(x->f);
+    if (e != NULL) {
+        printf("#   check failed: %s\n", e);
+    }
+    REQUIRE(e == NULL);
+    return r;
+}
+
+static fence_cmd c_grant(uint64_t ttl, uint64_t delay)
+{
+    fence_cmd c = {.type = FENCE_CMD_LEASE_GRANT, .ttl_ms = ttl,
+                   .lock_delay_ms = delay};
+    return c;
+}
+
+static fence_cmd c_keepalive(uint64_t lease)
+{
+    fence_cmd c = {.type = FENCE_CMD_LEASE_KEEPALIVE, .lease = lease};
+    return c;
+}
+
+static fence_cmd c_revoke(uint64_t lease)
+{
+    fence_cmd c = {.type = FENCE_CMD_LEASE_REVOKE, .lease = lease};
+    return c;
+}
+
+static fence_cmd c_lock(const char *name, uint64_t lease, uint64_t wait)
+{
+    fence_cmd c = {.type = FENCE_CMD_LOCK, .name = (const uint8_t *)name,
+                   .name_len = (uint16_t)strlen(name), .lease = lease,
+                   .wait_ms = wait};
+    return c;
+}
+
+static fence_cmd c_unlock(const char *name, uint64_t token)
+{
+    fence_cmd c = {.type = FENCE_CMD_UNLOCK, .name = (const uint8_t *)name,
+                   .name_len = (uint16_t)strlen(name), .token = token};
+    return c;
+}
+
+static fence_cmd c_acquire(const char *name, uint64_t ttl, uint64_t delay,
+                           uint64_t wait)
+{
+    fence_cmd c = {.type = FENCE_CMD_ACQUIRE, .name = (const uint8_t *)name,
+                   .name_len = (uint16_t)strlen(name), .ttl_ms = ttl,
+                   .lock_delay_ms = delay, .wait_ms = wait};
+    return c;
+}
+
+static fence_cmd c_cancel(uint64_t wait_id)
+{
+    fence_cmd c = {.type = FENCE_CMD_CANCEL, .wait_id = wait_id};
+    return c;
+}
+
+static fence_cmd c_tick(void)
+{
+    fence_cmd c = {.type = FENCE_CMD_TICK};
+    return c;
+}
+
+static fence_cmd c_leader(uint32_t leases, uint32_t locks, uint32_t waiters,
+                          uint32_t dedup)
+{
+    fence_cmd c = {.type = FENCE_CMD_LEADER_START};
+    c.limits.leases_max = leases;
+    c.limits.locks_max = locks;
+    c.limits.waiters_max = waiters;
+    c.limits.dedup_max = dedup;
+    return c;
+}
+
+static fence_cmd with_req(fence_cmd c, uint64_t req)
+{
+    c.flags |= FENCE_CMD_F_REQID;
+    c.req_id = req;
+    return c;
+}
+
+/* A new lease, asserting success; returns its id. */
+static uint64_t lease(fx *x, uint64_t now, uint64_t ttl, uint64_t delay)
+{
+    fence_result r = run(x, now, c_grant(ttl, delay));
+    REQUIRE(r.status == FENCE_ST_OK);
+    REQUIRE(r.lease != 0);
+    return r.lease;
+}
+
+static bool lock_held(fx *x, const char *name, fence_lock_info *out)
+{
+    return fence_fsm_lock_info(x->f, (const uint8_t *)name,
+                               (uint16_t)strlen(name), out);
+}
+
+/* ---- Tokens, FIFO, reentrancy -------------------------------------------- */
+
+static void test_tokens_increase_across_locks(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 10000, 0);
+    uint64_t b = lease(&x, 0, 10000, 0);
+    uint64_t last = 0;
+    char name[16];
+    for (int i = 0; i < 50; i++) {
+        snprintf(name, sizeof(name), "lock%d", i % 7);
+        fence_result r = run(&x, (uint64_t)i, c_lock(name, i % 2 ? a : b, 0));
+        if (r.status == FENCE_ST_OK) {
+            if (r.token > last) {
+                CHECK(r.token == last + 1);
+                last = r.token;
+            }
+            if (i % 3 == 0) {
+                fence_result u = run(&x, (uint64_t)i, c_unlock(name, r.token));
+                CHECK_EQ_U64(u.value, 1);
+            }
+        }
+    }
+    CHECK(last > 7);
+    CHECK_EQ_U64(fence_fsm_last_token(x.f), last);
+    fx_done(&x);
+}
+
+static void test_fifo_order(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t l[5];
+    for (int i = 0; i < 5; i++) {
+        l[i] = lease(&x, 0, 60000, 0);
+    }
+    fence_result r = run(&x, 1, c_lock("q", l[0], 0));
+    REQUIRE(r.status == FENCE_ST_OK);
+    uint64_t tok = r.token;
+    uint64_t wid[5];
+    for (int i = 1; i < 5; i++) {
+        fence_result q = run(&x, 2, c_lock("q", l[i], 5000));
+        REQUIRE(q.status == FENCE_ST_QUEUED);
+        wid[i] = q.wait_id;
+    }
+    for (int i = 1; i < 5; i++) {
+        x.nev = 0;
+        fence_result u = run(&x, 10 + (uint64_t)i, c_unlock("q", tok));
+        CHECK_EQ_U64(u.value, 1);
+        REQUIRE(x.nev == 1);
+        CHECK_EQ_U64(x.ev[0].wait_id, wid[i]);
+        CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_OK);
+        CHECK_EQ_U64(x.ev[0].result.lease, l[i]);
+        CHECK(x.ev[0].result.token > tok);
+        tok = x.ev[0].result.token;
+    }
+    fx_done(&x);
+}
+
+static void test_reentrant_lock(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 1000, 0);
+    fence_result r1 = run(&x, 1, c_lock("r", a, 0));
+    fence_result r2 = run(&x, 2, c_lock("r", a, 500));
+    CHECK_EQ_U64(r1.status, FENCE_ST_OK);
+    CHECK_EQ_U64(r2.status, FENCE_ST_OK);
+    CHECK_EQ_U64(r1.token, r2.token);
+    CHECK_EQ_U64(fence_fsm_last_token(x.f), r1.token);
+    fence_lock_info li;
+    REQUIRE(lock_held(&x, "r", &li));
+    CHECK_EQ_U64(li.waiters, 0);
+    fx_done(&x);
+}
+
+static void test_queued_twice_same_wait(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 1000, 0);
+    uint64_t b = lease(&x, 0, 1000, 0);
+    run(&x, 1, c_lock("k", a, 0));
+    fence_result q1 = run(&x, 2, c_lock("k", b, 300));
+    fence_result q2 = run(&x, 3, c_lock("k", b, 300));
+    CHECK_EQ_U64(q1.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(q2.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(q1.wait_id, q2.wait_id);
+    fence_lock_info li;
+    REQUIRE(lock_held(&x, "k", &li));
+    CHECK_EQ_U64(li.waiters, 1);
+    fx_done(&x);
+}
+
+/* ---- Leases and time ----------------------------------------------------- */
+
+static void test_keepalive_and_revoke(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 100, 0);
+    fence_result k = run(&x, 90, c_keepalive(a));
+    CHECK_EQ_U64(k.status, FENCE_ST_OK);
+    CHECK_EQ_U64(k.value, 100);
+    fence_lease_info li;
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 150, &li), 0);
+    CHECK_EQ_U64(li.deadline_ms, 190);
+    k = run(&x, 190, c_keepalive(a));
+    CHECK_EQ_U64(k.status, FENCE_ST_NOLEASE);
+    CHECK_EQ_U64(run(&x, 191, c_keepalive(999)).status, FENCE_ST_NOLEASE);
+    uint64_t b = lease(&x, 200, 100, 0);
+    CHECK_EQ_U64(run(&x, 201, c_revoke(b)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 202, c_revoke(b)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 203, c_revoke(12345)).status, FENCE_ST_OK);
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, b, 203, &li), FENCE_ST_NOLEASE);
+    fence_fsm_stats st;
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.leases, 0);
+    fx_done(&x);
+}
+
+static void test_expiry_releases_and_hands_off(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 100, 0);
+    uint64_t b = lease(&x, 0, 1000, 0);
+    fence_result r = run(&x, 1, c_lock("e", a, 0));
+    fence_result q = run(&x, 2, c_lock("e", b, 5000));
+    REQUIRE(q.status == FENCE_ST_QUEUED);
+    CHECK_EQ_U64(fence_fsm_next_deadline(x.f), 100);
+    x.nev = 0;
+    run(&x, 99, c_tick());
+    CHECK_EQ_I64(x.nev, 0);
+    run(&x, 100, c_tick());
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].wait_id, q.wait_id);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_OK);
+    CHECK_EQ_U64(x.ev[0].result.token, r.token + 1);
+    fence_lock_info li;
+    REQUIRE(lock_held(&x, "e", &li));
+    CHECK_EQ_U64(li.lease, b);
+    fence_lease_info le;
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 100, &le), FENCE_ST_NOLEASE);
+    fx_done(&x);
+}
+
+static void test_no_grant_to_expired_lease(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 100, 0);
+    uint64_t b = lease(&x, 0, 100, 0);  /* expires together with a */
+    uint64_t c = lease(&x, 0, 1000, 0);
+    run(&x, 1, c_lock("n", a, 0));
+    fence_result qb = run(&x, 2, c_lock("n", b, 5000));
+    fence_result qc = run(&x, 3, c_lock("n", c, 5000));
+    REQUIRE(qb.status == FENCE_ST_QUEUED);
+    REQUIRE(qc.status == FENCE_ST_QUEUED);
+    /* One late entry: a and b are both expired by then; c gets the lock. */
+    x.nev = 0;
+    run(&x, 150, c_tick());
+    REQUIRE(x.nev == 2);
+    bool saw_b = false, saw_c = false;
+    for (int i = 0; i < x.nev; i++) {
+        if (x.ev[i].wait_id == qb.wait_id) {
+            CHECK_EQ_U64(x.ev[i].result.status, FENCE_ST_NOLEASE);
+            saw_b = true;
+        }
+        if (x.ev[i].wait_id == qc.wait_id) {
+            CHECK_EQ_U64(x.ev[i].result.status, FENCE_ST_OK);
+            CHECK_EQ_U64(x.ev[i].result.lease, c);
+            saw_c = true;
+        }
+    }
+    CHECK(saw_b && saw_c);
+    /* A lease that expired cannot lock, even before any TICK. */
+    uint64_t d = lease(&x, 200, 10, 0);
+    CHECK_EQ_U64(run(&x, 210, c_lock("m", d, 0)).status, FENCE_ST_NOLEASE);
+    /* And a lone waiter whose lease ran out gets NOLEASE, never the lock. */
+    uint64_t e = lease(&x, 300, 50, 0);
+    fence_lock_info li;
+    REQUIRE(lock_held(&x, "n", &li));
+    fence_result qe = run(&x, 301, c_lock("n", e, 10000));
+    REQUIRE(qe.status == FENCE_ST_QUEUED);
+    x.nev = 0;
+    run(&x, 400, c_unlock("n", li.token));
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_NOLEASE);
+    CHECK(!lock_held(&x, "n", &li));
+    fx_done(&x);
+}
+
+static void test_wait_timeout(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 10000, 0);
+    uint64_t b = lease(&x, 0, 10000, 0);
+    run(&x, 0, c_lock("t", a, 0));
+    fence_result q = run(&x, 10, c_lock("t", b, 100));
+    REQUIRE(q.status == FENCE_ST_QUEUED);
+    CHECK_EQ_U64(run(&x, 20, c_lock("t", b, 0)).status, FENCE_ST_QUEUED);
+    x.nev = 0;
+    run(&x, 110, c_tick());
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_NIL);
+    CHECK_EQ_U64(x.ev[0].wait_id, q.wait_id);
+    CHECK_EQ_U64(run(&x, 120, c_lock("t", b, 0)).status, FENCE_ST_NIL);
+    fx_done(&x);
+}
+
+static void test_lock_delay(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 100, 500);
+    uint64_t b = lease(&x, 0, 100000, 0);
+    fence_result r = run(&x, 1, c_lock("d", a, 0));
+    REQUIRE(r.status == FENCE_ST_OK);
+    run(&x, 100, c_tick()); /* a expires: d unavailable until 600 */
+    fence_lock_info li;
+    CHECK(!lock_held(&x, "d", &li));
+    CHECK_EQ_U64(run(&x, 300, c_lock("d", b, 0)).status, FENCE_ST_NIL);
+    fence_result q = run(&x, 301, c_lock("d", b, 10000));
+    REQUIRE(q.status == FENCE_ST_QUEUED);
+    CHECK_EQ_U64(fence_fsm_next_deadline(x.f), 600);
+    x.nev = 0;
+    run(&x, 599, c_tick());
+    CHECK_EQ_I64(x.nev, 0);
+    run(&x, 600, c_tick());
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_OK);
+    CHECK_EQ_U64(x.ev[0].result.token, r.token + 1);
+    /* Revoke and unlock release at once, without lock-delay. */
+    uint64_t c = lease(&x, 700, 100, 500);
+    fence_result r2 = run(&x, 701, c_lock("d2", c, 0));
+    REQUIRE(r2.status == FENCE_ST_OK);
+    run(&x, 702, c_revoke(c));
+    CHECK_EQ_U64(run(&x, 703, c_lock("d2", b, 0)).status, FENCE_ST_OK);
+    /* A lock in lock-delay with nobody waiting disappears when it ends. */
+    uint64_t e = lease(&x, 800, 100, 50);
+    run(&x, 801, c_lock("d3", e, 0));
+    run(&x, 900, c_tick());
+    run(&x, 950, c_tick());
+    fence_fsm_stats st;
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.locks, 2);
+    CHECK_EQ_U64(run(&x, 951, c_lock("d3", b, 0)).status, FENCE_ST_OK);
+    fx_done(&x);
+}
+
+/* ---- ACQUIRE, CANCEL -------------------------------------------------------- */
+
+static void test_acquire(void)
+{
+    fx x;
+    fx_init(&x);
+    fence_result a = run(&x, 0, c_acquire("x", 1000, 0, 0));
+    REQUIRE(a.status == FENCE_ST_OK);
+    CHECK(a.lease != 0);
+    CHECK_EQ_U64(a.token, 1);
+    fence_fsm_stats st;
+    /* Busy, no wait: NIL and nothing left behind. */
+    fence_result n = run(&x, 1, c_acquire("x", 1000, 0, 0));
+    CHECK_EQ_U64(n.status, FENCE_ST_NIL);
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.leases, 1);
+    /* Queued, then granted when the holder unlocks; the holder's dedicated
+     * lease is revoked by the UNLOCK. */
+    fence_result q = run(&x, 2, c_acquire("x", 50, 0, 5000));
+    REQUIRE(q.status == FENCE_ST_QUEUED);
+    CHECK(q.lease != 0);
+    fence_lease_info li;
+    /* Queued: its lease outlives its ttl while it waits. */
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, q.lease, 500, &li), 0);
+    x.nev = 0;
+    fence_result u = run(&x, 500, c_unlock("x", a.token));
+    CHECK_EQ_U64(u.value, 1);
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, a.lease, 500, &li),
+                 FENCE_ST_NOLEASE);
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_OK);
+    CHECK_EQ_U64(x.ev[0].result.lease, q.lease);
+    CHECK_EQ_U64(x.ev[0].result.token, 2);
+    /* Granted: deadline = grant time + ttl. */
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, q.lease, 500, &li), 0);
+    CHECK_EQ_U64(li.deadline_ms, 550);
+    CHECK_EQ_U64(run(&x, 540, c_keepalive(q.lease)).status, FENCE_ST_OK);
+    /* A queued ACQUIRE that times out revokes its lease. */
+    fence_result t = run(&x, 541, c_acquire("x", 20, 0, 30));
+    REQUIRE(t.status == FENCE_ST_QUEUED);
+    /* keepalive does not shorten the queued lease below its wait */
+    CHECK_EQ_U64(run(&x, 542, c_keepalive(t.lease)).status, FENCE_ST_OK);
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, t.lease, 565, &li), 0);
+    x.nev = 0;
+    CHECK_EQ_U64(run(&x, 572, c_keepalive(q.lease)).status, FENCE_ST_OK);
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_NIL);
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, t.lease, 572, &li),
+                 FENCE_ST_NOLEASE);
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.leases, 1);
+    CHECK_EQ_U64(st.waiters, 0);
+    fx_done(&x);
+}
+
+static void test_cancel(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 10000, 0);
+    uint64_t b = lease(&x, 0, 10000, 0);
+    fence_result r = run(&x, 0, c_lock("c", a, 0));
+    fence_result q = run(&x, 1, c_lock("c", b, 1000));
+    fence_result qa = run(&x, 2, c_acquire("c", 1000, 0, 1000));
+    REQUIRE(q.status == FENCE_ST_QUEUED);
+    REQUIRE(qa.status == FENCE_ST_QUEUED);
+    x.nev = 0;
+    CHECK_EQ_U64(run(&x, 3, c_cancel(q.wait_id)).status, FENCE_ST_OK);
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_NIL);
+    CHECK_EQ_U64(run(&x, 4, c_cancel(q.wait_id)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 4, c_cancel(9999)).status, FENCE_ST_OK);
+    CHECK_EQ_I64(x.nev, 1);
+    run(&x, 5, c_cancel(qa.wait_id));
+    CHECK_EQ_I64(x.nev, 2);
+    fence_lease_info li;
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, qa.lease, 5, &li),
+                 FENCE_ST_NOLEASE);
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, b, 5, &li), 0);
+    fence_lock_info ki;
+    REQUIRE(lock_held(&x, "c", &ki));
+    CHECK_EQ_U64(ki.token, r.token);
+    CHECK_EQ_U64(ki.waiters, 0);
+    fx_done(&x);
+}
+
+static void test_revoke_fails_waits_and_hands_off(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 10000, 100);
+    uint64_t b = lease(&x, 0, 10000, 0);
+    run(&x, 0, c_lock("p", a, 0));
+    run(&x, 0, c_lock("q", b, 0));
+    fence_result qa = run(&x, 1, c_lock("q", a, 1000));
+    fence_result qb = run(&x, 1, c_lock("p", b, 1000));
+    x.nev = 0;
+    run(&x, 2, c_revoke(a));
+    REQUIRE(x.nev == 2);
+    CHECK_EQ_U64(x.ev[0].wait_id, qb.wait_id);
+    CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_OK);
+    CHECK_EQ_U64(x.ev[1].wait_id, qa.wait_id);
+    CHECK_EQ_U64(x.ev[1].result.status, FENCE_ST_NOLEASE);
+    fx_done(&x);
+}
+
+/* ---- Dedup -------------------------------------------------------------------- */
+
+static void test_reqid_idempotent(void)
+{
+    fx x;
+    fx_init(&x);
+    fence_result g1 = run(&x, 0, with_req(c_grant(1000, 0), 77));
+    fence_result g2 = run(&x, 5, with_req(c_grant(1000, 0), 77));
+    CHECK_EQ_U64(g1.lease, g2.lease);
+    fence_fsm_stats st;
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.leases, 1);
+    uint64_t other = lease(&x, 5, 1000, 0);
+    fence_result l1 = run(&x, 6, with_req(c_lock("z", other, 0), 78));
+    REQUIRE(l1.status == FENCE_ST_OK);
+    /* Queued, then granted: a retry sees the grant. */
+    fence_result q1 = run(&x, 7, with_req(c_lock("z", g1.lease, 500), 79));
+    REQUIRE(q1.status == FENCE_ST_QUEUED);
+    fence_result q2 = run(&x, 8, with_req(c_lock("z", g1.lease, 500), 79));
+    CHECK_EQ_U64(q2.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(q2.wait_id, q1.wait_id);
+    run(&x, 9, c_unlock("z", l1.token));
+    fence_result q3 = run(&x, 10, with_req(c_lock("z", g1.lease, 500), 79));
+    CHECK_EQ_U64(q3.status, FENCE_ST_OK);
+    CHECK_EQ_U64(q3.token, l1.token + 1);
+    CHECK_EQ_U64(q3.wait_id, q1.wait_id);
+    /* The unlock by token is idempotent by meaning. */
+    CHECK_EQ_U64(run(&x, 11, c_unlock("z", l1.token)).value, 0);
+    /* ACQUIRE retried after its grant: the same token and lease. */
+    fence_result a1 = run(&x, 12, with_req(c_acquire("w", 100, 0, 0), 80));
+    fence_result a2 = run(&x, 13, with_req(c_acquire("w", 100, 0, 0), 80));
+    CHECK_EQ_U64(a1.token, a2.token);
+    CHECK_EQ_U64(a1.lease, a2.lease);
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.leases, 3);
+    fx_done(&x);
+}
+
+static void test_dedup_eviction(void)
+{
+    fx x;
+    fx_init(&x);
+    run(&x, 0, c_leader(100, 100, 100, 3));
+    for (uint64_t i = 1; i <= 5; i++) {
+        run(&x, i, with_req(c_grant(1000, 0), i));
+    }
+    /* 1 and 2 were evicted: retrying 1 makes a new lease; 5 is remembered. */
+    CHECK_EQ_U64(run(&x, 6, with_req(c_grant(1000, 0), 5)).lease, 5);
+    CHECK_EQ_U64(run(&x, 7, with_req(c_grant(1000, 0), 1)).lease, 6);
+    /* Lowering the limit evicts at once. */
+    run(&x, 8, c_leader(100, 100, 100, 1));
+    CHECK_EQ_U64(run(&x, 9, with_req(c_grant(1000, 0), 5)).lease, 7);
+    fx_done(&x);
+}
+
+/* ---- LEADER_START ------------------------------------------------------------ */
+
+static void test_leader_start_rebase(void)
+{
+    fx x;
+    fx_init(&x);
+    fence_limits lim;
+    fence_limits_default(&lim);
+    uint64_t a = lease(&x, 0, 1000, 200);
+    uint64_t b = lease(&x, 0, 5000, 0);
+    run(&x, 0, c_lock("L", a, 0));
+    fence_result q = run(&x, 0, c_lock("L", b, 3000));
+    REQUIRE(q.status == FENCE_ST_QUEUED);
+    /* New leader far ahead in time: nothing fires, everything restarts. */
+    fence_cmd ls = c_leader(lim.leases_max, lim.locks_max, lim.waiters_max,
+                            lim.dedup_max);
+    x.nev = 0;
+    CHECK_EQ_U64(run(&x, 1000000, ls).status, FENCE_ST_OK);
+    CHECK_EQ_I64(x.nev, 0);
+    fence_lease_info li;
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 1000000, &li), 0);
+    CHECK_EQ_U64(li.deadline_ms, 1001000);
+    CHECK_EQ_U64(fence_fsm_next_deadline(x.f), 1001000);
+    run(&x, 1001000, c_tick());
+    /* a expired with lock-delay 200: granted to b at 1001200. */
+    CHECK_EQ_I64(x.nev, 0);
+    run(&x, 1001200, c_tick());
+    REQUIRE(x.nev == 1);
+    CHECK_EQ_U64(x.ev[0].result.lease, b);
+    /* Rebase of a lock-delay and a queued ACQUIRE. */
+    uint64_t c = lease(&x, 1001300, 100, 400);
+    run(&x, 1001300, c_lock("M", c, 0));
+    run(&x, 1001400, c_tick()); /* delay until 1001800 */
+    fence_result aq = run(&x, 1001401, c_acquire("M", 50, 0, 1000));
+    REQUIRE(aq.status == FENCE_ST_QUEUED);
+    run(&x, 1001500, ls); /* delay end -> 1001900, wait -> 1002500 */
+    CHECK_EQ_U64(fence_fsm_next_deadline(x.f), 1001900);
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, aq.lease, 1001500, &li), 0);
+    CHECK_EQ_U64(li.deadline_ms, 1002500);
+    /* INVALID limits change nothing. */
+    CHECK_EQ_U64(run(&x, 1001501, c_leader(0, 1, 1, 1)).status,
+                 FENCE_ST_INVALID);
+    /* A leader whose clock is behind does not move time backwards. */
+    run(&x, 5, ls);
+    CHECK_EQ_U64(fence_fsm_now(x.f), 1001501);
+    fx_done(&x);
+}
+
+/* ---- Limits and bad input ----------------------------------------------------- */
+
+static void test_limits(void)
+{
+    fx x;
+    fx_init(&x);
+    run(&x, 0, c_leader(2, 2, 1, 10));
+    uint64_t a = lease(&x, 0, 1000, 0);
+    uint64_t b = lease(&x, 0, 1000, 0);
+    CHECK_EQ_U64(run(&x, 0, c_grant(1000, 0)).status, FENCE_ST_LIMIT);
+    CHECK_EQ_U64(run(&x, 0, c_acquire("zz", 1000, 0, 0)).status,
+                 FENCE_ST_LIMIT);
+    CHECK_EQ_U64(run(&x, 0, c_lock("l1", a, 0)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 0, c_lock("l2", a, 0)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 0, c_lock("l3", a, 0)).status, FENCE_ST_LIMIT);
+    CHECK_EQ_U64(run(&x, 0, c_lock("l1", b, 100)).status, FENCE_ST_QUEUED);
+    run(&x, 0, c_revoke(b));
+    uint64_t c = lease(&x, 0, 1000, 0);
+    CHECK_EQ_U64(run(&x, 0, c_lock("l1", c, 100)).status, FENCE_ST_QUEUED);
+    uint64_t d = 0;
+    run(&x, 0, c_revoke(a));
+    (void)d;
+    fx_done(&x);
+}
+
+static void test_waiters_limit(void)
+{
+    fx x;
+    fx_init(&x);
+    run(&x, 0, c_leader(10, 10, 2, 10));
+    uint64_t l[4];
+    for (int i = 0; i < 4; i++) {
+        l[i] = lease(&x, 0, 1000, 0);
+    }
+    run(&x, 0, c_lock("w", l[0], 0));
+    CHECK_EQ_U64(run(&x, 0, c_lock("w", l[1], 10)).status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(run(&x, 0, c_lock("w", l[2], 10)).status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(run(&x, 0, c_lock("w", l[3], 10)).status, FENCE_ST_LIMIT);
+    CHECK_EQ_U64(run(&x, 0, c_acquire("w", 100, 0, 10)).status,
+                 FENCE_ST_LIMIT);
+    fence_fsm_stats st;
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.leases, 4);
+    fx_done(&x);
+}
+
+static void test_invalid_inputs(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 1000, 0);
+    char big[FENCE_NAME_MAX + 2];
+    memset(big, 'n', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    CHECK_EQ_U64(run(&x, 0, c_grant(FENCE_TTL_MS_MIN - 1, 0)).status,
+                 FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_grant(FENCE_TTL_MS_MAX + 1, 0)).status,
+                 FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_grant(100, FENCE_LOCK_DELAY_MS_MAX + 1)).status,
+                 FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_lock("", a, 0)).status, FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_lock(big, a, 0)).status, FENCE_ST_INVALID);
+    big[FENCE_NAME_MAX] = 0;
+    CHECK_EQ_U64(run(&x, 0, c_lock(big, a, 0)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 0, c_lock("x", a, FENCE_WAIT_MS_MAX + 1)).status,
+                 FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_unlock("", 1)).status, FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_acquire("x", 5, 0, 0)).status,
+                 FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_acquire("x", 100, 0, FENCE_WAIT_MS_MAX + 1))
+                     .status, FENCE_ST_INVALID);
+    fence_cmd bad = {.type = 42};
+    CHECK_EQ_U64(run(&x, 0, bad).status, FENCE_ST_INVALID);
+    fence_cmd badf = c_tick();
+    badf.flags = 0x80;
+    CHECK_EQ_U64(run(&x, 0, badf).status, FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(&x, 0, c_lock("x", 0, 0)).status, FENCE_ST_NOLEASE);
+    CHECK_EQ_U64(fence_fsm_last_token(x.f), 1);
+    fx_done(&x);
+}
+
+/* Every allocation failure anywhere gives LIMIT (or a failed create), and
+ * the state stays consistent. */
+static void test_alloc_failures(void)
+{
+    for (long budget = 0; budget < 60; budget++) {
+        fx x;
+        memset(&x, 0, sizeof(x));
+        x.ta.budget = budget;
+        fence_fsm_opts o = {{t_alloc, t_free, &x.ta}, on_event, &x};
+        if (fence_fsm_create(&o, &x.f) != 0) {
+            CHECK(x.f == NULL);
+            CHECK_EQ_I64(x.ta.live, 0);
+            continue;
+        }
+        fence_result r;
+        fence_cmd cmds[] = {
+            c_grant(1000, 0), c_grant(1000, 10), c_lock("a", 1, 0),
+            c_lock("a", 2, 100), c_acquire("b", 100, 0, 0),
+            c_acquire("a", 100, 0, 100), with_req(c_grant(100, 0), 9),
+            c_lock("c", 2, 0), c_unlock("a", 1), c_revoke(2),
+        };
+        for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+            fence_fsm_apply(x.f, i, &cmds[i], &r);
+            CHECK(r.status != FENCE_ST_INVALID);
+            CHECK(fence_fsm_check(x.f) == NULL);
+        }
+        size_t n = fence_fsm_snapshot_size(x.f);
+        uint8_t *buf = malloc(n);
+        fence_fsm_snapshot(x.f, buf, n);
+        int rc = fence_fsm_restore(x.f, buf, n);
+        CHECK(rc == 0 || rc == FENCE_ST_LIMIT);
+        CHECK(fence_fsm_check(x.f) == NULL);
+        free(buf);
+        fence_fsm_destroy(x.f);
+        CHECK_EQ_I64(x.ta.live, 0);
+    }
+}
+
+/* ---- Snapshots ------------------------------------------------------------------ */
+
+/* Build a state with every kind of object. */
+static void build_state(fx *x)
+{
+    run(x, 0, c_leader(1000, 1000, 100, 100));
+    uint64_t a = lease(x, 1, 1000, 300);
+    uint64_t b = lease(x, 2, 5000, 0);
+    uint64_t c = lease(x, 3, 5000, 0);
+    run(x, 4, c_lock("alpha", a, 0));
+    run(x, 5, c_lock("beta", a, 0));
+    run(x, 6, with_req(c_lock("alpha", b, 4000), 1001));
+    run(x, 7, c_lock("beta", c, 4000));
+    run(x, 8, c_lock("gamma", c, 0));
+    run(x, 9, with_req(c_acquire("gamma", 100, 0, 2000), 1002));
+    run(x, 10, with_req(c_grant(100, 0), 1003));
+    uint64_t d = lease(x, 11, 50, 2000);
+    run(x, 12, c_lock("delta", d, 0));
+    run(x, 70, c_tick()); /* d expired: delta in lock-delay */
+}
+
+static uint8_t *snap(fx *x, size_t *len)
+{
+    *len = fence_fsm_snapshot_size(x->f);
+    uint8_t *b = malloc(*len);
+    REQUIRE(b != NULL);
+    CHECK_EQ_U64(fence_fsm_snapshot(x->f, b, *len), *len);
+    return b;
+}
+
+static void test_snapshot_round_trip(void)
+{
+    fx x, y;
+    fx_init(&x);
+    fx_init(&y);
+    build_state(&x);
+    size_t n1, n2;
+    uint8_t *s1 = snap(&x, &n1);
+    REQUIRE(fence_fsm_restore(y.f, s1, n1) == 0);
+    REQUIRE(fence_fsm_check(y.f) == NULL);
+    uint8_t *s2 = snap(&y, &n2);
+    REQUIRE(n1 == n2);
+    CHECK(memcmp(s1, s2, n1) == 0);
+    /* Both go on identically. */
+    x.nev = y.nev = 0;
+    fence_cmd more[] = {c_tick(), c_unlock("gamma", 5), c_revoke(2),
+                        c_lock("omega", 3, 0), c_keepalive(1)};
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+        fence_result rx = run(&x, 200 + i * 700, more[i]);
+        fence_result ry = run(&y, 200 + i * 700, more[i]);
+        CHECK(memcmp(&rx, &ry, sizeof(rx)) == 0);
+    }
+    CHECK_EQ_I64(x.nev, y.nev);
+    CHECK(memcmp(x.ev, y.ev, sizeof(fence_event) * (size_t)x.nev) == 0);
+    free(s1);
+    free(s2);
+    s1 = snap(&x, &n1);
+    s2 = snap(&y, &n2);
+    REQUIRE(n1 == n2);
+    CHECK(memcmp(s1, s2, n1) == 0);
+    free(s1);
+    free(s2);
+    fx_done(&x);
+    fx_done(&y);
+}
+
+/* Recompute the trailing CRC so that structural checks are reached. */
+static void reseal(uint8_t *b, size_t n)
+{
+    uint32_t crc = fence__crc32c(b, n - 4);
+    for (int i = 0; i < 4; i++) {
+        b[n - 4 + (size_t)i] = (uint8_t)(crc >> (8 * i));
+    }
+}
+
+static void test_snapshot_corrupt_rejected(void)
+{
+    fx x, y;
+    fx_init(&x);
+    fx_init(&y);
+    build_state(&x);
+    run(&y, 0, c_grant(100, 0)); /* y has a state of its own */
+    size_t n, ny;
+    uint8_t *s = snap(&x, &n);
+    uint8_t *before = snap(&y, &ny);
+    uint8_t *m = malloc(n);
+    int accepted = 0;
+    for (size_t len = 0; len < n; len++) {
+        CHECK_EQ_I64(fence_fsm_restore(y.f, s, len), FENCE_ST_INVALID);
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            memcpy(m, s, n);
+            m[i] ^= (uint8_t)(1u << bit);
+            CHECK_EQ_I64(fence_fsm_restore(y.f, m, n), FENCE_ST_INVALID);
+            reseal(m, n);
+            int rc = fence_fsm_restore(y.f, m, n);
+            CHECK(rc == 0 || rc == FENCE_ST_INVALID);
+            if (rc == 0) {
+                accepted++;
+                CHECK(fence_fsm_check(y.f) == NULL);
+                /* put y back */
+                REQUIRE(fence_fsm_restore(y.f, before, ny) == 0);
+            }
+        }
+    }
+    size_t na;
+    uint8_t *after = snap(&y, &na);
+    CHECK(na == ny && memcmp(before, after, ny) == 0);
+    printf("# %d resealed single-bit mutations were still valid states\n",
+           accepted);
+    free(s);
+    free(m);
+    free(before);
+    free(after);
+    fx_done(&x);
+    fx_done(&y);
+}
+
+/* ---- Entries --------------------------------------------------------------------- */
+
+static void test_entry_round_trip(void)
+{
+    fence_cmd cmds[] = {
+        c_leader(1, 2, 3, 4),
+        c_tick(),
+        with_req(c_grant(1000, 20), 0xdeadbeefULL),
+        c_keepalive(7),
+        c_revoke(8),
+        c_lock("name-1", 9, 100),
+        c_unlock("name-2", 10),
+        with_req(c_acquire("n3", 11, 12, 13), 1),
+        c_cancel(14),
+    };
+    uint32_t n = sizeof(cmds) / sizeof(cmds[0]);
+    size_t sz = fence_entry_size(cmds, n);
+    uint8_t *buf = malloc(sz);
+    CHECK_EQ_U64(fence_entry_encode(123456, cmds, n, buf, sz - 1), 0);
+    CHECK_EQ_U64(fence_entry_encode(123456, cmds, n, buf, sz), sz);
+    fence_entry_iter it;
+    REQUIRE(fence_entry_open(&it, buf, sz) == 0);
+    CHECK_EQ_U64(it.timestamp_ms, 123456);
+    CHECK_EQ_U64(it.count, n);
+    fence_cmd c;
+    for (uint32_t i = 0; i < n; i++) {
+        REQUIRE(fence_entry_next(&it, &c) == 1);
+        CHECK_EQ_U64(c.type, cmds[i].type);
+        CHECK_EQ_U64(c.flags, cmds[i].flags);
+        CHECK_EQ_U64(c.req_id, cmds[i].req_id);
+        CHECK_EQ_U64(c.lease, cmds[i].lease);
+        CHECK_EQ_U64(c.token, cmds[i].token);
+        CHECK_EQ_U64(c.wait_id, cmds[i].wait_id);
+        CHECK_EQ_U64(c.ttl_ms, cmds[i].ttl_ms);
+        CHECK_EQ_U64(c.wait_ms, cmds[i].wait_ms);
+        CHECK_EQ_U64(c.lock_delay_ms, cmds[i].lock_delay_ms);
+        CHECK_EQ_U64(c.name_len, cmds[i].name_len);
+        CHECK(c.name_len == 0 || memcmp(c.name, cmds[i].name, c.name_len) == 0);
+        CHECK(memcmp(&c.limits, &cmds[i].limits, sizeof(c.limits)) == 0);
+        /* re-encode one command: identical bytes */
+        uint8_t one[600], two[600];
+        size_t l1 = fence_entry_encode(1, &c, 1, one, sizeof(one));
+        size_t l2 = fence_entry_encode(1, &cmds[i], 1, two, sizeof(two));
+        CHECK(l1 == l2 && l1 > 0 && memcmp(one, two, l1) == 0);
+    }
+    CHECK_EQ_I64(fence_entry_next(&it, &c), 0);
+    /* Every truncation is rejected, by open or by a later next. */
+    for (size_t len = 0; len < sz; len++) {
+        int ok = fence_entry_open(&it, buf, len) == 0;
+        int rc = 1;
+        while (ok && (rc = fence_entry_next(&it, &c)) == 1) {
+        }
+        CHECK(!ok || rc == -FENCE_ST_INVALID);
+    }
+    /* Trailing garbage is rejected. */
+    uint8_t *longer = malloc(sz + 1);
+    memcpy(longer, buf, sz);
+    longer[sz] = 0;
+    REQUIRE(fence_entry_open(&it, longer, sz + 1) == 0);
+    int rc;
+    while ((rc = fence_entry_next(&it, &c)) == 1) {
+    }
+    CHECK_EQ_I64(rc, -FENCE_ST_INVALID);
+    free(longer);
+    free(buf);
+}
+
+static void test_apply_entry(void)
+{
+    fx x;
+    fx_init(&x);
+    fence_cmd cmds[] = {c_grant(1000, 0), c_lock("e", 1, 0),
+                        c_lock("e", 1, 0)};
+    uint8_t buf[256];
+    size_t n = fence_entry_encode(50, cmds, 3, buf, sizeof(buf));
+    REQUIRE(n > 0);
+    fence_result res[2];
+    CHECK_EQ_I64(fence_fsm_apply_entry(x.f, buf, n, res, 2), 3);
+    CHECK_EQ_U64(res[0].lease, 1);
+    CHECK_EQ_U64(res[1].token, 1);
+    CHECK_EQ_U64(fence_fsm_now(x.f), 50);
+    /* A malformed entry applies nothing, not even its timestamp. */
+    uint8_t bad[256];
+    size_t nb = fence_entry_encode(5000, cmds, 3, bad, sizeof(bad));
+    bad[nb - 19] = 99; /* the last command's name length byte */
+    size_t before_len;
+    uint8_t *before = snap(&x, &before_len);
+    CHECK_EQ_I64(fence_fsm_apply_entry(x.f, bad, nb, res, 2),
+                 -FENCE_ST_INVALID);
+    size_t after_len;
+    uint8_t *after = snap(&x, &after_len);
+    CHECK(before_len == after_len && memcmp(before, after, after_len) == 0);
+    /* An empty batch advances time. */
+    n = fence_entry_encode(2000, NULL, 0, buf, sizeof(buf));
+    CHECK_EQ_I64(fence_fsm_apply_entry(x.f, buf, n, NULL, 0), 0);
+    fence_lease_info li;
+    CHECK_EQ_I64(fence_fsm_lease_info(x.f, 1, 2000, &li), FENCE_ST_NOLEASE);
+    free(before);
+    free(after);
+    fx_done(&x);
+}
+
+int main(void)
+{
+    TEST_RUN(test_tokens_increase_across_locks);
+    TEST_RUN(test_fifo_order);
+    TEST_RUN(test_reentrant_lock);
+    TEST_RUN(test_queued_twice_same_wait);
+    TEST_RUN(test_keepalive_and_revoke);
+    TEST_RUN(test_expiry_releases_and_hands_off);
+    TEST_RUN(test_no_grant_to_expired_lease);
+    TEST_RUN(test_wait_timeout);
+    TEST_RUN(test_lock_delay);
+    TEST_RUN(test_acquire);
+    TEST_RUN(test_cancel);
+    TEST_RUN(test_revoke_fails_waits_and_hands_off);
+    TEST_RUN(test_reqid_idempotent);
+    TEST_RUN(test_dedup_eviction);
+    TEST_RUN(test_leader_start_rebase);
+    TEST_RUN(test_limits);
+    TEST_RUN(test_waiters_limit);
+    TEST_RUN(test_invalid_inputs);
+    TEST_RUN(test_alloc_failures);
+    TEST_RUN(test_snapshot_round_trip);
+    TEST_RUN(test_snapshot_corrupt_rejected);
+    TEST_RUN(test_entry_round_trip);
+    TEST_RUN(test_apply_entry);
+    return TEST_DONE();
+}
