@@ -1,0 +1,171 @@
+/* fence-store command table and argument checks (see cmd.h). */
+#include "store/cmd.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/limits.h"
+
+/* Arguments of a command: the argument kinds after the name, in order. */
+typedef struct cmd_def {
+    const char *name;  /* upper-case command name */
+    store_op op;       /* its op */
+    int argc_min;      /* least argc, counting the name */
+    int argc_max;      /* most argc, counting the name */
+    const char *usage; /* shown when the argument count is wrong */
+} cmd_def;
+
+static const cmd_def table[] = {
+    {"FSET", STORE_OP_FSET, 5, 5, "FSET <fence> <token> <key> <value>"},
+    {"FDEL", STORE_OP_FDEL, 4, 4, "FDEL <fence> <token> <key>"},
+    {"FINCR", STORE_OP_FINCR, 4, 4, "FINCR <fence> <token> <key>"},
+    {"FGET", STORE_OP_FGET, 2, 2, "FGET <key>"},
+    {"FENCE.HIGH", STORE_OP_FENCE_HIGH, 2, 2, "FENCE.HIGH <fence>"},
+    {"FENCE.ADMIT", STORE_OP_FENCE_ADMIT, 3, 3, "FENCE.ADMIT <fence> <token>"},
+    {"PING", STORE_OP_PING, 1, 2, "PING [message]"},
+    {"INFO", STORE_OP_INFO, 1, 2, "INFO [section]"},
+    {"QUIT", STORE_OP_QUIT, 1, 1, "QUIT"},
+    {"COMMAND", STORE_OP_COMMAND, 1, FENCE_ARGS_MAX, "COMMAND"},
+};
+
+/* Format an error message into err (printf style) and return -1. */
+static int fail(const char **code, const char *c, char *err, size_t errcap,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int fail(const char **code, const char *c, char *err, size_t errcap,
+                const char *fmt, ...)
+{
+    *code = c;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errcap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Copy up to 40 bytes of p[0..n) into out as printable ASCII (others as
+ * '?'), so user bytes can go into a one-line error reply. */
+static void printable(char *out, size_t cap, const char *p, size_t n)
+{
+    assert(cap > 4);
+    size_t w = 0;
+    for (size_t i = 0; i < n && w + 4 < cap && i < 40; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        out[w++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    if (n > 40 && w + 4 < cap) {
+        memcpy(out + w, "...", 3);
+        w += 3;
+    }
+    out[w] = '\0';
+}
+
+/* Check the whole request and fill *out; see cmd.h. */
+int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
+                    store_cmd *out, const char **code, char *err,
+                    size_t errcap)
+{
+    assert(msg != NULL);
+    assert(msg->argc >= 1);
+    assert(out != NULL);
+    memset(out, 0, sizeof(*out));
+    const fence_resp_arg *a = msg->argv;
+    const cmd_def *d = NULL;
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (strlen(table[i].name) == a[0].len &&
+            strncasecmp(table[i].name, a[0].ptr, a[0].len) == 0) {
+            d = &table[i];
+            break;
+        }
+    }
+    char shown[64];
+    if (d == NULL) {
+        printable(shown, sizeof(shown), a[0].ptr, a[0].len);
+        return fail(code, "ERR", err, errcap,
+                    "unknown command '%s' (commands: FSET FDEL FINCR FGET "
+                    "FENCE.HIGH FENCE.ADMIT PING INFO)", shown);
+    }
+    if ((int)msg->argc < d->argc_min || (int)msg->argc > d->argc_max)
+        return fail(code, "ERR", err, errcap,
+                    "wrong number of arguments for '%s' (usage: %s)",
+                    d->name, d->usage);
+    out->op = d->op;
+    int next = 1;
+    switch (d->op) {
+    case STORE_OP_FSET:
+    case STORE_OP_FDEL:
+    case STORE_OP_FINCR:
+    case STORE_OP_FENCE_ADMIT:
+    case STORE_OP_FENCE_HIGH:
+        out->fence = a[1].ptr;
+        out->fence_len = a[1].len;
+        if (a[1].len < 1 || a[1].len > FENCE_NAME_MAX)
+            return fail(code, "ERR", err, errcap,
+                        "fence name must be 1..%d bytes (got %zu)",
+                        FENCE_NAME_MAX, a[1].len);
+        next = 2;
+        if (d->op == STORE_OP_FENCE_HIGH)
+            break;
+        if (fence_resp_parse_u64(a[2].ptr, a[2].len, STORE_TOKEN_MAX,
+                                 &out->token) != 0) {
+            printable(shown, sizeof(shown), a[2].ptr, a[2].len);
+            return fail(code, "ERR", err, errcap,
+                        "invalid token '%s': a token is a decimal integer "
+                        "0..%" PRIu64, shown, STORE_TOKEN_MAX);
+        }
+        next = 3;
+        break;
+    default:
+        break;
+    }
+    switch (d->op) {
+    case STORE_OP_FSET:
+    case STORE_OP_FDEL:
+    case STORE_OP_FINCR:
+    case STORE_OP_FGET:
+        out->key = a[next].ptr;
+        out->key_len = a[next].len;
+        if (a[next].len < 1 || a[next].len > FENCE_STORE_KEY_MAX)
+            return fail(code, "ERR", err, errcap,
+                        "key must be 1..%d bytes (got %zu)",
+                        FENCE_STORE_KEY_MAX, a[next].len);
+        next++;
+        break;
+    default:
+        break;
+    }
+    if (d->op == STORE_OP_FSET) {
+        out->value = a[next].ptr;
+        out->value_len = a[next].len;
+        if (a[next].len > value_max)
+            return fail(code, "LIMIT", err, errcap,
+                        "value is %zu bytes; this fence-store accepts at "
+                        "most %" PRIu64 " (--max-value); nothing was written",
+                        a[next].len, value_max);
+    }
+    if (d->op == STORE_OP_PING && msg->argc == 2) {
+        out->value = a[1].ptr;
+        out->value_len = a[1].len;
+    }
+    return 0;
+}
+
+/* The canonical name of op. */
+const char *store_cmd_name(store_op op)
+{
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (table[i].op == op)
+            return table[i].name;
+    assert(0 && "op missing from the command table");
+    return "?";
+}
+
+/* True for the commands that carry a fence and a token and may write. */
+int store_cmd_is_write(store_op op)
+{
+    return op == STORE_OP_FSET || op == STORE_OP_FDEL ||
+           op == STORE_OP_FINCR || op == STORE_OP_FENCE_ADMIT;
+}

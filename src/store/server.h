@@ -1,0 +1,12 @@
+/* fence-store's network side: a libuv loop serving RESP clients. */
+#ifndef FENCE_STORE_SERVER_H
+#define FENCE_STORE_SERVER_H
+
+#include "store/config.h"
+#include "store/db.h"
+
+/* Listen on cfg->bind:cfg->port and serve until SIGINT or SIGTERM.
+ * Returns the process exit status (0 after a clean stop). */
+int store_server_run(const store_config *cfg, store_db *db);
+
+#endif /* FENCE_STORE_SERVER_H */
