@@ -364,7 +364,7 @@ def run_in_thread(fn, res=None):
         except Exception as e:  # noqa: BLE001 - handed to the checker
             res["error"] = e
 
-    t = threading.Thread(target=body)
+    t = threading.Thread(target=body, daemon=True)
     t.start()
     return t, res
 
@@ -456,12 +456,11 @@ def test_independent(pg):
     sql(a, "SELECT fence.admit('ind-a', 5)")        # a new row, insert not yet committed
     sql(a, "SELECT fence.admit('orders', 34)")       # an existing row, now locked by a
     sql(b, "SET lock_timeout = '5s'")
-    t0 = time.monotonic()
+    # A blocked admit would fail with 55P03 after lock_timeout.
     state, _ = attempt(b, "SELECT fence.admit('ind-b', 5)")
     T.eq("ok", state, "with fence ind-a held, a new fence ind-b is admitted")
     state, _ = attempt(b, "SELECT fence.admit('loadtest', 8)")
     T.eq("ok", state, "with fence orders held, existing fence loadtest is admitted")
-    T.check(time.monotonic() - t0 < 4.5, "...without waiting for the lock_timeout")
     b.commit()
     sql(b, "SET lock_timeout = '200ms'")
     state, _ = attempt(b, "SELECT fence.admit('orders', 35)")
@@ -611,7 +610,7 @@ def test_hammer(pg, clients, ops):
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -676,6 +675,9 @@ def run_group(fn, *args):
 
 
 def main():
+    # The runner's timeout sends SIGTERM: leave through the finally below,
+    # which stops the server by PID and removes the directory.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="fence-pg-test.")
     pg = PgServer(tmp)
     try:

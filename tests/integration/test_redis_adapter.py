@@ -384,7 +384,7 @@ def test_concurrent(srv, clients=16, ops=150):
         except Exception as e:  # noqa: BLE001 - reported as a failure below
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -468,6 +468,9 @@ def run_group(fn, *args):
 
 
 def main():
+    # The runner's timeout sends SIGTERM: leave through the finally below,
+    # which stops the server by PID and removes the directory.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="fence-redis-test.")
     srv = RedisServer(tmp, "main", [])
     try:
