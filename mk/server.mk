@@ -11,5 +11,8 @@ $(BUILD)/fenced: $(SERVER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a
 
 BINS += $(BUILD)/fenced
 
-# Integration tests: scripts that start real fenced processes.
+# Integration tests: scripts that start real fenced processes (python ones
+# run under /usr/bin/python3; test_fenced_lib.py is their shared helper).
 INTEG_TESTS += $(sort $(wildcard tests/integration/test_fenced_*.sh))
+INTEG_TESTS += $(filter-out tests/integration/test_fenced_lib.py, \
+                 $(sort $(wildcard tests/integration/test_fenced_*.py)))
