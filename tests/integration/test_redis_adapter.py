@@ -346,6 +346,78 @@ def test_bad_input(srv):
     T.eq(None, r.get(d), "none of the refused calls wrote the data key")
 
 
+def model_token(s):
+    """The reference rule for a token argument: its integer value, or None if invalid."""
+    if not (1 <= len(s) <= 20) or any(ch not in "0123456789" for ch in s):
+        return None
+    v = int(s)
+    return v if v <= U64MAX else None
+
+
+def random_token_text(rng):
+    """A random token-like argument: valid tokens near the edges, leading zeros, junk."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        v = rng.choice((0, 1, TWO53 - 1, TWO53, TWO53 + 1, 2 ** 63 - 1, 2 ** 63, U64MAX, U64MAX + 1))
+        return str(v + rng.randrange(-2, 3)) if v > 2 else str(v)
+    if kind == 1:
+        return str(rng.randrange(0, 2 ** rng.randrange(1, 66)))
+    if kind == 2:
+        return "0" * rng.randrange(1, 4) + str(rng.randrange(0, 10 ** rng.randrange(1, 19)))
+    if kind == 3:
+        return "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 23)))
+    if kind == 4:
+        return "".join(rng.choice("0123456789 -+eEx.\x00\xe9,") for _ in range(rng.randrange(0, 6)))
+    return str(TWO53 + rng.randrange(-1000, 1000))
+
+
+def test_token_model(srv, rounds=3000, seed=None):
+    """Randomized: validation and comparison match exact integer arithmetic.
+
+    For each round: admit token a on a fresh fence key, then present b; the
+    outcome (admitted, STALE, bad token) must match the model computed with
+    Python integers.  The seed is printed so a failure can be replayed with
+    FENCE_REDIS_SEED.
+    """
+    seed = int(os.environ.get("FENCE_REDIS_SEED", random.randrange(1 << 30))) if seed is None else seed
+    print("# token model seed %d" % seed)
+    rng = random.Random(seed)
+    r = srv.client()
+    mismatches = []
+    cases = []
+    for i in range(rounds):
+        a = random_token_text(rng)
+        while model_token(a) is None:
+            a = random_token_text(rng)
+        cases.append(("{m%d}:fence" % i, a, random_token_text(rng)))
+    pipe = r.pipeline(transaction=False)
+    for key, a, b in cases:
+        pipe.execute_command("FCALL", "fence_admit", 1, key, a)
+        pipe.execute_command("FCALL", "fence_admit", 1, key, b)
+        pipe.execute_command("FCALL_RO", "fence_high", 1, key)
+    replies = pipe.execute(raise_on_error=False)
+    for i, (key, a, b) in enumerate(cases):
+        ra, rb, high = replies[3 * i: 3 * i + 3]
+        va, vb = model_token(a), model_token(b)
+        if vb is None:
+            want_b, want_high = "bad", va
+        elif vb >= va:
+            want_b, want_high = "ok", vb
+        else:
+            want_b, want_high = "stale", va
+        if isinstance(rb, Exception):
+            got_b = "stale" if str(rb).startswith("STALE %d %d " % (vb if vb is not None else -1, va)) else (
+                "bad" if str(rb).startswith("fence: fence_admit: token ") else "other: " + str(rb))
+        else:
+            got_b = "ok" if rb == b"OK" else "other: %r" % (rb,)
+        got = (ra == b"OK", got_b, high)
+        want = (True, want_b, str(want_high).encode())
+        if got != want:
+            mismatches.append((a, b, want, got))
+    T.eq([], mismatches[:5], "%d random token pairs: validation and exact comparison match the model (seed %d)"
+         % (rounds, seed))
+
+
 def test_concurrent(srv, clients=16, ops=150):
     """Concurrent clients with random tokens around 2^53: admissions are ordered.
 
@@ -479,6 +551,7 @@ def main():
         run_group(test_basic, srv)
         run_group(test_big_tokens, srv)
         run_group(test_bad_input, srv)
+        run_group(test_token_model, srv)
         clients = int(os.environ.get("FENCE_REDIS_CLIENTS", "16"))
         ops = int(os.environ.get("FENCE_REDIS_OPS", "150"))
         run_group(test_concurrent, srv, clients, ops)
