@@ -180,12 +180,30 @@ static void on_written(uv_write_t *req, int status)
         conn_close(c);
 }
 
-/* Hand the gathered replies to libuv (ownership of wbuf moves to the
- * write request). */
+/* Send the gathered replies: as much as the socket takes right now
+ * (uv_try_write, only when nothing is queued, so order is kept), the rest
+ * handed to libuv (ownership of wbuf moves to the write request).  Thus
+ * out_pending counts only bytes the client has not taken yet, which is what
+ * the slow-reader limit is about. */
 static void flush_replies(conn *c)
 {
-    if (c->closing || c->wlen == 0) {
-        if (!c->closing && c->close_after_write && c->out_pending == 0)
+    if (c->closing)
+        return;
+    if (c->wlen > 0 && c->out_pending == 0) {
+        uv_buf_t b = uv_buf_init(c->wbuf, (unsigned)c->wlen);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n > 0) {
+            memmove(c->wbuf, c->wbuf + n, c->wlen - (size_t)n);
+            c->wlen -= (size_t)n;
+        } else if (n != UV_EAGAIN) {
+            STORE_LOG(STORE_LOG_DEBUG, "write to client failed: %s",
+                      uv_strerror(n));
+            conn_close(c);
+            return;
+        }
+    }
+    if (c->wlen == 0) {
+        if (c->close_after_write && c->out_pending == 0)
             conn_close(c);
         return;
     }
@@ -358,6 +376,10 @@ static void process(conn *c)
             reply_error(c, code, err);
         else
             execute(c, &cmd);
+        if (c->wlen >= RBUF_CHUNK)
+            flush_replies(c); /* keep only what the client has not taken */
+        if (c->closing)
+            return;
         if (c->out_pending + c->wlen > s->cfg->obuf_max) {
             STORE_LOG(STORE_LOG_WARN,
                       "disconnecting a slow reader: %zu reply bytes queued "
