@@ -1,8 +1,8 @@
 # fencectl: the command-line client, `make bench`, and its tests.
 CLI_SRC := $(wildcard src/cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
-# Everything but main(), for the unit tests of the parsing code.
-CLI_LIB_OBJ := $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ))
+# The pure parts, for the unit tests (parsing, histogram).
+CLI_LIB_OBJ := $(BUILD)/src/cli/args.o $(BUILD)/src/cli/hist.o
 FENCECTL := $(BUILD)/fencectl
 
 # (mk/client.mk is read after this file: name its library literally.)
