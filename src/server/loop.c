@@ -619,6 +619,12 @@ static void check_cb(uv_check_t *h)
     if (s->pending != NULL && s->n_inflight == 0 && s->lstate != LS_NONE)
         propose_pending(s);
     fence__conns_flush(s);
+    /* Flushing resumes paused connections, whose buffered requests may
+     * have filled the batch again; nothing else would wake the loop for
+     * them, so propose now. */
+    if (s->pending != NULL && s->n_inflight == 0 && s->lstate != LS_NONE)
+        propose_pending(s);
+    fence__conns_flush(s);
     if (s->rearm) {
         s->rearm = false;
         rearm_timer(s);

@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""fenced against bad input and bad clients, over raw sockets.
+
+Malformed protocol (error reply, then the connection is closed), oversized
+bulk, too many arguments, overlong inline line, binary garbage, a request
+cut off mid-way, unknown command and unknown lease (connection stays),
+max-clients (LIMIT), a tiny max-pipeline (replies still complete and in
+order), a slow reader (disconnected once max-obuf is exceeded), a client
+that disconnects while queued (its wait is cancelled through the log), and
+the server answering PING after all of it.
+"""
+import os
+import random
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_fenced_lib import Fenced, Tap  # noqa: E402
+
+t = Tap()
+srv = Fenced("bad", args=["--max-clients", "8", "--max-obuf", "65536"]).start()
+
+
+def conn():
+    """A raw socket to the server."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    return s
+
+
+def read_all_until_close(s, limit=1 << 20):
+    """Read until EOF (or limit bytes); returns (bytes, closed)."""
+    buf = b""
+    try:
+        while len(buf) < limit:
+            d = s.recv(65536)
+            if not d:
+                return buf, True
+            buf += d
+    except socket.timeout:
+        return buf, False
+    except ConnectionResetError:
+        return buf, True
+    return buf, False
+
+
+def read_reply_line(s):
+    """Read one CRLF-terminated line."""
+    buf = b""
+    while not buf.endswith(b"\r\n"):
+        d = s.recv(1)
+        if not d:
+            break
+        buf += d
+    return buf
+
+
+def proto_error_case(what, payload, expect=b"-ERR Protocol error"):
+    """Send payload; expect an error reply starting with expect, then EOF."""
+    s = conn()
+    try:
+        s.sendall(payload)
+    except OSError:
+        pass
+    data, closed = read_all_until_close(s)
+    s.close()
+    t.check(data.startswith(expect) and closed, what + ": error reply, then closed",
+            repr(data[:200]) + " closed=%s" % closed)
+
+
+proto_error_case("bad multibulk length", b"*abc\r\n")
+proto_error_case("bad bulk length", b"*1\r\n$x\r\n")
+proto_error_case("missing CRLF after bulk", b"*1\r\n$4\r\nPINGxx")
+proto_error_case("oversized bulk (over --max-bulk)", b"*2\r\n$4\r\nPING\r\n$70000\r\n")
+proto_error_case("too many arguments", b"*65\r\n" + b"$1\r\na\r\n" * 65)
+proto_error_case("overlong inline line", b"P" * (70 * 1024))
+proto_error_case("unbalanced quotes", b'PING "abc\r\n')
+# Garbage: whatever the parser thinks of it, the server must survive.
+rnd = random.Random(1234)
+for i in range(20):
+    s = conn()
+    try:
+        s.sendall(bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 4096))))
+        s.shutdown(socket.SHUT_WR)
+        read_all_until_close(s)
+    except OSError:
+        pass
+    s.close()
+s = conn()
+s.sendall(b"*2\r\n$4\r\nPI")  # cut off
+s.close()
+
+c = srv.client()
+c.set_response_callback("PING", lambda r, **kw: r)
+t.eq("PONG", c.execute_command("PING"), "server answers after protocol errors and garbage")
+
+# Errors that keep the connection open.
+s = conn()
+s.sendall(b"*1\r\n$3\r\nFOO\r\n*2\r\n$15\r\nLEASE.KEEPALIVE\r\n$3\r\n999\r\n*1\r\n$4\r\nPING\r\n")
+lines = [read_reply_line(s) for _ in range(3)]
+t.eq([b"-ERR unknown command 'FOO'\r\n",
+      b"-NOLEASE the lease is unknown, expired or revoked\r\n", b"+PONG\r\n"], lines,
+     "unknown command and unknown lease: error replies, connection stays open")
+s.close()
+
+# max-clients: 8 allowed; the 9th gets LIMIT and is closed.
+held = [conn() for _ in range(7)]  # plus redis-py's c = 8
+for h in held:
+    h.sendall(b"PING\r\n")
+    read_reply_line(h)
+s = conn()
+data, closed = read_all_until_close(s)
+t.check(data.startswith(b"-LIMIT max number of clients reached") and closed,
+        "connection over --max-clients: LIMIT, then closed", data)
+s.close()
+for h in held:
+    h.close()
+time.sleep(0.2)
+
+# Slow reader: ask for a lot of output and never read it.
+s = conn()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+big = b"x" * 60000
+req = b"*2\r\n$4\r\nPING\r\n$60000\r\n" + big + b"\r\n"
+
+
+def flood():
+    """Send PINGs with big payloads until the server hangs up."""
+    try:
+        for _ in range(2000):
+            s.sendall(req)
+    except OSError:
+        pass
+
+
+th = threading.Thread(target=flood)
+th.start()
+closed_slow = False
+end = time.monotonic() + 20
+while time.monotonic() < end:
+    if int(srv.info()["slow_readers_closed"]) >= 1:
+        closed_slow = True
+        break
+    time.sleep(0.05)
+s.close()
+th.join(20)
+t.check(closed_slow, "slow reader disconnected once --max-obuf is exceeded")
+t.eq("PONG", c.execute_command("PING"), "server answers after the slow reader")
+
+# A client disconnecting while queued: its wait is cancelled through the log.
+owner = c.execute_command("LEASE.GRANT", 30000)
+c.execute_command("LOCK", "q", owner)
+ws = conn()
+wl = c.execute_command("LEASE.GRANT", 30000)
+ws.sendall(("LOCK q %d WAIT 60000\r\n" % wl).encode())
+end = time.monotonic() + 5
+while time.monotonic() < end and c.execute_command("LOCK.INFO", "q")[3] != 1:
+    time.sleep(0.02)
+t.eq(1, c.execute_command("LOCK.INFO", "q")[3], "queued waiter visible in LOCK.INFO")
+ws.close()
+end = time.monotonic() + 5
+while time.monotonic() < end and c.execute_command("LOCK.INFO", "q")[3] != 0:
+    time.sleep(0.02)
+t.eq(0, c.execute_command("LOCK.INFO", "q")[3], "disconnected waiter's wait is cancelled")
+t.check(c.execute_command("UNLOCK", "q", c.execute_command("LOCK.INFO", "q")[0]) == 1 and
+        c.execute_command("LOCK.INFO", "q") is None,
+        "the lock is free after the holder unlocks (nobody was handed it)")
+c.close()
+t.eq(0, srv.stop(), "clean exit after all the abuse")
+
+# A tiny pipeline depth: reading pauses and resumes, replies stay in order.
+srv2 = Fenced("pipe", args=["--max-pipeline", "3"]).start()
+s = socket.create_connection(("127.0.0.1", srv2.port), timeout=20)
+n = 500
+s.sendall(b"".join(b"LEASE.GRANT 10000\r\nPING\r\n" for _ in range(n)))
+data = b""
+while data.count(b"\r\n") < 2 * n:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+lines = data.split(b"\r\n")[:2 * n]
+ids = [int(x[1:]) for x in lines[0::2]]
+t.check(ids == list(range(1, n + 1)) and all(x == b"+PONG" for x in lines[1::2]),
+        "--max-pipeline 3: %d pipelined requests all answered, in order" % (2 * n),
+        lines[:6])
+s.close()
+srv2.stop()
+t.finish()
