@@ -16,3 +16,7 @@ $(CORE_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 UNIT_TESTS += $(CORE_TESTS)
+
+# Integration-style checks of the core (scripts; run once from the normal
+# build): banned calls/includes/globals, and test_core under valgrind.
+INTEG_TESTS += tests/tidy.sh tests/unit/valgrind_core.sh

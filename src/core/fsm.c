@@ -1231,6 +1231,8 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
 /* Apply one command at now_ms: advance time (LEADER_START only moves the
  * clock: it rebases the old deadlines instead of firing them), answer a
  * known request id from the dedup table, else run it and remember it. */
+static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
+
 void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                      fence_result *out)
 {
@@ -1246,6 +1248,15 @@ void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
     } else {
         fence_fsm_advance(f, now_ms);
     }
+    apply_cmd(f, cmd, out);
+    /* A LEADER_START that did not rebase (invalid, or answered from the
+     * dedup table) leaves old deadlines due: process them now. */
+    process_due(f);
+}
+
+/* Dedup lookup, the command itself, dedup record. */
+static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
+{
     if ((cmd->flags & ~FENCE_CMD_F_REQID) != 0) {
         out->status = FENCE_ST_INVALID;
         return;

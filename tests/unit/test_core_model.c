@@ -1,0 +1,1085 @@
+/* Model-based randomized test of the core.
+ *
+ * A tiny reference model of the lock state machine, written separately and
+ * as plainly as possible (arrays indexed by id, linear scans, no heap, no
+ * hash tables), is run side by side with the real state machine on random
+ * command sequences.  After every step the results, the events, the
+ * counters, every lock and every lease are compared, and fence_fsm_check
+ * must pass.  A second real state machine is fed the same commands one by
+ * one while the first gets some of them as encoded log entries and is
+ * snapshotted and restored now and then; both must end with identical
+ * snapshot bytes.
+ *
+ *   FENCE_SEED=<n>    replay one seed (printed on failure)
+ *   FENCE_SEEDS=<n>   run n seeds (default below)
+ *   FENCE_STEPS=<n>   steps per seed
+ */
+#include "../lib/test.h"
+
+#include "core/fsm.h"
+
+#define DEFAULT_SEEDS 2000
+#define DEFAULT_STEPS 200
+#define MAXID 4096  /* ids per run (steps bound them) */
+#define NNAMES 4
+#define MAXEV 4096
+
+/* ---- A small PRNG (splitmix64) ------------------------------------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rnd_below(uint64_t n)
+{
+    return n ? rnd() % n : 0;
+}
+
+static uint64_t pick(const uint64_t *v, size_t n)
+{
+    return v[rnd_below(n)];
+}
+
+static const char *const names[NNAMES] = {"a", "b", "c", "dd"};
+
+/* ---- The reference model ------------------------------------------------- */
+
+typedef struct mlease {
+    bool used;
+    uint64_t ttl, delay, deadline;
+    bool dedicated;
+} mlease;
+
+typedef struct mlock {
+    bool used;       /* the lock object exists */
+    uint64_t holder; /* lease id, 0 = free */
+    uint64_t token;  /* last grant */
+    bool in_delay;
+    uint64_t delay_ms, delay_end;
+} mlock;
+
+typedef struct mwait {
+    bool used;
+    uint64_t lease;
+    int lock;
+    uint64_t wait_ms, deadline;
+    bool acquire, has_req;
+    uint64_t req;
+} mwait;
+
+typedef struct mdedup {
+    uint64_t req;
+    fence_result r;
+} mdedup;
+
+typedef struct model {
+    uint64_t now, last_token, next_lease, next_wait;
+    fence_limits lim;
+    mlease leases[MAXID];
+    mlock locks[NNAMES];
+    mwait waits[MAXID];
+    mdedup dedup[64];
+    uint32_t ndedup;
+    fence_event ev[MAXEV];
+    int nev;
+} model;
+
+static uint32_t m_count_leases(const model *m)
+{
+    uint32_t n = 0;
+    for (uint64_t i = 1; i < m->next_lease; i++) {
+        n += m->leases[i].used;
+    }
+    return n;
+}
+
+static uint32_t m_count_locks(const model *m)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < NNAMES; i++) {
+        n += m->locks[i].used;
+    }
+    return n;
+}
+
+static uint32_t m_waiters(const model *m, int k)
+{
+    uint32_t n = 0;
+    for (uint64_t i = 1; i < m->next_wait; i++) {
+        n += m->waits[i].used && m->waits[i].lock == k;
+    }
+    return n;
+}
+
+static void m_event(model *m, uint64_t wid, fence_result r)
+{
+    REQUIRE(m->nev < MAXEV);
+    m->ev[m->nev].wait_id = wid;
+    m->ev[m->nev].result = r;
+    m->nev++;
+    if (m->waits[wid].has_req) {
+        for (uint32_t i = 0; i < m->ndedup; i++) {
+            if (m->dedup[i].req == m->waits[wid].req &&
+                m->dedup[i].r.status == FENCE_ST_QUEUED &&
+                m->dedup[i].r.wait_id == wid) {
+                m->dedup[i].r = r;
+            }
+        }
+    }
+}
+
+static void m_drop_lock_if_unused(model *m, int k)
+{
+    mlock *l = &m->locks[k];
+    if (l->used && l->holder == 0 && !l->in_delay && m_waiters(m, k) == 0) {
+        memset(l, 0, sizeof(*l));
+    }
+}
+
+static void m_lease_remove(model *m, uint64_t id, bool expired);
+
+static void m_grant(model *m, int k, uint64_t lease)
+{
+    m->locks[k].used = true;
+    m->locks[k].holder = lease;
+    m->locks[k].token = ++m->last_token;
+}
+
+/* Lock k became available: first waiter (lowest wait id) whose lease is
+ * live and whose wait has not timed out gets it. */
+static void m_handoff(model *m, int k)
+{
+    for (uint64_t i = 1; i < m->next_wait; i++) {
+        mwait *w = &m->waits[i];
+        if (!w->used || w->lock != k) {
+            continue;
+        }
+        if (w->deadline <= m->now || m->leases[w->lease].deadline <= m->now) {
+            continue;
+        }
+        w->used = false;
+        m_grant(m, k, w->lease);
+        if (w->acquire) {
+            m->leases[w->lease].deadline = m->now + m->leases[w->lease].ttl;
+        }
+        fence_result r = {.status = FENCE_ST_OK, .lease = w->lease,
+                          .token = m->last_token, .wait_id = i};
+        m_event(m, i, r);
+        return;
+    }
+    m_drop_lock_if_unused(m, k);
+}
+
+static void m_fail_wait(model *m, uint64_t wid, uint8_t st, bool revoke)
+{
+    mwait *w = &m->waits[wid];
+    w->used = false;
+    fence_result r = {.status = st, .wait_id = wid};
+    m_event(m, wid, r);
+    m_drop_lock_if_unused(m, w->lock);
+    if (w->acquire && revoke) {
+        m_lease_remove(m, w->lease, false);
+    }
+}
+
+static void m_lease_remove(model *m, uint64_t id, bool expired)
+{
+    mlease *l = &m->leases[id];
+    for (;;) {
+        int best = -1;
+        for (int k = 0; k < NNAMES; k++) {
+            if (m->locks[k].used && m->locks[k].holder == id &&
+                (best < 0 || m->locks[k].token < m->locks[best].token)) {
+                best = k;
+            }
+        }
+        if (best < 0) {
+            break;
+        }
+        m->locks[best].holder = 0;
+        if (expired && l->delay > 0) {
+            m->locks[best].in_delay = true;
+            m->locks[best].delay_ms = l->delay;
+            m->locks[best].delay_end = m->now + l->delay;
+        } else {
+            m_handoff(m, best);
+        }
+    }
+    for (uint64_t i = 1; i < m->next_wait; i++) {
+        if (m->waits[i].used && m->waits[i].lease == id) {
+            m_fail_wait(m, i, FENCE_ST_NOLEASE, false);
+        }
+    }
+    memset(l, 0, sizeof(*l));
+}
+
+/* The queued ACQUIRE wait of a dedicated lease, or 0. */
+static uint64_t m_acq_wait(const model *m, uint64_t lease)
+{
+    for (uint64_t i = 1; i < m->next_wait; i++) {
+        if (m->waits[i].used && m->waits[i].lease == lease &&
+            m->waits[i].acquire) {
+            return i;
+        }
+    }
+    return 0;
+}
+
+static uint64_t m_lease_deadline(const model *m, uint64_t id)
+{
+    uint64_t d = m->now + m->leases[id].ttl;
+    uint64_t w = m_acq_wait(m, id);
+    if (w && m->waits[w].deadline > d) {
+        d = m->waits[w].deadline;
+    }
+    return d;
+}
+
+/* The earliest due thing as (deadline, kind, id); false if none. */
+static bool m_next(const model *m, uint64_t *dl, int *kind, uint64_t *id)
+{
+    bool any = false;
+#define CONSIDER(D, K, I)                                                   \
+    do {                                                                    \
+        if (!any || (D) < *dl || ((D) == *dl && (K) < *kind) ||             \
+            ((D) == *dl && (K) == *kind && (I) < *id)) {                    \
+            *dl = (D);                                                      \
+            *kind = (K);                                                    \
+            *id = (I);                                                      \
+            any = true;                                                     \
+        }                                                                   \
+    } while (0)
+    for (uint64_t i = 1; i < m->next_wait; i++) {
+        if (m->waits[i].used) {
+            CONSIDER(m->waits[i].deadline, 0, i);
+        }
+    }
+    for (uint64_t i = 1; i < m->next_lease; i++) {
+        if (m->leases[i].used) {
+            CONSIDER(m->leases[i].deadline, 1, i);
+        }
+    }
+    for (int k = 0; k < NNAMES; k++) {
+        if (m->locks[k].used && m->locks[k].in_delay) {
+            CONSIDER(m->locks[k].delay_end, 2, m->locks[k].token);
+        }
+    }
+#undef CONSIDER
+    return any;
+}
+
+static int m_lock_by_token(const model *m, uint64_t token)
+{
+    for (int k = 0; k < NNAMES; k++) {
+        if (m->locks[k].used && m->locks[k].token == token) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+static void m_advance(model *m, uint64_t now)
+{
+    if (now > m->now) {
+        m->now = now;
+    }
+    uint64_t dl = 0, id = 0;
+    int kind = 0;
+    while (m_next(m, &dl, &kind, &id) && dl <= m->now) {
+        if (kind == 0) {
+            m_fail_wait(m, id, FENCE_ST_NIL, true);
+        } else if (kind == 1) {
+            m_lease_remove(m, id, true);
+        } else {
+            int k = m_lock_by_token(m, id);
+            REQUIRE(k >= 0);
+            m->locks[k].in_delay = false;
+            m->locks[k].delay_ms = 0;
+            m->locks[k].delay_end = 0;
+            m_handoff(m, k);
+        }
+    }
+}
+
+static int m_name(const fence_cmd *c)
+{
+    for (int k = 0; k < NNAMES; k++) {
+        if (c->name_len == strlen(names[k]) &&
+            memcmp(c->name, names[k], c->name_len) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+static bool m_live(const model *m, uint64_t id)
+{
+    return id > 0 && id < m->next_lease && m->leases[id].used &&
+           m->leases[id].deadline > m->now;
+}
+
+static fence_result m_enqueue(model *m, int k, uint64_t lease,
+                              const fence_cmd *c, bool acquire)
+{
+    fence_result r = {0};
+    uint64_t id = m->next_wait++;
+    REQUIRE(id < MAXID);
+    mwait *w = &m->waits[id];
+    w->used = true;
+    w->lease = lease;
+    w->lock = k;
+    w->wait_ms = c->wait_ms;
+    w->deadline = m->now + c->wait_ms;
+    w->acquire = acquire;
+    w->has_req = (c->flags & FENCE_CMD_F_REQID) != 0;
+    w->req = c->req_id;
+    r.status = FENCE_ST_QUEUED;
+    r.wait_id = id;
+    r.lease = lease;
+    return r;
+}
+
+static fence_result m_dispatch(model *m, const fence_cmd *c)
+{
+    fence_result r = {0};
+    bool name_ok = c->name_len >= 1 && c->name_len <= FENCE_NAME_MAX;
+    int k = name_ok ? m_name(c) : -1;
+    switch (c->type) {
+    case FENCE_CMD_LEADER_START:
+        if (!c->limits.leases_max || !c->limits.locks_max ||
+            !c->limits.waiters_max) {
+            r.status = FENCE_ST_INVALID;
+            break;
+        }
+        m->lim = c->limits;
+        while (m->ndedup > m->lim.dedup_max) {
+            memmove(&m->dedup[0], &m->dedup[1],
+                    (m->ndedup - 1) * sizeof(m->dedup[0]));
+            m->ndedup--;
+        }
+        for (uint64_t i = 1; i < m->next_wait; i++) {
+            if (m->waits[i].used) {
+                m->waits[i].deadline = m->now + m->waits[i].wait_ms;
+            }
+        }
+        for (uint64_t i = 1; i < m->next_lease; i++) {
+            if (m->leases[i].used) {
+                m->leases[i].deadline = m_lease_deadline(m, i);
+            }
+        }
+        for (int j = 0; j < NNAMES; j++) {
+            if (m->locks[j].used && m->locks[j].in_delay) {
+                m->locks[j].delay_end = m->now + m->locks[j].delay_ms;
+            }
+        }
+        r.status = FENCE_ST_OK;
+        break;
+    case FENCE_CMD_TICK:
+        r.status = FENCE_ST_OK;
+        break;
+    case FENCE_CMD_LEASE_GRANT:
+        if (c->ttl_ms < FENCE_TTL_MS_MIN || c->ttl_ms > FENCE_TTL_MS_MAX ||
+            c->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX) {
+            r.status = FENCE_ST_INVALID;
+        } else if (m_count_leases(m) >= m->lim.leases_max) {
+            r.status = FENCE_ST_LIMIT;
+        } else {
+            uint64_t id = m->next_lease++;
+            REQUIRE(id < MAXID);
+            m->leases[id] = (mlease){true, c->ttl_ms, c->lock_delay_ms,
+                                     m->now + c->ttl_ms, false};
+            r.status = FENCE_ST_OK;
+            r.lease = id;
+            r.value = c->ttl_ms;
+        }
+        break;
+    case FENCE_CMD_LEASE_KEEPALIVE:
+        if (!m_live(m, c->lease)) {
+            r.status = FENCE_ST_NOLEASE;
+        } else {
+            m->leases[c->lease].deadline = m_lease_deadline(m, c->lease);
+            r.status = FENCE_ST_OK;
+            r.lease = c->lease;
+            r.value = m->leases[c->lease].ttl;
+        }
+        break;
+    case FENCE_CMD_LEASE_REVOKE:
+        if (m_live(m, c->lease)) {
+            m_lease_remove(m, c->lease, false);
+        }
+        r.status = FENCE_ST_OK;
+        break;
+    case FENCE_CMD_LOCK:
+        if (!name_ok || c->wait_ms > FENCE_WAIT_MS_MAX) {
+            r.status = FENCE_ST_INVALID;
+            break;
+        }
+        if (!m_live(m, c->lease)) {
+            r.status = FENCE_ST_NOLEASE;
+            break;
+        }
+        REQUIRE(k >= 0);
+        if (!m->locks[k].used) {
+            if (m_count_locks(m) >= m->lim.locks_max) {
+                r.status = FENCE_ST_LIMIT;
+                break;
+            }
+            m_grant(m, k, c->lease);
+            r.status = FENCE_ST_OK;
+            r.token = m->last_token;
+            r.lease = c->lease;
+            break;
+        }
+        if (m->locks[k].holder == c->lease) {
+            r.status = FENCE_ST_OK;
+            r.token = m->locks[k].token;
+            r.lease = c->lease;
+            break;
+        }
+        if (m->locks[k].holder == 0 && !m->locks[k].in_delay) {
+            m_grant(m, k, c->lease);
+            r.status = FENCE_ST_OK;
+            r.token = m->last_token;
+            r.lease = c->lease;
+            break;
+        }
+        for (uint64_t i = 1; i < m->next_wait; i++) {
+            if (m->waits[i].used && m->waits[i].lock == k &&
+                m->waits[i].lease == c->lease) {
+                r.status = FENCE_ST_QUEUED;
+                r.wait_id = i;
+                r.lease = c->lease;
+                return r;
+            }
+        }
+        if (c->wait_ms == 0) {
+            r.status = FENCE_ST_NIL;
+        } else if (m_waiters(m, k) >= m->lim.waiters_max) {
+            r.status = FENCE_ST_LIMIT;
+        } else {
+            r = m_enqueue(m, k, c->lease, c, false);
+        }
+        break;
+    case FENCE_CMD_UNLOCK:
+        if (!name_ok) {
+            r.status = FENCE_ST_INVALID;
+            break;
+        }
+        r.status = FENCE_ST_OK;
+        if (k >= 0 && m->locks[k].used && m->locks[k].holder != 0 &&
+            m->locks[k].token == c->token) {
+            uint64_t holder = m->locks[k].holder;
+            m->locks[k].holder = 0;
+            m_handoff(m, k);
+            if (m->leases[holder].dedicated) {
+                m_lease_remove(m, holder, false);
+            }
+            r.value = 1;
+        }
+        break;
+    case FENCE_CMD_ACQUIRE: {
+        if (!name_ok || c->ttl_ms < FENCE_TTL_MS_MIN ||
+            c->ttl_ms > FENCE_TTL_MS_MAX ||
+            c->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX ||
+            c->wait_ms > FENCE_WAIT_MS_MAX) {
+            r.status = FENCE_ST_INVALID;
+            break;
+        }
+        if (m_count_leases(m) >= m->lim.leases_max) {
+            r.status = FENCE_ST_LIMIT;
+            break;
+        }
+        REQUIRE(k >= 0);
+        bool exists = m->locks[k].used;
+        bool free_now = !exists ||
+                        (m->locks[k].holder == 0 && !m->locks[k].in_delay);
+        if (!free_now) {
+            if (c->wait_ms == 0) {
+                r.status = FENCE_ST_NIL;
+                break;
+            }
+            if (m_waiters(m, k) >= m->lim.waiters_max) {
+                r.status = FENCE_ST_LIMIT;
+                break;
+            }
+        } else if (!exists && m_count_locks(m) >= m->lim.locks_max) {
+            r.status = FENCE_ST_LIMIT;
+            break;
+        }
+        uint64_t id = m->next_lease++;
+        REQUIRE(id < MAXID);
+        m->leases[id] = (mlease){true, c->ttl_ms, c->lock_delay_ms,
+                                 m->now + c->ttl_ms, true};
+        if (free_now) {
+            m_grant(m, k, id);
+            r.status = FENCE_ST_OK;
+            r.token = m->last_token;
+            r.lease = id;
+        } else {
+            r = m_enqueue(m, k, id, c, true);
+            m->leases[id].deadline = m_lease_deadline(m, id);
+        }
+        break;
+    }
+    case FENCE_CMD_CANCEL:
+        if (c->wait_id > 0 && c->wait_id < m->next_wait &&
+            m->waits[c->wait_id].used) {
+            m_fail_wait(m, c->wait_id, FENCE_ST_NIL, true);
+        }
+        r.status = FENCE_ST_OK;
+        break;
+    default:
+        r.status = FENCE_ST_INVALID;
+        break;
+    }
+    return r;
+}
+
+static fence_result m_apply_cmd(model *m, const fence_cmd *c);
+
+static fence_result m_apply(model *m, uint64_t now, const fence_cmd *c)
+{
+    if (c->type == FENCE_CMD_LEADER_START) {
+        if (now > m->now) {
+            m->now = now;
+        }
+    } else {
+        m_advance(m, now);
+    }
+    fence_result r = m_apply_cmd(m, c);
+    m_advance(m, m->now); /* an unapplied LEADER_START leaves work due */
+    return r;
+}
+
+static fence_result m_apply_cmd(model *m, const fence_cmd *c)
+{
+    fence_result r = {0};
+    if (c->flags & ~FENCE_CMD_F_REQID) {
+        r.status = FENCE_ST_INVALID;
+        return r;
+    }
+    bool rec = false;
+    if (c->flags & FENCE_CMD_F_REQID) {
+        for (uint32_t i = 0; i < m->ndedup; i++) {
+            if (m->dedup[i].req == c->req_id) {
+                return m->dedup[i].r;
+            }
+        }
+        if (m->lim.dedup_max > 0) {
+            rec = true;
+            if (m->ndedup >= m->lim.dedup_max) {
+                memmove(&m->dedup[0], &m->dedup[1],
+                        (m->ndedup - 1) * sizeof(m->dedup[0]));
+                m->ndedup--;
+            }
+        }
+    }
+    r = m_dispatch(m, c);
+    if (rec) {
+        REQUIRE(m->ndedup < 64);
+        m->dedup[m->ndedup].req = c->req_id;
+        m->dedup[m->ndedup].r = r;
+        m->ndedup++;
+        while (m->ndedup > m->lim.dedup_max) {
+            memmove(&m->dedup[0], &m->dedup[1],
+                    (m->ndedup - 1) * sizeof(m->dedup[0]));
+            m->ndedup--;
+        }
+    }
+    return r;
+}
+
+/* ---- The real state machines ------------------------------------------- */
+
+static void *t_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    return malloc(n);
+}
+
+static void t_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+typedef struct evlog {
+    fence_event ev[MAXEV];
+    int n;
+} evlog;
+
+static void on_event(void *ctx, const fence_event *ev)
+{
+    evlog *l = ctx;
+    REQUIRE(l->n < MAXEV);
+    l->ev[l->n++] = *ev;
+}
+
+static fence_fsm *new_fsm(evlog *l)
+{
+    fence_fsm_opts o = {{t_alloc, t_free, NULL}, on_event, l};
+    fence_fsm *f = NULL;
+    REQUIRE(fence_fsm_create(&o, &f) == 0);
+    return f;
+}
+
+/* ---- Random commands ------------------------------------------------------ */
+
+static fence_cmd gen_cmd(const model *m)
+{
+    static const uint64_t ttls[] = {10, 100, 250, 1000, 3000};
+    static const uint64_t delays[] = {0, 0, 0, 20, 150};
+    static const uint64_t waits[] = {0, 0, 10, 50, 200, 1000};
+    fence_cmd c;
+    memset(&c, 0, sizeof(c));
+    const char *nm = names[rnd_below(NNAMES)];
+    uint64_t lease = rnd_below(m->next_lease + 1);
+    if (rnd_below(5) != 0) {
+        /* Mostly a lease that exists (live or not yet reaped). */
+        uint64_t live[64];
+        size_t nlive = 0;
+        for (uint64_t i = m->next_lease; i-- > 1 && nlive < 64;) {
+            if (m->leases[i].used) {
+                live[nlive++] = i;
+            }
+        }
+        if (nlive > 0) {
+            lease = live[rnd_below(nlive)];
+        }
+    }
+    switch (rnd_below(20)) {
+    case 0:
+        c.type = FENCE_CMD_LEADER_START;
+        c.limits.leases_max = (uint32_t)(rnd_below(3) ? 1 + rnd_below(8) : 100);
+        c.limits.locks_max = (uint32_t)(rnd_below(3) ? 1 + rnd_below(4) : 100);
+        c.limits.waiters_max = (uint32_t)(rnd_below(3) ? 1 + rnd_below(3) : 100);
+        c.limits.dedup_max = (uint32_t)rnd_below(7);
+        if (rnd_below(10) == 0) {
+            c.limits.locks_max = 0;
+        }
+        break;
+    case 1:
+        c.type = FENCE_CMD_TICK;
+        break;
+    case 2:
+    case 3:
+    case 4:
+        c.type = FENCE_CMD_LEASE_GRANT;
+        c.ttl_ms = pick(ttls, 5);
+        c.lock_delay_ms = pick(delays, 5);
+        break;
+    case 5:
+    case 6:
+        c.type = FENCE_CMD_LEASE_KEEPALIVE;
+        c.lease = lease;
+        break;
+    case 7:
+        c.type = FENCE_CMD_LEASE_REVOKE;
+        c.lease = lease;
+        break;
+    case 8:
+    case 9:
+    case 10:
+    case 11:
+        c.type = FENCE_CMD_LOCK;
+        c.lease = lease;
+        c.wait_ms = pick(waits, 6);
+        break;
+    case 12:
+    case 13:
+    case 14: {
+        c.type = FENCE_CMD_UNLOCK;
+        int k = (int)rnd_below(NNAMES);
+        nm = names[k];
+        c.token = rnd_below(3) ? m->locks[k].token
+                               : m->last_token - rnd_below(3);
+        break;
+    }
+    case 15:
+    case 16:
+    case 17:
+        c.type = FENCE_CMD_ACQUIRE;
+        c.ttl_ms = pick(ttls, 5);
+        c.lock_delay_ms = pick(delays, 5);
+        c.wait_ms = pick(waits, 6);
+        break;
+    case 18:
+        c.type = FENCE_CMD_CANCEL;
+        c.wait_id = m->next_wait - rnd_below(4);
+        break;
+    default:
+        /* Something invalid. */
+        switch (rnd_below(4)) {
+        case 0:
+            c.type = FENCE_CMD_LEASE_GRANT;
+            c.ttl_ms = rnd_below(FENCE_TTL_MS_MIN);
+            break;
+        case 1:
+            c.type = FENCE_CMD_LOCK;
+            c.lease = lease;
+            c.wait_ms = FENCE_WAIT_MS_MAX + 1;
+            break;
+        case 2:
+            c.type = (uint8_t)(10 + rnd_below(200));
+            break;
+        default:
+            c.type = FENCE_CMD_TICK;
+            c.flags = 0x4;
+            break;
+        }
+        break;
+    }
+    if (c.type == FENCE_CMD_LOCK || c.type == FENCE_CMD_UNLOCK ||
+        c.type == FENCE_CMD_ACQUIRE) {
+        c.name = (const uint8_t *)nm;
+        c.name_len = (uint16_t)strlen(nm);
+        if (rnd_below(50) == 0) {
+            c.name_len = 0;
+        }
+    }
+    if (rnd_below(4) == 0 && (c.flags & ~FENCE_CMD_F_REQID) == 0) {
+        c.flags |= FENCE_CMD_F_REQID;
+        c.req_id = 1 + rnd_below(12);
+    }
+    return c;
+}
+
+static uint64_t gen_time(uint64_t now)
+{
+    switch (rnd_below(8)) {
+    case 0:
+    case 1:
+        return now;
+    case 2:
+    case 3:
+        return now + rnd_below(10);
+    case 4:
+    case 5:
+        return now + rnd_below(120);
+    case 6:
+        return now + rnd_below(1500);
+    default:
+        return now > 50 && rnd_below(4) == 0 ? now - rnd_below(50)
+                                             : now + 1;
+    }
+}
+
+/* ---- Comparison ------------------------------------------------------------ */
+
+static char fail_msg[512];
+
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            snprintf(fail_msg, sizeof(fail_msg), __VA_ARGS__);              \
+            return false;                                                   \
+        }                                                                   \
+    } while (0)
+
+static bool same_result(const fence_result *a, const fence_result *b)
+{
+    return a->status == b->status && a->lease == b->lease &&
+           a->token == b->token && a->wait_id == b->wait_id &&
+           a->value == b->value;
+}
+
+static bool compare(const model *m, fence_fsm *f)
+{
+    const char *e = fence_fsm_check(f);
+    EXPECT(e == NULL, "fence_fsm_check: %s", e);
+    fence_fsm_stats st;
+    fence_fsm_stats_get(f, &st);
+    uint64_t held = 0, waiters = 0;
+    for (int k = 0; k < NNAMES; k++) {
+        held += m->locks[k].used && m->locks[k].holder != 0;
+        waiters += m_waiters(m, k);
+    }
+    EXPECT(st.leases == m_count_leases(m), "leases %llu != model %u",
+           (unsigned long long)st.leases, m_count_leases(m));
+    EXPECT(st.locks == held, "held locks differ");
+    EXPECT(st.waiters == waiters, "waiters differ");
+    EXPECT(st.last_token == m->last_token, "last_token %llu != model %llu",
+           (unsigned long long)st.last_token,
+           (unsigned long long)m->last_token);
+    EXPECT(st.now_ms == m->now, "now differs");
+    for (int k = 0; k < NNAMES; k++) {
+        fence_lock_info li;
+        bool h = fence_fsm_lock_info(f, (const uint8_t *)names[k],
+                                     (uint16_t)strlen(names[k]), &li);
+        const mlock *ml = &m->locks[k];
+        bool mh = ml->used && ml->holder != 0;
+        EXPECT(h == mh, "lock %s held %d != model %d", names[k], h, mh);
+        if (h) {
+            EXPECT(li.token == ml->token && li.lease == ml->holder &&
+                       li.waiters == m_waiters(m, k) &&
+                       li.deadline_ms == m->leases[ml->holder].deadline,
+                   "lock %s info differs", names[k]);
+        }
+    }
+    for (uint64_t id = 1; id <= m->next_lease; id++) {
+        fence_lease_info li;
+        int rc = fence_fsm_lease_info(f, id, m->now, &li);
+        bool live = m_live(m, id);
+        EXPECT((rc == 0) == live, "lease %llu live %d != model %d",
+               (unsigned long long)id, rc == 0, live);
+        if (live) {
+            EXPECT(li.deadline_ms == m->leases[id].deadline &&
+                       li.ttl_ms == m->leases[id].ttl,
+                   "lease %llu info differs", (unsigned long long)id);
+        }
+    }
+    uint64_t dl = 0, id = 0;
+    int kind = 0;
+    uint64_t md = m_next(m, &dl, &kind, &id) ? dl : UINT64_MAX;
+    EXPECT(fence_fsm_next_deadline(f) == md, "next deadline %llu != %llu",
+           (unsigned long long)fence_fsm_next_deadline(f),
+           (unsigned long long)md);
+    return true;
+}
+
+static bool same_events(const model *m, const evlog *l, int from_m,
+                        int from_l)
+{
+    EXPECT(m->nev - from_m == l->n - from_l, "event count %d != model %d",
+           l->n - from_l, m->nev - from_m);
+    for (int i = 0; i < m->nev - from_m; i++) {
+        const fence_event *a = &m->ev[from_m + i];
+        const fence_event *b = &l->ev[from_l + i];
+        EXPECT(a->wait_id == b->wait_id && same_result(&a->result, &b->result),
+               "event %d differs: wait %llu st %u tok %llu vs model wait "
+               "%llu st %u tok %llu", i, (unsigned long long)b->wait_id,
+               b->result.status, (unsigned long long)b->result.token,
+               (unsigned long long)a->wait_id, a->result.status,
+               (unsigned long long)a->result.token);
+    }
+    return true;
+}
+
+static uint8_t *snap(fence_fsm *f, size_t *n)
+{
+    *n = fence_fsm_snapshot_size(f);
+    uint8_t *b = malloc(*n);
+    REQUIRE(b != NULL);
+    REQUIRE(fence_fsm_snapshot(f, b, *n) == *n);
+    return b;
+}
+
+static bool same_snapshots(fence_fsm *a, fence_fsm *b)
+{
+    size_t na, nb;
+    uint8_t *sa = snap(a, &na);
+    uint8_t *sb = snap(b, &nb);
+    bool same = na == nb && memcmp(sa, sb, na) == 0;
+    free(sa);
+    free(sb);
+    EXPECT(same, "snapshots differ");
+    return true;
+}
+
+/* ---- One seed ------------------------------------------------------------------ */
+
+static model *M;
+static evlog *LA, *LB;
+
+/* Coverage counters: results and events by status, restores, batches. */
+static uint64_t n_result[8], n_event[8], n_restores, n_batches, n_dedup_hits;
+
+static bool run_seed(uint64_t seed, int steps)
+{
+    rng_state = seed;
+    memset(M, 0, sizeof(*M));
+    M->next_lease = 1;
+    M->next_wait = 1;
+    fence_limits_default(&M->lim);
+    LA->n = LB->n = 0;
+    fence_fsm *a = new_fsm(LA);
+    fence_fsm *b = new_fsm(LB);
+    bool ok = true;
+    uint64_t now = 0;
+    int ev_seen = 0;
+    for (int step = 0; step < steps && ok; step++) {
+        now = gen_time(now);
+        if (rnd_below(12) == 0 && M->next_lease < MAXID - 16 &&
+            M->next_wait < MAXID - 16) {
+            /* A batch through the log-entry path for a; one by one for b. */
+            fence_cmd cmds[5];
+            uint32_t n = 1 + (uint32_t)rnd_below(5);
+            for (uint32_t i = 0; i < n; i++) {
+                do {
+                    cmds[i] = gen_cmd(M);
+                } while (cmds[i].type < FENCE_CMD_LEADER_START ||
+                         cmds[i].type > FENCE_CMD_CANCEL ||
+                         (cmds[i].flags & ~FENCE_CMD_F_REQID) != 0);
+            }
+            uint8_t buf[4096];
+            size_t len = fence_entry_encode(now, cmds, n, buf, sizeof(buf));
+            REQUIRE(len > 0);
+            fence_result ra[5];
+            int ma = M->nev, la = LA->n, lb = LB->n;
+            int rc = fence_fsm_apply_entry(a, buf, len, ra, 5);
+            if (rc != (int)n) {
+                snprintf(fail_msg, sizeof(fail_msg), "apply_entry = %d", rc);
+                ok = false;
+                break;
+            }
+            for (uint32_t i = 0; i < n && ok; i++) {
+                fence_result rm = m_apply(M, now, &cmds[i]);
+                fence_result rb;
+                fence_fsm_apply(b, now, &cmds[i], &rb);
+                if (!same_result(&rm, &ra[i]) || !same_result(&rm, &rb)) {
+                    snprintf(fail_msg, sizeof(fail_msg),
+                             "batch cmd %u type %u: status %u/%u vs model %u, "
+                             "token %llu vs %llu", i, cmds[i].type,
+                             ra[i].status, rb.status, rm.status,
+                             (unsigned long long)ra[i].token,
+                             (unsigned long long)rm.token);
+                    ok = false;
+                }
+            }
+            ok = ok && same_events(M, LA, ma, la) && same_events(M, LB, ma, lb);
+            n_batches++;
+        } else {
+            if (M->next_lease >= MAXID - 16 || M->next_wait >= MAXID - 16) {
+                break;
+            }
+            fence_cmd c = gen_cmd(M);
+            int ma = M->nev, la = LA->n, lb = LB->n;
+            uint32_t hits_before = 0;
+            for (uint32_t i = 0; i < M->ndedup; i++) {
+                hits_before += (c.flags & FENCE_CMD_F_REQID) &&
+                               M->dedup[i].req == c.req_id;
+            }
+            n_dedup_hits += hits_before;
+            fence_result rm = m_apply(M, now, &c);
+            n_result[rm.status & 7]++;
+            fence_result ra, rb;
+            fence_fsm_apply(a, now, &c, &ra);
+            fence_fsm_apply(b, now, &c, &rb);
+            if (!same_result(&rm, &ra) || !same_result(&rm, &rb)) {
+                snprintf(fail_msg, sizeof(fail_msg),
+                         "cmd type %u at %llu: status %u lease %llu token "
+                         "%llu wait %llu value %llu; model status %u lease "
+                         "%llu token %llu wait %llu value %llu", c.type,
+                         (unsigned long long)now, ra.status,
+                         (unsigned long long)ra.lease,
+                         (unsigned long long)ra.token,
+                         (unsigned long long)ra.wait_id,
+                         (unsigned long long)ra.value, rm.status,
+                         (unsigned long long)rm.lease,
+                         (unsigned long long)rm.token,
+                         (unsigned long long)rm.wait_id,
+                         (unsigned long long)rm.value);
+                ok = false;
+            }
+            ok = ok && same_events(M, LA, ma, la) && same_events(M, LB, ma, lb);
+        }
+        ok = ok && compare(M, a) && compare(M, b);
+        for (int i = ev_seen; i < M->nev; i++) {
+            n_event[M->ev[i].result.status & 7]++;
+        }
+        ev_seen = M->nev;
+        if (ok && rnd_below(25) == 0) {
+            /* Snapshot a, restore into a fresh state machine, go on. */
+            size_t n;
+            uint8_t *s = snap(a, &n);
+            fence_fsm *c = new_fsm(LA);
+            int rc = fence_fsm_restore(c, s, n);
+            free(s);
+            if (rc != 0) {
+                snprintf(fail_msg, sizeof(fail_msg), "restore = %d", rc);
+                ok = false;
+                fence_fsm_destroy(c);
+            } else {
+                fence_fsm_destroy(a);
+                a = c;
+                n_restores++;
+                ok = same_snapshots(a, b) && compare(M, a);
+            }
+        }
+        if (!ok) {
+            printf("#   seed %llu failed at step %d: %s\n",
+                   (unsigned long long)seed, step, fail_msg);
+        }
+    }
+    if (ok && !same_snapshots(a, b)) {
+        printf("#   seed %llu: final %s\n", (unsigned long long)seed,
+               fail_msg);
+        ok = false;
+    }
+    fence_fsm_destroy(a);
+    fence_fsm_destroy(b);
+    return ok;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : dflt;
+}
+
+static void test_model_random(void)
+{
+    M = calloc(1, sizeof(*M));
+    LA = calloc(1, sizeof(*LA));
+    LB = calloc(1, sizeof(*LB));
+    REQUIRE(M && LA && LB);
+    int steps = (int)env_u64("FENCE_STEPS", DEFAULT_STEPS);
+    const char *one = getenv("FENCE_SEED");
+    int failed = 0;
+    if (one != NULL && *one) {
+        uint64_t seed = strtoull(one, NULL, 10);
+        failed = !run_seed(seed, steps);
+    } else {
+        uint64_t n = env_u64("FENCE_SEEDS", DEFAULT_SEEDS);
+        for (uint64_t s = 1; s <= n && failed < 3; s++) {
+            if (!run_seed(s, steps)) {
+                printf("#   replay: FENCE_SEED=%llu %s\n",
+                       (unsigned long long)s, "build/tests/test_core_model");
+                failed++;
+            }
+        }
+        printf("# %llu seeds x %d steps\n", (unsigned long long)n, steps);
+        printf("# results: ok %llu nil %llu queued %llu nolease %llu limit "
+               "%llu invalid %llu; dedup hits %llu\n",
+               (unsigned long long)n_result[FENCE_ST_OK],
+               (unsigned long long)n_result[FENCE_ST_NIL],
+               (unsigned long long)n_result[FENCE_ST_QUEUED],
+               (unsigned long long)n_result[FENCE_ST_NOLEASE],
+               (unsigned long long)n_result[FENCE_ST_LIMIT],
+               (unsigned long long)n_result[FENCE_ST_INVALID],
+               (unsigned long long)n_dedup_hits);
+        printf("# events: granted %llu nil %llu nolease %llu; restores %llu, "
+               "entry batches %llu\n",
+               (unsigned long long)n_event[FENCE_ST_OK],
+               (unsigned long long)n_event[FENCE_ST_NIL],
+               (unsigned long long)n_event[FENCE_ST_NOLEASE],
+               (unsigned long long)n_restores, (unsigned long long)n_batches);
+        /* The run must have exercised every outcome. */
+        if (n >= 100) {
+            for (int st = FENCE_ST_OK; st <= FENCE_ST_INVALID; st++) {
+                CHECK(n_result[st] > 0);
+            }
+            CHECK(n_event[FENCE_ST_OK] > 0);
+            CHECK(n_event[FENCE_ST_NIL] > 0);
+            CHECK(n_event[FENCE_ST_NOLEASE] > 0);
+            CHECK(n_restores > 0);
+            CHECK(n_dedup_hits > 0);
+        }
+    }
+    free(M);
+    free(LA);
+    free(LB);
+    CHECK(failed == 0);
+}
+
+int main(void)
+{
+    TEST_RUN(test_model_random);
+    return TEST_DONE();
+}
