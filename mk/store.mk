@@ -14,7 +14,9 @@ $(BUILD)/fence-store: $(STORE_OBJ) $(BUILD)/libfenceproto.a
 BINS += $(BUILD)/fence-store
 
 # Integration tests: scripts that start real fence-store processes.
-INTEG_TESTS += $(sort $(wildcard tests/integration/test_store*.sh tests/integration/test_store*.py))
+# (test_store_helpers.py is a module the Python tests import, not a test.)
+INTEG_TESTS += $(sort $(filter-out %/test_store_helpers.py,\
+    $(wildcard tests/integration/test_store*.sh tests/integration/test_store*.py)))
 
 # Fuzz target tests/fuzz/store_fuzz.c: RESP parse + command checks.
 FUZZ_TARGETS += store
