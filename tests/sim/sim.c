@@ -1,0 +1,2360 @@
+/* Deterministic cluster simulation of fenced on libraft's raft_fixture.
+ * See sim.h for what a run checks.  Layout of this file:
+ *
+ *   1. random numbers, hashing, failure reporting
+ *   2. a crash-stop raft_io wrapper with a shadow "disk" (restarts)
+ *   3. the raft_fsm of a node: the real fence_fsm, plus the apply-time checks
+ *   4. the global history and the independent lease model
+ *   5. the leader procedure of src/server (barrier, LEADER_START, batches)
+ *   6. simulated clients
+ *   7. faults
+ *   8. the run loop and the final checks
+ *
+ * Rule for raft callbacks: they only record what happened; every call into
+ * raft (apply, barrier, transfer, close, start) is made by the driver between
+ * fixture steps, never from inside a callback.
+ */
+#include "sim.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <raft.h>
+#include <raft/fixture.h>
+
+#include "core/fsm.h"
+
+#define SIM_MAX_NODES 8
+#define SIM_MAX_CLIENTS 32
+#define SIM_LOCKS 5                          /* lock names "lock0".."lock4" */
+#define SIM_RESULTS_MAX (SIM_MAX_CLIENTS + 2) /* commands in one sim entry */
+#define SIM_EVENTS_MAX 4096                  /* events in one applied entry */
+#define SIM_CLIENT_LEASES 3                  /* leases a client keeps */
+#define SIM_CLIENT_HELD 8                    /* grants a client remembers */
+#define SIM_ELECTION_MS 1000                 /* fixture's election timeout */
+#define SIM_HEARTBEAT_MS 100
+#define SIM_SNAP_MAGIC 0x53494d534e415031ULL /* "SIMSNAP1": our framing */
+#define SIM_SETTLE_MS 60000                  /* final convergence budget */
+
+/* ------------------------------------------------------------------------
+ * 1. Random numbers, hashing, failure reporting
+ * ------------------------------------------------------------------------ */
+
+/* Return the next value of a splitmix64 generator: small, fast, and the
+ * whole run depends only on its seed. */
+static uint64_t rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Return a uniform value in [lo, hi] (inclusive). */
+static uint64_t rng_range(uint64_t *state, uint64_t lo, uint64_t hi)
+{
+    assert(lo <= hi);
+    return lo + rng_next(state) % (hi - lo + 1);
+}
+
+/* Return true with probability pct/100. */
+static bool rng_pct(uint64_t *state, unsigned pct)
+{
+    return rng_next(state) % 100 < pct;
+}
+
+/* Feed bytes into a 64-bit FNV-1a hash; used to compare entries, results
+ * and snapshots across nodes without keeping copies. */
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+#define FNV_INIT 0xcbf29ce484222325ULL
+
+/* Feed one integer into a hash, independent of padding and endianness. */
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    return fnv(h, b, sizeof b);
+}
+
+struct sim;
+
+/* A lease as the independent model sees it (driven only by applied commands
+ * and their results, never by the fsm's internals). */
+typedef struct sim_mlease {
+    bool known;        /* created by an applied LEASE_GRANT/ACQUIRE */
+    bool live;         /* neither expired nor revoked */
+    uint64_t ttl_ms;   /* from the creating command */
+    uint64_t deadline; /* fsm time */
+    bool live_at_entry; /* live when the current entry started */
+    bool acq_waiting;   /* an ACQUIRE lease whose wait is queued: it lives
+                           at least as long as the wait (fsm.c) */
+    uint64_t acq_wait_id; /* that wait */
+    uint64_t acq_wait_ms; /* its length (for LEADER_START rebases) */
+    uint64_t acq_wait_deadline; /* its deadline */
+    bool created_now;   /* created by the current entry */
+} sim_mlease;
+
+/* One applied index as first seen by any node. */
+typedef struct sim_hist {
+    bool set;            /* some node applied a command entry here */
+    uint64_t entry_hash; /* hash of the entry bytes */
+    uint64_t result_hash; /* hash of every result and event */
+    uint64_t snap_hash;  /* hash of the fsm snapshot after the entry */
+    uint64_t last_token; /* fence_fsm_last_token after the entry */
+} sim_hist;
+
+/* One grant (a token handed out), in token order. */
+typedef struct sim_grant {
+    uint64_t token;    /* the fencing token */
+    uint64_t index;    /* raft index of the entry that granted it */
+    uint64_t lease;    /* lease that received it */
+    uint8_t name[16];  /* lock name (the sim's names are short) */
+    uint16_t name_len; /* its length */
+} sim_grant;
+
+/* A grant some client was told about (an acknowledged grant). */
+typedef struct sim_ack {
+    uint64_t token;   /* token the client saw */
+    uint64_t lease;   /* lease it saw it for */
+    unsigned lock;    /* lock number */
+    uint64_t time_ms; /* when it was acknowledged */
+} sim_ack;
+
+/* A request id the model has seen applied, with the result it got. */
+typedef struct sim_reqid {
+    uint64_t req_id;     /* 0: empty slot */
+    fence_result result; /* result of the first application */
+} sim_reqid;
+
+/* Pending asynchronous I/O the wrapper forwarded to the fixture. */
+enum { PEND_APPEND = 1, PEND_SEND, PEND_SNAP_PUT, PEND_SNAP_GET };
+
+typedef struct sim_pending {
+    int kind;   /* PEND_* */
+    void *req;  /* raft's request object */
+    union {
+        raft_io_append_cb append;
+        raft_io_send_cb send;
+        raft_io_snapshot_put_cb snap_put;
+        raft_io_snapshot_get_cb snap_get;
+    } cb;       /* raft's callback, called when the fixture completes */
+    struct sim_diskop *op;            /* APPEND, SNAP_PUT: its disk op */
+} sim_pending;
+
+/* One operation on a node's shadow disk.  Ops take effect in submission
+ * order, as on a real disk (libraft's uv backend serializes them), even
+ * when the fixture completes them out of order (latency changes). */
+enum { OP_APPEND = 1, OP_TRUNCATE, OP_SNAPSHOT };
+
+typedef struct sim_diskop {
+    int kind;                         /* OP_* */
+    bool done;                        /* completed: may take effect */
+    struct sim_diskop *next;          /* next in submission order */
+    const struct raft_entry *rentries; /* APPEND: raft's, until completion */
+    struct raft_entry *entries;       /* APPEND: our copies once done */
+    unsigned n;                       /* APPEND: how many */
+    raft_index first;                 /* APPEND: index of entries[0] */
+    raft_index index;                 /* TRUNCATE: from here on */
+    unsigned trailing;                /* SNAPSHOT: entries to keep */
+    const struct raft_snapshot *rsnap; /* SNAPSHOT: raft's, until done */
+    struct raft_snapshot *snap;       /* SNAPSHOT: our copy once done */
+} sim_diskop;
+
+/* A proposal (raft_apply) in flight from one node. */
+typedef struct sim_batch {
+    struct raft_apply req;     /* req.data points back here */
+    struct sim_node *node;     /* proposing node */
+    bool busy;                 /* submitted, callback not yet fired */
+    bool is_start;             /* the LEADER_START entry */
+    raft_term term;            /* leadership it belongs to */
+    unsigned n;                /* client commands in it */
+    int clients[SIM_MAX_CLIENTS]; /* client of each command, in order */
+} sim_batch;
+
+enum { PHASE_NONE = 0, PHASE_BARRIER, PHASE_BARRIER_DONE, PHASE_START,
+       PHASE_READY };
+
+/* One cluster node: raft (inside the fixture), its fsm, its disk shadow and
+ * the server-side procedure state. */
+typedef struct sim_node {
+    struct sim *sim;           /* owning run */
+    unsigned i;                /* fixture index (raft id is i + 1) */
+    struct raft_fsm rfsm;      /* what raft calls */
+    fence_fsm *fsm;            /* the real state machine */
+    struct raft_io wio;        /* our wrapper, what raft uses */
+    struct raft_io *inner;     /* the fixture's in-memory io */
+
+    /* Shadow of what this node's disk holds, maintained from successful
+     * I/O completions; a restart loads from it. */
+    raft_term d_term;          /* persisted term */
+    raft_id d_vote;            /* persisted vote */
+    struct raft_snapshot *d_snap; /* persisted snapshot or NULL */
+    raft_index d_start;        /* index of d_ent[0] */
+    struct raft_entry *d_ent;  /* persisted entries, each buf owned */
+    size_t d_n;                /* entries in d_ent */
+    size_t d_cap;              /* capacity of d_ent */
+    raft_index submit_last;    /* last index submitted for append */
+    sim_pending *pend;         /* I/O in flight in the fixture */
+    size_t n_pend;             /* entries in pend */
+    size_t cap_pend;           /* capacity of pend */
+    sim_diskop *ops_head;      /* disk ops not yet in effect, oldest first */
+    sim_diskop *ops_tail;      /* newest */
+
+    bool crashed;              /* a disk write failed: crash-stop */
+    bool down;                 /* killed (paused or crashed) */
+    bool restart_wanted;       /* restart (reload from disk) when quiet */
+    uint64_t up_at;            /* when to revive or restart it */
+    int64_t clock_offset;      /* this node's monotonic clock - fixture */
+
+    /* Applied-state tracking. */
+    uint64_t last_cmd_index;   /* index of the last command entry applied */
+    uint64_t last_token;       /* fence_fsm_last_token after it */
+    fence_result results[SIM_RESULTS_MAX]; /* results of the last entry */
+    fence_event *events;       /* events of the entry being applied */
+    unsigned n_events;         /* how many */
+    bool events_overflow;      /* more than SIM_EVENTS_MAX */
+    uint8_t *snapbuf;          /* scratch for snapshot hashing */
+    size_t snapcap;            /* its capacity */
+
+    /* Leader procedure. */
+    int phase;                 /* PHASE_* */
+    raft_term lterm;           /* term of the leadership being set up */
+    struct raft_barrier barrier; /* the catch-up barrier */
+    bool barrier_busy;         /* barrier callback pending */
+    sim_batch start;           /* the LEADER_START proposal */
+    sim_batch batch;           /* the client batch in flight */
+    int queue[SIM_MAX_CLIENTS]; /* clients waiting for the next batch */
+    unsigned n_queue;          /* how many */
+    struct raft_transfer transfer; /* leadership transfer request */
+    bool transfer_busy;        /* its callback pending */
+} sim_node;
+
+enum { CL_IDLE = 0, CL_QUEUED, CL_PROPOSED, CL_WAITING };
+
+/* A simulated client: one request at a time, a few leases, the grants it
+ * was told about, and at most one queued wait. */
+typedef struct sim_client {
+    unsigned id;               /* index */
+    int state;                 /* CL_* */
+    fence_cmd cmd;             /* current command (name -> name_buf) */
+    uint8_t name_buf[8];       /* its lock name */
+    unsigned lock;             /* lock number of cmd (LOCK/UNLOCK/ACQUIRE) */
+    bool retry;                /* cmd is a retry after an unknown outcome */
+    unsigned node;             /* node it sent cmd to */
+    uint64_t seq;              /* request id counter */
+    uint64_t leases[SIM_CLIENT_LEASES]; /* leases it believes it has */
+    unsigned n_leases;         /* how many */
+    struct {
+        unsigned lock;         /* lock number */
+        uint64_t token;        /* token granted */
+        uint64_t lease;        /* lease it was granted for */
+    } held[SIM_CLIENT_HELD];   /* grants it believes it holds */
+    unsigned n_held;           /* how many */
+    uint64_t wait_id;          /* queued wait, if CL_WAITING */
+    unsigned wait_node;        /* node that queued it */
+    unsigned wait_lock;        /* lock waited for */
+    uint64_t wait_lease;       /* lease of the wait (ACQUIRE: its own) */
+    uint64_t give_up_at;       /* stop waiting after this (sim time) */
+    uint64_t next_at;          /* next action (sim time) */
+} sim_client;
+
+/* One simulation run. */
+typedef struct sim {
+    fence_sim_opts o;          /* options */
+    fence_sim_result *res;     /* where results go */
+    uint64_t rng;              /* random state */
+    struct raft_fixture fx;    /* the cluster */
+    sim_node nodes[SIM_MAX_NODES]; /* per node */
+    sim_client clients[SIM_MAX_CLIENTS]; /* per client */
+    bool part[SIM_MAX_NODES][SIM_MAX_NODES]; /* partitioned pairs */
+    bool in_fixture_op;        /* inside raft_fixture_elect/depose */
+    bool traffic;              /* clients may start new commands */
+    bool faults;               /* faults may be injected */
+    uint64_t next_fault_at;    /* sim time of the next fault */
+    int want_op;               /* 1 depose, 2 elect, 0 none (main loop) */
+    uint64_t step;             /* fixture steps */
+
+    sim_hist *hist;            /* by raft index */
+    size_t hist_cap;           /* capacity */
+    sim_grant *grants;         /* in token order */
+    size_t n_grants, cap_grants;
+    sim_ack *acks;             /* acknowledged grants */
+    size_t n_acks, cap_acks;
+    sim_mlease *mleases;       /* model leases by id */
+    size_t cap_mleases;
+    sim_reqid *reqids;         /* open-addressing table */
+    size_t cap_reqids;
+    uint64_t model_now;        /* model's fsm time */
+    uint64_t model_index;      /* last index the model processed */
+    uint64_t model_token;      /* highest token in the history */
+} sim;
+
+/* The run in progress; raft callbacks carry no user pointer of ours for
+ * the fixture's internal requests, so the wrapper finds its node here. */
+static sim *g_sim;
+
+/* Record the first invariant violation of the run, with the step and time
+ * where it was seen; later ones are dropped (the run stops after the step). */
+static void sim_fail(sim *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sim_fail(sim *s, const char *fmt, ...)
+{
+    if (s->res->failed)
+        return;
+    s->res->failed = 1;
+    s->res->step = s->step;
+    s->res->time_ms = s->fx.time;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->res->msg, sizeof s->res->msg, fmt, ap);
+    va_end(ap);
+}
+
+/* Print a line about the run when verbose. */
+static void sim_log(sim *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sim_log(sim *s, const char *fmt, ...)
+{
+    if (!s->o.verbose)
+        return;
+    va_list ap;
+    fprintf(stderr, "# t=%-7" PRIu64 " ", (uint64_t)s->fx.time);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* Grow a dynamic array to hold at least need elements (zeroing new space);
+ * the sim treats running out of memory as fatal. */
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    size_t ncap = *cap ? *cap : 64;
+    while (ncap < need)
+        ncap *= 2;
+    uint8_t *np = realloc(p, ncap * elem);
+    if (np == NULL) {
+        fprintf(stderr, "sim: out of memory\n");
+        abort();
+    }
+    memset(np + *cap * elem, 0, (ncap - *cap) * elem);
+    *cap = ncap;
+    return np;
+}
+
+/* ------------------------------------------------------------------------
+ * 2. Crash-stop raft_io wrapper with a shadow disk
+ *
+ * The 0.15 fixture has no restart: its in-memory "disk" keeps entries from
+ * index 1 and mis-indexes them after a snapshot.  So the wrapper forwards
+ * every operation to the fixture's io, keeps its own copy of what completed
+ * (term, vote, snapshot, entries by index, in the order a real disk would
+ * apply them), and a restart loads from that copy.  It also counts the I/O
+ * in flight (a node is closed only when none is left, since the fixture
+ * would otherwise call back into freed raft memory), and it implements the
+ * server's crash-stop rule: any failed disk write marks the node crashed,
+ * and the driver kills it before the next step.
+ * ------------------------------------------------------------------------ */
+
+/* Find the node owning a wrapper io. */
+static sim_node *io_node(struct raft_io *io)
+{
+    return (sim_node *)((char *)io - offsetof(sim_node, wio));
+}
+
+/* Remember one request in flight and return its record. */
+static sim_pending *pend_add(sim_node *n, int kind, void *req)
+{
+    n->pend = grow(n->pend, &n->cap_pend, n->n_pend + 1, sizeof *n->pend);
+    sim_pending *p = &n->pend[n->n_pend++];
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->req = req;
+    return p;
+}
+
+/* Remove and return (by value) the record of a completed request; every
+ * node is searched because the fixture's callback does not say whose. */
+static sim_pending pend_take(void *req, sim_node **owner)
+{
+    sim *s = g_sim;
+    for (unsigned k = 0; k < s->o.nodes; k++) {
+        sim_node *n = &s->nodes[k];
+        for (size_t j = 0; j < n->n_pend; j++) {
+            if (n->pend[j].req != req)
+                continue;
+            sim_pending p = n->pend[j];
+            n->pend[j] = n->pend[--n->n_pend];
+            *owner = n;
+            return p;
+        }
+    }
+    fprintf(stderr, "sim: completion for an unknown request\n");
+    abort();
+}
+
+/* Drop persisted entries from index onward. */
+static void disk_truncate(sim_node *n, raft_index index)
+{
+    while (n->d_n > 0 && n->d_start + n->d_n - 1 >= index) {
+        n->d_n--;
+        raft_free(n->d_ent[n->d_n].buf.base);
+    }
+    if (n->d_n == 0 && index > n->d_start)
+        n->d_start = index;
+    if (n->d_n == 0 && index <= n->d_start)
+        n->d_start = index;
+}
+
+/* Drop persisted entries up to and including index (log compaction). */
+static void disk_drop_prefix(sim_node *n, raft_index index)
+{
+    size_t k = 0;
+    while (k < n->d_n && n->d_start + k <= index) {
+        raft_free(n->d_ent[k].buf.base);
+        k++;
+    }
+    memmove(n->d_ent, n->d_ent + k, (n->d_n - k) * sizeof *n->d_ent);
+    n->d_n -= k;
+    n->d_start += k;
+    if (n->d_n == 0 && n->d_start <= index)
+        n->d_start = index + 1;
+}
+
+/* Write one entry at index (after everything before it). */
+static void disk_put(sim_node *n, raft_index index, const struct raft_entry *e)
+{
+    if (n->d_n == 0)
+        n->d_start = index;
+    disk_truncate(n, index);
+    assert(n->d_n == 0 || n->d_start + n->d_n == index);
+    if (n->d_n == 0)
+        n->d_start = index;
+    n->d_ent = grow(n->d_ent, &n->d_cap, n->d_n + 1, sizeof *n->d_ent);
+    struct raft_entry *d = &n->d_ent[n->d_n++];
+    d->term = e->term;
+    d->type = e->type;
+    d->buf.len = e->buf.len;
+    d->buf.base = raft_malloc(e->buf.len ? e->buf.len : 1);
+    assert(d->buf.base != NULL);
+    if (e->buf.len)
+        memcpy(d->buf.base, e->buf.base, e->buf.len);
+    d->batch = NULL;
+}
+
+/* Deep-copy a snapshot into one raft_malloc'd buffer, the layout raft's
+ * load expects (n_bufs == 1). */
+static struct raft_snapshot *snap_copy(const struct raft_snapshot *src)
+{
+    struct raft_snapshot *d = raft_calloc(1, sizeof *d);
+    assert(d != NULL);
+    d->index = src->index;
+    d->term = src->term;
+    d->configuration_index = src->configuration_index;
+    raft_configuration_init(&d->configuration);
+    for (unsigned k = 0; k < src->configuration.n; k++) {
+        const struct raft_server *sv = &src->configuration.servers[k];
+        int rv = raft_configuration_add(&d->configuration, sv->id, sv->address,
+                                        sv->role);
+        assert(rv == 0);
+        (void)rv;
+    }
+    size_t len = 0;
+    for (unsigned k = 0; k < src->n_bufs; k++)
+        len += src->bufs[k].len;
+    d->bufs = raft_malloc(sizeof *d->bufs);
+    assert(d->bufs != NULL);
+    d->bufs[0].base = raft_malloc(len ? len : 1);
+    assert(d->bufs[0].base != NULL);
+    d->bufs[0].len = len;
+    uint8_t *p = d->bufs[0].base;
+    for (unsigned k = 0; k < src->n_bufs; k++) {
+        memcpy(p, src->bufs[k].base, src->bufs[k].len);
+        p += src->bufs[k].len;
+    }
+    d->n_bufs = 1;
+    return d;
+}
+
+/* Free a snapshot made by snap_copy. */
+static void snap_free(struct raft_snapshot *sn)
+{
+    if (sn == NULL)
+        return;
+    raft_configuration_close(&sn->configuration);
+    for (unsigned k = 0; k < sn->n_bufs; k++)
+        raft_free(sn->bufs[k].base);
+    raft_free(sn->bufs);
+    raft_free(sn);
+}
+
+/* Forward init. */
+static int wio_init(struct raft_io *io, raft_id id, const char *address)
+{
+    sim_node *n = io_node(io);
+    n->inner->data = io->data;
+    return n->inner->init(n->inner, id, address);
+}
+
+/* Forward close; the fixture calls back at once. */
+static void wio_close(struct raft_io *io, raft_io_close_cb cb)
+{
+    sim_node *n = io_node(io);
+    n->inner->close(n->inner, cb);
+}
+
+/* Load from the shadow disk, in the shape raft_start expects: a snapshot
+ * with one buffer, and entries from start_index, each its own batch. */
+static int wio_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                    struct raft_snapshot **snapshot, raft_index *start_index,
+                    struct raft_entry *entries[], size_t *n_entries)
+{
+    sim_node *n = io_node(io);
+    *term = n->d_term;
+    *voted_for = n->d_vote;
+    *snapshot = n->d_snap ? snap_copy(n->d_snap) : NULL;
+    *start_index = n->d_n ? n->d_start : (n->d_snap ? n->d_snap->index + 1 : 1);
+    *n_entries = n->d_n;
+    *entries = NULL;
+    if (n->d_n) {
+        *entries = raft_calloc(n->d_n, sizeof **entries);
+        assert(*entries != NULL);
+        for (size_t k = 0; k < n->d_n; k++) {
+            struct raft_entry *e = &(*entries)[k];
+            e->term = n->d_ent[k].term;
+            e->type = n->d_ent[k].type;
+            e->buf.len = n->d_ent[k].buf.len;
+            e->buf.base = raft_malloc(e->buf.len ? e->buf.len : 1);
+            assert(e->buf.base != NULL);
+            memcpy(e->buf.base, n->d_ent[k].buf.base, e->buf.len);
+            e->batch = e->buf.base;
+        }
+    }
+    n->submit_last = n->d_n ? n->d_start + n->d_n - 1
+                            : (n->d_snap ? n->d_snap->index : 0);
+    return 0;
+}
+
+/* Forward start. */
+static int wio_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                     raft_io_recv_cb recv)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->start(n->inner, msecs, tick, recv);
+    if (rv != 0)
+        n->crashed = true;
+    return rv;
+}
+
+/* Bootstrap: forward, and persist the first configuration entry. */
+static int wio_bootstrap(struct raft_io *io,
+                         const struct raft_configuration *conf)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->bootstrap(n->inner, conf);
+    if (rv != 0)
+        return rv;
+    struct raft_entry e;
+    memset(&e, 0, sizeof e);
+    e.term = 1;
+    e.type = RAFT_CHANGE;
+    rv = raft_configuration_encode(conf, &e.buf);
+    assert(rv == 0);
+    disk_put(n, 1, &e);
+    raft_free(e.buf.base);
+    n->d_term = 1;
+    n->d_vote = 0;
+    n->submit_last = 1;
+    return 0;
+}
+
+/* Recover is not used by the sim. */
+static int wio_recover(struct raft_io *io,
+                       const struct raft_configuration *conf)
+{
+    (void)io;
+    (void)conf;
+    return RAFT_IOERR;
+}
+
+/* Persist the term; a failure is a failed disk write (crash-stop). */
+static int wio_set_term(struct raft_io *io, raft_term term)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->set_term(n->inner, term);
+    if (rv != 0) {
+        n->crashed = true;
+        return rv;
+    }
+    n->d_term = term;
+    n->d_vote = 0;
+    return 0;
+}
+
+/* Persist the vote; a failure is a failed disk write (crash-stop). */
+static int wio_set_vote(struct raft_io *io, raft_id id)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->set_vote(n->inner, id);
+    if (rv != 0) {
+        n->crashed = true;
+        return rv;
+    }
+    n->d_vote = id;
+    return 0;
+}
+
+/* Queue a disk op behind the ones submitted earlier. */
+static sim_diskop *op_push(sim_node *n, int kind)
+{
+    sim_diskop *op = calloc(1, sizeof *op);
+    assert(op != NULL);
+    op->kind = kind;
+    if (n->ops_tail)
+        n->ops_tail->next = op;
+    else
+        n->ops_head = op;
+    n->ops_tail = op;
+    return op;
+}
+
+/* Let completed ops take effect on the shadow disk, oldest first, stopping
+ * at the first one still in flight. */
+static void ops_drain(sim_node *n)
+{
+    while (n->ops_head && n->ops_head->done) {
+        sim_diskop *op = n->ops_head;
+        n->ops_head = op->next;
+        if (n->ops_head == NULL)
+            n->ops_tail = NULL;
+        if (op->kind == OP_APPEND) {
+            for (unsigned k = 0; k < op->n; k++) {
+                disk_put(n, op->first + k, &op->entries[k]);
+                raft_free(op->entries[k].buf.base);
+            }
+            free(op->entries);
+        } else if (op->kind == OP_TRUNCATE) {
+            disk_truncate(n, op->index);
+        } else if (op->snap != NULL) {
+            raft_index idx = op->snap->index;
+            snap_free(n->d_snap);
+            n->d_snap = op->snap;
+            if (op->trailing == 0) {
+                /* an installed snapshot replaces the whole log */
+                disk_truncate(n, 0);
+                n->d_start = idx + 1;
+            } else if (idx > op->trailing) {
+                disk_drop_prefix(n, idx - op->trailing);
+            }
+        }
+        free(op);
+    }
+}
+
+/* Append completion: take a copy of the entries (raft may free them once
+ * called back), let them land in order, then call raft. */
+static void wio_append_cb(struct raft_io_append *req, int status)
+{
+    sim_node *n;
+    sim_pending p = pend_take(req, &n);
+    sim_diskop *op = p.op;
+    if (status != 0) {
+        n->crashed = true;
+        op->n = 0; /* nothing written */
+    } else if (op->n) {
+        op->entries = calloc(op->n, sizeof *op->entries);
+        assert(op->entries != NULL);
+        for (unsigned k = 0; k < op->n; k++) {
+            const struct raft_entry *e = &op->rentries[k];
+            op->entries[k].term = e->term;
+            op->entries[k].type = e->type;
+            op->entries[k].buf.len = e->buf.len;
+            op->entries[k].buf.base = raft_malloc(e->buf.len ? e->buf.len : 1);
+            assert(op->entries[k].buf.base != NULL);
+            if (e->buf.len)
+                memcpy(op->entries[k].buf.base, e->buf.base, e->buf.len);
+        }
+    }
+    op->done = true;
+    ops_drain(n);
+    if (p.cb.append != NULL)
+        p.cb.append(req, status);
+}
+
+/* Append: forward, remembering at which index the entries go. */
+static int wio_append(struct raft_io *io, struct raft_io_append *req,
+                      const struct raft_entry entries[], unsigned n_entries,
+                      raft_io_append_cb cb)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->append(n->inner, req, entries, n_entries, wio_append_cb);
+    if (rv != 0) {
+        n->crashed = true;
+        return rv;
+    }
+    sim_pending *p = pend_add(n, PEND_APPEND, req);
+    p->cb.append = cb;
+    p->op = op_push(n, OP_APPEND);
+    p->op->rentries = entries;
+    p->op->n = n_entries;
+    p->op->first = n->submit_last + 1;
+    n->submit_last += n_entries;
+    return 0;
+}
+
+/* Truncate: an op on the shadow only (the fixture's own truncate
+ * mis-indexes after a snapshot), in order behind earlier appends. */
+static int wio_truncate(struct raft_io *io, raft_index index)
+{
+    sim_node *n = io_node(io);
+    sim_diskop *op = op_push(n, OP_TRUNCATE);
+    op->index = index;
+    op->done = true;
+    ops_drain(n);
+    n->submit_last = index - 1;
+    return 0;
+}
+
+/* Forward send completion. */
+static void wio_send_cb(struct raft_io_send *req, int status)
+{
+    sim_node *n;
+    sim_pending p = pend_take(req, &n);
+    if (p.cb.send != NULL)
+        p.cb.send(req, status);
+}
+
+/* Send: forward (a send failure is a network error, not a crash). */
+static int wio_send(struct raft_io *io, struct raft_io_send *req,
+                    const struct raft_message *message, raft_io_send_cb cb)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->send(n->inner, req, message, wio_send_cb);
+    if (rv != 0)
+        return rv;
+    sim_pending *p = pend_add(n, PEND_SEND, req);
+    p->cb.send = cb;
+    return 0;
+}
+
+/* Snapshot-put completion: copy the snapshot (raft frees its own after
+ * the callback) and let it take effect in order: keep `trailing` entries
+ * before it, none for an installed snapshot (trailing 0). */
+static void wio_snap_put_cb(struct raft_io_snapshot_put *req, int status)
+{
+    sim_node *n;
+    sim_pending p = pend_take(req, &n);
+    if (status != 0)
+        n->crashed = true;
+    else
+        p.op->snap = snap_copy(p.op->rsnap);
+    p.op->done = true;
+    ops_drain(n);
+    if (p.cb.snap_put != NULL)
+        p.cb.snap_put(req, status);
+}
+
+/* Snapshot put: forward. */
+static int wio_snap_put(struct raft_io *io, unsigned trailing,
+                        struct raft_io_snapshot_put *req,
+                        const struct raft_snapshot *snapshot,
+                        raft_io_snapshot_put_cb cb)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->snapshot_put(n->inner, trailing, req, snapshot,
+                                    wio_snap_put_cb);
+    if (rv != 0) {
+        n->crashed = true;
+        return rv;
+    }
+    sim_pending *p = pend_add(n, PEND_SNAP_PUT, req);
+    p->cb.snap_put = cb;
+    p->op = op_push(n, OP_SNAPSHOT);
+    p->op->trailing = trailing;
+    p->op->rsnap = snapshot;
+    if (trailing == 0)
+        n->submit_last = snapshot->index;
+    return 0;
+}
+
+/* Snapshot-get completion: forward (the fixture's copy holds the same
+ * bytes as our shadow). */
+static void wio_snap_get_cb(struct raft_io_snapshot_get *req,
+                            struct raft_snapshot *snapshot, int status)
+{
+    sim_node *n;
+    sim_pending p = pend_take(req, &n);
+    if (p.cb.snap_get != NULL)
+        p.cb.snap_get(req, snapshot, status);
+}
+
+/* Snapshot get: forward. */
+static int wio_snap_get(struct raft_io *io, struct raft_io_snapshot_get *req,
+                        raft_io_snapshot_get_cb cb)
+{
+    sim_node *n = io_node(io);
+    int rv = n->inner->snapshot_get(n->inner, req, wio_snap_get_cb);
+    if (rv != 0)
+        return rv;
+    sim_pending *p = pend_add(n, PEND_SNAP_GET, req);
+    p->cb.snap_get = cb;
+    return 0;
+}
+
+/* Forward time: the node's clock is the fixture's (raft's timers). */
+static raft_time wio_time(struct raft_io *io)
+{
+    sim_node *n = io_node(io);
+    return n->inner->time(n->inner);
+}
+
+/* Forward random (the fixture returns its configured election timeout). */
+static int wio_random(struct raft_io *io, int min, int max)
+{
+    sim_node *n = io_node(io);
+    return n->inner->random(n->inner, min, max);
+}
+
+/* Forward async work (unused: our fsm takes snapshots synchronously). */
+static int wio_async_work(struct raft_io *io, struct raft_io_async_work *req,
+                          raft_io_async_work_cb cb)
+{
+    sim_node *n = io_node(io);
+    return n->inner->async_work(n->inner, req, cb);
+}
+
+/* Set up the wrapper of a node around the fixture's io. */
+static void wio_setup(sim_node *n, struct raft_io *inner)
+{
+    memset(&n->wio, 0, sizeof n->wio);
+    n->inner = inner;
+    n->wio.version = 2;
+    n->wio.impl = n;
+    n->wio.init = wio_init;
+    n->wio.close = wio_close;
+    n->wio.load = wio_load;
+    n->wio.start = wio_start;
+    n->wio.bootstrap = wio_bootstrap;
+    n->wio.recover = wio_recover;
+    n->wio.set_term = wio_set_term;
+    n->wio.set_vote = wio_set_vote;
+    n->wio.append = wio_append;
+    n->wio.truncate = wio_truncate;
+    n->wio.send = wio_send;
+    n->wio.snapshot_put = wio_snap_put;
+    n->wio.snapshot_get = wio_snap_get;
+    n->wio.time = wio_time;
+    n->wio.random = wio_random;
+    n->wio.async_work = wio_async_work;
+}
+
+/* ------------------------------------------------------------------------
+ * 3/4. The fsm of a node, the global history and the lease model
+ * ------------------------------------------------------------------------ */
+
+/* Allocator for fence_fsm. */
+static void *sim_alloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    return malloc(size);
+}
+
+/* Free for fence_fsm. */
+static void sim_free(void *ctx, void *ptr)
+{
+    (void)ctx;
+    free(ptr);
+}
+
+/* Collect an event of the entry being applied. */
+static void on_event(void *ctx, const fence_event *ev)
+{
+    sim_node *n = ctx;
+    if (n->n_events >= SIM_EVENTS_MAX) {
+        n->events_overflow = true;
+        return;
+    }
+    n->events[n->n_events++] = *ev;
+}
+
+/* Create a fresh fence_fsm for a node. */
+static fence_fsm *node_fsm_new(sim_node *n)
+{
+    fence_fsm_opts fo;
+    memset(&fo, 0, sizeof fo);
+    fo.alloc.alloc = sim_alloc;
+    fo.alloc.free = sim_free;
+    fo.on_event = on_event;
+    fo.event_ctx = n;
+    fence_fsm *f = NULL;
+    int rv = fence_fsm_create(&fo, &f);
+    assert(rv == 0 && f != NULL);
+    (void)rv;
+    return f;
+}
+
+/* Hash the fsm's snapshot (reusing the node's scratch buffer). */
+static uint64_t node_snap_hash(sim_node *n)
+{
+    size_t need = fence_fsm_snapshot_size(n->fsm);
+    n->snapbuf = grow(n->snapbuf, &n->snapcap, need, 1);
+    size_t len = fence_fsm_snapshot(n->fsm, n->snapbuf, n->snapcap);
+    return fnv(FNV_INIT, n->snapbuf, len);
+}
+
+/* Return the model lease with this id, growing the table (ids are small
+ * and dense: the fsm numbers leases from 1). */
+static sim_mlease *mlease(sim *s, uint64_t id)
+{
+    if (id > 10000000)
+        return NULL;
+    s->mleases = grow(s->mleases, &s->cap_mleases, (size_t)id + 1,
+                      sizeof *s->mleases);
+    return &s->mleases[id];
+}
+
+/* Find (or make room for) a request id in the model's table. */
+static sim_reqid *reqid_slot(sim *s, uint64_t req_id)
+{
+    if (s->cap_reqids == 0) {
+        s->cap_reqids = 1 << 16;
+        s->reqids = calloc(s->cap_reqids, sizeof *s->reqids);
+        assert(s->reqids != NULL);
+    }
+    size_t mask = s->cap_reqids - 1;
+    size_t k = (size_t)(fnv_u64(FNV_INIT, req_id) & mask);
+    for (size_t probe = 0; probe < s->cap_reqids; probe++) {
+        sim_reqid *r = &s->reqids[(k + probe) & mask];
+        if (r->req_id == req_id || r->req_id == 0)
+            return r;
+    }
+    fprintf(stderr, "sim: request id table full\n");
+    abort();
+}
+
+/* Look up a grant by token (grants are stored in token order). */
+static sim_grant *grant_find(sim *s, uint64_t token)
+{
+    size_t lo = 0, hi = s->n_grants;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->grants[mid].token < token)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < s->n_grants && s->grants[lo].token == token)
+        return &s->grants[lo];
+    return NULL;
+}
+
+/* Add a grant to the history; tokens must arrive in increasing order. */
+static void grant_add(sim *s, uint64_t token, uint64_t index, uint64_t lease,
+                      const uint8_t *name, uint16_t name_len)
+{
+    if (s->n_grants > 0 && s->grants[s->n_grants - 1].token >= token) {
+        sim_fail(s, "token %" PRIu64 " at index %" PRIu64
+                    " is not above the previous token %" PRIu64,
+                 token, index, s->grants[s->n_grants - 1].token);
+        return;
+    }
+    s->grants = grow(s->grants, &s->cap_grants, s->n_grants + 1,
+                     sizeof *s->grants);
+    sim_grant *g = &s->grants[s->n_grants++];
+    g->token = token;
+    g->index = index;
+    g->lease = lease;
+    g->name_len = name_len < sizeof g->name ? name_len : sizeof g->name;
+    memcpy(g->name, name, g->name_len);
+    s->res->grants++;
+}
+
+/* One grant seen while applying an entry (from a result or an event). */
+typedef struct seen_grant {
+    uint64_t token;      /* token */
+    uint64_t lease;      /* lease */
+    const uint8_t *name; /* lock name (NULL for an event: name unknown) */
+    uint16_t name_len;   /* its length */
+    bool from_event;     /* granted to a waiter */
+} seen_grant;
+
+/* A lease's deadline from time now: now + ttl, or the end of its ACQUIRE
+ * wait if that is later. */
+static uint64_t mdeadline(const sim_mlease *l, uint64_t now)
+{
+    uint64_t d = now + l->ttl_ms;
+    if (l->acq_waiting && l->acq_wait_deadline > d)
+        d = l->acq_wait_deadline;
+    return d;
+}
+
+/* The lease model, run once per index (by the first node applying it):
+ * check every new grant went to a live lease and keep lease deadlines from
+ * the applied commands alone.  Rules (fsm.h "Time"): now = max(previous
+ * now, entry timestamp); everything with deadline <= now is expired before
+ * the commands run; a grant needs deadline > now; LEADER_START sets every
+ * live lease's deadline to now + ttl; KEEPALIVE sets now + ttl. */
+static void model_entry(sim *s, uint64_t index, uint64_t ts,
+                        const fence_cmd *cmds, const fence_result *res,
+                        unsigned n, const fence_event *evs, unsigned n_ev,
+                        const seen_grant *gr, unsigned n_gr, sim_node *nd)
+{
+    uint64_t prev_now = s->model_now;
+    uint64_t now = ts > prev_now ? ts : prev_now;
+    s->model_now = now;
+    s->model_index = index;
+    for (size_t id = 1; id < s->cap_mleases; id++) {
+        sim_mlease *l = &s->mleases[id];
+        if (l->live && l->deadline <= now)
+            l->live = false;
+        l->live_at_entry = l->live;
+        l->created_now = false;
+    }
+    for (unsigned k = 0; k < n && !s->res->failed; k++) {
+        const fence_cmd *c = &cmds[k];
+        const fence_result *r = &res[k];
+        bool dup = false;
+        if (c->flags & FENCE_CMD_F_REQID) {
+            sim_reqid *slot = reqid_slot(s, c->req_id);
+            if (slot->req_id == c->req_id) {
+                dup = true;
+                /* A queued wait's stored result becomes its outcome. */
+                if (slot->result.status != FENCE_ST_QUEUED &&
+                    memcmp(&slot->result, r, sizeof *r) != 0 &&
+                    (slot->result.status != r->status ||
+                     slot->result.lease != r->lease ||
+                     slot->result.token != r->token ||
+                     slot->result.wait_id != r->wait_id ||
+                     slot->result.value != r->value))
+                    sim_fail(s, "index %" PRIu64 ": retried request id %"
+                                PRIx64 " got status %u token %" PRIu64
+                                ", first time status %u token %" PRIu64,
+                             index, c->req_id, r->status, r->token,
+                             slot->result.status, slot->result.token);
+                slot->result = *r;
+            } else {
+                slot->req_id = c->req_id;
+                slot->result = *r;
+            }
+        }
+        if (dup)
+            continue;
+        sim_mlease *l;
+        switch (c->type) {
+        case FENCE_CMD_LEADER_START:
+            if (r->status != FENCE_ST_OK)
+                break;
+            for (size_t id = 1; id < s->cap_mleases; id++) {
+                sim_mlease *m = &s->mleases[id];
+                if (m->acq_waiting)
+                    m->acq_wait_deadline = now + m->acq_wait_ms;
+                if (m->live)
+                    m->deadline = mdeadline(m, now);
+            }
+            break;
+        case FENCE_CMD_LEASE_GRANT:
+        case FENCE_CMD_ACQUIRE:
+            if ((r->status == FENCE_ST_OK || r->status == FENCE_ST_QUEUED) &&
+                r->lease != 0) {
+                l = mlease(s, r->lease);
+                if (l == NULL || l->known) {
+                    sim_fail(s, "index %" PRIu64 ": lease id %" PRIu64
+                                " handed out twice",
+                             index, r->lease);
+                    break;
+                }
+                l->known = true;
+                l->live = true;
+                l->created_now = true;
+                l->ttl_ms = c->ttl_ms;
+                if (c->type == FENCE_CMD_ACQUIRE &&
+                    r->status == FENCE_ST_QUEUED) {
+                    l->acq_waiting = true;
+                    l->acq_wait_id = r->wait_id;
+                    l->acq_wait_ms = c->wait_ms;
+                    l->acq_wait_deadline = now + c->wait_ms;
+                }
+                l->deadline = mdeadline(l, now);
+            }
+            break;
+        case FENCE_CMD_LEASE_KEEPALIVE:
+            if (r->status == FENCE_ST_OK) {
+                l = mlease(s, c->lease);
+                if (l == NULL || !l->live) {
+                    sim_fail(s, "index %" PRIu64 ": KEEPALIVE renewed lease %"
+                                PRIu64 ", which had expired or was revoked "
+                                "(now %" PRIu64 ", deadline %" PRIu64 ")",
+                             index, c->lease, now, l ? l->deadline : 0);
+                    break;
+                }
+                l->deadline = mdeadline(l, now);
+            }
+            break;
+        case FENCE_CMD_LEASE_REVOKE:
+            if (r->status == FENCE_ST_OK) {
+                l = mlease(s, c->lease);
+                if (l != NULL)
+                    l->live = false;
+            }
+            break;
+        default:
+            break;
+        }
+        /* A grant from this command: its lease must be live right now. */
+        if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE) &&
+            r->status == FENCE_ST_OK && r->token > nd->last_token) {
+            uint64_t lid = c->type == FENCE_CMD_LOCK ? c->lease : r->lease;
+            l = mlease(s, lid);
+            if (l == NULL || !l->known || !l->live || l->deadline <= now)
+                sim_fail(s, "index %" PRIu64 ": token %" PRIu64 " granted to "
+                            "lease %" PRIu64 " which is %s (now %" PRIu64
+                            ", deadline %" PRIu64 ")",
+                         index, r->token, lid,
+                         l == NULL || !l->known ? "unknown"
+                         : !l->live            ? "expired or revoked"
+                                               : "past its deadline",
+                         now, l ? l->deadline : 0);
+        }
+    }
+    /* Grants to waiters: the lease must have been live in this entry (at
+     * its start, after expiry, or created by it); the event does not say
+     * where among the commands it happened. */
+    for (unsigned k = 0; k < n_gr && !s->res->failed; k++) {
+        if (!gr[k].from_event)
+            continue;
+        sim_mlease *l = mlease(s, gr[k].lease);
+        if (l == NULL || !l->known || !(l->live_at_entry || l->created_now))
+            sim_fail(s, "index %" PRIu64 ": token %" PRIu64 " handed to waiting "
+                        "lease %" PRIu64 ", which was %s at the entry's time %"
+                        PRIu64 " (deadline %" PRIu64 ")",
+                     index, gr[k].token, gr[k].lease,
+                     l == NULL || !l->known ? "unknown" : "expired or revoked",
+                     now, l ? l->deadline : 0);
+    }
+    /* Any event ends the wait it is about. */
+    for (unsigned k = 0; k < n_ev; k++)
+        for (size_t id = 1; id < s->cap_mleases; id++)
+            if (s->mleases[id].acq_waiting &&
+                s->mleases[id].acq_wait_id == evs[k].wait_id)
+                s->mleases[id].acq_waiting = false;
+    if (fence_fsm_now(nd->fsm) != now)
+        sim_fail(s, "index %" PRIu64 ": fsm time %" PRIu64 " after the entry, "
+                    "expected max(previous %" PRIu64 ", timestamp %" PRIu64 ")",
+                 index, fence_fsm_now(nd->fsm), prev_now, ts);
+    /* Cross-check every lease with the fsm.  Where the fsm keeps a lease
+     * longer than this small model computes (the model does not know every
+     * rule, e.g. how waits stretch leases), the model adopts the fsm's
+     * deadline and counts a disagreement; expiry itself stays independent:
+     * a lease whose deadline has passed is dead to the model, and the fsm
+     * says so too (lease_info checks deadline > now). */
+    for (size_t id = 1; id < s->cap_mleases && !s->res->failed; id++) {
+        sim_mlease *l = &s->mleases[id];
+        fence_lease_info li;
+        int rv = fence_fsm_lease_info(nd->fsm, id, now, &li);
+        if (rv == 0) {
+            if (li.deadline_ms <= now)
+                sim_fail(s, "index %" PRIu64 ": fsm reports lease %zu live with "
+                            "deadline %" PRIu64 " <= now %" PRIu64,
+                         index, id, li.deadline_ms, now);
+            if (!l->known || !l->live || li.deadline_ms != l->deadline)
+                s->res->model_adjusts++;
+            l->known = true;
+            l->live = true;
+            l->deadline = li.deadline_ms;
+        } else if (l->live) {
+            l->live = false;
+        }
+    }
+}
+
+/* raft_fsm.apply: decode-and-apply the entry with the real fsm into the
+ * node's results buffer, then check it against the history (or record it
+ * as the history when this node is first at this index). */
+static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
+                      void **result)
+{
+    sim_node *nd = rf->data;
+    sim *s = nd->sim;
+    struct raft *r = raft_fixture_get(&s->fx, nd->i);
+    uint64_t index = raft_last_applied(r) + 1;
+
+    nd->n_events = 0;
+    nd->events_overflow = false;
+    int n = fence_fsm_apply_entry(nd->fsm, buf->base, buf->len, nd->results,
+                                  SIM_RESULTS_MAX);
+    *result = nd->results;
+    if (n < 0 || n > SIM_RESULTS_MAX) {
+        sim_fail(s, "node %u: entry at index %" PRIu64 " rejected (%d)", nd->i,
+                 index, n);
+        return 0;
+    }
+    if (nd->events_overflow)
+        sim_fail(s, "index %" PRIu64 ": more than %d events", index,
+                 SIM_EVENTS_MAX);
+    const char *bad = fence_fsm_check(nd->fsm);
+    if (bad != NULL)
+        sim_fail(s, "node %u index %" PRIu64 ": fence_fsm_check: %s", nd->i,
+                 index, bad);
+
+    /* Decode our copy of the commands (names point into buf). */
+    fence_cmd cmds[SIM_RESULTS_MAX];
+    fence_entry_iter it;
+    int rv = fence_entry_open(&it, buf->base, buf->len);
+    assert(rv == 0);
+    unsigned nc = 0;
+    while (nc < SIM_RESULTS_MAX && fence_entry_next(&it, &cmds[nc]) == 1)
+        nc++;
+    assert(nc == (unsigned)n);
+    uint64_t ts = it.timestamp_ms;
+
+    /* Every grant of this entry: new tokens must be distinct, above the
+     * node's last token, and together exactly fill the range up to the
+     * fsm's new last token (a token is never skipped or issued twice);
+     * an old token may only be reported for the same lock and lease
+     * (a reentrant LOCK or a deduplicated retry). */
+    seen_grant gr[SIM_RESULTS_MAX + SIM_EVENTS_MAX];
+    unsigned ng = 0;
+    uint64_t before = nd->last_token;
+    uint64_t after = fence_fsm_last_token(nd->fsm);
+    for (unsigned k = 0; k < nc; k++) {
+        const fence_result *res = &nd->results[k];
+        if ((cmds[k].type != FENCE_CMD_LOCK &&
+             cmds[k].type != FENCE_CMD_ACQUIRE) || res->status != FENCE_ST_OK)
+            continue;
+        uint64_t lid = cmds[k].type == FENCE_CMD_LOCK ? cmds[k].lease
+                                                       : res->lease;
+        if (res->token <= before) {
+            sim_grant *g = grant_find(s, res->token);
+            if (g == NULL || g->lease != lid || g->name_len != cmds[k].name_len ||
+                memcmp(g->name, cmds[k].name, g->name_len) != 0)
+                sim_fail(s, "index %" PRIu64 ": old token %" PRIu64
+                            " reported for lease %" PRIu64
+                            " but it was granted to %s lease %" PRIu64,
+                         index, res->token, lid, g ? "another lock or" : "no",
+                         g ? g->lease : 0);
+            continue;
+        }
+        gr[ng].token = res->token;
+        gr[ng].lease = lid;
+        gr[ng].name = cmds[k].name;
+        gr[ng].name_len = cmds[k].name_len;
+        gr[ng].from_event = false;
+        ng++;
+    }
+    for (unsigned k = 0; k < nd->n_events; k++) {
+        const fence_event *ev = &nd->events[k];
+        if (ev->result.status != FENCE_ST_OK)
+            continue;
+        if (ev->result.token <= before) {
+            sim_fail(s, "index %" PRIu64 ": waiter %" PRIu64 " given old token %"
+                        PRIu64, index, ev->wait_id, ev->result.token);
+            continue;
+        }
+        gr[ng].token = ev->result.token;
+        gr[ng].lease = ev->result.lease;
+        gr[ng].name = NULL;
+        gr[ng].name_len = 0;
+        gr[ng].from_event = true;
+        ng++;
+    }
+    /* Sort the new tokens (insertion sort: a handful). */
+    for (unsigned a = 1; a < ng; a++) {
+        seen_grant t = gr[a];
+        unsigned b = a;
+        while (b > 0 && gr[b - 1].token > t.token) {
+            gr[b] = gr[b - 1];
+            b--;
+        }
+        gr[b] = t;
+    }
+    /* The same grant may be reported twice in one entry (a waiter granted
+     * by an event, then its deduplicated retry answered with that outcome):
+     * one grant if the lease is the same, a double issue if not. */
+    unsigned nu = 0;
+    for (unsigned k = 0; k < ng; k++) {
+        if (nu > 0 && gr[nu - 1].token == gr[k].token) {
+            if (gr[nu - 1].lease != gr[k].lease)
+                sim_fail(s, "index %" PRIu64 ": token %" PRIu64
+                            " issued to leases %" PRIu64 " and %" PRIu64,
+                         index, gr[k].token, gr[nu - 1].lease, gr[k].lease);
+            if (gr[nu - 1].name == NULL)
+                gr[nu - 1] = gr[k];
+            continue;
+        }
+        gr[nu++] = gr[k];
+    }
+    ng = nu;
+    for (unsigned k = 0; k < ng; k++) {
+        if (gr[k].token != before + 1 + k) {
+            sim_fail(s, "node %u index %" PRIu64 ": new tokens are not %" PRIu64
+                        "..%" PRIu64 " without gaps or repeats (got %" PRIu64
+                        " at position %u)",
+                     nd->i, index, before + 1, after, gr[k].token, k);
+            break;
+        }
+    }
+    if (after != before + ng)
+        sim_fail(s, "node %u index %" PRIu64 ": last token went %" PRIu64
+                    " -> %" PRIu64 " but %u grants were reported",
+                 nd->i, index, before, after, ng);
+
+    /* Compare with (or record) the history at this index. */
+    uint64_t eh = fnv(FNV_INIT, buf->base, buf->len);
+    uint64_t rh = FNV_INIT;
+    for (unsigned k = 0; k < nc; k++) {
+        const fence_result *res = &nd->results[k];
+        rh = fnv_u64(rh, res->status);
+        rh = fnv_u64(rh, res->lease);
+        rh = fnv_u64(rh, res->token);
+        rh = fnv_u64(rh, res->wait_id);
+        rh = fnv_u64(rh, res->value);
+    }
+    for (unsigned k = 0; k < nd->n_events; k++) {
+        const fence_event *ev = &nd->events[k];
+        rh = fnv_u64(rh, ev->wait_id);
+        rh = fnv_u64(rh, ev->result.status);
+        rh = fnv_u64(rh, ev->result.lease);
+        rh = fnv_u64(rh, ev->result.token);
+        rh = fnv_u64(rh, ev->result.wait_id);
+        rh = fnv_u64(rh, ev->result.value);
+    }
+    uint64_t sh = node_snap_hash(nd);
+    s->hist = grow(s->hist, &s->hist_cap, (size_t)index + 1, sizeof *s->hist);
+    sim_hist *h = &s->hist[index];
+    if (!h->set) {
+        if (index <= s->model_index)
+            sim_fail(s, "index %" PRIu64 " applied first after index %" PRIu64,
+                     index, s->model_index);
+        h->set = true;
+        h->entry_hash = eh;
+        h->result_hash = rh;
+        h->snap_hash = sh;
+        h->last_token = after;
+        s->res->entries++;
+        for (unsigned k = 0; k < ng && !s->res->failed; k++) {
+            const uint8_t *nm = gr[k].name;
+            uint16_t nl = gr[k].name_len;
+            if (nm == NULL) {
+                /* An event does not carry the name: ask the fsm which lock
+                 * now holds this token. */
+                static const char *names[SIM_LOCKS] = {"lock0", "lock1",
+                                                       "lock2", "lock3",
+                                                       "lock4"};
+                for (unsigned L = 0; L < SIM_LOCKS; L++) {
+                    fence_lock_info li;
+                    if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)names[L],
+                                            5, &li) &&
+                        li.token == gr[k].token) {
+                        nm = (const uint8_t *)names[L];
+                        nl = 5;
+                    }
+                }
+                if (nm == NULL) {
+                    nm = (const uint8_t *)"?";
+                    nl = 1;
+                }
+            }
+            grant_add(s, gr[k].token, index, gr[k].lease, nm, nl);
+        }
+        model_entry(s, index, ts, cmds, nd->results, nc, nd->events,
+                    nd->n_events, gr, ng, nd);
+    } else {
+        if (h->entry_hash != eh)
+            sim_fail(s, "node %u applied a different entry at index %" PRIu64,
+                     nd->i, index);
+        else if (h->result_hash != rh)
+            sim_fail(s, "node %u: same entry at index %" PRIu64
+                        " gave different results or events",
+                     nd->i, index);
+        else if (h->snap_hash != sh)
+            sim_fail(s, "node %u: snapshot after index %" PRIu64
+                        " differs from the first node's",
+                     nd->i, index);
+    }
+    nd->last_token = after;
+    nd->last_cmd_index = index;
+
+    /* Deliver events to clients waiting on this node (only a leader's
+     * server answers waiting connections). */
+    if (raft_state(r) == RAFT_LEADER) {
+        for (unsigned k = 0; k < nd->n_events; k++) {
+            const fence_event *ev = &nd->events[k];
+            for (unsigned c = 0; c < s->o.clients; c++) {
+                sim_client *cl = &s->clients[c];
+                if (cl->state != CL_WAITING || cl->wait_id != ev->wait_id ||
+                    cl->wait_node != nd->i)
+                    continue;
+                if (ev->result.status == FENCE_ST_OK) {
+                    s->acks = grow(s->acks, &s->cap_acks, s->n_acks + 1,
+                                   sizeof *s->acks);
+                    s->acks[s->n_acks].token = ev->result.token;
+                    s->acks[s->n_acks].lease = ev->result.lease;
+                    s->acks[s->n_acks].lock = cl->wait_lock;
+                    s->acks[s->n_acks].time_ms = s->fx.time;
+                    s->n_acks++;
+                    s->res->acked_grants++;
+                    if (cl->n_held < SIM_CLIENT_HELD) {
+                        cl->held[cl->n_held].lock = cl->wait_lock;
+                        cl->held[cl->n_held].token = ev->result.token;
+                        cl->held[cl->n_held].lease = ev->result.lease;
+                        cl->n_held++;
+                    }
+                }
+                cl->state = CL_IDLE;
+            }
+        }
+    }
+    return 0;
+}
+
+/* raft_fsm.snapshot: our frame (magic, last command index) + the fsm's
+ * snapshot, in buffers from raft_malloc (raft frees them, fsm version 1). */
+static int rfsm_snapshot(struct raft_fsm *rf, struct raft_buffer *bufs[],
+                         unsigned *n_bufs)
+{
+    sim_node *nd = rf->data;
+    size_t len = fence_fsm_snapshot_size(nd->fsm);
+    struct raft_buffer *b = raft_malloc(sizeof *b);
+    if (b == NULL)
+        return RAFT_NOMEM;
+    b->base = raft_malloc(16 + len);
+    if (b->base == NULL) {
+        raft_free(b);
+        return RAFT_NOMEM;
+    }
+    uint8_t *p = b->base;
+    for (int k = 0; k < 8; k++) {
+        p[k] = (uint8_t)(SIM_SNAP_MAGIC >> (8 * k));
+        p[8 + k] = (uint8_t)(nd->last_cmd_index >> (8 * k));
+    }
+    size_t w = fence_fsm_snapshot(nd->fsm, p + 16, len);
+    assert(w == len);
+    b->len = 16 + w;
+    *bufs = b;
+    *n_bufs = 1;
+    nd->sim->res->snapshots_taken++;
+    return 0;
+}
+
+/* raft_fsm.restore: decode our frame, restore the fsm, check it re-encodes
+ * to the bytes every node had at that index; on success the buffer is ours
+ * to free. */
+static int rfsm_restore(struct raft_fsm *rf, struct raft_buffer *buf)
+{
+    sim_node *nd = rf->data;
+    sim *s = nd->sim;
+    const uint8_t *p = buf->base;
+    if (buf->len < 16) {
+        sim_fail(s, "node %u: snapshot too short", nd->i);
+        return RAFT_CORRUPT;
+    }
+    uint64_t magic = 0, idx = 0;
+    for (int k = 0; k < 8; k++) {
+        magic |= (uint64_t)p[k] << (8 * k);
+        idx |= (uint64_t)p[8 + k] << (8 * k);
+    }
+    if (magic != SIM_SNAP_MAGIC) {
+        sim_fail(s, "node %u: snapshot frame corrupt", nd->i);
+        return RAFT_CORRUPT;
+    }
+    int rv = fence_fsm_restore(nd->fsm, p + 16, buf->len - 16);
+    if (rv != 0) {
+        sim_fail(s, "node %u: fence_fsm_restore failed (%d)", nd->i, rv);
+        return RAFT_CORRUPT;
+    }
+    const char *bad = fence_fsm_check(nd->fsm);
+    if (bad != NULL)
+        sim_fail(s, "node %u: after restore: %s", nd->i, bad);
+    uint64_t sh = node_snap_hash(nd);
+    if (fnv(FNV_INIT, p + 16, buf->len - 16) != sh)
+        sim_fail(s, "node %u: restored snapshot re-encodes differently", nd->i);
+    if (idx > 0 && (idx >= s->hist_cap || !s->hist[idx].set))
+        sim_fail(s, "node %u: snapshot at index %" PRIu64 " never applied",
+                 nd->i, idx);
+    else if (idx > 0 && s->hist[idx].snap_hash != sh)
+        sim_fail(s, "node %u: snapshot at index %" PRIu64
+                    " differs from the state every node had there",
+                 nd->i, idx);
+    nd->last_cmd_index = idx;
+    nd->last_token = fence_fsm_last_token(nd->fsm);
+    if (idx > 0 && idx < s->hist_cap && s->hist[idx].set &&
+        s->hist[idx].last_token != nd->last_token)
+        sim_fail(s, "node %u: restored last token %" PRIu64 " != %" PRIu64,
+                 nd->i, nd->last_token, s->hist[idx].last_token);
+    s->res->snapshots_restored++;
+    raft_free(buf->base);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * 5. The leader procedure of src/server
+ * ------------------------------------------------------------------------ */
+
+/* The node's monotonic clock: fixture time plus a fixed per-node offset
+ * (clocks of different machines do not agree). */
+static uint64_t node_clock(sim *s, sim_node *n)
+{
+    return (uint64_t)((int64_t)s->fx.time + n->clock_offset);
+}
+
+/* Barrier callback: record the outcome. */
+static void barrier_cb(struct raft_barrier *req, int status)
+{
+    sim_node *n = req->data;
+    n->barrier_busy = false;
+    if (n->phase == PHASE_BARRIER)
+        n->phase = status == 0 ? PHASE_BARRIER_DONE : PHASE_NONE;
+}
+
+/* Give a client its command back unapplied (it was never in an entry). */
+static void client_bounce(sim *s, int c)
+{
+    sim_client *cl = &s->clients[c];
+    cl->state = CL_IDLE;
+    cl->retry = true; /* resend the same command: nothing happened */
+    cl->next_at = s->fx.time + rng_range(&s->rng, 10, 200);
+}
+
+/* Hand a client the result of its command. */
+static void client_result(sim *s, sim_client *cl, const fence_result *r)
+{
+    s->res->acked_cmds++;
+    cl->state = CL_IDLE;
+    cl->retry = false;
+    cl->next_at = s->fx.time + rng_range(&s->rng, 0, 300);
+    const fence_cmd *c = &cl->cmd;
+    switch (c->type) {
+    case FENCE_CMD_LEASE_GRANT:
+        if (r->status == FENCE_ST_OK && cl->n_leases < SIM_CLIENT_LEASES)
+            cl->leases[cl->n_leases++] = r->lease;
+        break;
+    case FENCE_CMD_LEASE_KEEPALIVE:
+    case FENCE_CMD_LEASE_REVOKE:
+        if (r->status == FENCE_ST_NOLEASE ||
+            c->type == FENCE_CMD_LEASE_REVOKE) {
+            for (unsigned k = 0; k < cl->n_leases; k++)
+                if (cl->leases[k] == c->lease)
+                    cl->leases[k] = cl->leases[--cl->n_leases];
+            for (unsigned k = 0; k < cl->n_held;)
+                if (cl->held[k].lease == c->lease)
+                    cl->held[k] = cl->held[--cl->n_held];
+                else
+                    k++;
+        }
+        break;
+    case FENCE_CMD_LOCK:
+    case FENCE_CMD_ACQUIRE:
+        if (r->status == FENCE_ST_OK) {
+            uint64_t lid = c->type == FENCE_CMD_LOCK ? c->lease : r->lease;
+            s->acks = grow(s->acks, &s->cap_acks, s->n_acks + 1,
+                           sizeof *s->acks);
+            s->acks[s->n_acks].token = r->token;
+            s->acks[s->n_acks].lease = lid;
+            s->acks[s->n_acks].lock = cl->lock;
+            s->acks[s->n_acks].time_ms = s->fx.time;
+            s->n_acks++;
+            s->res->acked_grants++;
+            if (cl->n_held < SIM_CLIENT_HELD) {
+                cl->held[cl->n_held].lock = cl->lock;
+                cl->held[cl->n_held].token = r->token;
+                cl->held[cl->n_held].lease = lid;
+                cl->n_held++;
+            }
+        } else if (r->status == FENCE_ST_QUEUED) {
+            cl->state = CL_WAITING;
+            cl->wait_id = r->wait_id;
+            cl->wait_node = cl->node;
+            cl->wait_lock = cl->lock;
+            cl->wait_lease = c->type == FENCE_CMD_LOCK ? c->lease : r->lease;
+            cl->give_up_at = s->fx.time + c->wait_ms + 3000;
+        }
+        break;
+    case FENCE_CMD_UNLOCK:
+        for (unsigned k = 0; k < cl->n_held; k++)
+            if (cl->held[k].token == c->token) {
+                cl->held[k] = cl->held[--cl->n_held];
+                break;
+            }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Apply callback of a proposal: status 0 means applied, and result is the
+ * node's results array for that entry; anything else means the outcome is
+ * unknown (RAFT_LEADERSHIPLOST) and clients retry by request id. */
+static void apply_cb(struct raft_apply *req, int status, void *result)
+{
+    sim_batch *b = req->data;
+    sim_node *n = b->node;
+    sim *s = n->sim;
+    b->busy = false;
+    if (b->is_start) {
+        if (status == 0 && n->phase == PHASE_START && n->lterm == b->term) {
+            n->phase = PHASE_READY;
+            s->res->leader_terms++;
+            sim_log(s, "node %u ready as leader of term %" PRIu64, n->i,
+                    (uint64_t)b->term);
+        } else if (n->phase == PHASE_START) {
+            n->phase = PHASE_NONE;
+        }
+        return;
+    }
+    const fence_result *res = result;
+    for (unsigned k = 0; k < b->n; k++) {
+        sim_client *cl = &s->clients[b->clients[k]];
+        assert(cl->state == CL_PROPOSED);
+        if (status == 0) {
+            client_result(s, cl, &res[k]);
+        } else {
+            s->res->unknown_outcomes++;
+            cl->state = CL_IDLE;
+            /* Retry only what is idempotent by request id. */
+            cl->retry = (cl->cmd.flags & FENCE_CMD_F_REQID) != 0;
+            cl->next_at = s->fx.time + rng_range(&s->rng, 50, 500);
+        }
+    }
+    b->n = 0;
+}
+
+/* Encode an entry into a raft_malloc'd buffer and propose it; returns
+ * raft_apply's code (on failure the buffer is freed here: raft owns it only
+ * when raft_apply returns 0). */
+static int propose(sim_node *n, sim_batch *b, uint64_t ts,
+                   const fence_cmd *cmds, unsigned nc)
+{
+    sim *s = n->sim;
+    struct raft *r = raft_fixture_get(&s->fx, n->i);
+    size_t len = fence_entry_size(cmds, nc);
+    struct raft_buffer buf;
+    buf.base = raft_malloc(len);
+    assert(buf.base != NULL);
+    buf.len = fence_entry_encode(ts, cmds, nc, buf.base, len);
+    assert(buf.len == len);
+    b->req.data = b;
+    b->node = n;
+    b->term = r->current_term;
+    b->busy = true;
+    int rv = raft_apply(r, &b->req, &buf, 1, apply_cb);
+    if (rv != 0) {
+        b->busy = false;
+        raft_free(buf.base);
+    }
+    return rv;
+}
+
+/* The limits every LEADER_START carries (small, so the sim reaches them). */
+static void sim_limits(fence_limits *l)
+{
+    fence_limits_default(l);
+    l->leases_max = 40;
+    l->locks_max = 4;
+    l->waiters_max = 6;
+    l->dedup_max = 4096;
+}
+
+/* One node's server procedure, run between steps: notice leadership,
+ * barrier, LEADER_START, then group-commit client batches and TICKs. */
+static void node_drive(sim *s, sim_node *n)
+{
+    struct raft *r = raft_fixture_get(&s->fx, n->i);
+    bool leader = !n->down && raft_state(r) == RAFT_LEADER;
+    if (!leader || r->current_term != n->lterm) {
+        if (n->phase != PHASE_NONE)
+            sim_log(s, "node %u leadership of term %" PRIu64 " ended", n->i,
+                    (uint64_t)n->lterm);
+        n->phase = PHASE_NONE;
+        /* Queued commands were never proposed: the clients resend. */
+        for (unsigned k = 0; k < n->n_queue; k++)
+            client_bounce(s, n->queue[k]);
+        n->n_queue = 0;
+    }
+    if (!leader)
+        return;
+    if (n->phase == PHASE_NONE) {
+        if (n->barrier_busy || n->start.busy || n->batch.busy)
+            return; /* callbacks of the old term still to come */
+        n->lterm = r->current_term;
+        n->barrier.data = n;
+        if (raft_barrier(r, &n->barrier, barrier_cb) == 0) {
+            n->barrier_busy = true;
+            n->phase = PHASE_BARRIER;
+        }
+        return;
+    }
+    if (n->phase == PHASE_BARRIER_DONE) {
+        fence_cmd c;
+        memset(&c, 0, sizeof c);
+        c.type = FENCE_CMD_LEADER_START;
+        sim_limits(&c.limits);
+        uint64_t clk = node_clock(s, n);
+        uint64_t fnow = fence_fsm_now(n->fsm);
+        n->start.is_start = true;
+        n->start.n = 0;
+        if (propose(n, &n->start, clk > fnow ? clk : fnow, &c, 1) == 0)
+            n->phase = PHASE_START;
+        else
+            n->phase = PHASE_NONE;
+        return;
+    }
+    if (n->phase != PHASE_READY || n->batch.busy)
+        return;
+    bool tick = fence_fsm_next_deadline(n->fsm) <= node_clock(s, n);
+    if (n->n_queue == 0 && !tick)
+        return;
+    fence_cmd cmds[SIM_RESULTS_MAX];
+    unsigned nc = 0;
+    sim_batch *b = &n->batch;
+    b->is_start = false;
+    b->n = 0;
+    for (unsigned k = 0; k < n->n_queue; k++) {
+        sim_client *cl = &s->clients[n->queue[k]];
+        cmds[nc++] = cl->cmd;
+        b->clients[b->n++] = n->queue[k];
+    }
+    if (tick) {
+        memset(&cmds[nc], 0, sizeof cmds[nc]);
+        cmds[nc++].type = FENCE_CMD_TICK;
+    }
+    if (propose(n, b, node_clock(s, n), cmds, nc) == 0) {
+        for (unsigned k = 0; k < b->n; k++)
+            s->clients[b->clients[k]].state = CL_PROPOSED;
+        n->n_queue = 0;
+    } else {
+        b->n = 0; /* stays queued; the leadership check bounces it */
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * 6. Simulated clients
+ * ------------------------------------------------------------------------ */
+
+/* Pick a node a client can send to: any live node that believes it is the
+ * leader and is ready (a stale leader in a minority partition included). */
+static int pick_leader(sim *s)
+{
+    int cand[SIM_MAX_NODES];
+    int nc = 0;
+    for (unsigned k = 0; k < s->o.nodes; k++)
+        if (!s->nodes[k].down && s->nodes[k].phase == PHASE_READY)
+            cand[nc++] = (int)k;
+    if (nc == 0)
+        return -1;
+    return cand[rng_range(&s->rng, 0, (uint64_t)nc - 1)];
+}
+
+/* Set a command's lock name. */
+static void set_name(sim_client *cl, unsigned lock)
+{
+    cl->lock = lock;
+    memcpy(cl->name_buf, "lock", 4);
+    cl->name_buf[4] = (uint8_t)('0' + lock);
+    cl->cmd.name = cl->name_buf;
+    cl->cmd.name_len = 5;
+}
+
+/* Choose a random new command for an idle client. */
+static void client_new_cmd(sim *s, sim_client *cl)
+{
+    uint64_t *g = &s->rng;
+    fence_cmd *c = &cl->cmd;
+    memset(c, 0, sizeof *c);
+    unsigned roll = (unsigned)rng_range(g, 0, 99);
+    if (cl->n_leases == 0 && roll < 70)
+        roll = 0; /* mostly get a lease first */
+    uint64_t some_lease = cl->n_leases
+                              ? cl->leases[rng_range(g, 0, cl->n_leases - 1)]
+                              : rng_range(g, 1, 40);
+    if (roll < 12) {
+        c->type = FENCE_CMD_LEASE_GRANT;
+        c->ttl_ms = rng_range(g, 300, 4000);
+        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
+        if (rng_pct(g, 3))
+            c->ttl_ms = 1; /* invalid */
+    } else if (roll < 40) {
+        c->type = FENCE_CMD_LEASE_KEEPALIVE;
+        c->lease = some_lease;
+    } else if (roll < 44) {
+        c->type = FENCE_CMD_LEASE_REVOKE;
+        c->lease = some_lease;
+    } else if (roll < 70) {
+        c->type = FENCE_CMD_LOCK;
+        c->lease = some_lease;
+        set_name(cl, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
+    } else if (roll < 86) {
+        c->type = FENCE_CMD_UNLOCK;
+        if (cl->n_held && rng_pct(g, 85)) {
+            unsigned k = (unsigned)rng_range(g, 0, cl->n_held - 1);
+            set_name(cl, cl->held[k].lock);
+            c->token = cl->held[k].token;
+        } else {
+            set_name(cl, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+            c->token = rng_range(g, 1, s->model_token + 2);
+        }
+    } else if (roll < 96) {
+        c->type = FENCE_CMD_ACQUIRE;
+        set_name(cl, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        c->ttl_ms = rng_range(g, 300, 4000);
+        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
+        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
+    } else {
+        c->type = FENCE_CMD_CANCEL;
+        c->wait_id = rng_range(g, 1, 50); /* probably not ours */
+    }
+    if (rng_pct(g, 50)) {
+        c->flags |= FENCE_CMD_F_REQID;
+        c->req_id = ((uint64_t)(cl->id + 1) << 40) | ++cl->seq;
+    }
+}
+
+/* Let a client act: start a command, give up a wait (CANCEL), or resend
+ * after a bounce or an unknown outcome. */
+static void client_drive(sim *s, sim_client *cl)
+{
+    if (cl->state == CL_WAITING) {
+        if (s->fx.time >= cl->give_up_at) {
+            /* No answer (the leader changed, so nobody will send one). */
+            cl->state = CL_IDLE;
+            cl->retry = false;
+        } else if (s->traffic && s->fx.time >= cl->next_at &&
+                   rng_pct(&s->rng, 1)) {
+            /* The waiting client goes away: CANCEL its wait. */
+            memset(&cl->cmd, 0, sizeof cl->cmd);
+            cl->cmd.type = FENCE_CMD_CANCEL;
+            cl->cmd.wait_id = cl->wait_id;
+            cl->state = CL_IDLE;
+            cl->retry = true; /* i.e. send cmd as it is */
+        } else {
+            return;
+        }
+    }
+    if (cl->state != CL_IDLE || s->fx.time < cl->next_at)
+        return;
+    if (!cl->retry) {
+        if (!s->traffic)
+            return;
+        client_new_cmd(s, cl);
+    }
+    int node = pick_leader(s);
+    if (node < 0) {
+        cl->next_at = s->fx.time + 50;
+        return;
+    }
+    sim_node *n = &s->nodes[node];
+    if (n->n_queue >= SIM_MAX_CLIENTS)
+        return;
+    n->queue[n->n_queue++] = (int)cl->id;
+    cl->node = (unsigned)node;
+    cl->state = CL_QUEUED;
+}
+
+/* ------------------------------------------------------------------------
+ * 7. Faults
+ * ------------------------------------------------------------------------ */
+
+/* Make the fixture's links match the partition table and liveness. */
+static void net_apply(sim *s)
+{
+    for (unsigned a = 0; a < s->o.nodes; a++)
+        for (unsigned b = 0; b < s->o.nodes; b++) {
+            if (a == b)
+                continue;
+            bool want = s->part[a][b] || s->nodes[a].down || s->nodes[b].down;
+            if (raft_fixture_saturated(&s->fx, a, b) != want) {
+                if (want)
+                    raft_fixture_saturate(&s->fx, a, b);
+                else
+                    raft_fixture_desaturate(&s->fx, a, b);
+            }
+        }
+}
+
+/* Take a node down (pause or crash). */
+static void node_down(sim *s, sim_node *n)
+{
+    if (n->down)
+        return;
+    raft_fixture_kill(&s->fx, n->i);
+    n->down = true;
+    net_apply(s);
+}
+
+/* Restart a node that is down and has no I/O in flight: close its raft
+ * (failing its pending proposals), throw away its fsm, and start again
+ * from what its disk holds, as a restarted process would. */
+static void node_restart(sim *s, sim_node *n)
+{
+    struct raft *r = raft_fixture_get(&s->fx, n->i);
+    assert(n->down && n->n_pend == 0);
+    raft_close(r, NULL);
+    n->transfer_busy = false;
+    n->barrier_busy = false;
+    n->start.busy = false;
+    n->batch.busy = false;
+    n->phase = PHASE_NONE;
+    fence_fsm_destroy(n->fsm);
+    n->fsm = node_fsm_new(n);
+    n->last_cmd_index = 0;
+    n->last_token = 0;
+    n->crashed = false;
+    int rv = raft_init(r, &n->wio, &n->rfsm, n->i + 1, s->fx.servers[n->i].address);
+    assert(rv == 0);
+    raft_set_election_timeout(r, SIM_ELECTION_MS);
+    raft_set_heartbeat_timeout(r, SIM_HEARTBEAT_MS);
+    raft_set_pre_vote(r, true);
+    raft_set_snapshot_threshold(r, 32);
+    raft_set_snapshot_trailing(r, 8);
+    rv = raft_start(r);
+    s->res->restarts++;
+    if (rv != 0 || n->crashed) {
+        /* start itself hit a disk fault: stay down, try again later */
+        raft_close(r, NULL);
+        rv = raft_init(r, &n->wio, &n->rfsm, n->i + 1,
+                       s->fx.servers[n->i].address);
+        assert(rv == 0);
+        n->crashed = false;
+        n->up_at = s->fx.time + 500;
+        return;
+    }
+    sim_log(s, "node %u restarted", n->i);
+    n->restart_wanted = false;
+    raft_fixture_revive(&s->fx, n->i);
+    n->down = false;
+    net_apply(s);
+}
+
+/* Transfer callback: record that it is over. */
+static void transfer_cb(struct raft_transfer *req)
+{
+    sim_node *n = req->data;
+    n->transfer_busy = false;
+}
+
+/* Whether every node's raft is a follower (the fixture's elect and depose
+ * assert this of all non-leaders). */
+static bool all_followers_except(sim *s, unsigned except)
+{
+    for (unsigned k = 0; k < s->o.nodes; k++) {
+        if (k == except)
+            continue;
+        if (raft_state(raft_fixture_get(&s->fx, k)) != RAFT_FOLLOWER)
+            return false;
+    }
+    return true;
+}
+
+/* Inject one random fault. */
+static void fault_one(sim *s)
+{
+    uint64_t *g = &s->rng;
+    unsigned nn = s->o.nodes;
+    unsigned i = (unsigned)rng_range(g, 0, nn - 1);
+    sim_node *n = &s->nodes[i];
+    unsigned roll = (unsigned)rng_range(g, 0, 99);
+    s->res->faults++;
+    if (roll < 18) {
+        /* partition: a random minority (or a single link) cut off */
+        unsigned sz = (unsigned)rng_range(g, 1, nn / 2);
+        bool side[SIM_MAX_NODES] = {false};
+        for (unsigned k = 0; k < sz; k++)
+            side[rng_range(g, 0, nn - 1)] = true;
+        if (rng_pct(g, 30)) {
+            unsigned j = (unsigned)rng_range(g, 0, nn - 1);
+            if (j != i)
+                s->part[i][j] = s->part[j][i] = true;
+            sim_log(s, "fault: cut link %u-%u", i, j);
+        } else {
+            for (unsigned a = 0; a < nn; a++)
+                for (unsigned b = 0; b < nn; b++)
+                    if (side[a] != side[b])
+                        s->part[a][b] = true;
+            sim_log(s, "fault: partition of %u node(s)", sz);
+        }
+        net_apply(s);
+    } else if (roll < 30) {
+        memset(s->part, 0, sizeof s->part);
+        net_apply(s);
+        sim_log(s, "fault: heal all links");
+    } else if (roll < 40) {
+        if (!n->down) {
+            node_down(s, n);
+            n->up_at = s->fx.time + rng_range(g, 200, 5000);
+            sim_log(s, "fault: pause node %u", i);
+        }
+    } else if (roll < 48) {
+        if (!n->down) {
+            node_down(s, n);
+            n->restart_wanted = true;
+            n->up_at = s->fx.time + rng_range(g, 100, 3000);
+            sim_log(s, "fault: restart node %u", i);
+        }
+    } else if (roll < 57) {
+        raft_fixture_set_disk_latency(&s->fx, i, (unsigned)rng_range(g, 1, 200));
+        sim_log(s, "fault: disk latency node %u", i);
+    } else if (roll < 66) {
+        raft_fixture_set_network_latency(&s->fx, i,
+                                         (unsigned)rng_range(g, 1, 150));
+        sim_log(s, "fault: network latency node %u", i);
+    } else if (roll < 73) {
+        raft_fixture_io_fault(&s->fx, i, (int)rng_range(g, 0, 40), 1);
+        sim_log(s, "fault: I/O fault armed on node %u", i);
+    } else if (roll < 80) {
+        s->want_op = 1;
+    } else if (roll < 85) {
+        s->want_op = 2;
+    } else if (roll < 93) {
+        unsigned L = raft_fixture_leader_index(&s->fx);
+        if (L < nn && !s->nodes[L].down && !s->nodes[L].transfer_busy) {
+            struct raft *r = raft_fixture_get(&s->fx, L);
+            s->nodes[L].transfer.data = &s->nodes[L];
+            if (raft_transfer(r, &s->nodes[L].transfer, 0, transfer_cb) == 0) {
+                s->nodes[L].transfer_busy = true;
+                sim_log(s, "fault: leadership transfer from node %u", L);
+            }
+        }
+    } else {
+        raft_fixture_set_randomized_election_timeout(
+            &s->fx, i, (unsigned)rng_range(g, SIM_ELECTION_MS,
+                                           2 * SIM_ELECTION_MS));
+    }
+}
+
+/* Bring nodes back whose time has come (revive a paused node; restart a
+ * crashed or restarting one once its I/O has drained), and take down
+ * nodes whose disk write failed. */
+static void nodes_updown(sim *s)
+{
+    for (unsigned k = 0; k < s->o.nodes; k++) {
+        sim_node *n = &s->nodes[k];
+        /* raft gives up (RAFT_UNAVAILABLE) after some I/O errors, e.g. a
+         * failed send while answering; the server then exits and is
+         * restarted, which is what the sim does too. */
+        if (!n->down &&
+            raft_state(raft_fixture_get(&s->fx, k)) == RAFT_UNAVAILABLE)
+            n->crashed = true;
+        if (n->crashed && !n->down && !s->in_fixture_op) {
+            sim_log(s, "node %u crash-stops: a disk write failed", k);
+            s->res->crashes++;
+            node_down(s, n);
+            n->restart_wanted = true;
+            n->up_at = s->fx.time + rng_range(&s->rng, 100, 2000);
+        }
+        if (!n->down || s->fx.time < n->up_at || s->in_fixture_op)
+            continue;
+        if (n->restart_wanted) {
+            if (n->n_pend == 0)
+                node_restart(s, n);
+        } else {
+            raft_fixture_revive(&s->fx, k);
+            n->down = false;
+            net_apply(s);
+            sim_log(s, "node %u revived", k);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * 8. The run
+ * ------------------------------------------------------------------------ */
+
+/* Everything between two fixture steps (also runs inside the fixture's own
+ * elect/depose loops, with faults off). */
+static void hook(struct raft_fixture *fx, struct raft_fixture_event *ev)
+{
+    (void)fx;
+    (void)ev;
+    sim *s = g_sim;
+    s->step++;
+    nodes_updown(s);
+    for (unsigned k = 0; k < s->o.nodes; k++)
+        node_drive(s, &s->nodes[k]);
+    for (unsigned c = 0; c < s->o.clients; c++)
+        client_drive(s, &s->clients[c]);
+    if (s->faults && !s->in_fixture_op && s->fx.time >= s->next_fault_at) {
+        fault_one(s);
+        s->next_fault_at = s->fx.time + rng_range(&s->rng, 100, 1500);
+    }
+    for (unsigned k = 0; k < s->o.nodes && !s->res->failed; k++) {
+        const char *bad = fence_fsm_check(s->nodes[k].fsm);
+        if (bad != NULL)
+            sim_fail(s, "node %u: fence_fsm_check: %s", k, bad);
+    }
+}
+
+/* Run the fixture's depose or elect when their preconditions hold (they
+ * assert them). */
+static void fixture_op(sim *s)
+{
+    int op = s->want_op;
+    s->want_op = 0;
+    unsigned nn = s->o.nodes;
+    for (unsigned k = 0; k < nn; k++)
+        if (s->nodes[k].down || s->nodes[k].restart_wanted)
+            return;
+    for (unsigned a = 0; a < nn; a++)
+        for (unsigned b = 0; b < nn; b++)
+            if (s->part[a][b])
+                return;
+    unsigned L = raft_fixture_leader_index(&s->fx);
+    if (op == 1) {
+        if (L >= nn || raft_state(raft_fixture_get(&s->fx, L)) != RAFT_LEADER ||
+            !all_followers_except(s, L))
+            return;
+        for (unsigned k = 0; k < nn; k++)
+            raft_fixture_io_fault(&s->fx, k, -1, 0);
+        sim_log(s, "fault: depose leader %u", L);
+        s->in_fixture_op = true;
+        raft_fixture_depose(&s->fx);
+        s->in_fixture_op = false;
+    } else if (op == 2) {
+        if (L < nn || !all_followers_except(s, nn))
+            return;
+        /* Elect the most up-to-date node: it wins every vote. */
+        unsigned best = 0;
+        raft_term bt = 0;
+        raft_index bi = 0;
+        for (unsigned k = 0; k < nn; k++) {
+            struct raft *r = raft_fixture_get(&s->fx, k);
+            const struct raft_log *lg = &r->log;
+            raft_index li = raft_last_index(r);
+            raft_term lt = lg->front != lg->back
+                               ? lg->entries[(lg->back + lg->size - 1) %
+                                             lg->size].term
+                               : lg->snapshot.last_term;
+            if (r->follower_state.current_leader.id != 0)
+                return; /* pre-vote would be refused while a leader is known */
+            if (lt > bt || (lt == bt && li > bi)) {
+                best = k;
+                bt = lt;
+                bi = li;
+            }
+        }
+        for (unsigned k = 0; k < nn; k++)
+            raft_fixture_io_fault(&s->fx, k, -1, 0);
+        sim_log(s, "fault: elect node %u", best);
+        s->in_fixture_op = true;
+        raft_fixture_elect(&s->fx, best);
+        s->in_fixture_op = false;
+    }
+}
+
+/* Whether the cluster has settled: a ready leader, every node up, no
+ * client request in the pipeline, and every node applied the leader's
+ * whole log. */
+static bool settled(sim *s)
+{
+    unsigned L = raft_fixture_leader_index(&s->fx);
+    if (L >= s->o.nodes || s->nodes[L].phase != PHASE_READY ||
+        s->nodes[L].batch.busy || s->nodes[L].n_queue)
+        return false;
+    struct raft *lr = raft_fixture_get(&s->fx, L);
+    raft_index last = raft_last_index(lr);
+    for (unsigned k = 0; k < s->o.nodes; k++) {
+        if (s->nodes[k].down)
+            return false;
+        if (raft_last_applied(raft_fixture_get(&s->fx, k)) != last)
+            return false;
+    }
+    for (unsigned c = 0; c < s->o.clients; c++)
+        if (s->clients[c].state == CL_QUEUED ||
+            s->clients[c].state == CL_PROPOSED)
+            return false;
+    return true;
+}
+
+/* Final checks: every acknowledged grant is in the history with the same
+ * lock and lease; every node holds the same state. */
+static void final_checks(sim *s)
+{
+    for (size_t k = 0; k < s->n_acks && !s->res->failed; k++) {
+        const sim_ack *a = &s->acks[k];
+        sim_grant *g = grant_find(s, a->token);
+        char nm[8] = "lock0";
+        nm[4] = (char)('0' + a->lock);
+        if (g == NULL)
+            sim_fail(s, "acknowledged token %" PRIu64 " (lock%u, lease %" PRIu64
+                        ", acked at t=%" PRIu64 ") is not in the history",
+                     a->token, a->lock, a->lease, a->time_ms);
+        else if (g->lease != a->lease ||
+                 (g->name_len == 5 && memcmp(g->name, nm, 5) != 0))
+            sim_fail(s, "acknowledged token %" PRIu64 " was lock%u/lease %"
+                        PRIu64 " for the client but %.*s/lease %" PRIu64
+                        " in the history",
+                     a->token, a->lock, a->lease, (int)g->name_len, g->name,
+                     g->lease);
+    }
+    uint64_t h0 = node_snap_hash(&s->nodes[0]);
+    for (unsigned k = 1; k < s->o.nodes && !s->res->failed; k++)
+        if (node_snap_hash(&s->nodes[k]) != h0)
+            sim_fail(s, "final state of node %u differs from node 0", k);
+}
+
+/* Set up the cluster: N nodes on the fixture, each with the wrapper io and
+ * a fresh fsm, bootstrapped with all as voters, started. */
+static void cluster_setup(sim *s)
+{
+    int rv = raft_fixture_initialize(&s->fx);
+    assert(rv == 0);
+    for (unsigned k = 0; k < s->o.nodes; k++) {
+        sim_node *n = &s->nodes[k];
+        n->sim = s;
+        n->i = k;
+        n->events = calloc(SIM_EVENTS_MAX, sizeof *n->events);
+        assert(n->events != NULL);
+        n->fsm = node_fsm_new(n);
+        n->rfsm.version = 1;
+        n->rfsm.data = n;
+        n->rfsm.apply = rfsm_apply;
+        n->rfsm.snapshot = rfsm_snapshot;
+        n->rfsm.restore = rfsm_restore;
+        rv = raft_fixture_grow(&s->fx, &n->rfsm);
+        assert(rv == 0);
+        /* Route raft through the wrapper (raft_init already ran the
+         * fixture's init; ours forwards everything else). */
+        struct raft *r = raft_fixture_get(&s->fx, k);
+        wio_setup(n, r->io);
+        n->wio.data = r;
+        r->io = &n->wio;
+        raft_set_pre_vote(r, true);
+        raft_set_snapshot_threshold(r, 32);
+        raft_set_snapshot_trailing(r, 8);
+        n->clock_offset = k == 0 ? 0 : (int64_t)rng_range(&s->rng, 0, 3000);
+        raft_fixture_set_randomized_election_timeout(
+            &s->fx, k,
+            (unsigned)rng_range(&s->rng, SIM_ELECTION_MS, 2 * SIM_ELECTION_MS));
+    }
+    struct raft_configuration conf;
+    rv = raft_fixture_configuration(&s->fx, s->o.nodes, &conf);
+    assert(rv == 0);
+    rv = raft_fixture_bootstrap(&s->fx, &conf);
+    assert(rv == 0);
+    raft_configuration_close(&conf);
+    rv = raft_fixture_start(&s->fx);
+    assert(rv == 0);
+    (void)rv;
+    raft_fixture_hook(&s->fx, hook);
+}
+
+/* Release everything of a run. */
+static void cluster_teardown(sim *s)
+{
+    for (unsigned k = 0; k < s->o.nodes; k++)
+        if (s->nodes[k].down)
+            raft_fixture_revive(&s->fx, k);
+    raft_fixture_close(&s->fx);
+    for (unsigned k = 0; k < s->o.nodes; k++) {
+        sim_node *n = &s->nodes[k];
+        fence_fsm_destroy(n->fsm);
+        free(n->events);
+        free(n->snapbuf);
+        free(n->pend);
+        while (n->ops_head) {
+            sim_diskop *op = n->ops_head;
+            n->ops_head = op->next;
+            free(op);
+        }
+        for (size_t j = 0; j < n->d_n; j++)
+            raft_free(n->d_ent[j].buf.base);
+        free(n->d_ent);
+        snap_free(n->d_snap);
+    }
+    free(s->hist);
+    free(s->grants);
+    free(s->acks);
+    free(s->mleases);
+    free(s->reqids);
+}
+
+int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
+{
+    sim *s = calloc(1, sizeof *s);
+    assert(s != NULL);
+    memset(out, 0, sizeof *out);
+    s->o = *opts;
+    if (s->o.nodes < 1 || s->o.nodes > SIM_MAX_NODES)
+        s->o.nodes = 3;
+    if (s->o.clients > SIM_MAX_CLIENTS)
+        s->o.clients = SIM_MAX_CLIENTS;
+    s->res = out;
+    s->rng = opts->seed * 0x2545f4914f6cdd1dULL + 1;
+    g_sim = s;
+    for (unsigned c = 0; c < s->o.clients; c++)
+        s->clients[c].id = c;
+    cluster_setup(s);
+
+    /* Traffic and faults for the run's duration. */
+    s->traffic = true;
+    s->faults = true;
+    s->next_fault_at = 2000;
+    while (s->fx.time < s->o.duration_ms && !out->failed) {
+        if (s->want_op)
+            fixture_op(s);
+        raft_fixture_step(&s->fx);
+    }
+
+    /* Heal everything, stop new traffic, and let the cluster settle. */
+    s->faults = false;
+    s->traffic = false;
+    memset(s->part, 0, sizeof s->part);
+    for (unsigned k = 0; k < s->o.nodes; k++) {
+        raft_fixture_set_disk_latency(&s->fx, k, 10);
+        raft_fixture_set_network_latency(&s->fx, k, 15);
+        raft_fixture_io_fault(&s->fx, k, -1, 0);
+        if (s->nodes[k].down)
+            s->nodes[k].up_at = s->fx.time;
+    }
+    net_apply(s);
+    uint64_t settle_end = s->fx.time + SIM_SETTLE_MS;
+    while (!out->failed && !settled(s) && s->fx.time < settle_end)
+        raft_fixture_step(&s->fx);
+    if (!out->failed && !settled(s)) {
+        char why[320];
+        size_t w = 0;
+        for (unsigned k = 0; k < s->o.nodes && w < sizeof why; k++) {
+            struct raft *r = raft_fixture_get(&s->fx, k);
+            int m = snprintf(why + w, sizeof why - w,
+                             " [n%u st%d t%" PRIu64 " last%" PRIu64 " app%" PRIu64
+                             " ph%d%s%s]",
+                             k, raft_state(r), (uint64_t)r->current_term,
+                             (uint64_t)raft_last_index(r),
+                             (uint64_t)raft_last_applied(r), s->nodes[k].phase,
+                             s->nodes[k].down ? " down" : "",
+                             s->nodes[k].n_pend ? " io" : "");
+            if (m < 0)
+                break;
+            w += (size_t)m;
+        }
+        sim_fail(s, "cluster did not settle within %d ms after faults "
+                    "stopped:%s", SIM_SETTLE_MS, why);
+    }
+    if (!out->failed)
+        final_checks(s);
+    if (!out->failed) {
+        out->step = s->step;
+        out->time_ms = s->fx.time;
+    }
+    cluster_teardown(s);
+    g_sim = NULL;
+    free(s);
+    return out->failed ? 1 : 0;
+}
