@@ -48,16 +48,28 @@ uint64_t fence__hash_u64(uint64_t x)
     return x;
 }
 
-/* FNV-1a over the name bytes, finished with the 64-bit mixer so that the
- * low bits used as the bucket index depend on every byte. */
-uint64_t fence__hash_name(const uint8_t *name, uint16_t len)
+/* Keyed hash of a lock name: the bytes, eight at a time, are chained
+ * through the mixer starting from the seed.  Clients choose names, so
+ * without the (per-process) seed they cannot aim names at one bucket. */
+uint64_t fence__hash_name(uint64_t seed, const uint8_t *name, uint16_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (uint16_t i = 0; i < len; i++) {
-        h ^= name[i];
-        h *= 0x100000001b3ULL;
+    uint64_t h = fence__hash_u64(seed ^ (0x9e3779b97f4a7c15ULL * (len + 1u)));
+    uint16_t i = 0;
+    while (i < len) {
+        uint64_t block = 0;
+        for (int b = 0; b < 8 && i < len; b++, i++) {
+            block |= (uint64_t)name[i] << (8 * b);
+        }
+        h = fence__hash_u64(h ^ block) + seed;
     }
     return fence__hash_u64(h);
+}
+
+/* Keyed hash of a 64-bit key (ids, request ids).  Still a bijection, so
+ * equal hashes mean equal keys and lookups compare hashes only. */
+static uint64_t key_hash(const fence_fsm *f, uint64_t key)
+{
+    return fence__hash_u64(key ^ f->hash_seed);
 }
 
 /* ---- Hash tables -------------------------------------------------------- */
@@ -301,7 +313,7 @@ fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
     l->ttl_ms = ttl_ms;
     l->lock_delay_ms = lock_delay_ms;
     l->dedicated = dedicated;
-    l->hn.hash = fence__hash_u64(id);
+    l->hn.hash = key_hash(f, id);
     l->hi.kind = FENCE__K_LEASE;
     l->hi.id = id;
     l->hi.deadline_ms = deadline_ms;
@@ -322,7 +334,7 @@ fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
 /* The lease with this id, or NULL. */
 fence__lease *fence__lease_find(const fence_fsm *f, uint64_t id)
 {
-    fence__hnode *h = htab_first(&f->leases, fence__hash_u64(id));
+    fence__hnode *h = htab_first(&f->leases, key_hash(f, id));
     return h ? CONTAINER(h, fence__lease, hn) : NULL;
 }
 
@@ -368,7 +380,7 @@ static uint64_t lease_deadline(const fence_fsm *f, const fence__lease *l)
 fence__lock *fence__lock_find(const fence_fsm *f, const uint8_t *name,
                               uint16_t len)
 {
-    uint64_t hash = fence__hash_name(name, len);
+    uint64_t hash = fence__hash_name(f->hash_seed, name, len);
     for (fence__hnode *h = f->locks.b[hash & f->locks.mask]; h != NULL;
          h = h->next) {
         if (h->hash != hash) {
@@ -472,7 +484,7 @@ fence__lock *fence__lock_add(fence_fsm *f, const uint8_t *name, uint16_t len,
     memcpy(k->name, name, len);
     k->name_len = len;
     k->token = token;
-    k->hn.hash = fence__hash_name(name, len);
+    k->hn.hash = fence__hash_name(f->hash_seed, name, len);
     k->hi.kind = FENCE__K_DELAY;
     k->hi.idx = FENCE__NOT_IN_HEAP;
     tok_append(f, k);
@@ -521,7 +533,7 @@ static void lock_maybe_destroy(fence_fsm *f, fence__lock *k)
 /* The wait with this id, or NULL. */
 fence__wait *fence__wait_find(const fence_fsm *f, uint64_t id)
 {
-    fence__hnode *h = htab_first(&f->waits, fence__hash_u64(id));
+    fence__hnode *h = htab_first(&f->waits, key_hash(f, id));
     return h ? CONTAINER(h, fence__wait, hn) : NULL;
 }
 
@@ -550,7 +562,7 @@ fence__wait *fence__wait_add(fence_fsm *f, uint64_t id, fence__lease *l,
     w->acquire = acquire;
     w->has_req = has_req;
     w->req_id = has_req ? req_id : 0;
-    w->hn.hash = fence__hash_u64(id);
+    w->hn.hash = key_hash(f, id);
     w->hi.kind = FENCE__K_WAIT;
     w->hi.id = id;
     w->hi.deadline_ms = deadline_ms;
@@ -686,7 +698,7 @@ static fence__wait *find_wait(const fence__lease *l, const fence__lock *k)
 /* The dedup record for req_id, or NULL. */
 fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id)
 {
-    fence__hnode *h = htab_first(&f->dedup, fence__hash_u64(req_id));
+    fence__hnode *h = htab_first(&f->dedup, key_hash(f, req_id));
     return h ? CONTAINER(h, fence__dedup, hn) : NULL;
 }
 
@@ -694,7 +706,7 @@ fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id)
 static void dedup_link(fence_fsm *f, fence__dedup *d)
 {
     FENCE_ASSERT(fence__dedup_find(f, d->req_id) == NULL);
-    d->hn.hash = fence__hash_u64(d->req_id);
+    d->hn.hash = key_hash(f, d->req_id);
     d->next = NULL;
     d->prev = f->dd_tail;
     if (f->dd_tail != NULL) {
@@ -1228,10 +1240,11 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
 }
 
-/* Apply one command at now_ms: advance time (LEADER_START only moves the
- * clock: it rebases the old deadlines instead of firing them), answer a
- * known request id from the dedup table, else run it and remember it. */
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
+
+/* Apply one command at now_ms: advance time (LEADER_START only moves the
+ * clock: it rebases the old deadlines instead of firing them), run the
+ * command, then process anything still due (see apply_cmd). */
 
 void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                      fence_result *out)
@@ -1307,7 +1320,7 @@ void fence_limits_default(fence_limits *l)
 }
 
 /* Create an empty state; NULL on lack of memory. */
-fence_fsm *fence__fsm_new(const fence_alloc *a)
+fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed)
 {
     FENCE_ASSERT(a->alloc != NULL);
     FENCE_ASSERT(a->free != NULL);
@@ -1317,6 +1330,7 @@ fence_fsm *fence__fsm_new(const fence_alloc *a)
     }
     memset(f, 0, sizeof(*f));
     f->alloc = *a;
+    f->hash_seed = hash_seed;
     fence_limits_default(&f->limits);
     f->next_lease_id = 1;
     f->next_wait_id = 1;
@@ -1374,7 +1388,7 @@ int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out)
     FENCE_ASSERT(opts != NULL);
     FENCE_ASSERT(out != NULL);
     *out = NULL;
-    fence_fsm *f = fence__fsm_new(&opts->alloc);
+    fence_fsm *f = fence__fsm_new(&opts->alloc, opts->hash_seed);
     if (f == NULL) {
         return FENCE_ST_LIMIT;
     }

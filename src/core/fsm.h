@@ -151,6 +151,12 @@ typedef struct fence_fsm_opts {
     fence_alloc alloc;
     fence_event_cb on_event; /* may be NULL: events are dropped */
     void *event_ctx;
+    /* Keys the internal hash tables so that clients cannot choose lock
+     * names or request ids that all land in one bucket.  Any value; it
+     * need not match across replicas (it changes no result, event or
+     * snapshot byte).  The server should pass a random value; 0 is fine in
+     * tests. */
+    uint64_t hash_seed;
 } fence_fsm_opts;
 
 /* Create an empty state machine.  Returns 0, or FENCE_ST_LIMIT if memory

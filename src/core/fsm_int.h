@@ -134,6 +134,7 @@ struct fence_fsm {
     fence_alloc alloc;         /* the injected allocator */
     fence_event_cb on_event;   /* event sink, may be NULL */
     void *event_ctx;           /* passed to on_event */
+    uint64_t hash_seed;        /* keys the hash tables (not state) */
     fence_limits limits;       /* in force */
     uint64_t now_ms;           /* fsm time */
     uint64_t last_token;       /* last token issued; 0 before any */
@@ -163,11 +164,11 @@ void fence__free(fence_fsm *f, void *p);
 
 /* Hash of a 64-bit key (a bijection, so equal hashes mean equal keys). */
 uint64_t fence__hash_u64(uint64_t x);
-/* Hash of a lock name. */
-uint64_t fence__hash_name(const uint8_t *name, uint16_t len);
+/* Keyed hash of a lock name. */
+uint64_t fence__hash_name(uint64_t seed, const uint8_t *name, uint16_t len);
 
 /* Create an empty state with the given allocator; NULL on lack of memory. */
-fence_fsm *fence__fsm_new(const fence_alloc *a);
+fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed);
 /* Free every object of the state and the state itself. */
 void fence__fsm_free(fence_fsm *f);
 

@@ -436,7 +436,7 @@ int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
     if (fence__crc32c(buf, len - 4) != crc) {
         return FENCE_ST_INVALID;
     }
-    fence_fsm *n = fence__fsm_new(&f->alloc);
+    fence_fsm *n = fence__fsm_new(&f->alloc, f->hash_seed);
     if (n == NULL) {
         return FENCE_ST_LIMIT;
     }
