@@ -7,8 +7,10 @@ every acknowledged grant that was not (possibly) released afterwards is
 still held by the same lease with the same token; every acknowledged
 release is still released; every acknowledged lease exists; the next token
 is higher than every token ever returned; a lease restarts with its full
-TTL (LEADER_START's rebase); and the cycle works twice.  FENCE_CRASH_ROUNDS
-(default 2) sets the number of kill/restart rounds.
+TTL (LEADER_START's rebase); and the cycle works twice.  A second server
+takes a snapshot every 32 entries, so its restarts go through snapshot
+restore plus log replay.  FENCE_CRASH_ROUNDS (default 2) sets the number of
+kill/restart rounds per server.
 """
 import os
 import signal
@@ -20,7 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import Fenced, Tap  # noqa: E402
 
 t = Tap()
-srv = Fenced("crash").start()
 ROUNDS = int(os.environ.get("FENCE_CRASH_ROUNDS", "2"))
 N_CLIENTS = 32
 LOCKS_PER_CLIENT = 4
@@ -45,7 +46,7 @@ class Client(threading.Thread):
 
     def run(self):
         global max_token
-        names = ["c%d-l%d-r%d" % (self.k, j, rnd_round) for j in range(LOCKS_PER_CLIENT)]
+        names = ["c%d-l%d-r%d" % (self.k, j, round_no) for j in range(LOCKS_PER_CLIENT)]
         for n in names:
             self.state[n] = ("free", None)
         i = 0
@@ -79,67 +80,81 @@ class Client(threading.Thread):
                 return  # the server died: this op's outcome is unknown
 
 
-for rnd_round in range(ROUNDS):
-    errors = []
-    clients = [Client(k) for k in range(N_CLIENTS)]
-    ttl_probe = clients[0].c.execute_command("LEASE.GRANT", 4000)
-    t_probe = time.monotonic()
-    for cl in clients:
-        cl.start()
-    time.sleep(1.5)
-    before = srv.info()
-    srv.stop(signal.SIGKILL)
-    for cl in clients:
-        cl.stop = True
-        cl.join(20)
-    t.check(not errors, "round %d: no wrong replies under load" % rnd_round, errors[:5])
-    srv.start()
-    restarted = time.monotonic()
-    c = srv.client()
-    acked = sum(1 for cl in clients for s in cl.state.values() if s[0] != "unknown")
-    t.check(int(before["commands_processed"]) > 500,
-            "round %d: killed under load (%s commands before SIGKILL)"
-            % (rnd_round, before["commands_processed"]))
-    lost = []
-    for cl in clients:
-        for name, (st, tok) in cl.state.items():
-            if st == "held":
-                info = c.execute_command("LOCK.INFO", name)
-                if info is None or info[0] != tok or info[1] != cl.lease:
-                    lost.append((name, tok, info))
-            elif st == "free":
-                info = c.execute_command("LOCK.INFO", name)
-                if info is not None:
-                    lost.append((name, "free", info))
-    t.check(not lost, "round %d: all %d acknowledged lock states survived kill -9"
-            % (rnd_round, acked), lost[:5])
-    missing = []
-    for cl in clients:
-        for le in cl.leases:
+def crash_rounds(tag):
+    """Load, kill -9, restart and check, ROUNDS times."""
+    global errors, round_no  # read by the Client threads
+    for round_no in range(ROUNDS):
+        errors = []
+        clients = [Client(k) for k in range(N_CLIENTS)]
+        ttl_probe = clients[0].c.execute_command("LEASE.GRANT", 4000)
+        t_probe = time.monotonic()
+        for cl in clients:
+            cl.start()
+        time.sleep(1.5)
+        before = srv.info()
+        srv.stop(signal.SIGKILL)
+        for cl in clients:
+            cl.stop = True
+            cl.join(20)
+        t.check(not errors, "%s round %d: no wrong replies under load" % (tag, round_no), errors[:5])
+        srv.start()
+        restarted = time.monotonic()
+        c = srv.client()
+        acked = sum(1 for cl in clients for s in cl.state.values() if s[0] != "unknown")
+        t.check(int(before["commands_processed"]) > 500,
+                "%s round %d: killed under load (%s commands before SIGKILL)"
+                % (tag, round_no, before["commands_processed"]))
+        lost = []
+        for cl in clients:
+            for name, (st, tok) in cl.state.items():
+                if st == "held":
+                    info = c.execute_command("LOCK.INFO", name)
+                    if info is None or info[0] != tok or info[1] != cl.lease:
+                        lost.append((name, tok, info))
+                elif st == "free":
+                    info = c.execute_command("LOCK.INFO", name)
+                    if info is not None:
+                        lost.append((name, "free", info))
+        t.check(not lost, "%s round %d: all %d acknowledged lock states survived kill -9"
+                % (tag, round_no, acked), lost[:5])
+        missing = []
+        for cl in clients:
+            for le in cl.leases:
+                try:
+                    c.execute_command("LEASE.INFO", le)
+                except Exception as e:
+                    missing.append((le, str(e)))
+        t.check(not missing, "%s round %d: every acknowledged lease survived"
+                % (tag, round_no), missing[:5])
+        nl = c.execute_command("LEASE.GRANT", 5000)
+        nt = c.execute_command("LOCK", "after-crash-%s-%d" % (tag, round_no), nl)
+        t.check(nt > max_token, "%s round %d: next token %d > every token returned (%d)"
+                % (tag, round_no, nt, max_token))
+        t.check(int(srv.info()["last_token"]) >= max_token,
+                "%s round %d: INFO last_token covers every returned token" % (tag, round_no))
+        info = c.execute_command("LEASE.INFO", ttl_probe)
+        age = (time.monotonic() - restarted) * 1000
+        t.check(info[0] == 4000 and info[1] >= 4000 - age - 50 and
+                (time.monotonic() - t_probe) * 1000 > 1500,
+                "%s round %d: a lease restarts with its full TTL (remaining %d ms, %.0f ms "
+                "after restart, %.0f ms after grant)"
+                % (tag, round_no, info[1], age, (time.monotonic() - t_probe) * 1000), info)
+        for cl in clients:
             try:
-                c.execute_command("LEASE.INFO", le)
-            except Exception as e:
-                missing.append((le, str(e)))
-    t.check(not missing, "round %d: every acknowledged lease survived" % rnd_round, missing[:5])
-    nl = c.execute_command("LEASE.GRANT", 5000)
-    nt = c.execute_command("LOCK", "after-crash-%d" % rnd_round, nl)
-    t.check(nt > max_token, "round %d: next token %d > every token returned (%d)"
-            % (rnd_round, nt, max_token))
-    t.check(int(srv.info()["last_token"]) >= max_token,
-            "round %d: INFO last_token covers every returned token" % rnd_round)
-    info = c.execute_command("LEASE.INFO", ttl_probe)
-    age = (time.monotonic() - restarted) * 1000
-    t.check(info[0] == 4000 and info[1] >= 4000 - age - 50 and
-            (time.monotonic() - t_probe) * 1000 > 1500,
-            "round %d: a lease restarts with its full TTL (remaining %d ms, %.0f ms "
-            "after restart, %.0f ms after grant)"
-            % (rnd_round, info[1], age, (time.monotonic() - t_probe) * 1000), info)
-    for cl in clients:
-        try:
-            cl.c.close()
-        except Exception:
-            pass
-    c.close()
+                cl.c.close()
+            except Exception:
+                pass
+        c.close()
 
+
+
+srv = Fenced("crash").start()
+crash_rounds("log")
 t.eq(0, srv.stop(), "clean stop after the crashes")
+max_token = 0  # a new server: tokens start again from 1
+srv = Fenced("snap", args=["--snapshot-threshold", "32", "--snapshot-trailing", "8"]).start()
+crash_rounds("snapshot")
+t.check("snapshot taken" in srv.log_text() and "snapshot restored" in srv.log_text(),
+        "snapshots were taken and restored")
+t.eq(0, srv.stop(), "clean stop after the snapshot crashes")
 t.finish()
