@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/cluster.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -33,6 +34,10 @@ static const cmd_def commands[] = {
     {"ACQUIRE", OP_ACQUIRE, 3, 9},
     {"INFO", OP_INFO, 1, 2},
     {"QUIT", OP_INTERNAL, 1, 1},
+    {"CLUSTER.INFO", OP_CLUSTER, 1, 1},
+    {"CLUSTER.ADD", OP_CLUSTER, 4, 4},
+    {"CLUSTER.REMOVE", OP_CLUSTER, 2, 2},
+    {"CLUSTER.TRANSFER", OP_CLUSTER, 1, 2},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -418,6 +423,9 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     }
     case OP_INFO:
         reply_info(s, slot);
+        return;
+    case OP_CLUSTER:
+        fence__cluster_dispatch(c, slot, m);
         return;
     case OP_GRANT:
         cmd.type = FENCE_CMD_LEASE_GRANT;

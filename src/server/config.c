@@ -62,6 +62,8 @@ static const opt options[] = {
         "log entries between snapshots"),
     U64("snapshot-trailing", snapshot_trailing, 0, 1000000000, 128, "<n>",
         "log entries kept after a snapshot"),
+    U64("join", join, 0, 1, 0, "<0|1>",
+        "1: this node is being added to a running cluster (CLUSTER.ADD): never bootstrap"),
     U64("max-clients", max_clients, 1, 1000000, FENCE_CONNECTIONS_DEFAULT, "<n>",
         "open client connections"),
     U64("max-leases", max_leases, 1, 100000000, FENCE_LEASES_DEFAULT, "<n>",

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "server/cluster.h"
 #include "server/log.h"
 
 #define NODE_OF_IO(p) ((fence_node *)((char *)(p) - offsetof(fence_node, io)))
@@ -213,6 +214,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
             LOG_ERROR("raft transport: %s", raft_strerror(rv));
             return -1;
         }
+        fence__cluster_wrap_transport(&n->transport);
     } else {
         n->transport.init = local_init;
         n->transport.listen = local_listen;
@@ -258,8 +260,13 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
             return -1;
         }
     }
-    rv = raft_bootstrap(&n->raft, &conf);
+    /* --join: a node being added at run time must not bootstrap a
+     * configuration of its own; raft brings it the cluster's. */
+    rv = cfg->join ? RAFT_CANTBOOTSTRAP : raft_bootstrap(&n->raft, &conf);
     raft_configuration_close(&conf);
+    if (cfg->join)
+        LOG_INFO("--join: not bootstrapping; waiting for a leader to add node %llu",
+                 (unsigned long long)cfg->node_id);
     if (rv == 0)
         LOG_INFO("bootstrapped a new raft log in %s with %u voter(s)",
                  cfg->data_dir, cfg->n_peers);
@@ -372,7 +379,7 @@ const fence_peer *fence__node_leader_peer(fence_node *n)
     raft_leader(&n->raft, &id, &addr);
     if (id == 0)
         return NULL;
-    return fence__config_peer(n->cfg, id);
+    return fence__cluster_peer(n, id); /* added nodes too (cluster.h) */
 }
 
 /* raft_close completion: hand over to the owner. */

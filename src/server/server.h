@@ -48,6 +48,7 @@ enum fence_op {
     OP_LOCK_INFO,      /* LOCK.INFO (read) */
     OP_ACQUIRE,        /* ACQUIRE */
     OP_INFO,           /* INFO (read) */
+    OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
 };
 
 /* Where a slot is in its life. */

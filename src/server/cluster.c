@@ -1,0 +1,553 @@
+/* CLUSTER.* commands and the address glue for run-time membership changes;
+ * see cluster.h for the address format and docs/cluster.md for operations. */
+#include "server/cluster.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/log.h"
+#include "server/server.h"
+
+/* Most distinct stripped raft addresses remembered (one per node the
+ * transport ever connects to; far above FENCE_PEERS_MAX). */
+#define STRIPPED_MAX 64
+
+/* Largest node id accepted (as for --node-id). */
+#define NODE_ID_MAX (1ULL << 62)
+
+/* Kinds of pending cluster requests. */
+enum cluster_kind {
+    CK_ADD = 0,    /* raft_add, then raft_assign(RAFT_VOTER) */
+    CK_PROMOTE,    /* raft_assign(RAFT_VOTER) only (node already a non-voter) */
+    CK_REMOVE,     /* raft_remove */
+    CK_TRANSFER,   /* raft_transfer */
+};
+
+/* One membership change or leadership transfer waiting for raft. */
+typedef struct cluster_req {
+    struct raft_change change;     /* raft request for add/assign/remove */
+    struct raft_transfer transfer; /* raft request for transfer */
+    fence_server *srv;             /* the server */
+    fence_slot *slot;              /* the reply slot (orphan-safe) */
+    int kind;                      /* enum cluster_kind */
+    uint64_t id;                   /* the server the request is about */
+} cluster_req;
+
+/* raft_uv_tcp's own connect function, called by the wrapper. */
+static int (*tcp_connect)(struct raft_uv_transport *t, struct raft_uv_connect *req,
+                          raft_id id, const char *address, raft_uv_connect_cb cb);
+
+/* Interned raft parts of "raft|client" addresses: raft_uv_tcp may keep the
+ * address pointer it is given, so each stripped string lives for the whole
+ * process. */
+static char stripped[STRIPPED_MAX][FENCE_CLUSTER_ADDR_MAX];
+/* Entries used in stripped. */
+static unsigned n_stripped;
+
+/* Split addr at '|' into its raft and client parts.  See cluster.h. */
+int fence__cluster_split_addr(const char *addr, char *raft, size_t raft_cap,
+                              char *client, size_t client_cap)
+{
+    assert(addr != NULL);
+    assert(raft_cap > 0 && client_cap > 0);
+    const char *bar = strchr(addr, '|');
+    size_t rlen = bar ? (size_t)(bar - addr) : strlen(addr);
+    const char *cpart = bar ? bar + 1 : "";
+    size_t clen = strlen(cpart);
+    if (rlen >= raft_cap || clen >= client_cap)
+        return -1;
+    memcpy(raft, addr, rlen);
+    raft[rlen] = '\0';
+    memcpy(client, cpart, clen + 1);
+    return 0;
+}
+
+/* The interned raft part of address, or NULL if the table is full. */
+static const char *intern_raft_part(const char *address)
+{
+    char raft[FENCE_CLUSTER_ADDR_MAX];
+    char client[FENCE_CLUSTER_ADDR_MAX];
+    if (fence__cluster_split_addr(address, raft, sizeof(raft), client,
+                                  sizeof(client)) != 0)
+        return NULL;
+    for (unsigned i = 0; i < n_stripped; i++)
+        if (strcmp(stripped[i], raft) == 0)
+            return stripped[i];
+    if (n_stripped == STRIPPED_MAX)
+        return NULL;
+    memcpy(stripped[n_stripped], raft, strlen(raft) + 1);
+    return stripped[n_stripped++];
+}
+
+/* transport->connect wrapper: hand raft_uv_tcp only the raft part. */
+static int connect_stripped(struct raft_uv_transport *t, struct raft_uv_connect *req,
+                            raft_id id, const char *address, raft_uv_connect_cb cb)
+{
+    assert(tcp_connect != NULL);
+    if (strchr(address, '|') == NULL)
+        return tcp_connect(t, req, id, address, cb);
+    const char *raft = intern_raft_part(address);
+    if (raft == NULL) {
+        LOG_ERROR("raft address '%.80s' is too long or too many addresses", address);
+        return RAFT_NOCONNECTION;
+    }
+    return tcp_connect(t, req, id, raft, cb);
+}
+
+/* Install connect_stripped over raft_uv_tcp's connect. */
+void fence__cluster_wrap_transport(struct raft_uv_transport *t)
+{
+    assert(t->connect != NULL);
+    assert(t->connect != connect_stripped);
+    tcp_connect = t->connect;
+    t->connect = connect_stripped;
+}
+
+/* Parse "host:port" with an IPv4 host into host (cap bytes) and port.
+ * Returns 0, or -1 when it is not of that form. */
+static int parse_hostport(const char *s, size_t len, char *host, size_t cap,
+                          uint16_t *port)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    if (colon == NULL || colon == s)
+        return -1;
+    size_t hlen = (size_t)(colon - s);
+    if (hlen >= cap)
+        return -1;
+    memcpy(host, s, hlen);
+    host[hlen] = '\0';
+    struct sockaddr_in sa;
+    if (uv_ip4_addr(host, 0, &sa) != 0)
+        return -1;
+    uint64_t p;
+    if (fence_resp_parse_u64(colon + 1, len - hlen - 1, 65535, &p) != 0 || p == 0)
+        return -1;
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/* See cluster.h: configuration address first, then --peers. */
+const fence_peer *fence__cluster_peer(fence_node *n, uint64_t id)
+{
+    static fence_peer found;
+    if (id == 0)
+        return NULL;
+    if (n->started) {
+        const struct raft_configuration *conf = &n->raft.configuration;
+        for (unsigned i = 0; i < conf->n; i++) {
+            if (conf->servers[i].id != id || conf->servers[i].address == NULL)
+                continue;
+            char raft[FENCE_CLUSTER_ADDR_MAX];
+            char client[FENCE_CLUSTER_ADDR_MAX];
+            char rhost[FENCE_HOST_MAX];
+            uint16_t rport;
+            if (fence__cluster_split_addr(conf->servers[i].address, raft, sizeof(raft),
+                                          client, sizeof(client)) != 0 ||
+                client[0] == '\0')
+                break;
+            memset(&found, 0, sizeof(found));
+            found.id = id;
+            if (parse_hostport(client, strlen(client), found.host, sizeof(found.host),
+                               &found.client_port) != 0 ||
+                parse_hostport(raft, strlen(raft), rhost, sizeof(rhost), &rport) != 0)
+                break;
+            found.raft_port = rport;
+            return &found;
+        }
+    }
+    return fence__config_peer(n->cfg, id);
+}
+
+/* Format the client address of server id into out ("" when unknown). */
+static void client_addr(fence_node *n, uint64_t id, char *out, size_t cap)
+{
+    const fence_peer *p = fence__cluster_peer(n, id);
+    if (p == NULL || p->client_port == 0)
+        snprintf(out, cap, "%s", "");
+    else
+        snprintf(out, cap, "%s:%u", p->host, (unsigned)p->client_port);
+}
+
+/* Name of a raft role in a configuration. */
+static const char *role_name(int role)
+{
+    switch (role) {
+    case RAFT_VOTER:
+        return "voter";
+    case RAFT_STANDBY:
+        return "standby";
+    case RAFT_SPARE:
+        return "spare";
+    default:
+        return "unknown";
+    }
+}
+
+/* Reply with a simple string. */
+static void reply_simple(fence_slot *slot, const char *s)
+{
+    char buf[64];
+    size_t n = fence_resp_simple(buf, sizeof(buf), s);
+    assert(n <= sizeof(buf));
+    fence__slot_reply(slot, buf, n);
+}
+
+/* CLUSTER.INFO: this node's view, as "key:value" lines in one bulk string,
+ * then one "node:" line per server of the current configuration. */
+static void cluster_info(fence_server *s, fence_slot *slot)
+{
+    fence_node *n = &s->node;
+    struct raft *r = &n->raft;
+    size_t cap = 2048 + (size_t)(r->configuration.n + 1) * 400;
+    char *text = malloc(cap);
+    if (text == NULL) {
+        fence__slot_error(slot, "ERR", "out of memory");
+        return;
+    }
+    raft_id leader_id = 0;
+    const char *leader_raft = NULL;
+    if (n->started)
+        raft_leader(r, &leader_id, &leader_raft);
+    char leader[FENCE_CLUSTER_ADDR_MAX];
+    client_addr(n, leader_id, leader, sizeof(leader));
+    int len = snprintf(
+        text, cap,
+        "# cluster\r\n"
+        "node_id:%" PRIu64 "\r\n"
+        "role:%s\r\n"
+        "leader_ready:%d\r\n"
+        "leader_id:%" PRIu64 "\r\n"
+        "leader:%s\r\n"
+        "term:%" PRIu64 "\r\n"
+        "commit_index:%" PRIu64 "\r\n"
+        "applied_index:%" PRIu64 "\r\n"
+        "last_log_index:%" PRIu64 "\r\n"
+        "snapshot_index:%" PRIu64 "\r\n"
+        "configuration_index:%" PRIu64 "\r\n"
+        "voters:%u\r\n"
+        "nodes:%u\r\n",
+        s->cfg->node_id, fence__node_role(n), s->lstate == LS_READY,
+        (uint64_t)leader_id, leader, (uint64_t)r->current_term,
+        (uint64_t)r->commit_index, (uint64_t)r->last_applied,
+        (uint64_t)(n->started ? raft_last_index(r) : 0),
+        (uint64_t)r->log.snapshot.last_index, (uint64_t)r->configuration_index,
+        fence__node_voters(n), r->configuration.n);
+    assert(len > 0 && (size_t)len < cap);
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        const struct raft_server *sv = &r->configuration.servers[i];
+        char raft[FENCE_CLUSTER_ADDR_MAX];
+        char client[FENCE_CLUSTER_ADDR_MAX];
+        if (fence__cluster_split_addr(sv->address ? sv->address : "", raft,
+                                      sizeof(raft), client, sizeof(client)) != 0) {
+            snprintf(raft, sizeof(raft), "%s", "?");
+            client[0] = '\0';
+        }
+        if (client[0] == '\0')
+            client_addr(n, sv->id, client, sizeof(client));
+        int w = snprintf(text + len, cap - (size_t)len,
+                         "node:id=%" PRIu64 ",raft=%s,client=%s,role=%s,leader=%d,self=%d\r\n",
+                         (uint64_t)sv->id, raft, client, role_name(sv->role),
+                         sv->id == leader_id, sv->id == s->cfg->node_id);
+        assert(w > 0 && (size_t)w < cap - (size_t)len);
+        len += w;
+    }
+    size_t need = fence_resp_bulk(NULL, 0, text, (size_t)len);
+    char *buf = malloc(need);
+    if (buf == NULL) {
+        free(text);
+        fence__slot_error(slot, "ERR", "out of memory");
+        return;
+    }
+    fence_resp_bulk(buf, need, text, (size_t)len);
+    fence__slot_reply(slot, buf, need);
+    free(buf);
+    free(text);
+}
+
+/* Reply for a synchronous raft refusal of a cluster request. */
+static void reply_raft_error(fence_server *s, fence_slot *slot, int rv, uint64_t id)
+{
+    char msg[200];
+    switch (rv) {
+    case RAFT_NOTLEADER:
+    case RAFT_LEADERSHIPLOST:
+        if (rv == RAFT_LEADERSHIPLOST) {
+            fence__slot_error(slot, "TRYAGAIN",
+                              "leadership was lost before the change committed; "
+                              "it may or may not have happened: check CLUSTER.INFO and retry");
+            return;
+        }
+        fence__cmd_reply_unavailable(s, slot);
+        return;
+    case RAFT_CANTCHANGE:
+        fence__slot_error(slot, "TRYAGAIN",
+                          "another membership change is in progress; retry shortly");
+        return;
+    case RAFT_DUPLICATEID:
+        snprintf(msg, sizeof(msg), "node %" PRIu64 " is already in the configuration", id);
+        fence__slot_error(slot, "ERR", msg);
+        return;
+    case RAFT_DUPLICATEADDRESS:
+        fence__slot_error(slot, "ERR", "that raft address is already in the configuration");
+        return;
+    case RAFT_NOTFOUND:
+    case RAFT_BADID:
+        snprintf(msg, sizeof(msg), "node %" PRIu64 " is not a voter of the configuration "
+                 "(or is this node)", id);
+        fence__slot_error(slot, "ERR", msg);
+        return;
+    case RAFT_SHUTDOWN:
+    case RAFT_CANCELED:
+        fence__slot_error(slot, "TRYAGAIN", "the server is shutting down");
+        return;
+    default:
+        snprintf(msg, sizeof(msg), "raft refused the change: %s (%d)",
+                 raft_strerror(rv), rv);
+        fence__slot_error(slot, "ERR", msg);
+        return;
+    }
+}
+
+/* A new pending request for slot; the slot is marked as in a batch so a
+ * closing connection orphans it instead of freeing it under us. */
+static cluster_req *req_new(fence_server *s, fence_slot *slot, int kind, uint64_t id)
+{
+    cluster_req *q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return NULL;
+    q->srv = s;
+    q->slot = slot;
+    q->kind = kind;
+    q->id = id;
+    q->change.data = q;
+    q->transfer.data = q;
+    slot->state = SLOT_BATCH;
+    return q;
+}
+
+/* Give the slot back its normal state before replying and free q. */
+static fence_slot *req_finish(cluster_req *q)
+{
+    fence_slot *slot = q->slot;
+    slot->state = SLOT_NEW;
+    free(q);
+    return slot;
+}
+
+static void change_done(struct raft_change *req, int status);
+
+/* Promote q->id to voter (second half of CLUSTER.ADD).  Returns raft's code. */
+static int start_promote(cluster_req *q)
+{
+    q->kind = CK_PROMOTE;
+    return raft_assign(&q->srv->node.raft, &q->change, q->id, RAFT_VOTER, change_done);
+}
+
+/* Completion of raft_add / raft_assign / raft_remove. */
+static void change_done(struct raft_change *req, int status)
+{
+    cluster_req *q = req->data;
+    fence_server *s = q->srv;
+    if (status == 0 && q->kind == CK_ADD) {
+        LOG_INFO("cluster: node %" PRIu64 " added as spare; promoting to voter", q->id);
+        int rv = start_promote(q);
+        if (rv == 0)
+            return;
+        status = rv;
+    }
+    uint64_t id = q->id;
+    int kind = q->kind;
+    fence_slot *slot = req_finish(q);
+    if (status != 0) {
+        LOG_WARN("cluster: %s of node %" PRIu64 " failed: %s",
+                 kind == CK_REMOVE ? "removal" : "addition", id, raft_strerror(status));
+        reply_raft_error(s, slot, status, id);
+        return;
+    }
+    LOG_INFO("cluster: node %" PRIu64 " %s", id,
+             kind == CK_REMOVE ? "removed" : "is a voter");
+    reply_simple(slot, "OK");
+}
+
+/* Completion of raft_transfer: success when another node leads now. */
+static void transfer_done(struct raft_transfer *req)
+{
+    cluster_req *q = req->data;
+    fence_server *s = q->srv;
+    uint64_t target = q->id;
+    fence_slot *slot = req_finish(q);
+    raft_id leader = 0;
+    const char *addr = NULL;
+    raft_leader(&s->node.raft, &leader, &addr);
+    bool moved = leader != s->cfg->node_id || raft_state(&s->node.raft) != RAFT_LEADER;
+    if (moved && (target == 0 || leader == target || leader == 0)) {
+        LOG_INFO("cluster: leadership transferred (to node %" PRIu64 ")", (uint64_t)leader);
+        reply_simple(slot, "OK");
+        return;
+    }
+    fence__slot_error(slot, "ERR", "leadership transfer did not complete in time");
+}
+
+/* Find server id in raft's configuration, or NULL. */
+static const struct raft_server *conf_find(fence_node *n, uint64_t id)
+{
+    for (unsigned i = 0; i < n->raft.configuration.n; i++)
+        if (n->raft.configuration.servers[i].id == id)
+            return &n->raft.configuration.servers[i];
+    return NULL;
+}
+
+/* CLUSTER.ADD <id> <raft-addr> <client-addr>. */
+static void cluster_add(fence_server *s, fence_slot *slot, const fence_resp_msg *m)
+{
+    char msg[200];
+    uint64_t id;
+    if (fence_resp_parse_u64(m->argv[1].ptr, m->argv[1].len, NODE_ID_MAX, &id) != 0 ||
+        id == 0) {
+        fence__slot_error(slot, "ERR", "id must be an integer in 1..4611686018427387904");
+        return;
+    }
+    char rhost[FENCE_HOST_MAX], chost[FENCE_HOST_MAX];
+    uint16_t rport, cport;
+    if (parse_hostport(m->argv[2].ptr, m->argv[2].len, rhost, sizeof(rhost), &rport) != 0) {
+        fence__slot_error(slot, "ERR", "raft-addr must be IPv4-address:port");
+        return;
+    }
+    if (parse_hostport(m->argv[3].ptr, m->argv[3].len, chost, sizeof(chost), &cport) != 0) {
+        fence__slot_error(slot, "ERR", "client-addr must be IPv4-address:port");
+        return;
+    }
+    if (!fence__node_is_leader(&s->node)) {
+        fence__cmd_reply_unavailable(s, slot);
+        return;
+    }
+    char address[FENCE_CLUSTER_ADDR_MAX];
+    snprintf(address, sizeof(address), "%s:%u|%s:%u", rhost, (unsigned)rport, chost,
+             (unsigned)cport);
+    /* A retried ADD (say after TRYAGAIN for a lost leadership) finds the
+     * node already there: same address and voter is success, same address
+     * and not yet a voter resumes with the promotion. */
+    const struct raft_server *sv = conf_find(&s->node, id);
+    if (sv != NULL) {
+        if (sv->address == NULL || strcmp(sv->address, address) != 0) {
+            snprintf(msg, sizeof(msg), "node %" PRIu64 " is already in the configuration "
+                     "with address %.100s", id, sv->address ? sv->address : "?");
+            fence__slot_error(slot, "ERR", msg);
+            return;
+        }
+        if (sv->role == RAFT_VOTER) {
+            reply_simple(slot, "OK");
+            return;
+        }
+    }
+    cluster_req *q = req_new(s, slot, sv != NULL ? CK_PROMOTE : CK_ADD, id);
+    if (q == NULL) {
+        fence__slot_error(slot, "ERR", "out of memory");
+        return;
+    }
+    int rv = sv != NULL ? start_promote(q)
+                        : raft_add(&s->node.raft, &q->change, id, address, change_done);
+    if (rv != 0) {
+        slot = req_finish(q);
+        reply_raft_error(s, slot, rv, id);
+        return;
+    }
+    LOG_INFO("cluster: adding node %" PRIu64 " at %s", id, address);
+}
+
+/* CLUSTER.REMOVE <id>. */
+static void cluster_remove(fence_server *s, fence_slot *slot, const fence_resp_msg *m)
+{
+    uint64_t id;
+    if (fence_resp_parse_u64(m->argv[1].ptr, m->argv[1].len, NODE_ID_MAX, &id) != 0 ||
+        id == 0) {
+        fence__slot_error(slot, "ERR", "id must be an integer in 1..4611686018427387904");
+        return;
+    }
+    if (!fence__node_is_leader(&s->node)) {
+        fence__cmd_reply_unavailable(s, slot);
+        return;
+    }
+    if (conf_find(&s->node, id) == NULL) {
+        char msg[120];
+        snprintf(msg, sizeof(msg), "node %" PRIu64 " is not in the configuration", id);
+        fence__slot_error(slot, "ERR", msg);
+        return;
+    }
+    cluster_req *q = req_new(s, slot, CK_REMOVE, id);
+    if (q == NULL) {
+        fence__slot_error(slot, "ERR", "out of memory");
+        return;
+    }
+    int rv = raft_remove(&s->node.raft, &q->change, id, change_done);
+    if (rv != 0) {
+        slot = req_finish(q);
+        reply_raft_error(s, slot, rv, id);
+        return;
+    }
+    LOG_INFO("cluster: removing node %" PRIu64, id);
+}
+
+/* CLUSTER.TRANSFER [<id>]: hand leadership to id (0 or none: raft picks the
+ * most up-to-date voter). */
+static void cluster_transfer(fence_server *s, fence_slot *slot, const fence_resp_msg *m)
+{
+    uint64_t id = 0;
+    if (m->argc == 2 &&
+        fence_resp_parse_u64(m->argv[1].ptr, m->argv[1].len, NODE_ID_MAX, &id) != 0) {
+        fence__slot_error(slot, "ERR", "id must be an integer in 0..4611686018427387904");
+        return;
+    }
+    if (!fence__node_is_leader(&s->node)) {
+        fence__cmd_reply_unavailable(s, slot);
+        return;
+    }
+    if (s->node.raft.transfer != NULL) {
+        fence__slot_error(slot, "TRYAGAIN", "a leadership transfer is in progress");
+        return;
+    }
+    cluster_req *q = req_new(s, slot, CK_TRANSFER, id);
+    if (q == NULL) {
+        fence__slot_error(slot, "ERR", "out of memory");
+        return;
+    }
+    int rv = raft_transfer(&s->node.raft, &q->transfer, id, transfer_done);
+    if (rv != 0) {
+        slot = req_finish(q);
+        reply_raft_error(s, slot, rv, id);
+        return;
+    }
+    LOG_INFO("cluster: transferring leadership to %s%" PRIu64,
+             id == 0 ? "(any) " : "node ", id);
+}
+
+/* Route one CLUSTER.* request by its name. */
+void fence__cluster_dispatch(fence_conn *c, fence_slot *slot, const fence_resp_msg *m)
+{
+    fence_server *s = c->srv;
+    const fence_resp_arg *name = &m->argv[0];
+    assert(m->argc >= 1);
+    if (s->stopping) {
+        fence__slot_error(slot, "TRYAGAIN", "the server is shutting down");
+        return;
+    }
+    if (name->len == 12 && strncasecmp(name->ptr, "CLUSTER.INFO", 12) == 0)
+        cluster_info(s, slot);
+    else if (name->len == 11 && strncasecmp(name->ptr, "CLUSTER.ADD", 11) == 0)
+        cluster_add(s, slot, m);
+    else if (name->len == 14 && strncasecmp(name->ptr, "CLUSTER.REMOVE", 14) == 0)
+        cluster_remove(s, slot, m);
+    else if (name->len == 16 && strncasecmp(name->ptr, "CLUSTER.TRANSFER", 16) == 0)
+        cluster_transfer(s, slot, m);
+    else {
+        assert(0 && "command table and cluster dispatch disagree");
+        fence__slot_error(slot, "ERR", "unknown cluster command");
+    }
+}
