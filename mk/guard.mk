@@ -26,5 +26,10 @@ $(GUARD_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(GUARD_LIB)
 	$(CC) $(CFLAGS) -pthread -o $@ $^ $(LDFLAGS)
 UNIT_TESTS += $(GUARD_TESTS)
 
+# Fuzz target tests/fuzz/guard_fuzz.c: the log decoder (see mk/fuzz.mk).
+FUZZ_TARGETS += guard
+FUZZ_guard_LIBS := $(BUILD)/libfence-guard.a
+FUZZ_guard_LDLIBS := -pthread
+
 guard: $(GUARD_LIB) $(GUARD_SO) $(GUARD_TESTS)
 .PHONY: guard
