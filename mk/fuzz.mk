@@ -32,7 +32,8 @@
 #                        FUZZ_TARGET=<name> picks one target; FUZZ_ARGS adds
 #                        libFuzzer flags (e.g. FUZZ_ARGS=-jobs=2).
 #   make fuzz-merge      adds the inputs of corpus-new/<name>/ that bring new
-#                        coverage to the committed corpus (libFuzzer -merge=1).
+#                        edge coverage to the committed corpus (libFuzzer
+#                        -merge=1 -use_counters=0).
 #   make fuzz-build      only builds the fuzzers.
 #
 # Reproduce a crash: build/fuzz/<name> build/fuzz/artifacts/<name>/crash-...

@@ -9,7 +9,9 @@
 #       exits non-zero if the fuzzer found a failure.
 #   tests/fuzz/run.sh --merge NAME
 #       Add the inputs of corpus-new/NAME/ that bring new coverage to
-#       tests/fuzz/corpus/NAME/ (libFuzzer -merge=1).
+#       tests/fuzz/corpus/NAME/ (libFuzzer -merge=1).  Coverage here means
+#       edges only (-use_counters=0): counting hit counts as well would keep
+#       hundreds of near-duplicates, and the committed corpus must stay small.
 set -u
 cd "$(dirname "$0")/../.."
 
@@ -28,7 +30,7 @@ count() { find "$1" -maxdepth 1 -type f ! -name '.*' | wc -l; }
 
 if [ "$merge" = 1 ]; then
     before=$(count "$corpus")
-    "$bin" -merge=1 "$corpus" "$new" >"$log.merge" 2>&1 || {
+    "$bin" -merge=1 -use_counters=0 "$corpus" "$new" >"$log.merge" 2>&1 || {
         echo "fuzz $name: merge failed (log: $log.merge)"; tail -n 20 "$log.merge"; exit 1; }
     echo "fuzz $name: corpus $before -> $(count "$corpus") files (from $(count "$new") in $new)"
     exit 0
