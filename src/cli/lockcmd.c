@@ -53,20 +53,80 @@ static void make_pipe(int p[2])
     }
 }
 
-/* Start CMD in its own process group with the lock's environment.  Returns
- * its pid (which is also its process group id). */
-static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *old_mask)
+/* Build CMD's environment: ours plus the FENCE_* variables (replacing any
+ * inherited ones).  Built before fork(), because the keepalive thread may
+ * hold the allocator's lock at the moment of the fork, and the child must
+ * only make async-signal-safe calls before exec. */
+static char **child_env(const fencectl_args *a, fence_lock *l, char **buf_out)
 {
-    char token_s[24], lease_s[24];
-    snprintf(token_s, sizeof(token_s), "%" PRIu64, fence_lock_token(l));
-    snprintf(lease_s, sizeof(lease_s), "%" PRIu64, fence_lock_lease(l));
+    extern char **environ;
+    size_t n = 0;
+    while (environ[n] != NULL)
+        n++;
+    char **env = calloc(n + 5, sizeof(char *));
+    if (env == NULL)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "FENCE_TOKEN=", 12) != 0 &&
+            strncmp(environ[i], "FENCE_LEASE=", 12) != 0 &&
+            strncmp(environ[i], "FENCE_LOCK=", 11) != 0 &&
+            strncmp(environ[i], "FENCE_SERVER=", 13) != 0)
+            env[k++] = environ[i];
+    const char *servers = fencectl_servers(a);
+    size_t cap = strlen(a->name) + strlen(servers) + 128;
+    char *buf = malloc(cap * 4);
+    if (buf == NULL) {
+        free(env);
+        return NULL;
+    }
+    env[k++] = buf;
+    snprintf(buf, cap, "FENCE_TOKEN=%" PRIu64, fence_lock_token(l));
+    env[k++] = buf + cap;
+    snprintf(buf + cap, cap, "FENCE_LEASE=%" PRIu64, fence_lock_lease(l));
+    env[k++] = buf + 2 * cap;
+    snprintf(buf + 2 * cap, cap, "FENCE_LOCK=%s", a->name);
+    env[k++] = buf + 3 * cap;
+    snprintf(buf + 3 * cap, cap, "FENCE_SERVER=%s", servers);
+    env[k] = NULL;
+    *buf_out = buf;
+    return env;
+}
+
+/* Write a message from the forked child (async-signal-safe). */
+static void child_say(const char *a, const char *b, const char *c)
+{
+    ssize_t n = write(2, a, strlen(a));
+    n = write(2, b, strlen(b));
+    n = write(2, c, strlen(c));
+    (void)n;
+}
+
+/* Start CMD in its own process group with the lock's environment (and, if
+ * fencectl owns the terminal, as the terminal's foreground group).  Returns
+ * its pid (which is also its process group id), or -1. */
+static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *old_mask,
+                         bool tty)
+{
+    char *buf = NULL;
+    char **env = child_env(a, l, &buf);
+    if (env == NULL) {
+        fprintf(stderr, "fencectl: lock: out of memory\n");
+        return -1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "fencectl: lock: fork: %s\n", strerror(errno));
+        free(buf);
+        free(env);
         return -1;
     }
     if (pid == 0) {
         setpgid(0, 0);
+        if (tty) {
+            /* SIGTTOU is still blocked here (see fencectl_cmd_lock). */
+            tcsetpgrp(0, getpid());
+        }
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = SIG_DFL;
@@ -74,17 +134,18 @@ static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *
             sigaction(caught[i], &sa, NULL);
         sigaction(SIGPIPE, &sa, NULL);
         sigprocmask(SIG_SETMASK, old_mask, NULL);
-        setenv("FENCE_TOKEN", token_s, 1);
-        setenv("FENCE_LEASE", lease_s, 1);
-        setenv("FENCE_LOCK", a->name, 1);
-        setenv("FENCE_SERVER", fencectl_servers(a), 1);
-        execvp(a->cmd_argv[0], a->cmd_argv);
+        execvpe(a->cmd_argv[0], a->cmd_argv, env);
         int e = errno;
-        fprintf(stderr, "fencectl: lock: cannot run %s: %s\n", a->cmd_argv[0], strerror(e));
+        child_say("fencectl: lock: cannot run ", a->cmd_argv[0],
+                  e == ENOENT ? ": not found\n" : ": not executable\n");
         _exit(e == ENOENT ? FENCECTL_EXIT_NOT_FOUND : FENCECTL_EXIT_CANNOT_EXEC);
     }
     /* Also from the parent, so the group exists before we may signal it. */
     setpgid(pid, pid);
+    if (tty)
+        tcsetpgrp(0, pid);
+    free(buf);
+    free(env);
     return pid;
 }
 
@@ -136,6 +197,13 @@ int fencectl_cmd_lock(const fencectl_args *a)
     for (size_t i = 0; i < N_CAUGHT; i++)
         sigaddset(&set, caught[i]);
     sigprocmask(SIG_BLOCK, &set, &old_mask);
+    /* If we are the terminal's foreground group, CMD becomes it (so it can
+     * read the terminal and gets ^C directly); SIGTTOU stays blocked while
+     * the foreground group is moved, and back at the end. */
+    bool tty = isatty(0) && tcgetpgrp(0) == getpgrp();
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
 
     fence_client *c = fencectl_open(a);
     fence_lock *l = NULL;
@@ -161,7 +229,9 @@ int fencectl_cmd_lock(const fencectl_args *a)
     uint64_t ttl = fence_lock_ttl_ms(l);
     s.lead_ms = a->grace_ms < ttl / 4 ? a->grace_ms : ttl / 4;
 
-    s.pid = start_child(a, l, &old_mask);
+    if (tty)
+        sigprocmask(SIG_BLOCK, &ttou, NULL);
+    s.pid = start_child(a, l, &old_mask, tty);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     if (s.pid < 0) {
         fence_lock_release(l);
@@ -225,6 +295,11 @@ int fencectl_cmd_lock(const fencectl_args *a)
             break;
     }
 
+    if (tty) {
+        sigprocmask(SIG_BLOCK, &ttou, NULL);
+        tcsetpgrp(0, getpgrp());
+        sigprocmask(SIG_UNBLOCK, &ttou, NULL);
+    }
     /* Whatever else is left in CMD's group must not outlive a lost lease. */
     if (s.lease_trouble && a->on_lost != FENCECTL_ON_LOST_IGNORE)
         killpg(s.pid, SIGKILL);

@@ -382,11 +382,14 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
     *out = NULL;
     int last = FENCE_EUNREACHABLE;
     bool ever_connected = false;
-    uint32_t attempt = 0;
+    uint32_t attempt = 0;    /* attempts that ended in a pause */
+    uint32_t redirects = 0;  /* NOTLEADER redirects followed */
+    bool pause = false;      /* pause (backoff) before the next attempt */
     fence__fail(0, "%s", "");
-    for (;; attempt++) {
-        if (attempt > 0 && !backoff(c, attempt - 1, deadline_ms))
+    for (;;) {
+        if (pause && !backoff(c, attempt++, deadline_ms))
             break;
+        pause = true;
         fence__conn *k = own ? own : pool_get(c, deadline_ms);
         if (k == NULL)
             return FENCE_ETIMEOUT;
@@ -446,10 +449,11 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
                 if (fence__parse_notleader(r->str, &leader) == 0 &&
                     !fence__addr_equal(&leader, &k->addr)) {
                     set_leader(c, &leader);
-                    /* A redirect to a known address is retried at once the
-                     * first few times; after that, with backoff. */
-                    if (attempt < 3)
-                        attempt = attempt > 0 ? attempt - 1 : 0;
+                    /* The first few redirects are followed at once; after
+                     * that (a leader change in progress, or servers that
+                     * disagree) with backoff. */
+                    if (redirects++ < 3)
+                        pause = false;
                 } else {
                     next_leader(c);
                 }
