@@ -20,4 +20,8 @@ int fencectl_cmd_lock(const fencectl_args *a);
 /* `fencectl bench`: returns the exit code. */
 int fencectl_cmd_bench(const fencectl_args *a);
 
+/* `fencectl cluster ...` (src/cli/cluster.c); argv starts after "cluster".
+ * Parses its own options; returns the exit code. */
+int fencectl_cmd_cluster(int argc, char **argv);
+
 #endif /* FENCECTL_CLI_H */

@@ -1,0 +1,289 @@
+/* `fencectl cluster info|add|remove|transfer`: membership commands of a
+ * fenced cluster (CLUSTER.* on the server; see docs/cluster.md).
+ *
+ * libfence has no raw-command call, so this file speaks RESP through
+ * hiredis directly.  Requests go to the first reachable server of the
+ * --server list; NOTLEADER <host:port> is followed (a few hops), TRYAGAIN
+ * is retried with a short pause until --timeout runs out.  The membership
+ * commands are idempotent on the server (a retried ADD of a node already
+ * added with the same addresses answers OK), so retrying is safe. */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+
+/* Most NOTLEADER redirects followed for one request. */
+#define REDIRECTS_MAX 8
+/* Pause between retries after TRYAGAIN or an unreachable server (ms). */
+#define RETRY_PAUSE_MS 100
+/* Default overall time for one cluster command (ms). */
+#define CLUSTER_TIMEOUT_MS_DEFAULT 15000
+/* Longest host:port text handled. */
+#define ADDR_MAX 128
+
+/* Parsed `fencectl cluster` command line. */
+typedef struct cluster_args {
+    const char *servers;    /* --server list, else $FENCE_SERVER, else default */
+    uint32_t timeout_ms;    /* --timeout: overall deadline of the command */
+    const char *verb;       /* info, add, remove, transfer */
+    const char *argv[3];    /* the verb's arguments */
+    int argc;               /* entries used in argv */
+} cluster_args;
+
+static const char cluster_usage[] =
+    "usage: fencectl cluster [--server HOST:PORT[,...]] [--timeout MS] COMMAND\n"
+    "\n"
+    "commands:\n"
+    "  info                          this node's view: leader, term, indexes, nodes\n"
+    "  add ID RAFT-ADDR CLIENT-ADDR  add node ID (started with --join 1) as a voter\n"
+    "  remove ID                     remove node ID from the configuration\n"
+    "  transfer [ID]                 hand leadership to ID (or to the best voter)\n"
+    "\n"
+    "Requests follow NOTLEADER to the leader and retry TRYAGAIN until --timeout\n"
+    "(default 15000 ms).  Addresses are IPv4-address:port.\n"
+    "exit status: 0 done, 1 refused by the server, 64 usage, 69 no server reachable\n";
+
+/* Monotonic milliseconds. */
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Sleep for ms milliseconds. */
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Parse argv (after "cluster") into *a.  Returns 0, 1 for --help (usage
+ * printed), or FENCECTL_EXIT_USAGE after printing the reason. */
+static int parse_cluster_args(int argc, char **argv, cluster_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->timeout_ms = CLUSTER_TIMEOUT_MS_DEFAULT;
+    int i = 0;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(cluster_usage, stdout);
+            return 1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "fencectl: cluster: %s needs a value\n", argv[i]);
+            return FENCECTL_EXIT_USAGE;
+        }
+        if (strcmp(argv[i], "--server") == 0) {
+            a->servers = argv[++i];
+        } else if (strcmp(argv[i], "--timeout") == 0) {
+            uint64_t v;
+            if (!fencectl_parse_ms(argv[++i], 3600000, &v) || v == 0) {
+                fprintf(stderr, "fencectl: cluster: --timeout must be 1..3600000 ms\n");
+                return FENCECTL_EXIT_USAGE;
+            }
+            a->timeout_ms = (uint32_t)v;
+        } else {
+            fprintf(stderr, "fencectl: cluster: unknown option '%s'\n", argv[i]);
+            return FENCECTL_EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        fputs(cluster_usage, stderr);
+        return FENCECTL_EXIT_USAGE;
+    }
+    a->verb = argv[i++];
+    int want_min, want_max;
+    if (strcmp(a->verb, "info") == 0)
+        want_min = want_max = 0;
+    else if (strcmp(a->verb, "add") == 0)
+        want_min = want_max = 3;
+    else if (strcmp(a->verb, "remove") == 0)
+        want_min = want_max = 1;
+    else if (strcmp(a->verb, "transfer") == 0)
+        want_min = 0, want_max = 1;
+    else {
+        fprintf(stderr, "fencectl: cluster: unknown command '%s'\n%s", a->verb,
+                cluster_usage);
+        return FENCECTL_EXIT_USAGE;
+    }
+    int n = argc - i;
+    if (n < want_min || n > want_max) {
+        fprintf(stderr, "fencectl: cluster %s: wrong number of arguments\n%s", a->verb,
+                cluster_usage);
+        return FENCECTL_EXIT_USAGE;
+    }
+    for (int k = 0; k < n; k++) {
+        uint64_t v;
+        bool is_id = k == 0 && strcmp(a->verb, "info") != 0;
+        if (is_id && !fencectl_parse_ms(argv[i + k], UINT64_MAX, &v)) {
+            fprintf(stderr, "fencectl: cluster %s: '%s' is not a node id\n", a->verb,
+                    argv[i + k]);
+            return FENCECTL_EXIT_USAGE;
+        }
+        a->argv[k] = argv[i + k];
+    }
+    a->argc = n;
+    if (a->servers == NULL)
+        a->servers = getenv("FENCE_SERVER");
+    if (a->servers == NULL || a->servers[0] == '\0')
+        a->servers = "127.0.0.1:7700";
+    return 0;
+}
+
+/* Split "host:port" into host (cap bytes) and port.  Returns true on success. */
+static bool split_addr(const char *s, size_t len, char *host, size_t cap, int *port)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    if (colon == NULL || colon == s || (size_t)(colon - s) >= cap)
+        return false;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (end != s + len || p < 1 || p > 65535)
+        return false;
+    *port = (int)p;
+    return true;
+}
+
+/* Send the command to addr; returns the reply (caller frees) or NULL when
+ * the server cannot be reached (the reason in err). */
+static redisReply *send_to(const char *addr, const cluster_args *a, const char *cmd,
+                           uint32_t timeout_ms, char *err, size_t errcap)
+{
+    char host[ADDR_MAX];
+    int port;
+    if (!split_addr(addr, strlen(addr), host, sizeof(host), &port)) {
+        snprintf(err, errcap, "bad server address '%s'", addr);
+        return NULL;
+    }
+    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+    redisContext *ctx = redisConnectWithTimeout(host, port, tv);
+    if (ctx == NULL || ctx->err) {
+        snprintf(err, errcap, "%s: %s", addr, ctx ? ctx->errstr : "out of memory");
+        redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    const char *argv[4];
+    size_t lens[4];
+    argv[0] = cmd;
+    for (int i = 0; i < a->argc; i++)
+        argv[i + 1] = a->argv[i];
+    for (int i = 0; i <= a->argc; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(ctx, a->argc + 1, argv, lens);
+    if (r == NULL)
+        snprintf(err, errcap, "%s: %s", addr, ctx->errstr[0] ? ctx->errstr : "no reply");
+    redisFree(ctx);
+    return r;
+}
+
+/* Whether the error reply starts with the given code word. */
+static bool err_is(const redisReply *r, const char *code)
+{
+    size_t n = strlen(code);
+    return r->type == REDIS_REPLY_ERROR && r->len >= n && strncmp(r->str, code, n) == 0 &&
+           (r->len == n || r->str[n] == ' ');
+}
+
+/* Run the cluster command against the servers, following redirects and
+ * retrying TRYAGAIN.  Prints the result; returns the exit code. */
+static int run(const cluster_args *a)
+{
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "CLUSTER.%s", a->verb);
+    for (char *p = cmd; *p; p++)
+        if (*p >= 'a' && *p <= 'z')
+            *p = (char)(*p - 32);
+    uint64_t deadline = now_ms() + a->timeout_ms;
+    char list[1024];
+    if (strlen(a->servers) >= sizeof(list)) {
+        fprintf(stderr, "fencectl: cluster: --server list too long\n");
+        return FENCECTL_EXIT_USAGE;
+    }
+    char err[256] = "no server given";
+    char last_err[512] = "";
+    bool reached = false;
+    for (;;) {
+        memcpy(list, a->servers, strlen(a->servers) + 1);
+        char *save = NULL;
+        for (char *tok = strtok_r(list, ",", &save); tok != NULL;
+             tok = strtok_r(NULL, ",", &save)) {
+            char addr[ADDR_MAX];
+            snprintf(addr, sizeof(addr), "%s", tok);
+            for (int hop = 0; hop <= REDIRECTS_MAX; hop++) {
+                uint64_t now = now_ms();
+                uint32_t left = now < deadline ? (uint32_t)(deadline - now) : 1;
+                redisReply *r = send_to(addr, a, cmd, left < 5000 ? left : 5000, err,
+                                        sizeof(err));
+                if (r == NULL)
+                    break; /* next server */
+                reached = true;
+                if (err_is(r, "NOTLEADER") && r->len > 10 && r->len - 10 < sizeof(addr)) {
+                    snprintf(addr, sizeof(addr), "%.*s", (int)(r->len - 10), r->str + 10);
+                    freeReplyObject(r);
+                    continue; /* follow the redirect */
+                }
+                if (err_is(r, "TRYAGAIN") || err_is(r, "NOTLEADER")) {
+                    snprintf(last_err, sizeof(last_err), "%s", r->str);
+                    freeReplyObject(r);
+                    break;
+                }
+                int rc = FENCECTL_EXIT_OK;
+                if (r->type == REDIS_REPLY_ERROR) {
+                    fprintf(stderr, "fencectl: cluster %s: %s\n", a->verb, r->str);
+                    rc = FENCECTL_EXIT_ERROR;
+                } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+                    for (size_t i = 0; i < r->len; i++)
+                        if (r->str[i] != '\r')
+                            putchar(r->str[i]);
+                    if (r->len == 0 || r->str[r->len - 1] != '\n')
+                        putchar('\n');
+                } else {
+                    fprintf(stderr, "fencectl: cluster %s: unexpected reply type %d\n",
+                            a->verb, r->type);
+                    rc = FENCECTL_EXIT_ERROR;
+                }
+                freeReplyObject(r);
+                return rc;
+            }
+        }
+        if (now_ms() >= deadline)
+            break;
+        sleep_ms(RETRY_PAUSE_MS);
+    }
+    if (reached && last_err[0] != '\0') {
+        fprintf(stderr, "fencectl: cluster %s: gave up after %u ms: %s\n", a->verb,
+                a->timeout_ms, last_err);
+        return FENCECTL_EXIT_UNREACHABLE;
+    }
+    fprintf(stderr, "fencectl: cluster %s: no server reachable (%s)\n", a->verb, err);
+    return FENCECTL_EXIT_UNREACHABLE;
+}
+
+/* Entry point of `fencectl cluster ...`; argv starts after "cluster". */
+int fencectl_cmd_cluster(int argc, char **argv)
+{
+    cluster_args a;
+    int rv = parse_cluster_args(argc, argv, &a);
+    if (rv == 1)
+        return FENCECTL_EXIT_OK;
+    if (rv != 0)
+        return rv;
+    int rc = run(&a);
+    fflush(stdout);
+    return rc;
+}
