@@ -10,7 +10,7 @@
  *                            bug: passes when some seed violates an invariant
  *
  * Other options: --nodes 3|5 (default: 3 for even seeds, 5 for odd),
- * --duration MS (simulated time with faults, default 20000), --clients C,
+ * --duration MS (simulated time with faults, default 30000), --clients C,
  * --verbose.  Every seed runs in a forked child, so an assert inside raft or
  * the core fails that seed (its number is printed) and not the whole run.
  */
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
     main_opts m;
     memset(&m, 0, sizeof m);
     m.start = 1;
-    m.duration_ms = 20000;
+    m.duration_ms = 30000;
     m.clients = 8;
     const char *env = getenv("FENCE_SIM_DURATION");
     if (env && *env)
@@ -235,10 +235,10 @@ int main(int argc, char **argv)
         uint64_t start;   /* first seed */
         uint64_t count;   /* seeds */
     } groups[] = {
-        {3, 1, 4},
-        {5, 101, 4},
-        {3, 201, 3},
-        {5, 301, 3},
+        {3, 1, 20},
+        {5, 1001, 20},
+        {3, 2001, 15},
+        {5, 3001, 15},
     };
     int failed = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
