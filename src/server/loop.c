@@ -261,19 +261,20 @@ static void item_done(fence_server *s, fence_batch *b, fence_item *it,
         fence__cmd_reply_result(slot, r);
         return;
     }
-    if (slot->conn == NULL) {
-        fence__cancel_wait(s, r->wait_id);
-        fence__slot_free(slot);
-        return;
-    }
     /* The wait may already have ended within this same entry. */
     for (size_t i = 0; i < s->n_early; i++) {
         if (s->early[i].wait_id == r->wait_id) {
             fence_result er = s->early[i].result;
             s->early[i] = s->early[--s->n_early];
-            deliver_event(slot, &er);
+            deliver_event(slot, &er); /* frees an orphaned slot */
             return;
         }
+    }
+    if (slot->conn == NULL) {
+        /* The client went away before its wait was even registered. */
+        fence__cancel_wait(s, r->wait_id);
+        fence__slot_free(slot);
+        return;
     }
     wait_insert(s, slot, r->wait_id);
 }
@@ -588,8 +589,10 @@ static void tick_cb(uv_timer_t *t)
     fence_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
     cmd.type = FENCE_CMD_TICK;
-    if (batch_add_internal(s, &cmd))
+    if (batch_add_internal(s, &cmd)) {
         s->tick_pending = true;
+        s->tick_deadline = fence_fsm_next_deadline(s->fsm);
+    }
 }
 
 /* Arm the one leader timer for the core's next deadline. */
@@ -607,6 +610,13 @@ static void rearm_timer(fence_server *s)
     uint64_t now = fence__server_now(s);
     /* +1: loop time is whole ms, so never fire a hair before the deadline. */
     uint64_t delay = deadline > now ? deadline - now + 1 : 0;
+    if (delay == 0 && !s->tick_pending && deadline == s->tick_deadline) {
+        /* A TICK past this deadline was applied and the core still reports
+         * it: a core bug.  Back off instead of spinning on TICK entries. */
+        LOG_WARN("deadline %llu still pending after a TICK; backing off",
+                 (unsigned long long)deadline);
+        delay = 100;
+    }
     uv_timer_start(&s->tick_timer, tick_cb, delay, 0);
 }
 

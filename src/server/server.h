@@ -161,6 +161,7 @@ struct fence_server {
     struct raft_barrier barrier; /* the catch-up barrier */
     uint64_t time_offset;        /* fsm time = monotonic ms + this */
     bool tick_pending;           /* a TICK is in a batch */
+    uint64_t tick_deadline;      /* the deadline the last TICK was for */
     bool rearm;                  /* re-arm the tick timer at the check */
 
     fence_batch *pending;        /* batch being filled, or NULL */
