@@ -176,3 +176,23 @@ def tool_dir():
     """Returns the directory of the running script (build/ when installed),
     where fenced, fence-store and the torture binaries are looked up."""
     return os.path.dirname(os.path.realpath(__file__))
+
+
+def wait_fenced_ready(port, seconds=15.0):
+    """Waits until fenced on 127.0.0.1:port reports leader_ready:1 in INFO
+    (it answers TRYAGAIN while it replays its log); True if it did."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            r = Resp("127.0.0.1", port, timeout=2)
+            try:
+                info = r.call("INFO")
+            finally:
+                r.close()
+            text = info.decode(errors="replace") if isinstance(info, bytes) else str(info)
+            if "leader_ready:1" in text or "leader_ready" not in text:
+                return True
+        except (OSError, RespError, ConnectionError):
+            pass
+        time.sleep(0.05)
+    return False

@@ -76,6 +76,7 @@ typedef struct config {
     uint64_t hold_ms;        /* hold before the write in once mode */
     uint64_t seed;           /* PRNG seed */
     uint64_t ops;            /* iterations in loop mode, 0 = forever */
+    uint64_t long_pct;       /* percent of holds in [hold_max/2, hold_max] */
     bool once;               /* once mode (demo) instead of the loop */
 } config;
 
@@ -98,16 +99,21 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Sleeps for ms milliseconds on the monotonic clock (wall-clock jumps do not
- * shorten or lengthen it). */
+/* Sleeps for ms milliseconds as measured on the monotonic clock (wall-clock
+ * jumps neither shorten nor lengthen it).  It sleeps in relative steps and
+ * re-reads the clock: libfaketime's clock_nanosleep(TIMER_ABSTIME) wrapper
+ * returns at once even when told not to fake the monotonic clock. */
 static void sleep_ms(uint64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000) * 1000000ULL;
-    ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ULL);
-    ts.tv_nsec = (long)(ns % 1000000000ULL);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    uint64_t deadline = mono_ns() + ms * 1000000ULL;
+    for (;;) {
+        uint64_t now = mono_ns();
+        if (now >= deadline) {
+            return;
+        }
+        uint64_t left = deadline - now;
+        struct timespec ts = {(time_t)(left / 1000000000ULL), (long)(left % 1000000000ULL)};
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -317,10 +323,15 @@ static bool reply_u64(const redisReply *r, uint64_t *v)
 /* Logs the completion of op n for a reply that was not the expected success:
  * "fail" for an error or nil, "info" for an unknown outcome.  A STALE error
  * also gets "stale":true and the store's highest token. */
-static void ev_not_ok(const char *op, uint64_t n, res rc, const endpoint *e, const redisReply *r)
+static void ev_not_ok_m(const char *op, uint64_t n, res rc, const endpoint *e, const redisReply *r,
+                        const char *members)
 {
-    char m[600];
-    err_member(m, sizeof(m), e, r);
+    char m[4800];
+    err_member(m, 600, e, r);
+    if (members != NULL && members[0] != '\0') {
+        size_t len = strlen(m);
+        snprintf(m + len, sizeof(m) - len, ",%s", members);
+    }
     if (rc == RES_UNKNOWN) {
         ev(op, "info", n, "%s", m);
         return;
@@ -335,6 +346,12 @@ static void ev_not_ok(const char *op, uint64_t n, res rc, const endpoint *e, con
         return;
     }
     ev(op, "fail", n, "%s", m);
+}
+
+/* Logs a not-ok completion without extra members (see ev_not_ok_m). */
+static void ev_not_ok(const char *op, uint64_t n, res rc, const endpoint *e, const redisReply *r)
+{
+    ev_not_ok_m(op, n, rc, e, r, NULL);
 }
 
 /* The keepalive thread: every ttl/3 it renews the lease the main thread
@@ -382,7 +399,10 @@ static uint64_t do_grant(endpoint *fe)
     snprintf(ttl, sizeof(ttl), "%" PRIu64, cfg.ttl_ms);
     const char *argv[] = {"LEASE.GRANT", ttl};
     uint64_t n = atomic_fetch_add(&op_seq, 1);
-    ev("grant", "invoke", n, "\"ttl\":%" PRIu64, cfg.ttl_ms);
+    /* The wall clock is logged only to show clock faults took effect. */
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    ev("grant", "invoke", n, "\"ttl\":%" PRIu64 ",\"wall\":%lld", cfg.ttl_ms, (long long)wall.tv_sec);
     redisReply *r;
     res rc = call(fe, &r, 0, 2, argv);
     uint64_t lease = 0;
@@ -437,7 +457,7 @@ static bool do_store_ok(endpoint *se, const char *op, const char *members, int a
     if (ok) {
         ev(op, "ok", n, "%s", members);
     } else {
-        ev_not_ok(op, n, rc == RES_OK ? RES_FAIL : rc, se, r);
+        ev_not_ok_m(op, n, rc == RES_OK ? RES_FAIL : rc, se, r, members);
     }
     if (r != NULL) {
         freeReplyObject(r);
@@ -515,20 +535,21 @@ static void do_revoke(endpoint *fe, uint64_t lease)
     }
 }
 
-/* Picks a hold time: mostly short, sometimes a good part of the TTL, and
- * now and then around the TTL (the keepalive thread keeps the lease alive;
- * only pauses and delays make it run out). */
+/* Picks a hold time: long_pct percent in [hold_max/2, hold_max] (around the
+ * TTL by default), a quarter in [hold_max/10, hold_max/2], the rest short.
+ * The keepalive thread keeps the lease alive while holding; only pauses and
+ * network faults make it run out. */
 static uint64_t pick_hold_ms(void)
 {
     uint64_t p = rnd() % 100;
     uint64_t hi = cfg.hold_max_ms;
-    if (p < 70) {
-        return rnd_range(0, hi / 10);
+    if (p < cfg.long_pct) {
+        return rnd_range(hi / 2, hi);
     }
-    if (p < 95) {
+    if (p < cfg.long_pct + 25) {
         return rnd_range(hi / 10, hi / 2);
     }
-    return rnd_range(hi / 2, hi);
+    return rnd_range(0, hi / 10);
 }
 
 /* Runs one iteration of the workload (or the demo's single pass).  Every
@@ -537,6 +558,12 @@ static uint64_t pick_hold_ms(void)
 static void iteration(endpoint *fe, endpoint *se, uint64_t iter)
 {
     uint64_t lease = do_grant(fe);
+    /* The demo's single pass must not give up on a server that is still
+     * starting (TRYAGAIN) or briefly unreachable. */
+    for (int i = 0; cfg.once && lease == 0 && i < 100; i++) {
+        sleep_ms(50);
+        lease = do_grant(fe);
+    }
     if (lease == 0) {
         sleep_ms(rnd_range(20, 100));
         return;
@@ -608,6 +635,7 @@ static void usage(FILE *f)
             "  --hold-max-ms MS   longest hold in the loop (default 1000)\n"
             "  --seed N           PRNG seed (default 1)\n"
             "  --ops N            iterations, 0 = until killed (default 0)\n"
+            "  --long-pct P       percent of holds in [hold-max/2, hold-max] (default 5)\n"
             "  --once             demo mode: one pass writing --value to --key after --hold-ms\n"
             "  --key KEY --value V --hold-ms MS\n");
 }
@@ -629,7 +657,7 @@ static uint64_t opt_u64(const char *name, const char *s)
 static void parse_args(int argc, char **argv)
 {
     cfg = (config){.id = -1, .lock = "torture", .fence = "torture", .counter = "counter", .key = "data",
-                   .value = "x", .ttl_ms = 1000, .wait_ms = 5000, .hold_max_ms = 1000, .seed = 1};
+                   .value = "x", .ttl_ms = 1000, .wait_ms = 5000, .hold_max_ms = 1000, .seed = 1, .long_pct = 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0) {
@@ -661,6 +689,7 @@ static void parse_args(int argc, char **argv)
         else if (strcmp(a, "--hold-ms") == 0) cfg.hold_ms = opt_u64(a, v);
         else if (strcmp(a, "--seed") == 0) cfg.seed = opt_u64(a, v);
         else if (strcmp(a, "--ops") == 0) cfg.ops = opt_u64(a, v);
+        else if (strcmp(a, "--long-pct") == 0) cfg.long_pct = opt_u64(a, v);
         else {
             fprintf(stderr, "worker: unknown option %s\n", a);
             usage(stderr);
@@ -670,6 +699,10 @@ static void parse_args(int argc, char **argv)
     if (cfg.id < 0 || cfg.history == NULL || cfg.fenced == NULL || cfg.store == NULL) {
         fprintf(stderr, "worker: --id, --history, --fenced and --store are required\n");
         usage(stderr);
+        exit(2);
+    }
+    if (cfg.long_pct > 75) {
+        fprintf(stderr, "worker: --long-pct must be <= 75\n");
         exit(2);
     }
     if (cfg.ttl_ms == 0) {

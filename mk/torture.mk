@@ -1,0 +1,73 @@
+# src/torture + tools/: the pause demo and the fault-injection torture harness
+# (issue 6).  C programs: the workload client (fence-torture-worker) and the
+# TCP fault proxy (fence-proxy).  The orchestrator, the history checker and
+# the demo are Python 3 (standard library only), installed next to the
+# binaries so that they find fenced, fence-store and each other there.
+#
+#   make demo                         the pause demo (lease-only run too)
+#   make torture DURATION=600 SEED=7  a long torture run against fencing
+#   make torture-controls             the two runs that must fail the checker
+CFLAGS_src_torture_ := $(shell pkg-config --cflags hiredis)
+TORTURE_LIBS := $(shell pkg-config --libs hiredis) -lpthread
+
+TORTURE_WORKER := $(BUILD)/fence-torture-worker
+FENCE_PROXY    := $(BUILD)/fence-proxy
+TORTURE_PY     := $(BUILD)/fence-torture $(BUILD)/fence-demo $(BUILD)/torture_check.py \
+                  $(BUILD)/torture_common.py
+# fenced built with the planted etcd#11456 bug (grant to an expired lease),
+# for the checker's second control.
+BUG_FENCED     := $(BUILD)/bug/fenced
+
+$(TORTURE_WORKER): $(BUILD)/src/torture/worker.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(TORTURE_LIBS)
+
+$(FENCE_PROXY): $(BUILD)/src/torture/proxy.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+
+$(BUILD)/fence-torture: tools/torture.py
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+$(BUILD)/fence-demo: tools/fence_demo.py
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+$(BUILD)/torture_check.py: tools/torture_check.py
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+$(BUILD)/torture_common.py: tools/torture_common.py
+	@mkdir -p $(dir $@)
+	install -m 644 $< $@
+
+$(BUG_FENCED): FORCE_BUG_FENCED
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/bug \
+	    EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DFENCE_BUG_GRANT_EXPIRED" $(BUILD)/bug/fenced
+FORCE_BUG_FENCED:
+
+BINS += $(TORTURE_WORKER) $(FENCE_PROXY) $(TORTURE_PY)
+
+# The torture tests need the planted-bug fenced (only in the normal build).
+ifneq ($(SAN),1)
+tests: $(BUG_FENCED)
+endif
+
+INTEG_TESTS += tests/torture/test_checker.sh tests/torture/test_proxy.sh \
+               tests/torture/test_demo.sh tests/torture/test_torture_short.sh \
+               tests/torture/test_control_lease_only.sh tests/torture/test_control_bug.sh
+
+DURATION ?= 600
+SEED     ?=
+WORKERS  ?= 4
+
+demo: $(BUILD)/fenced $(BUILD)/fence-store $(TORTURE_WORKER) $(TORTURE_PY)
+	/usr/bin/python3 $(BUILD)/fence-demo --svg $(BUILD)/demo.svg
+
+torture: $(BUILD)/fenced $(BUILD)/fence-store $(TORTURE_WORKER) $(FENCE_PROXY) $(TORTURE_PY)
+	/usr/bin/python3 $(BUILD)/fence-torture --duration $(DURATION) --workers $(WORKERS) \
+	    $(if $(SEED),--seed $(SEED)) --out $(BUILD)/torture
+
+torture-controls: $(BUILD)/fenced $(BUILD)/fence-store $(TORTURE_WORKER) $(FENCE_PROXY) $(TORTURE_PY) $(BUG_FENCED)
+	bash tests/torture/test_control_lease_only.sh
+	bash tests/torture/test_control_bug.sh
+
+.PHONY: demo torture torture-controls FORCE_BUG_FENCED
