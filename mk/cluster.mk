@@ -1,0 +1,24 @@
+# fenced clusters: the cluster integration tests (real processes on
+# 127.0.0.1, and network namespaces for the partition test), the failover
+# benchmark and the 3-node `fencectl bench`.  The daemon's cluster code
+# (src/server/cluster.c) and `fencectl cluster` (src/cli/cluster.c) are
+# built by mk/server.mk and mk/cli.mk through their wildcards.
+#
+# Knobs (environment): FENCE_CLUSTER_LOAD_S (seconds of load before and
+# after the kill, default 2), KEEP_TMP=1 keeps the node dirs.
+CLUSTER_TESTS := $(filter-out tests/integration/test_cluster_lib.py, \
+                   $(sort $(wildcard tests/integration/test_cluster_*.py \
+                                     tests/integration/test_cluster_*.sh)))
+INTEG_TESTS += $(CLUSTER_TESTS)
+
+# make bench-cluster: failover time over KILLS (default 10) kill -9s of the
+# leader of a 3-node cluster (median, max), then `fencectl bench` against a
+# 3-node cluster (the same table as `make bench` for one node).
+KILLS ?= 10
+bench-cluster:
+	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
+	@BUILD=$(BUILD) bash tests/integration/cluster_failover_bench.sh $(KILLS)
+	@BUILD=$(BUILD) /usr/bin/python3 tests/integration/cluster_bench.py $(BENCH_ARGS)
+bench: bench-cluster
+
+.PHONY: bench-cluster
