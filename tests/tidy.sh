@@ -6,7 +6,7 @@
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BUILD=${BUILD:-$ROOT/build}
-CORE=$ROOT/src/core
+CORE=${TIDY_CORE_DIR:-$ROOT/src/core}
 fails=0
 ok()     { echo "ok - $*"; }
 not_ok() { echo "not ok - $*"; fails=$((fails + 1)); }
@@ -16,10 +16,16 @@ files=$(find "$CORE" -name '*.[ch]' | sort)
 
 # Source with comments and string literals removed (the preprocessor in
 # -fpreprocessed mode strips comments without expanding anything).
-stripped() {
+strip_file() {
     ${CC:-cc} -fpreprocessed -dD -E -P -x c "$1" 2>/dev/null |
         sed -E 's/"([^"\\]|\\.)*"/""/g'
 }
+work=$(mktemp -d /tmp/fence-tidy.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+for f in $files; do
+    strip_file "$f" >"$work/$(basename "$f").stripped"
+done
+stripped() { cat "$work/$(basename "$1").stripped"; }
 
 # ban "what" 'extended regex': no core file may match.
 ban() {
@@ -52,9 +58,9 @@ ban "<stdio.h>"         '#[[:space:]]*include[[:space:]]*<stdio\.h>'
 ban "raw assert() (FENCE_ASSERT stays on with NDEBUG)" '(^|[^A-Za-z0-9_])assert[[:space:]]*\('
 
 # The regexes themselves must catch what they are meant to catch.
-probe=$(mktemp /tmp/fence-tidy.XXXXXX.c)
-trap 'rm -f "$probe"' EXIT
+probe=$work/probe.c
 printf '#include <stdio.h>\nvoid g(void){ void *p = malloc(3); free(p); x = time(NULL); }\n' >"$probe"
+strip_file "$probe" >"$work/probe.c.stripped"
 if stripped "$probe" | grep -Eq '(^|[^A-Za-z0-9_])malloc[[:space:]]*\(' &&
    stripped "$probe" | grep -Eq '(^|[^A-Za-z0-9_.>])free[[:space:]]*\(' &&
    stripped "$probe" | grep -Eq '(^|[^A-Za-z0-9_.>])time[[:space:]]*\(' &&

@@ -19,7 +19,7 @@
 #include "core/fsm.h"
 
 #define DEFAULT_SEEDS 2000
-#define DEFAULT_STEPS 200
+#define DEFAULT_STEPS 150
 #define MAXID 4096  /* ids per run (steps bound them) */
 #define NNAMES 4
 #define MAXEV 4096
