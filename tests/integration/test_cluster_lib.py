@@ -89,10 +89,11 @@ class Tap:
             print("not ok - " + what, flush=True)
         return cond
 
-    def eq(self, expected, actual, what):
-        """check(expected == actual) with both shown on failure."""
+    def eq(self, expected, actual, what, detail=None):
+        """check(expected == actual) with both (and detail) shown on failure."""
         return self.check(expected == actual, what,
-                          "expected: %r\nactual:   %r" % (expected, actual))
+                          "expected: %r\nactual:   %r\n%s" % (expected, actual,
+                                                             detail or ""))
 
     def note(self, text):
         """A comment line (measurements, progress)."""
@@ -220,6 +221,17 @@ class Node:
             return parse_info(text)
         except redis.RedisError:
             return None, None
+
+    def log_since_start(self):
+        """The log written since the last "raft started" line (the whole
+        log when there is none), to tell start-up from later events."""
+        try:
+            with open(self.log, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return ""
+        i = text.rfind("raft started")
+        return text[i:] if i >= 0 else text
 
     def log_text(self):
         """This node's log (for failure details)."""
