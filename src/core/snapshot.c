@@ -107,7 +107,11 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     put_le(&w, f->limits.waiters_max, 4);
     put_le(&w, f->limits.dedup_max, 4);
     put_le(&w, f->leases.count, 4);
+    uint64_t last = 0;
     for (const fence__lease *l = f->lease_head; l != NULL; l = l->next) {
+        FENCE_ASSERT(l->id > last);
+        FENCE_ASSERT(l->id < f->next_lease_id);
+        last = l->id;
         put_le(&w, l->id, 8);
         put_le(&w, l->ttl_ms, 8);
         put_le(&w, l->lock_delay_ms, 8);
@@ -115,7 +119,12 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put_le(&w, l->dedicated ? 1 : 0, 1);
     }
     put_le(&w, f->locks.count, 4);
+    last = 0;
     for (const fence__lock *k = f->lock_head; k != NULL; k = k->tnext) {
+        FENCE_ASSERT(k->token > last);
+        FENCE_ASSERT(k->token <= f->last_token);
+        FENCE_ASSERT((k->holder != NULL) != k->in_delay);
+        last = k->token;
         put_le(&w, k->name_len, 2);
         put(&w, k->name, k->name_len);
         put_le(&w, k->token, 8);
@@ -125,7 +134,12 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put_le(&w, k->in_delay ? k->hi.deadline_ms : 0, 8);
     }
     put_le(&w, f->waits.count, 4);
+    last = 0;
     for (const fence__wait *x = f->wait_head; x != NULL; x = x->wnext) {
+        FENCE_ASSERT(x->id > last);
+        FENCE_ASSERT(x->lock->holder != x->lease);
+        FENCE_ASSERT(x->has_req || x->req_id == 0);
+        last = x->id;
         put_le(&w, x->id, 8);
         put_le(&w, x->lease->id, 8);
         put_le(&w, x->lock->token, 8);
@@ -136,7 +150,9 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put_le(&w, x->req_id, 8);
     }
     put_le(&w, f->dedup.count, 4);
+    FENCE_ASSERT(f->dedup.count <= f->limits.dedup_max);
     for (const fence__dedup *d = f->dd_head; d != NULL; d = d->next) {
+        FENCE_ASSERT(d->result.status <= FENCE_ST_INVALID);
         put_le(&w, d->req_id, 8);
         put_le(&w, d->result.status, 1);
         put_le(&w, d->result.lease, 8);
