@@ -131,7 +131,7 @@ static void test_names(void)
 /* Many fences with random tokens survive close/reopen exactly. */
 static void test_many_fences_reopen(void)
 {
-    enum { N = 3000 };
+    enum { N = 600 };
     static uint64_t want[N];
     char *dir = tmpdir();
     fence_guard *g = must_open(dir, NULL);
@@ -281,19 +281,19 @@ static void test_compaction(void)
     char *dir = tmpdir();
     fence_guard_opts o;
     fence_guard_opts_default(&o);
-    o.compact_min_bytes = 4096;
+    o.compact_min_bytes = 2048;
     fence_guard *g = must_open(dir, &o);
-    for (uint64_t t = 1; t <= 2000; t++)
+    for (uint64_t t = 1; t <= 500; t++)
         CHECK(admit(g, t % 2 ? "odd" : "even", t, NULL) == 0);
     fence_guard_stats st;
     fence_guard_stats_get(g, &st);
     CHECK(st.compactions > 0);
-    CHECK(st.log_bytes < 8192);
-    CHECK_EQ_U64(st.syncs, 2000);
+    CHECK(st.log_bytes < 4096);
+    CHECK_EQ_U64(st.syncs, 500);
     fence_guard_close(g);
     g = must_open(dir, &o);
-    CHECK_EQ_U64(high_of(g, "odd"), 1999);
-    CHECK_EQ_U64(high_of(g, "even"), 2000);
+    CHECK_EQ_U64(high_of(g, "odd"), 499);
+    CHECK_EQ_U64(high_of(g, "even"), 500);
     fence_guard_close(g);
     rmdir_guard(dir);
 }
