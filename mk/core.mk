@@ -18,5 +18,7 @@ $(CORE_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CORE_LIB)
 UNIT_TESTS += $(CORE_TESTS)
 
 # Integration-style checks of the core (scripts; run once from the normal
-# build): banned calls/includes/globals, and test_core under valgrind.
-INTEG_TESTS += tests/tidy.sh tests/unit/valgrind_core.sh
+# build): banned calls/includes/globals, test_core under valgrind, and the
+# control run (the tests must fail against -DFENCE_BUG_GRANT_EXPIRED).
+INTEG_TESTS += tests/tidy.sh tests/unit/valgrind_core.sh \
+               tests/unit/core_bug_control.sh
