@@ -29,3 +29,11 @@ run-store:
 	./$(BUILD)/fence-store --port 7710 --bind 127.0.0.1 --data-dir var/fence-store
 
 .PHONY: run-store
+
+# make bench-store: redis-benchmark against a fresh fence-store (free port,
+# temp dir), requests/s per command (src/store/bench.sh).
+bench: bench-store
+bench-store: $(BUILD)/fence-store
+	@BUILD=$(BUILD) bash src/store/bench.sh
+
+.PHONY: bench bench-store
