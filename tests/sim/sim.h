@@ -32,6 +32,7 @@ typedef struct fence_sim_opts {
     uint64_t duration_ms; /* simulated time with traffic and faults */
     unsigned clients;     /* simulated clients (at most 32) */
     int verbose;          /* 1: print faults and leader changes to stderr */
+    int vote_faults;      /* 1: disk faults also fail set_term/set_vote */
 } fence_sim_opts;
 
 /* What one run found.  msg is empty unless failed. */

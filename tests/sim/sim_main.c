@@ -72,6 +72,7 @@ static seed_outcome run_seed(const main_opts *m, uint64_t seed)
     o.duration_ms = m->duration_ms;
     o.clients = m->clients;
     o.verbose = m->verbose;
+    o.vote_faults = getenv("FENCE_SIM_VOTE_FAULTS") != NULL;
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
