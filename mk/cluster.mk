@@ -18,7 +18,7 @@ KILLS ?= 10
 bench-cluster:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
 	@BUILD=$(BUILD) bash tests/integration/cluster_failover_bench.sh $(KILLS)
-	@BUILD=$(BUILD) /usr/bin/python3 tests/integration/cluster_bench.py $(BENCH_ARGS)
+	@BUILD=$(BUILD) bash tests/integration/cluster_bench.sh $(BENCH_ARGS)
 bench: bench-cluster
 
 .PHONY: bench-cluster
