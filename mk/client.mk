@@ -77,3 +77,9 @@ install-lib: $(CLIENT_LIB) $(CLIENT_SO) $(BUILD)/libfence.pc
 
 install: install-lib
 .PHONY: install install-lib
+
+# Fuzz target for the client's and fencectl's parsers (see mk/fuzz.mk).
+FUZZ_TARGETS += client
+FUZZ_client_LIBS := $(BUILD)/src/cli/args.o $(BUILD)/libfence.a
+FUZZ_client_LDLIBS := $(HIREDIS_LIBS) -lpthread
+FUZZ_client_FLAGS := -max_len=1024

@@ -48,9 +48,12 @@ int fence__addr_parse(const char *s, size_t len, fence__addr *out)
     }
     if (host_len == 0 || host_len > FENCE__HOST_MAX)
         return FENCE_EINVAL;
+    /* A colon only inside brackets (IPv6); brackets never inside a host. */
+    bool bracketed = host != s;
     for (size_t i = 0; i < host_len; i++) {
         unsigned char ch = (unsigned char)host[i];
-        if (ch <= ' ' || ch == ',' || ch >= 0x7f)
+        if (ch <= ' ' || ch == ',' || ch >= 0x7f || ch == '[' || ch == ']' ||
+            (ch == ':' && !bracketed))
             return FENCE_EINVAL;
     }
     uint64_t port;

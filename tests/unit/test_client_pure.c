@@ -29,7 +29,8 @@ static void test_addr_parse_rejects(void)
 {
     fence__addr a;
     const char *bad[] = {"", "host", ":7700", "host:", "host:0", "host:65536", "host:7x",
-                         "host:-1", "[::1]7700", "[::1", "unix:", "a b:1",
+                         "host:-1", "[::1]7700", "[::1", "unix:", "a b:1", "::1:7700", "a:b:1",
+                         "[a]b]:1", "x]:1", "[[a]:1",
                          "host:99999999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (fence__addr_parse(bad[i], strlen(bad[i]), &a) == 0) {
