@@ -251,9 +251,10 @@ static void test_busy_and_missing(void)
     fence_guard_close(g);
     g = must_open(dir, NULL); /* free again after close */
     fence_guard_close(g);
-    CHECK(fence_guard_open("/nonexistent/fence/dir", NULL, &g2) ==
-          FENCE_GUARD_EIO);
-    CHECK(strstr(fence_guard_errmsg(g2), "/nonexistent/fence/dir") != NULL);
+    char missing[128];
+    snprintf(missing, sizeof(missing), "%s/missing/dir", dir);
+    CHECK(fence_guard_open(missing, NULL, &g2) == FENCE_GUARD_EIO);
+    CHECK(strstr(fence_guard_errmsg(g2), missing) != NULL);
     fence_guard_close(g2);
     CHECK(fence_guard_open(NULL, NULL, &g2) == FENCE_GUARD_EINVAL);
     fence_guard_close(g2);
