@@ -56,8 +56,7 @@ FUZZ_REPLAYS  = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%_replay)
 
 # The targets written with the state machine (src/core): the log entry
 # decoder and the snapshot decoder.
-# (Registered once libfencecore.a links.)
-#FUZZ_TARGETS += entry snapshot
+FUZZ_TARGETS += entry snapshot
 FUZZ_entry_LIBS := $(BUILD)/libfencecore.a
 FUZZ_snapshot_LIBS := $(BUILD)/libfencecore.a
 
