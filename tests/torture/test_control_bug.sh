@@ -14,7 +14,8 @@ if [ ! -x "$BUG_FENCED" ]; then
         { sed 's/^/#   /' "$TEST_TMP/make.log" | tail; not_ok "control planted bug: build $BUG_FENCED"; finish; }
 fi
 common=(--duration 15 --workers 4 --faults pause-waiter --wait-ms 30000 --long-pct 50 --hold-max-ms 3000)
-for seed in ${CONTROL_SEEDS:-201 202}; do
+seeds=${CONTROL_SEEDS:-201 202}
+for seed in $seeds; do
     if "$PY" "$BUILD/fence-torture" --seed "$seed" "${common[@]}" --fenced "$BUG_FENCED" \
         --expect-violation >"$TEST_TMP/bug-$seed.log" 2>&1 &&
         grep -q '\[expired-grant\]' "$TEST_TMP/bug-$seed.log"; then
@@ -24,7 +25,7 @@ for seed in ${CONTROL_SEEDS:-201 202}; do
         not_ok "control planted bug (seed $seed): grant to an expired lease reported"
     fi
 done
-seed=${CONTROL_SEEDS%% *}; seed=${seed:-201}
+seed=${seeds%% *}
 if "$PY" "$BUILD/fence-torture" --seed "$seed" "${common[@]}" >"$TEST_TMP/good.log" 2>&1; then
     ok "same schedule against the correct fenced: no violations"
 else
