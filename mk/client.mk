@@ -47,13 +47,20 @@ tests: $(CLIENT_ASAN_TEST)
 INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
 
 # ---- make install ------------------------------------------------------------
-# PREFIX (default /usr/local) and DESTDIR as usual.  libfence.pc is generated
-# here, with the prefix it is installed under.
+# PREFIX (default /usr/local) and DESTDIR as usual; LIBDIR and INCLUDEDIR
+# default to PREFIX/lib and PREFIX/include.
+FENCE_CLIENT_VERSION := 0.1.0
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
-$(BUILD)/libfence.pc: mk/client.mk
-	@mkdir -p $(dir $@)
+# The .pc file is written at install time, so it always names the PREFIX
+# (and LIBDIR/INCLUDEDIR) of this install.
+install-lib: $(CLIENT_LIB) $(CLIENT_SO)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 644 include/fence.h $(DESTDIR)$(INCLUDEDIR)/fence.h
+	install -m 644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libfence.a
+	install -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libfence.so.$(CLIENT_SO_VERSION)
+	ln -sf libfence.so.$(CLIENT_SO_VERSION) $(DESTDIR)$(LIBDIR)/libfence.so
 	printf '%s\n' \
 	    'prefix=$(PREFIX)' \
 	    'libdir=$(LIBDIR)' \
@@ -61,19 +68,12 @@ $(BUILD)/libfence.pc: mk/client.mk
 	    '' \
 	    'Name: libfence' \
 	    'Description: client of the fenced lock service (locks with fencing tokens)' \
-	    'Version: 0.1.0' \
+	    'Version: $(FENCE_CLIENT_VERSION)' \
 	    'Requires.private: hiredis' \
 	    'Libs: -L$${libdir} -lfence' \
 	    'Libs.private: -lpthread' \
-	    'Cflags: -I$${includedir}' >$@
-
-install-lib: $(CLIENT_LIB) $(CLIENT_SO) $(BUILD)/libfence.pc
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
-	install -m 644 include/fence.h $(DESTDIR)$(INCLUDEDIR)/fence.h
-	install -m 644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libfence.a
-	install -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libfence.so.$(CLIENT_SO_VERSION)
-	ln -sf libfence.so.$(CLIENT_SO_VERSION) $(DESTDIR)$(LIBDIR)/libfence.so
-	install -m 644 $(BUILD)/libfence.pc $(DESTDIR)$(LIBDIR)/pkgconfig/libfence.pc
+	    'Cflags: -I$${includedir}' >$(DESTDIR)$(LIBDIR)/pkgconfig/libfence.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/libfence.pc
 
 install: install-lib
 .PHONY: install install-lib
