@@ -69,6 +69,7 @@ static const char usage_top[] =
     "  status                          server INFO, pretty\n"
     "  bench [opts]                    acquire+release throughput and latency\n"
     "  demo [ARGS]                     run fence-demo (the pause scenario)\n"
+    "  cluster info|add|remove|transfer  cluster membership (fencectl cluster --help)\n"
     "\n"
     "Run `fencectl COMMAND --help` for a command's options.\n"
     "exit codes: 0 ok, 1 error, 64 usage, 69 server unreachable,\n"

@@ -243,6 +243,8 @@ static int cmd_demo(const fencectl_args *a)
     return FENCECTL_EXIT_CANNOT_EXEC;
 }
 
+/* Parse the command line, print help or run the subcommand, and exit with
+ * its documented exit code. */
 int main(int argc, char **argv)
 {
     fencectl_args a;

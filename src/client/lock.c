@@ -687,25 +687,28 @@ int fence_lock_release(fence_lock *l)
     return rc;
 }
 
-/* Accessors. */
+/* Return the fencing token of the grant (fixed for the handle's life). */
 uint64_t fence_lock_token(const fence_lock *l)
 {
     assert(l != NULL);
     return l->token;
 }
 
+/* Return the id of the lease the lock is held under. */
 uint64_t fence_lock_lease(const fence_lock *l)
 {
     assert(l != NULL);
     return l->lease;
 }
 
+/* Return the lock's name (the handle's own copy). */
 const char *fence_lock_name(const fence_lock *l)
 {
     assert(l != NULL);
     return l->name;
 }
 
+/* Return the lease TTL the lock was acquired with. */
 uint32_t fence_lock_ttl_ms(const fence_lock *l)
 {
     assert(l != NULL);

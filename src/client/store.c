@@ -18,9 +18,10 @@ struct fence_store {
     char errmsg[FENCE_ERRMSG_BUF_SIZE]; /* detail of the last failure */
 };
 
-/* Record the detail of a failure on s and return rc. */
 static int store_fail(fence_store *s, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Record the detail of a failure on s (and in the thread's buffer) and
+ * return rc. */
 static int store_fail(fence_store *s, int rc, const char *fmt, ...)
 {
     va_list ap;
