@@ -241,6 +241,56 @@ s.sendall(b"PING\r\n"); assert f.readline() == b"+PONG\r\n"
 PYEOF
 stop full TERM
 
+# ---- a failed disk write is a crash-stop; nothing acknowledged is lost ----
+# The file-size limit (ulimit -f, with SIGXFSZ ignored) makes LMDB's writes
+# fail with EFBIG once the data file reaches 256 KiB.
+P5=$(free_port)
+( trap '' XFSZ; ulimit -c 0; ulimit -f 256; exec "$FENCE_STORE" --port "$P5" --data-dir "$TEST_TMP/efbig" ) >>"$TEST_TMP/efbig.log" 2>&1 &
+efbig_pid=$!
+if wait_port "$P5" 10; then
+    "$PY" - "$P5" "$TEST_TMP/efbig.acked" <<'PYEOF'
+import socket, sys
+port, out = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+f = s.makefile("rb")
+acked = []
+try:
+    for i in range(400):
+        k = b"k%d" % i
+        v = b"%d" % i * 800
+        s.sendall(b"*5\r\n$4\r\nFSET\r\n$1\r\nf\r\n$%d\r\n%d\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                  % (len(b"%d" % (i + 1)), i + 1, len(k), k, len(v), v))
+        line = f.readline()
+        if line != b"+OK\r\n":
+            break
+        acked.append(i)
+except OSError:
+    pass
+open(out, "w").write(" ".join(map(str, acked)))
+PYEOF
+    { wait "$efbig_pid"; } 2>/dev/null; st=$?
+    check_eq "a failed LMDB write aborts the server (SIGABRT)" "134" "$st"
+    grep -q "crash-stop" "$TEST_TMP/efbig.log" && ok "and logs why" || { cat "$TEST_TMP/efbig.log"; not_ok "and logs why"; }
+    n=$(wc -w <"$TEST_TMP/efbig.acked")
+    [ "$n" -gt 5 ] && [ "$n" -lt 400 ] && ok "writes were acknowledged until the disk failed ($n)" || not_ok "writes acknowledged until the disk failed ($n)"
+    start_store efbig2 "$P5" "$TEST_TMP/efbig" || not_ok "restart after the disk error"
+    "$PY" - "$P5" "$TEST_TMP/efbig.acked" <<'PYEOF' && ok "after restart every acknowledged write is there" || not_ok "after restart every acknowledged write is there"
+import socket, sys
+port = int(sys.argv[1]); acked = [int(x) for x in open(sys.argv[2]).read().split()]
+s = socket.create_connection(("127.0.0.1", port), timeout=10); f = s.makefile("rb")
+for i in acked:
+    k = b"k%d" % i
+    s.sendall(b"*2\r\n$4\r\nFGET\r\n$%d\r\n%s\r\n" % (len(k), k))
+    hdr = f.readline(); assert hdr.startswith(b"$"), (i, hdr)
+    body = f.read(int(hdr[1:]) + 2)[:-2]; assert body == b"%d" % i * 800, i
+s.sendall(b"*2\r\n$10\r\nFENCE.HIGH\r\n$1\r\nf\r\n")
+assert int(f.readline()[1:]) >= acked[-1] + 1
+PYEOF
+    stop efbig2 TERM
+else
+    not_ok "fence-store under a file-size limit starts"
+fi
+
 # ---- --ignore-tokens control mode ------------------------------------------
 P4=$(free_port)
 start_store ctl "$P4" "$TEST_TMP/ctl" --ignore-tokens || not_ok "control mode starts"
