@@ -42,6 +42,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
@@ -72,8 +73,9 @@ class Server:
         self.logpath = logpath  # stdout/stderr go here (appended)
         self.proc = None  # subprocess.Popen or None while down
 
-    def start(self, wait_s=15.0):
-        """Starts the process and waits for its port; False if it never came up."""
+    def start(self, wait_s=15.0, ready=True):
+        """Starts the process and waits for its port (and, for a single
+        fenced, for its leader to be ready); False if it never came up."""
         logf = open(self.logpath, "a")
         self.proc = subprocess.Popen(self.argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         logf.close()
@@ -82,7 +84,7 @@ class Server:
             if self.proc.poll() is not None:
                 return False
             if tc.wait_port(self.port, 0.2):
-                if self.name == "fenced":
+                if self.name.startswith("fenced") and ready:
                     return tc.wait_fenced_ready(self.port, max(0.5, deadline - time.monotonic()))
                 return True
         return False
@@ -103,10 +105,10 @@ class Server:
 class Proxy:
     """A fence-proxy process driven over its stdin."""
 
-    def __init__(self, exe, target_port, logpath):
+    def __init__(self, exe, target, logpath):
         self.port = tc.free_port()
         logf = open(logpath, "a")
-        self.proc = subprocess.Popen([exe, str(self.port), "127.0.0.1", str(target_port)],
+        self.proc = subprocess.Popen([exe, str(self.port), target[0], str(target[1])],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, text=True)
         logf.close()
         line = self.proc.stdout.readline()
@@ -179,12 +181,12 @@ class Tail:
 class Worker:
     """One workload process with its two proxies and its faked wall clock."""
 
-    def __init__(self, idx, args, fenced_port, store_port, outdir, seed, use_faketime, extra_args):
+    def __init__(self, idx, args, fenced_addrs, store_addr, outdir, seed, use_faketime, extra_args):
         self.idx = idx
         self.name = "w%d" % idx
         self.history = os.path.join(outdir, "history-%s.jsonl" % self.name)
-        self.pf = Proxy(args.proxy, fenced_port, os.path.join(outdir, "proxy-%s.log" % self.name))
-        self.ps = Proxy(args.proxy, store_port, os.path.join(outdir, "proxy-%s.log" % self.name))
+        self.pfs = [Proxy(args.proxy, fp, os.path.join(outdir, "proxy-%s.log" % self.name)) for fp in fenced_addrs]
+        self.ps = Proxy(args.proxy, store_addr, os.path.join(outdir, "proxy-%s.log" % self.name))
         self.clockfile = os.path.join(outdir, "clock-%s" % self.name)
         with open(self.clockfile, "w") as f:
             f.write("+0\n")
@@ -196,7 +198,7 @@ class Worker:
                             "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                             "DONT_FAKE_MONOTONIC": "1"})
         argv = [args.worker, "--id", str(idx), "--history", self.history,
-                "--fenced", "127.0.0.1:%d" % self.pf.port, "--store", "127.0.0.1:%d" % self.ps.port,
+                "--fenced", ",".join("127.0.0.1:%d" % pf.port for pf in self.pfs), "--store", "127.0.0.1:%d" % self.ps.port,
                 "--ttl-ms", str(args.ttl_ms), "--wait-ms", str(args.wait_ms),
                 "--hold-max-ms", str(args.hold_max_ms), "--seed", str(seed), "--long-pct", str(args.long_pct),
                 "--lock", args.lock, "--fence", args.fence, "--counter", args.counter] + extra_args
@@ -218,8 +220,13 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.pf.stop()
-        self.ps.stop()
+        for p in self.pfs + [self.ps]:
+            p.stop()
+
+    def net(self, line):
+        """Sends one control command to all of this worker's proxies."""
+        for p in self.pfs + [self.ps]:
+            p.cmd(line)
 
 
 def make_schedule(rng, args, kinds):
@@ -238,6 +245,7 @@ def make_schedule(rng, args, kinds):
             dur = ttl_s * rng.uniform(1.5, 3.0)
         elif kind in ("kill-fenced", "kill-store"):
             dur = rng.uniform(0.1, 1.0)
+            param = rng.choice((0, rng.randint(1, 16)))
         elif kind == "partition":
             dur = rng.uniform(0.5, 3.0)
         elif kind == "delay":
@@ -260,7 +268,7 @@ class Nemesis:
         self.args = args
         self.hist = hist  # HistoryWriter for proc "nemesis"
         self.workers = workers
-        self.fenced = fenced  # Server or None (external deployment)
+        self.fenced = fenced  # list of fenced Servers (nodes); empty when external
         self.store = store
         self.pending = []  # heap of (time, seq, callable) fault ends
         self.seq = 0
@@ -309,7 +317,10 @@ class Nemesis:
                 w.paused = False
             self._later(time.monotonic() + dur, end)
         elif kind in ("kill-fenced", "kill-store"):
-            srv = self.fenced if kind == "kill-fenced" else self.store
+            if kind == "kill-fenced":
+                srv = self._pick_node(param) if self.fenced else None
+            else:
+                srv = self.store
             if srv is None or (kind, 0) in self.busy:
                 self.hist.event("fault-skipped", "ok", kind=kind, reason="server busy or external")
                 return
@@ -318,7 +329,7 @@ class Nemesis:
             srv.kill(signal.SIGKILL)
 
             def end(srv=srv, n=n, kind=kind):
-                up = srv.start()
+                up = srv.start(ready=len(self.fenced) == 1 or kind != "kill-fenced")
                 self.hist.event("fault", "end", n=n, kind=kind, target=srv.name, up=up)
                 if not up:
                     log("%s did not come back after kill -9; see its log" % srv.name)
@@ -332,20 +343,17 @@ class Nemesis:
             self.busy.add(("net", w.idx))
             line = "partition" if kind == "partition" else "delay %d" % param
             n = self.hist.event("fault", "start", kind=kind, target=w.name, ms=param)
-            w.pf.cmd(line)
-            w.ps.cmd(line)
+            w.net(line)
 
             def end(w=w, n=n, kind=kind):
-                w.pf.cmd("heal")
-                w.ps.cmd("heal")
+                w.net("heal")
                 self.hist.event("fault", "end", n=n, kind=kind, target=w.name)
                 self.busy.discard(("net", w.idx))
             self._later(now + dur, end)
         elif kind == "reset":
             w = self.workers[target]
             n = self.hist.event("fault", "start", kind=kind, target=w.name)
-            w.pf.cmd("reset")
-            w.ps.cmd("reset")
+            w.net("reset")
             self.hist.event("fault", "end", n=n, kind=kind, target=w.name)
         elif kind == "clock":
             w = self.workers[target]
@@ -363,6 +371,23 @@ class Nemesis:
                 self.busy.discard(("clock", w.idx))
             self._later(now + dur, end)
         self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def _pick_node(self, param):
+        """Picks the fenced node to kill: the leader when param is 0 (half
+        of the schedule's kills), else node param % nodes."""
+        if len(self.fenced) == 1:
+            return self.fenced[0]
+        if param == 0:
+            for srv in self.fenced:
+                try:
+                    r = tc.Resp("127.0.0.1", srv.port, timeout=1)
+                    info = r.call("INFO")
+                    r.close()
+                    if b"role:leader" in info:
+                        return srv
+                except (OSError, tc.RespError, ConnectionError):
+                    continue
+        return self.fenced[param % len(self.fenced)]
 
     def run_due(self, until):
         """Runs fault ends due before `until` (monotonic seconds)."""
@@ -397,7 +422,7 @@ class Nemesis:
         self.heal_all()
 
 
-def final_reads(store_port, hist_paths, counter, final_path):
+def final_reads(store_addr, hist_paths, counter, final_path):
     """Reads the counter and every acknowledged record straight from the
     store and appends them to the history as proc "final" events."""
     keys = [counter]
@@ -408,7 +433,7 @@ def final_reads(store_port, hist_paths, counter, final_path):
     conn = None
     for _ in range(50):
         try:
-            conn = tc.Resp("127.0.0.1", store_port)
+            conn = tc.Resp(store_addr[0], store_addr[1])
             break
         except OSError:
             time.sleep(0.2)
@@ -425,6 +450,99 @@ def final_reads(store_port, hist_paths, counter, final_path):
         conn.close()
     w.close()
     return len(keys)
+
+
+def split_addr(text):
+    """Splits "host:port" into (host, port)."""
+    host, port = text.rsplit(":", 1)
+    return host, int(port)
+
+
+def start_fenced_nodes(a, outdir):
+    """Starts fenced: one node, or a cluster of a.nodes sharing one --peers
+    list; waits until a leader is ready.  Returns the Servers."""
+    if a.nodes == 1:
+        port = tc.free_port()
+        fdir = os.path.join(outdir, "fenced-data")
+        srv = Server("fenced", [a.fenced, "--port", str(port), "--bind", "127.0.0.1", "--data-dir", fdir]
+                     + a.fenced_arg, port, os.path.join(outdir, "fenced.log"))
+        if not srv.start():
+            raise RuntimeError("fenced did not start; see %s" % srv.logpath)
+        return [srv]
+    ports = [(tc.free_port(), tc.free_port()) for _ in range(a.nodes)]
+    peers = ",".join("%d=127.0.0.1:%d/%d" % (i + 1, p, r) for i, (p, r) in enumerate(ports))
+    nodes = []
+    for i, (p, r) in enumerate(ports):
+        argv = [a.fenced, "--node-id", str(i + 1), "--port", str(p), "--bind", "127.0.0.1", "--raft-port", str(r),
+                "--data-dir", os.path.join(outdir, "fenced-%d" % (i + 1)), "--peers", peers] + a.fenced_arg
+        nodes.append(Server("fenced-%d" % (i + 1), argv, p, os.path.join(outdir, "fenced-%d.log" % (i + 1))))
+    for n in nodes:
+        if not n.start(ready=False):
+            raise RuntimeError("%s did not start; see %s" % (n.name, n.logpath))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if any(tc.wait_fenced_ready(n.port, 0.2) and node_is_leader(n.port) for n in nodes):
+            return nodes
+        time.sleep(0.1)
+    raise RuntimeError("the %d-node cluster elected no leader; see %s/fenced-*.log" % (a.nodes, outdir))
+
+
+def node_info(host, port):
+    """Returns a node's INFO as a dict, or None if it does not answer."""
+    try:
+        r = tc.Resp(host, port, timeout=1)
+        try:
+            text = r.call("INFO")
+        finally:
+            r.close()
+    except (OSError, tc.RespError, ConnectionError):
+        return None
+    out = {}
+    for line in text.decode(errors="replace").splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def node_is_leader(port):
+    """True if the node on 127.0.0.1:port is a ready leader."""
+    info = node_info("127.0.0.1", port)
+    return info is not None and info.get("role") == "leader" and info.get("leader_ready") == "1"
+
+
+class LeaderMonitor:
+    """Polls the nodes' INFO and logs a "leader-change" event whenever the
+    highest term seen grows: a new leader restarts every lease's TTL, which
+    the checker must know about even when no kill caused it."""
+
+    def __init__(self, addrs, hist):
+        self.addrs = addrs
+        self.hist = hist
+        self.term = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.thread.start()
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=5)
+
+    def _run(self):
+        while not self.stopping.is_set():
+            for host, port in self.addrs:
+                info = node_info(host, port)
+                try:
+                    term = int(info.get("term", "0")) if info else 0
+                except ValueError:
+                    term = 0
+                if term > self.term:
+                    if self.term != 0:
+                        self.hist.event("leader-change", "ok", term=term, node="%s:%d" % (host, port))
+                    self.term = term
+            self.stopping.wait(0.2)
 
 
 def parse_args(argv):
@@ -449,6 +567,7 @@ def parse_args(argv):
     ap.add_argument("--fence-store", help="fence-store binary (default BIN_DIR/fence-store)")
     ap.add_argument("--store-ignore-tokens", action="store_true",
                     help="control: run fence-store --ignore-tokens (lease only)")
+    ap.add_argument("--nodes", type=int, default=1, help="fenced nodes: 1, or 3/5 for a cluster (default 1)")
     ap.add_argument("--fenced-arg", action="append", default=[], help="extra fenced argument (repeatable)")
     ap.add_argument("--external-fenced", help="test your own deployment: fenced address(es) h:p[,h:p]")
     ap.add_argument("--external-store", help="test your own deployment: fence-store address h:p")
@@ -469,6 +588,8 @@ def parse_args(argv):
     if bad:
         ap.error("unknown fault kind(s): %s (known: %s)" % (",".join(bad), ",".join(ALL_FAULTS)))
     a.kinds = kinds
+    if a.nodes not in (1, 3, 5):
+        ap.error("--nodes must be 1, 3 or 5")
     if a.workers < 1 or a.workers > 64:
         ap.error("--workers must be 1..64")
     if bool(a.external_fenced) != bool(a.external_store):
@@ -513,52 +634,52 @@ def main(argv=None):
     liveness_ms = a.ttl_ms + hold_max + 2000
     hist.event("meta", "ok", n=0, seed=a.seed, ttl=a.ttl_ms, hold_max=hold_max, slack_ms=a.slack_ms,
                liveness_ms=liveness_ms, counter=a.counter, workers=a.workers, duration=a.duration,
-               faults=a.kinds, lease_only=a.store_ignore_tokens, fenced=a.external_fenced or a.fenced)
+               faults=a.kinds, lease_only=a.store_ignore_tokens, fenced=a.external_fenced or a.fenced,
+               nodes=a.nodes)
     with open(os.path.join(outdir, "schedule.txt"), "w") as f:
         for s in schedule:
-            f.write("%8.3fs %-13s target=w%d dur=%.3fs param=%d\n" % (s[0], s[1], s[2], s[3], s[4]))
-    fenced = store = None
+            target = "w%d" % (s[2] + 1) if s[1] in ("pause", "partition", "delay", "reset", "clock") else "(rule)"
+            f.write("%8.3fs %-13s target=%-6s dur=%.3fs param=%d\n" % (s[0], s[1], target, s[3], s[4]))
+    fenced = []
+    store = None
     workers = []
+    monitor = None
     ok = False
     try:
         if a.external_fenced:
-            fenced_port = int(a.external_fenced.split(",")[0].rsplit(":", 1)[1])
-            store_port = int(a.external_store.rsplit(":", 1)[1])
+            fenced_addrs = [split_addr(x) for x in a.external_fenced.split(",")]
+            store_addr = split_addr(a.external_store)
         else:
-            store_port, fenced_port = tc.free_port(), tc.free_port()
-            sdir, fdir = os.path.join(outdir, "store-data"), os.path.join(outdir, "fenced-data")
+            store_addr = ("127.0.0.1", tc.free_port())
+            sdir = os.path.join(outdir, "store-data")
             os.makedirs(sdir, exist_ok=True)
-            os.makedirs(fdir, exist_ok=True)
-            sargv = [a.fence_store, "--port", str(store_port), "--bind", "127.0.0.1", "--data-dir", sdir]
+            sargv = [a.fence_store, "--port", str(store_addr[1]), "--bind", "127.0.0.1", "--data-dir", sdir]
             if a.store_ignore_tokens:
                 sargv.append("--ignore-tokens")
-            store = Server("fence-store", sargv, store_port, os.path.join(outdir, "fence-store.log"))
-            fenced = Server("fenced", [a.fenced, "--port", str(fenced_port), "--bind", "127.0.0.1",
-                                       "--data-dir", fdir] + a.fenced_arg,
-                            fenced_port, os.path.join(outdir, "fenced.log"))
+            store = Server("fence-store", sargv, store_addr[1], os.path.join(outdir, "fence-store.log"))
             if not store.start():
                 raise RuntimeError("fence-store did not start; see %s" % store.logpath)
-            if not fenced.start():
-                raise RuntimeError("fenced did not start; see %s" % fenced.logpath)
+            fenced = start_fenced_nodes(a, outdir)
+            fenced_addrs = [("127.0.0.1", n.port) for n in fenced]
         use_ft = "clock" in a.kinds
         for i in range(1, a.workers + 1):
-            workers.append(Worker(i, a, fenced_port, store_port, outdir, a.seed, use_ft, []))
+            workers.append(Worker(i, a, fenced_addrs, store_addr, outdir, a.seed, use_ft, []))
+        if len(fenced_addrs) > 1:
+            monitor = LeaderMonitor(fenced_addrs, hist)
+            monitor.start()
         nem = Nemesis(a, hist, workers, fenced, store)
         t_start = time.monotonic()
         nem.run(schedule, t_start)
         log("faults over; quiet period of %.1f s for the liveness check" % (liveness_ms / 1000.0 + 0.5))
         time.sleep(liveness_ms / 1000.0 + 0.5)
         hist.event("stop", "ok", n=0)
+        if monitor is not None:
+            monitor.stop()
         for w in workers:
             w.stop()
         workers = []
         paths = [os.path.join(outdir, p) for p in sorted(os.listdir(outdir)) if p.startswith("history-w")]
-        if a.external_store:
-            host, port = a.external_store.rsplit(":", 1)
-            nkeys = final_reads(int(port), paths, a.counter, final_path) if host in ("127.0.0.1", "localhost") \
-                else 0
-        else:
-            nkeys = final_reads(store_port, paths, a.counter, final_path)
+        nkeys = final_reads(store_addr, paths, a.counter, final_path)
         log("final state: %d keys read back" % nkeys)
         hist.close()
         events = tc.read_history(paths + [nem_path, final_path])
@@ -567,7 +688,8 @@ def main(argv=None):
         res.stats["faults"] = dict(res.stats.get("faults", {}))
         torture_check.summary_table(res, title="torture summary (%s%s)" % (
             "lease-only control" if a.store_ignore_tokens else "fencing on",
-            ", fenced=%s" % os.path.relpath(a.fenced) if not a.external_fenced else ", external"))
+            ", %d-node fenced=%s" % (a.nodes, os.path.relpath(a.fenced)) if not a.external_fenced
+            else ", external"))
         print("replay (same fault schedule): %s" % replay_command(argv, a.seed))
         if a.json:
             with open(a.json, "w") as f:
@@ -578,9 +700,11 @@ def main(argv=None):
     finally:
         for w in workers:
             w.stop()
-        for s in (fenced, store):
-            if s is not None:
-                s.kill(signal.SIGTERM)
+        if monitor is not None:
+            monitor.stop()
+        for srv in fenced + [store]:
+            if srv is not None:
+                srv.kill(signal.SIGTERM)
         if not keep and ok:
             shutil.rmtree(outdir, ignore_errors=True)
         elif not keep:

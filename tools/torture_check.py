@@ -24,9 +24,9 @@ timeline:
                 the TTL plus slack lies before a lower bound of the grant time
                 (the LOCK invocation, and the moment the previous holder
                 could first have released: its UNLOCK or REVOKE invocation, or
-                its lease's earliest possible expiry).  A fenced restart gives
-                every lease a fresh full TTL, counted from the first answer the
-                restarted server gave.
+                its lease's earliest possible expiry).  A fenced restart or a
+                leader change (logged by the harness) gives every lease a fresh
+                full TTL, counted from the first answer given afterwards.
   liveness      After the last fault healed, some lock grant completes within
                 the liveness bound (default TTL + longest hold + 2 s).
 
@@ -311,10 +311,15 @@ def check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, defaul
     oks = sorted(o.done_t for o in ops if o.op in FENCED_OPS and o.status == "ok")
     restarts = []
     for e in events:
-        if e["proc"] == "nemesis" and e["op"] == "fault" and e.get("kind") == "kill-fenced" \
-                and e["phase"] == "start":
+        if e["proc"] != "nemesis":
+            continue
+        if (e["op"] == "fault" and e.get("kind") == "kill-fenced" and e["phase"] == "start") \
+                or e["op"] == "leader-change":
+            # A leader change may have happened before it was observed:
+            # count from one TTL-free second earlier (only loosens).
+            since = e["t"] - (1000 * ms if e["op"] == "leader-change" else 0)
             up = next((t for t in oks if t > e["t"]), None)
-            restarts.append((e["t"], up if up is not None else t_end))
+            restarts.append((since, up if up is not None else t_end))
     release_lb = {}  # token -> earliest time its holder can have let go
     unlock_inv = {}
     for o in ops:

@@ -12,6 +12,7 @@
 import json
 import os
 import socket
+import threading
 import time
 
 
@@ -67,23 +68,25 @@ def read_history(paths):
 
 class HistoryWriter:
     """Appends events for one process (e.g. the nemesis) to a history file,
-    one flushed line per event."""
+    one flushed line per event; safe to use from several threads."""
 
     def __init__(self, path, proc):
         self.f = open(path, "a", encoding="utf-8")
         self.proc = proc
         self.n = 0
+        self.mu = threading.Lock()
 
     def event(self, op, phase, n=None, **fields):
         """Writes one event stamped now; returns its sequence number."""
-        if n is None:
-            self.n += 1
-            n = self.n
-        ev = {"t": mono_ns(), "proc": self.proc, "op": op, "phase": phase, "n": n}
-        ev.update(fields)
-        self.f.write(json.dumps(ev, separators=(",", ":")) + "\n")
-        self.f.flush()
-        return n
+        with self.mu:
+            if n is None:
+                self.n += 1
+                n = self.n
+            ev = {"t": mono_ns(), "proc": self.proc, "op": op, "phase": phase, "n": n}
+            ev.update(fields)
+            self.f.write(json.dumps(ev, separators=(",", ":")) + "\n")
+            self.f.flush()
+            return n
 
     def close(self):
         self.f.close()
