@@ -1947,7 +1947,7 @@ static void node_restart(sim *s, sim_node *n)
     assert(rv == 0);
     raft_set_election_timeout(r, SIM_ELECTION_MS);
     raft_set_heartbeat_timeout(r, SIM_HEARTBEAT_MS);
-    raft_set_pre_vote(r, true);
+    raft_set_pre_vote(r, !s->o.no_pre_vote);
     raft_set_snapshot_threshold(r, 32);
     raft_set_snapshot_trailing(r, 8);
     rv = raft_start(r);
@@ -2270,7 +2270,7 @@ static void cluster_setup(sim *s)
         wio_setup(n, r->io);
         n->wio.data = r;
         r->io = &n->wio;
-        raft_set_pre_vote(r, true);
+        raft_set_pre_vote(r, !s->o.no_pre_vote);
         raft_set_snapshot_threshold(r, 32);
         raft_set_snapshot_trailing(r, 8);
         n->clock_offset = k == 0 ? 0 : (int64_t)rng_range(&s->rng, 0, 3000);

@@ -33,6 +33,7 @@ typedef struct fence_sim_opts {
     unsigned clients;     /* simulated clients (at most 32) */
     int verbose;          /* 1: print faults and leader changes to stderr */
     int vote_faults;      /* 1: disk faults also fail set_term/set_vote */
+    int no_pre_vote;      /* 1: raft pre-vote off (the server turns it on) */
 } fence_sim_opts;
 
 /* What one run found.  msg is empty unless failed. */

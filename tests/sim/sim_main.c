@@ -73,6 +73,7 @@ static seed_outcome run_seed(const main_opts *m, uint64_t seed)
     o.clients = m->clients;
     o.verbose = m->verbose;
     o.vote_faults = getenv("FENCE_SIM_VOTE_FAULTS") != NULL;
+    o.no_pre_vote = getenv("FENCE_SIM_NO_PRE_VOTE") != NULL;
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
