@@ -153,8 +153,8 @@ FENCE_API int fence_client_open(const fence_client_opts *opts,
 
 /* Close the client: stop the keepalive thread, close every connection and
  * free the handle.  Locks still held are NOT released (their leases expire
- * on the server); their handles are freed, so release them first.  NULL is
- * a no-op. */
+ * on the server); their handles are freed, so release them first.  No other
+ * thread may be using c or its locks any more.  NULL is a no-op. */
 FENCE_API void fence_client_close(fence_client *c);
 
 /* The detail of the last failure of a libfence call made by this thread

@@ -650,11 +650,14 @@ void fence_lock_on_lost(fence_lock *l, fence_lost_cb cb, void *arg)
     assert(l != NULL);
     fence_client *c = l->c;
     pthread_mutex_lock(&c->mu);
-    while (l->busy)
+    /* From a lost callback (the keepalive thread, which set busy itself)
+     * waiting would never end; the callback has run by then anyway. */
+    bool in_ka = c->ka_started && pthread_equal(pthread_self(), c->ka_thread);
+    while (l->busy && !in_ka)
         pthread_cond_wait(&c->ka_done_cv, &c->mu);
     l->cb = cb;
     l->cb_arg = arg;
-    if (l->lost && !l->notified && cb != NULL) {
+    if (l->lost && !l->notified && cb != NULL && !in_ka) {
         l->busy = true;
         notify_lost(c, l);
         l->busy = false;

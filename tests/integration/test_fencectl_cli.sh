@@ -7,7 +7,8 @@
 [ -x "$FENCED" ] || skip_all "$FENCED not built"
 [ -x "$FENCECTL" ] || skip_all "$FENCECTL not built"
 port=$(free_port)
-spawn fenced "$FENCED" --port "$port" --data-dir "$TEST_TMP/fenced"
+spawn fenced "$FENCED" --port "$port" --data-dir "$TEST_TMP/fenced" \
+    --unix-socket "$TEST_TMP/fenced.sock"
 wait_port "$port" 20 || { cat "$TEST_TMP/fenced.log"; not_ok "fenced listens"; finish; }
 S=127.0.0.1:$port
 F=$FENCECTL
@@ -53,6 +54,11 @@ check_eq "revoking released its lock" free "$("$F" info shared)"
 check_eq "lease info of a revoked lease exits 79" 79 $?
 check "with a NOLEASE message" grep -q NOLEASE "$T/err"
 check_eq "lease revoke is idempotent" revoked "$("$F" lease revoke "$l")"
+
+# ---- a Unix socket ---------------------------------------------------------------
+read -r utok _ < <("$F" --server "unix:$T/fenced.sock" acquire unix.lock --wait 0)
+check "acquire over the Unix socket (--server unix:PATH)" [ "${utok:-0}" -gt 0 ]
+check_eq "release over the Unix socket" released "$("$F" --server "unix:$T/fenced.sock" release unix.lock "$utok")"
 
 # ---- status -------------------------------------------------------------------
 "$F" status >"$T/status"
