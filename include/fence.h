@@ -111,12 +111,14 @@ FENCE_API const char *fence_err_name(int rc);
 
 typedef struct fence_client fence_client;
 
+/* A held lock (see fence_lock_acquire()). */
+typedef struct fence_lock fence_lock;
+
 /* Called at most once per lock, from the keepalive thread, when the lease of
  * a held lock is lost: a keepalive was answered NOLEASE, or valid-until
  * passed without a successful renewal.  It must return quickly and must not
  * call fence_lock_release() (it may set a flag, write to a pipe, signal a
  * process).  rc is FENCE_ENOLEASE or FENCE_ELEASELOST. */
-typedef struct fence_lock fence_lock;
 typedef void (*fence_lost_cb)(fence_lock *l, int rc, void *arg);
 
 typedef struct fence_client_opts {
@@ -128,9 +130,10 @@ typedef struct fence_client_opts {
     uint32_t timeout_ms;
     /* Timeout of one TCP connect attempt.  0: 1000. */
     uint32_t connect_timeout_ms;
-    /* First and largest pause between reconnect attempts (doubling, with
-     * jitter).  0: 20 and 1000. */
+    /* First pause between reconnect/retry attempts (doubling each time,
+     * with jitter).  0: 20. */
     uint32_t backoff_ms_min;
+    /* Largest pause between attempts.  0: 1000. */
     uint32_t backoff_ms_max;
     /* Safety margin subtracted from valid-until.  0: ttl/10 + 5 ms.  It
      * covers clock rate differences; it is not safety either. */
@@ -167,7 +170,9 @@ FENCE_API const char *fence_client_errmsg(const fence_client *c);
  * ("host:port") into buf (cap bytes, truncated, always NUL-terminated). */
 FENCE_API void fence_client_server(fence_client *c, char *buf, size_t cap);
 
-/* Send PING.  0, or FENCE_EUNREACHABLE / FENCE_ETIMEOUT / FENCE_EIO. */
+/* Send PING (connecting if needed).  0, or FENCE_EUNREACHABLE,
+ * FENCE_ETIMEOUT, FENCE_EIO, FENCE_ETRYAGAIN, FENCE_ENOTLEADER,
+ * FENCE_ESERVER. */
 FENCE_API int fence_client_ping(fence_client *c);
 
 /* ---- Locks with keepalive -------------------------------------------------
@@ -183,7 +188,9 @@ FENCE_API int fence_client_ping(fence_client *c);
  * FENCE_ENOMEM, FENCE_EUNREACHABLE, FENCE_ETIMEOUT / FENCE_EIO (outcome
  * unknown after retrying until the deadline: if it was granted, the lease
  * expires after ttl_ms), FENCE_ELIMIT, FENCE_ENOLEASE (the lease expired
- * while waiting), FENCE_ETRYAGAIN, FENCE_ENOTLEADER, FENCE_ESERVER. */
+ * while waiting), FENCE_ELEASELOST (waits longer than ttl/2 only: the lease
+ * could not be renewed while waiting, so a grant is not trusted and is
+ * undone), FENCE_ETRYAGAIN, FENCE_ENOTLEADER, FENCE_ESERVER. */
 FENCE_API int fence_lock_acquire(fence_client *c, const char *name,
                                  uint32_t ttl_ms, uint32_t wait_ms,
                                  fence_lock **out);
