@@ -33,7 +33,13 @@ def main():
     t.note("leader: node %d" % ldr.id)
 
     # Every node names the same leader; a follower redirects writes to it.
-    views = {n.id: n.cinfo()[0] for n in cl.live()}
+    end = time.monotonic() + 10
+    while True:  # followers learn the leader from its first heartbeat
+        views = {n.id: n.cinfo()[0] for n in cl.live()}
+        if all(v and v["leader_id"] == str(ldr.id) for v in views.values()) or \
+                time.monotonic() > end:
+            break
+        time.sleep(0.05)
     t.check(all(v and v["leader_id"] == str(ldr.id) for v in views.values()),
             "CLUSTER.INFO on every node names the same leader", views)
     t.check(all(v and v["voters"] == "3" for v in views.values()),
