@@ -973,8 +973,16 @@ static void test_apply_entry(void)
     fx_done(&x);
 }
 
+/* The snapshot checksum is CRC32C: check its standard test vector. */
+static void test_crc32c_known_answer(void)
+{
+    CHECK_EQ_U64(fence__crc32c((const uint8_t *)"123456789", 9), 0xe3069283u);
+    CHECK_EQ_U64(fence__crc32c(NULL, 0), 0);
+}
+
 int main(void)
 {
+    TEST_RUN(test_crc32c_known_answer);
     TEST_RUN(test_tokens_increase_across_locks);
     TEST_RUN(test_fifo_order);
     TEST_RUN(test_reentrant_lock);
