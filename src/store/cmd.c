@@ -13,23 +13,24 @@
 /* Arguments of a command: the argument kinds after the name, in order. */
 typedef struct cmd_def {
     const char *name;  /* upper-case command name */
-    store_op op;       /* its op */
+    fence_store_op op;       /* its op */
     int argc_min;      /* least argc, counting the name */
     int argc_max;      /* most argc, counting the name */
     const char *usage; /* shown when the argument count is wrong */
 } cmd_def;
 
 static const cmd_def table[] = {
-    {"FSET", STORE_OP_FSET, 5, 5, "FSET <fence> <token> <key> <value>"},
-    {"FDEL", STORE_OP_FDEL, 4, 4, "FDEL <fence> <token> <key>"},
-    {"FINCR", STORE_OP_FINCR, 4, 4, "FINCR <fence> <token> <key>"},
-    {"FGET", STORE_OP_FGET, 2, 2, "FGET <key>"},
-    {"FENCE.HIGH", STORE_OP_FENCE_HIGH, 2, 2, "FENCE.HIGH <fence>"},
-    {"FENCE.ADMIT", STORE_OP_FENCE_ADMIT, 3, 3, "FENCE.ADMIT <fence> <token>"},
-    {"PING", STORE_OP_PING, 1, 2, "PING [message]"},
-    {"INFO", STORE_OP_INFO, 1, 2, "INFO [section]"},
-    {"QUIT", STORE_OP_QUIT, 1, 1, "QUIT"},
-    {"COMMAND", STORE_OP_COMMAND, 1, FENCE_ARGS_MAX, "COMMAND"},
+    {"FSET", FENCE_STORE_OP_FSET, 5, 5, "FSET <fence> <token> <key> <value>"},
+    {"FDEL", FENCE_STORE_OP_FDEL, 4, 4, "FDEL <fence> <token> <key>"},
+    {"FINCR", FENCE_STORE_OP_FINCR, 4, 4, "FINCR <fence> <token> <key>"},
+    {"FGET", FENCE_STORE_OP_FGET, 2, 2, "FGET <key>"},
+    {"FENCE.HIGH", FENCE_STORE_OP_FENCE_HIGH, 2, 2, "FENCE.HIGH <fence>"},
+    {"FENCE.ADMIT", FENCE_STORE_OP_FENCE_ADMIT, 3, 3,
+     "FENCE.ADMIT <fence> <token>"},
+    {"PING", FENCE_STORE_OP_PING, 1, 2, "PING [message]"},
+    {"INFO", FENCE_STORE_OP_INFO, 1, 2, "INFO [section]"},
+    {"QUIT", FENCE_STORE_OP_QUIT, 1, 1, "QUIT"},
+    {"COMMAND", FENCE_STORE_OP_COMMAND, 1, FENCE_ARGS_MAX, "COMMAND"},
 };
 
 /* Format an error message into err (printf style) and return -1. */
@@ -64,8 +65,8 @@ static void printable(char *out, size_t cap, const char *p, size_t n)
 }
 
 /* Check the whole request and fill *out; see cmd.h. */
-int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
-                    store_cmd *out, const char **code, char *err,
+int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
+                    fence_store_cmd *out, const char **code, char *err,
                     size_t errcap)
 {
     assert(msg != NULL);
@@ -95,11 +96,11 @@ int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
     out->op = d->op;
     int next = 1;
     switch (d->op) {
-    case STORE_OP_FSET:
-    case STORE_OP_FDEL:
-    case STORE_OP_FINCR:
-    case STORE_OP_FENCE_ADMIT:
-    case STORE_OP_FENCE_HIGH:
+    case FENCE_STORE_OP_FSET:
+    case FENCE_STORE_OP_FDEL:
+    case FENCE_STORE_OP_FINCR:
+    case FENCE_STORE_OP_FENCE_ADMIT:
+    case FENCE_STORE_OP_FENCE_HIGH:
         out->fence = a[1].ptr;
         out->fence_len = a[1].len;
         if (a[1].len < 1 || a[1].len > FENCE_NAME_MAX)
@@ -107,14 +108,14 @@ int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
                         "fence name must be 1..%d bytes (got %zu)",
                         FENCE_NAME_MAX, a[1].len);
         next = 2;
-        if (d->op == STORE_OP_FENCE_HIGH)
+        if (d->op == FENCE_STORE_OP_FENCE_HIGH)
             break;
-        if (fence_resp_parse_u64(a[2].ptr, a[2].len, STORE_TOKEN_MAX,
+        if (fence_resp_parse_u64(a[2].ptr, a[2].len, FENCE_STORE_TOKEN_MAX,
                                  &out->token) != 0) {
             printable(shown, sizeof(shown), a[2].ptr, a[2].len);
             return fail(code, "ERR", err, errcap,
                         "invalid token '%s': a token is a decimal integer "
-                        "0..%" PRIu64, shown, STORE_TOKEN_MAX);
+                        "0..%" PRIu64, shown, FENCE_STORE_TOKEN_MAX);
         }
         next = 3;
         break;
@@ -122,10 +123,10 @@ int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
         break;
     }
     switch (d->op) {
-    case STORE_OP_FSET:
-    case STORE_OP_FDEL:
-    case STORE_OP_FINCR:
-    case STORE_OP_FGET:
+    case FENCE_STORE_OP_FSET:
+    case FENCE_STORE_OP_FDEL:
+    case FENCE_STORE_OP_FINCR:
+    case FENCE_STORE_OP_FGET:
         out->key = a[next].ptr;
         out->key_len = a[next].len;
         if (a[next].len < 1 || a[next].len > FENCE_STORE_KEY_MAX)
@@ -137,7 +138,7 @@ int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
     default:
         break;
     }
-    if (d->op == STORE_OP_FSET) {
+    if (d->op == FENCE_STORE_OP_FSET) {
         out->value = a[next].ptr;
         out->value_len = a[next].len;
         if (a[next].len > value_max)
@@ -146,7 +147,7 @@ int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
                         "most %" PRIu64 " (--max-value); nothing was written",
                         a[next].len, value_max);
     }
-    if (d->op == STORE_OP_PING && msg->argc == 2) {
+    if (d->op == FENCE_STORE_OP_PING && msg->argc == 2) {
         out->value = a[1].ptr;
         out->value_len = a[1].len;
     }
@@ -154,7 +155,7 @@ int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
 }
 
 /* The canonical name of op. */
-const char *store_cmd_name(store_op op)
+const char *fence__store_cmd_name(fence_store_op op)
 {
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (table[i].op == op)
@@ -164,8 +165,8 @@ const char *store_cmd_name(store_op op)
 }
 
 /* True for the commands that carry a fence and a token and may write. */
-int store_cmd_is_write(store_op op)
+int fence__store_cmd_is_write(fence_store_op op)
 {
-    return op == STORE_OP_FSET || op == STORE_OP_FDEL ||
-           op == STORE_OP_FINCR || op == STORE_OP_FENCE_ADMIT;
+    return op == FENCE_STORE_OP_FSET || op == FENCE_STORE_OP_FDEL ||
+           op == FENCE_STORE_OP_FINCR || op == FENCE_STORE_OP_FENCE_ADMIT;
 }

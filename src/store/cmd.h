@@ -1,6 +1,6 @@
 /* fence-store commands: turning a parsed RESP request into a checked
  * command.  Pure code (no I/O, no allocation), fuzzed by
- * tests/fuzz/store_fuzz.c. */
+ * tests/fuzz/fence_store_fuzz.c. */
 #ifndef FENCE_STORE_CMD_H
 #define FENCE_STORE_CMD_H
 
@@ -10,23 +10,23 @@
 #include "proto/resp.h"
 
 /* The commands fence-store understands. */
-typedef enum store_op {
-    STORE_OP_FSET,        /* FSET <fence> <token> <key> <value> */
-    STORE_OP_FDEL,        /* FDEL <fence> <token> <key> */
-    STORE_OP_FINCR,       /* FINCR <fence> <token> <key> */
-    STORE_OP_FGET,        /* FGET <key> */
-    STORE_OP_FENCE_HIGH,  /* FENCE.HIGH <fence> */
-    STORE_OP_FENCE_ADMIT, /* FENCE.ADMIT <fence> <token> */
-    STORE_OP_PING,        /* PING [message] */
-    STORE_OP_INFO,        /* INFO [section] */
-    STORE_OP_QUIT,        /* QUIT */
-    STORE_OP_COMMAND,     /* COMMAND ... (redis-cli probes it; empty reply) */
-} store_op;
+typedef enum fence_store_op {
+    FENCE_STORE_OP_FSET,        /* FSET <fence> <token> <key> <value> */
+    FENCE_STORE_OP_FDEL,        /* FDEL <fence> <token> <key> */
+    FENCE_STORE_OP_FINCR,       /* FINCR <fence> <token> <key> */
+    FENCE_STORE_OP_FGET,        /* FGET <key> */
+    FENCE_STORE_OP_FENCE_HIGH,  /* FENCE.HIGH <fence> */
+    FENCE_STORE_OP_FENCE_ADMIT, /* FENCE.ADMIT <fence> <token> */
+    FENCE_STORE_OP_PING,        /* PING [message] */
+    FENCE_STORE_OP_INFO,        /* INFO [section] */
+    FENCE_STORE_OP_QUIT,        /* QUIT */
+    FENCE_STORE_OP_COMMAND, /* COMMAND ... (redis-cli probes it; empty reply) */
+} fence_store_op;
 
 /* A checked command.  Pointers borrow from the request (valid as long as
  * the request's buffer and message are). */
-typedef struct store_cmd {
-    store_op op;          /* which command */
+typedef struct fence_store_cmd {
+    fence_store_op op;          /* which command */
     const char *fence;    /* fence name (writes, FENCE.*), else NULL */
     size_t fence_len;     /* 1..FENCE_NAME_MAX */
     uint64_t token;       /* fencing token (writes, FENCE.ADMIT) */
@@ -34,24 +34,24 @@ typedef struct store_cmd {
     size_t key_len;       /* 1..FENCE_STORE_KEY_MAX */
     const char *value;    /* value (FSET), or PING's message, else NULL */
     size_t value_len;     /* bytes of value */
-} store_cmd;
+} fence_store_cmd;
 
 /* Largest token accepted on the wire: RESP integers are signed 64-bit, so
  * a token must fit one to be returned by FENCE.HIGH. */
-#define STORE_TOKEN_MAX ((uint64_t)INT64_MAX)
+#define FENCE_STORE_TOKEN_MAX ((uint64_t)INT64_MAX)
 
 /* Check msg (argc >= 1) against the command table and fill *out.
  * value_max is the configured --max-value.  Returns 0, or -1 with an error
  * reply's code ("ERR" or "LIMIT") in *code and a one-line message in
  * err[0..errcap) (printable ASCII only, even if the request was not). */
-int store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
-                    store_cmd *out, const char **code, char *err,
+int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
+                    fence_store_cmd *out, const char **code, char *err,
                     size_t errcap);
 
 /* The command's canonical upper-case name. */
-const char *store_cmd_name(store_op op);
+const char *fence__store_cmd_name(fence_store_op op);
 
 /* True if op writes (takes a fence and a token). */
-int store_cmd_is_write(store_op op);
+int fence__store_cmd_is_write(fence_store_op op);
 
 #endif /* FENCE_STORE_CMD_H */

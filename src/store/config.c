@@ -23,7 +23,7 @@ typedef enum opt_kind {
 typedef struct opt_def {
     const char *name;     /* flag name without "--" */
     opt_kind kind;        /* value kind */
-    size_t offset;        /* field in store_config */
+    size_t offset;        /* field in fence_store_config */
     size_t size;          /* field size (strings) */
     uint64_t min;         /* lower bound (numbers) */
     uint64_t max;         /* upper bound (numbers) */
@@ -32,7 +32,8 @@ typedef struct opt_def {
     const char *help;     /* one-line description */
 } opt_def;
 
-#define FIELD(f) offsetof(store_config, f), sizeof(((store_config *)0)->f)
+#define FIELD(f)                                                               \
+    offsetof(fence_store_config, f), sizeof(((fence_store_config *)0)->f)
 
 static const opt_def opts[] = {
     {"port", OPT_UINT, FIELD(port), 1, 65535, 7710, NULL,
@@ -64,7 +65,7 @@ static const opt_def opts[] = {
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
 /* Fill every field from the table's defaults. */
-void store_config_default(store_config *cfg)
+void fence__store_config_default(fence_store_config *cfg)
 {
     assert(cfg != NULL);
     memset(cfg, 0, sizeof(*cfg));
@@ -148,8 +149,8 @@ static int parse_number(const opt_def *o, const char *s, uint64_t *out)
 }
 
 /* Parse flags into *cfg, then check relationships between fields. */
-int store_config_parse(store_config *cfg, int argc, char **argv, FILE *out,
-                       FILE *err)
+int fence__store_config_parse(fence_store_config *cfg, int argc, char **argv,
+                              FILE *out, FILE *err)
 {
     assert(cfg != NULL);
     for (int i = 1; i < argc; i++) {

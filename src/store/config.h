@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 /* Everything fence-store can be told on its command line. */
-typedef struct store_config {
+typedef struct fence_store_config {
     uint64_t port;           /* TCP port to listen on */
     char bind[64];           /* address to listen on (IPv4/IPv6 literal) */
     char data_dir[1024];     /* directory of the LMDB environment */
@@ -19,16 +19,16 @@ typedef struct store_config {
                               * disconnected as a slow reader */
     bool ignore_tokens;      /* control mode: admit every token */
     uint64_t log_level;      /* 0 error .. 3 debug */
-} store_config;
+} fence_store_config;
 
 /* Fill *cfg with the defaults. */
-void store_config_default(store_config *cfg);
+void fence__store_config_default(fence_store_config *cfg);
 
 /* Parse argv (flags "--name value" or "--name=value") into *cfg, then
  * validate the whole struct.  Returns 0; 1 if --help was given (help was
  * printed to out); -1 on an error (a message naming the flag was printed
  * to err). */
-int store_config_parse(store_config *cfg, int argc, char **argv, FILE *out,
-                       FILE *err);
+int fence__store_config_parse(fence_store_config *cfg, int argc, char **argv,
+                              FILE *out, FILE *err);
 
 #endif /* FENCE_STORE_CONFIG_H */

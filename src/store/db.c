@@ -14,7 +14,7 @@
 
 #include "store/log.h"
 
-struct store_db {
+struct fence_store_db {
     MDB_env *env;          /* the environment */
     MDB_dbi data;          /* key -> value */
     MDB_dbi fences;        /* fence -> mark */
@@ -44,8 +44,8 @@ static int mkdir_p(const char *dir)
 }
 
 /* Open the environment and both databases. */
-int store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
-                  store_db **out, char *err, size_t errcap)
+int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
+                  fence_store_db **out, char *err, size_t errcap)
 {
     assert(out != NULL);
     *out = NULL;
@@ -55,7 +55,7 @@ int store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
                  strerror(rc));
         return -1;
     }
-    store_db *db = calloc(1, sizeof(*db));
+    fence_store_db *db = calloc(1, sizeof(*db));
     if (db == NULL) {
         snprintf(err, errcap, "out of memory");
         return -1;
@@ -102,7 +102,7 @@ out_free:
 }
 
 /* Close the environment (everything acknowledged is already on disk). */
-void store_db_close(store_db *db)
+void fence__store_db_close(fence_store_db *db)
 {
     if (db == NULL)
         return;
@@ -114,7 +114,7 @@ void store_db_close(store_db *db)
 static uint64_t mark_decode(const MDB_val *v)
 {
     if (v->mv_size != 8)
-        STORE_FATAL("fences database holds a %zu-byte mark (expected 8): "
+        FENCE_STORE_FATAL("fences database holds a %zu-byte mark (expected 8): "
                     "the store is corrupt", v->mv_size);
     const unsigned char *p = v->mv_data;
     uint64_t x = 0;
@@ -124,7 +124,7 @@ static uint64_t mark_decode(const MDB_val *v)
 }
 
 /* Read the fence's mark inside txn (0 if absent). */
-static uint64_t mark_get(store_db *db, MDB_txn *txn, const char *fence,
+static uint64_t mark_get(fence_store_db *db, MDB_txn *txn, const char *fence,
                          size_t len)
 {
     MDB_val k = {len, (void *)fence}, v;
@@ -132,7 +132,7 @@ static uint64_t mark_get(store_db *db, MDB_txn *txn, const char *fence,
     if (rc == MDB_NOTFOUND)
         return 0;
     if (rc != 0)
-        STORE_FATAL("LMDB read of a fence mark: %s", mdb_strerror(rc));
+        FENCE_STORE_FATAL("LMDB read of a fence mark: %s", mdb_strerror(rc));
     return mark_decode(&v);
 }
 
@@ -167,31 +167,32 @@ static int parse_i64(const char *p, size_t n, int64_t *out)
 }
 
 /* A write failed inside txn: MAP_FULL is reported, anything else stops. */
-static store_result put_failed(MDB_txn *txn, int rc, const char *what)
+static fence_store_result put_failed(MDB_txn *txn, int rc, const char *what)
 {
     mdb_txn_abort(txn);
     if (rc == MDB_MAP_FULL)
-        return STORE_FULL;
-    STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
+        return FENCE_STORE_FULL;
+    FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
 }
 
 /* The rule, the mark and the write, in one transaction. */
-store_result store_db_write(store_db *db, const store_cmd *c,
-                            store_write_out *out)
+fence_store_result fence__store_db_write(fence_store_db *db,
+                                         const fence_store_cmd *c,
+                                         fence_store_write_out *out)
 {
-    assert(store_cmd_is_write(c->op));
+    assert(fence__store_cmd_is_write(c->op));
     assert(c->fence_len >= 1);
     memset(out, 0, sizeof(*out));
     MDB_txn *txn;
     int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
     if (rc != 0)
-        STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
     uint64_t high = mark_get(db, txn, c->fence, c->fence_len);
     if (c->token < high && !db->ignore_tokens) {
         mdb_txn_abort(txn);
         db->rejected++;
         out->high = high;
-        return STORE_STALE;
+        return FENCE_STORE_STALE;
     }
     if (c->token > high) {
         unsigned char buf[8];
@@ -205,30 +206,30 @@ store_result store_db_write(store_db *db, const store_cmd *c,
     out->high = high;
     MDB_val k = {c->key_len, (void *)c->key}, v;
     switch (c->op) {
-    case STORE_OP_FSET:
+    case FENCE_STORE_OP_FSET:
         v.mv_size = c->value_len;
         v.mv_data = (void *)c->value;
         if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
             return put_failed(txn, rc, "put of a value");
         break;
-    case STORE_OP_FDEL:
+    case FENCE_STORE_OP_FDEL:
         rc = mdb_del(txn, db->data, &k, NULL);
         if (rc != 0 && rc != MDB_NOTFOUND)
             return put_failed(txn, rc, "delete of a key");
         out->number = rc == 0 ? 1 : 0;
         break;
-    case STORE_OP_FINCR: {
+    case FENCE_STORE_OP_FINCR: {
         int64_t n = 0;
         rc = mdb_get(txn, db->data, &k, &v);
         if (rc != 0 && rc != MDB_NOTFOUND)
-            STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
+            FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
         if (rc == 0 && parse_i64(v.mv_data, v.mv_size, &n) != 0) {
             mdb_txn_abort(txn);
-            return STORE_NOTINT;
+            return FENCE_STORE_NOTINT;
         }
         if (n == INT64_MAX) {
             mdb_txn_abort(txn);
-            return STORE_OVERFLOW;
+            return FENCE_STORE_OVERFLOW;
         }
         n++;
         char num[24];
@@ -240,32 +241,32 @@ store_result store_db_write(store_db *db, const store_cmd *c,
         out->number = n;
         break;
     }
-    case STORE_OP_FENCE_ADMIT:
+    case FENCE_STORE_OP_FENCE_ADMIT:
         break;
     default:
         assert(0 && "not a write");
     }
     rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
     if (rc == MDB_MAP_FULL)
-        return STORE_FULL;
+        return FENCE_STORE_FULL;
     if (rc != 0)
-        STORE_FATAL("LMDB commit failed: %s", mdb_strerror(rc));
+        FENCE_STORE_FATAL("LMDB commit failed: %s", mdb_strerror(rc));
     db->admitted++;
-    return STORE_OK;
+    return FENCE_STORE_OK;
 }
 
 /* Begin a read-only transaction or stop. */
-static MDB_txn *read_txn(store_db *db)
+static MDB_txn *read_txn(fence_store_db *db)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin(db->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0)
-        STORE_FATAL("LMDB mdb_txn_begin (read): %s", mdb_strerror(rc));
+        FENCE_STORE_FATAL("LMDB mdb_txn_begin (read): %s", mdb_strerror(rc));
     return txn;
 }
 
 /* Hand the value (or its absence) to fn inside a read transaction. */
-void store_db_get(store_db *db, const char *key, size_t len,
+void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
                   void (*fn)(void *ctx, const char *p, size_t n), void *ctx)
 {
     MDB_txn *txn = read_txn(db);
@@ -276,12 +277,12 @@ void store_db_get(store_db *db, const char *key, size_t len,
     else if (rc == MDB_NOTFOUND)
         fn(ctx, NULL, 0);
     else
-        STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
+        FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
     mdb_txn_abort(txn);
 }
 
 /* Read a mark in its own read transaction. */
-uint64_t store_db_high(store_db *db, const char *fence, size_t len)
+uint64_t fence__store_db_high(fence_store_db *db, const char *fence, size_t len)
 {
     MDB_txn *txn = read_txn(db);
     uint64_t h = mark_get(db, txn, fence, len);
@@ -290,7 +291,7 @@ uint64_t store_db_high(store_db *db, const char *fence, size_t len)
 }
 
 /* Counts from LMDB's statistics plus the in-memory counters. */
-void store_db_stats_get(store_db *db, store_db_stats *st)
+void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
 {
     memset(st, 0, sizeof(*st));
     MDB_txn *txn = read_txn(db);

@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <time.h>
 
-int store_log_level = STORE_LOG_INFO;
+int fence__store_log_level = FENCE_STORE_LOG_INFO;
 
 /* Format one line with a UTC timestamp and the level, and write it to
  * stderr in one call so lines from a crash are not interleaved. */
-void store_log_write(int level, const char *fmt, ...)
+void fence__store_log_write(int level, const char *fmt, ...)
 {
     static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
     char line[1024];

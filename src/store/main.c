@@ -23,12 +23,12 @@ static int lock_data_dir(const char *dir)
     snprintf(path, sizeof(path), "%s/fence-store.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-        STORE_LOG(STORE_LOG_ERROR, "cannot open %s: %s", path,
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR, "cannot open %s: %s", path,
                   strerror(errno));
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        STORE_LOG(STORE_LOG_ERROR,
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR,
                   "%s is locked: another fence-store is using %s", path, dir);
         close(fd);
         return -1;
@@ -40,42 +40,42 @@ static int lock_data_dir(const char *dir)
  * 1 on a startup error, 2 on a bad flag. */
 int main(int argc, char **argv)
 {
-    store_config cfg;
-    store_config_default(&cfg);
-    int rc = store_config_parse(&cfg, argc, argv, stdout, stderr);
+    fence_store_config cfg;
+    fence__store_config_default(&cfg);
+    int rc = fence__store_config_parse(&cfg, argc, argv, stdout, stderr);
     if (rc > 0)
         return 0;
     if (rc < 0)
         return 2;
-    store_log_level = (int)cfg.log_level;
+    fence__store_log_level = (int)cfg.log_level;
 
     char err[1300];
-    store_db *db = NULL;
-    if (store_db_open(cfg.data_dir, cfg.map_size, cfg.ignore_tokens, &db, err,
-                      sizeof(err)) != 0) {
-        STORE_LOG(STORE_LOG_ERROR, "%s", err);
+    fence_store_db *db = NULL;
+    if (fence__store_db_open(cfg.data_dir, cfg.map_size, cfg.ignore_tokens, &db,
+                             err, sizeof(err)) != 0) {
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR, "%s", err);
         return 1;
     }
     int lock_fd = lock_data_dir(cfg.data_dir);
     if (lock_fd < 0) {
-        store_db_close(db);
+        fence__store_db_close(db);
         return 1;
     }
-    store_db_stats st;
-    store_db_stats_get(db, &st);
-    STORE_LOG(STORE_LOG_INFO,
+    fence_store_db_stats st;
+    fence__store_db_stats_get(db, &st);
+    FENCE_STORE_LOG(FENCE_STORE_LOG_INFO,
               "data in %s: %" PRIu64 " keys, %" PRIu64 " fences (map size %"
               PRIu64 " bytes, max value %" PRIu64 " bytes)", cfg.data_dir,
               st.keys, st.fences, cfg.map_size, cfg.max_value);
     if (cfg.ignore_tokens) {
         for (int i = 0; i < 3; i++)
-            STORE_LOG(STORE_LOG_WARN,
+            FENCE_STORE_LOG(FENCE_STORE_LOG_WARN,
                       "!!! --ignore-tokens: FENCING IS OFF. Every token is "
                       "admitted; stale writers WILL overwrite newer data. "
                       "Control mode for demos and tests only. !!!");
     }
-    rc = store_server_run(&cfg, db);
-    store_db_close(db);
+    rc = fence__store_server_run(&cfg, db);
+    fence__store_db_close(db);
     close(lock_fd);
     return rc;
 }

@@ -56,8 +56,8 @@ typedef struct write_req {
 
 /* The server. */
 typedef struct server {
-    const store_config *cfg;   /* configuration */
-    store_db *db;              /* the store */
+    const fence_store_config *cfg;   /* configuration */
+    fence_store_db *db;              /* the store */
     uv_loop_t *loop;           /* the loop */
     uv_tcp_t listener;         /* listening socket */
     uv_signal_t sigint;        /* SIGINT: stop */
@@ -113,18 +113,19 @@ static bool wbuf_reserve(conn *c, size_t n)
 }
 
 /* Append an encoded reply (snprintf-style encoder) to wbuf. */
-#define REPLY(c, enc, ...)                                                    \
-    do {                                                                      \
-        size_t need_ = enc(NULL, 0, __VA_ARGS__);                             \
-        if (!wbuf_reserve((c), need_)) {                                      \
-            STORE_LOG(STORE_LOG_ERROR, "out of memory for a reply");          \
-            conn_close(c);                                                    \
-            break;                                                            \
-        }                                                                     \
-        size_t got_ = enc((c)->wbuf + (c)->wlen, (c)->wcap - (c)->wlen,       \
-                          __VA_ARGS__);                                       \
-        assert(got_ == need_);                                                \
-        (c)->wlen += got_;                                                    \
+#define REPLY(c, enc, ...)                                                     \
+    do {                                                                       \
+        size_t need_ = enc(NULL, 0, __VA_ARGS__);                              \
+        if (!wbuf_reserve((c), need_)) {                                       \
+            FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR,                             \
+                            "out of memory for a reply");                      \
+            conn_close(c);                                                     \
+            break;                                                             \
+        }                                                                      \
+        size_t got_ =                                                          \
+            enc((c)->wbuf + (c)->wlen, (c)->wcap - (c)->wlen, __VA_ARGS__);    \
+        assert(got_ == need_);                                                 \
+        (c)->wlen += got_;                                                     \
     } while (0)
 
 /* Append "+s". */
@@ -171,7 +172,7 @@ static void on_written(uv_write_t *req, int status)
     free(w);
     if (status < 0) {
         if (status != UV_ECANCELED)
-            STORE_LOG(STORE_LOG_DEBUG, "write to client failed: %s",
+            FENCE_STORE_LOG(FENCE_STORE_LOG_DEBUG, "write to client failed: %s",
                       uv_strerror(status));
         conn_close(c);
         return;
@@ -196,7 +197,7 @@ static void flush_replies(conn *c)
             memmove(c->wbuf, c->wbuf + n, c->wlen - (size_t)n);
             c->wlen -= (size_t)n;
         } else if (n != UV_EAGAIN) {
-            STORE_LOG(STORE_LOG_DEBUG, "write to client failed: %s",
+            FENCE_STORE_LOG(FENCE_STORE_LOG_DEBUG, "write to client failed: %s",
                       uv_strerror(n));
             conn_close(c);
             return;
@@ -209,7 +210,7 @@ static void flush_replies(conn *c)
     }
     write_req *w = malloc(sizeof(*w));
     if (w == NULL) {
-        STORE_LOG(STORE_LOG_ERROR, "out of memory for a write");
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR, "out of memory for a write");
         conn_close(c);
         return;
     }
@@ -239,8 +240,8 @@ static void on_value(void *ctx, const char *p, size_t n)
 static void reply_info(conn *c)
 {
     server *s = c->srv;
-    store_db_stats st;
-    store_db_stats_get(s->db, &st);
+    fence_store_db_stats st;
+    fence__store_db_stats_get(s->db, &st);
     char text[1024];
     int n = snprintf(text, sizeof(text),
                      "# fence-store\r\n"
@@ -264,25 +265,26 @@ static void reply_info(conn *c)
 }
 
 /* Execute one checked command and append its reply. */
-static void execute(conn *c, const store_cmd *cmd)
+static void execute(conn *c, const fence_store_cmd *cmd)
 {
     server *s = c->srv;
     char msg[256];
     switch (cmd->op) {
-    case STORE_OP_FSET:
-    case STORE_OP_FDEL:
-    case STORE_OP_FINCR:
-    case STORE_OP_FENCE_ADMIT: {
-        store_write_out out;
-        store_result r = store_db_write(s->db, cmd, &out);
+    case FENCE_STORE_OP_FSET:
+    case FENCE_STORE_OP_FDEL:
+    case FENCE_STORE_OP_FINCR:
+    case FENCE_STORE_OP_FENCE_ADMIT: {
+        fence_store_write_out out;
+        fence_store_result r = fence__store_db_write(s->db, cmd, &out);
         switch (r) {
-        case STORE_OK:
-            if (cmd->op == STORE_OP_FDEL || cmd->op == STORE_OP_FINCR)
+        case FENCE_STORE_OK:
+            if (cmd->op == FENCE_STORE_OP_FDEL ||
+                cmd->op == FENCE_STORE_OP_FINCR)
                 reply_int(c, out.number);
             else
                 reply_simple(c, "OK");
             break;
-        case STORE_STALE:
+        case FENCE_STORE_STALE:
             snprintf(msg, sizeof(msg),
                      "%" PRIu64 " %" PRIu64 " token %" PRIu64
                      " is older than the highest token admitted for this "
@@ -290,47 +292,47 @@ static void execute(conn *c, const store_cmd *cmd)
                      cmd->token, out.high, cmd->token, out.high);
             reply_error(c, "STALE", msg);
             break;
-        case STORE_FULL:
+        case FENCE_STORE_FULL:
             snprintf(msg, sizeof(msg),
                      "the store is full (LMDB map of %" PRIu64
                      " bytes); nothing was written; restart with a larger "
                      "--map-size", s->cfg->map_size);
             reply_error(c, "FULL", msg);
             break;
-        case STORE_NOTINT:
+        case FENCE_STORE_NOTINT:
             reply_error(c, "ERR", "value is not an integer; nothing was "
                                   "written");
             break;
-        case STORE_OVERFLOW:
+        case FENCE_STORE_OVERFLOW:
             reply_error(c, "ERR", "increment would overflow; nothing was "
                                   "written");
             break;
         }
         break;
     }
-    case STORE_OP_FGET:
-        store_db_get(s->db, cmd->key, cmd->key_len, on_value, c);
+    case FENCE_STORE_OP_FGET:
+        fence__store_db_get(s->db, cmd->key, cmd->key_len, on_value, c);
         break;
-    case STORE_OP_FENCE_HIGH: {
-        uint64_t h = store_db_high(s->db, cmd->fence, cmd->fence_len);
-        assert(h <= STORE_TOKEN_MAX);
+    case FENCE_STORE_OP_FENCE_HIGH: {
+        uint64_t h = fence__store_db_high(s->db, cmd->fence, cmd->fence_len);
+        assert(h <= FENCE_STORE_TOKEN_MAX);
         reply_int(c, (int64_t)h);
         break;
     }
-    case STORE_OP_PING:
+    case FENCE_STORE_OP_PING:
         if (cmd->value)
             reply_bulk(c, cmd->value, cmd->value_len);
         else
             reply_simple(c, "PONG");
         break;
-    case STORE_OP_INFO:
+    case FENCE_STORE_OP_INFO:
         reply_info(c);
         break;
-    case STORE_OP_QUIT:
+    case FENCE_STORE_OP_QUIT:
         reply_simple(c, "OK");
         c->close_after_write = true;
         break;
-    case STORE_OP_COMMAND:
+    case FENCE_STORE_OP_COMMAND:
         REPLY(c, fence_resp_array, 0);
         break;
     }
@@ -359,7 +361,7 @@ static void process(conn *c)
                          s->msg->error);
                 reply_error(c, "ERR", msg);
             }
-            STORE_LOG(STORE_LOG_DEBUG, "client protocol error: %s",
+            FENCE_STORE_LOG(FENCE_STORE_LOG_DEBUG, "client protocol error: %s",
                       s->msg->error);
             c->close_after_write = true;
             off = c->rlen;
@@ -368,10 +370,10 @@ static void process(conn *c)
         off += (size_t)n;
         if (s->msg->argc == 0)
             continue;
-        store_cmd cmd;
+        fence_store_cmd cmd;
         const char *code;
         char err[256];
-        if (store_cmd_parse(s->msg, s->cfg->max_value, &cmd, &code, err,
+        if (fence__store_cmd_parse(s->msg, s->cfg->max_value, &cmd, &code, err,
                             sizeof(err)) != 0)
             reply_error(c, code, err);
         else
@@ -381,7 +383,7 @@ static void process(conn *c)
         if (c->closing)
             return;
         if (c->out_pending + c->wlen > s->cfg->obuf_max) {
-            STORE_LOG(STORE_LOG_WARN,
+            FENCE_STORE_LOG(FENCE_STORE_LOG_WARN,
                       "disconnecting a slow reader: %zu reply bytes queued "
                       "(--obuf-max %" PRIu64 ")",
                       c->out_pending + c->wlen, s->cfg->obuf_max);
@@ -439,7 +441,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     conn *c = (conn *)st;
     if (nread < 0) {
         if (nread != UV_EOF)
-            STORE_LOG(STORE_LOG_DEBUG, "client read error: %s",
+            FENCE_STORE_LOG(FENCE_STORE_LOG_DEBUG, "client read error: %s",
                       uv_strerror((int)nread));
         conn_close(c);
         return;
@@ -456,12 +458,14 @@ static void on_connection(uv_stream_t *l, int status)
 {
     server *s = l->data;
     if (status < 0) {
-        STORE_LOG(STORE_LOG_WARN, "accept failed: %s", uv_strerror(status));
+        FENCE_STORE_LOG(FENCE_STORE_LOG_WARN, "accept failed: %s",
+                        uv_strerror(status));
         return;
     }
     conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        STORE_LOG(STORE_LOG_ERROR, "out of memory for a connection");
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR,
+                        "out of memory for a connection");
         return;
     }
     c->srv = s;
@@ -484,7 +488,7 @@ static void on_connection(uv_stream_t *l, int status)
         reply_error(c, "LIMIT", msg);
         c->close_after_write = true;
         flush_replies(c);
-        STORE_LOG(STORE_LOG_WARN, "refused a client: %s", msg);
+        FENCE_STORE_LOG(FENCE_STORE_LOG_WARN, "refused a client: %s", msg);
         return;
     }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -494,7 +498,7 @@ static void on_connection(uv_stream_t *l, int status)
 static void on_signal(uv_signal_t *sig, int signum)
 {
     server *s = sig->data;
-    STORE_LOG(STORE_LOG_INFO, "signal %d: stopping", signum);
+    FENCE_STORE_LOG(FENCE_STORE_LOG_INFO, "signal %d: stopping", signum);
     uv_close((uv_handle_t *)&s->listener, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
@@ -503,7 +507,7 @@ static void on_signal(uv_signal_t *sig, int signum)
 }
 
 /* Set up and run the loop; see server.h. */
-int store_server_run(const store_config *cfg, store_db *db)
+int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
 {
     static server srv;
     server *s = &srv;
@@ -516,7 +520,7 @@ int store_server_run(const store_config *cfg, store_db *db)
     s->rbuf_max = (size_t)cfg->max_value + FENCE_STORE_RBUF_SLACK;
     s->msg = malloc(sizeof(*s->msg));
     if (s->msg == NULL) {
-        STORE_LOG(STORE_LOG_ERROR, "out of memory");
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR, "out of memory");
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -528,8 +532,10 @@ int store_server_run(const store_config *cfg, store_db *db)
         rc = uv_ip6_addr(cfg->bind, (int)cfg->port,
                          (struct sockaddr_in6 *)&addr);
     if (rc != 0) {
-        STORE_LOG(STORE_LOG_ERROR, "--bind '%s' is not an IPv4 or IPv6 "
-                  "address", cfg->bind);
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR,
+                        "--bind '%s' is not an IPv4 or IPv6 "
+                        "address",
+                        cfg->bind);
         free(s->msg);
         return 1;
     }
@@ -539,8 +545,9 @@ int store_server_run(const store_config *cfg, store_db *db)
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
     if (rc != 0) {
-        STORE_LOG(STORE_LOG_ERROR, "cannot listen on %s:%" PRIu64 ": %s",
-                  cfg->bind, cfg->port, uv_strerror(rc));
+        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR,
+                        "cannot listen on %s:%" PRIu64 ": %s", cfg->bind,
+                        cfg->port, uv_strerror(rc));
         uv_close((uv_handle_t *)&s->listener, NULL);
         uv_run(s->loop, UV_RUN_DEFAULT);
         free(s->msg);
@@ -551,11 +558,12 @@ int store_server_run(const store_config *cfg, store_db *db)
     s->sigint.data = s->sigterm.data = s;
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-    STORE_LOG(STORE_LOG_INFO, "fence-store listening on %s:%" PRIu64,
-              cfg->bind, cfg->port);
+    FENCE_STORE_LOG(FENCE_STORE_LOG_INFO,
+                    "fence-store listening on %s:%" PRIu64, cfg->bind,
+                    cfg->port);
     uv_run(s->loop, UV_RUN_DEFAULT);
     uv_loop_close(s->loop);
     free(s->msg);
-    STORE_LOG(STORE_LOG_INFO, "fence-store stopped");
+    FENCE_STORE_LOG(FENCE_STORE_LOG_INFO, "fence-store stopped");
     return 0;
 }

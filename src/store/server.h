@@ -7,6 +7,6 @@
 
 /* Listen on cfg->bind:cfg->port and serve until SIGINT or SIGTERM.
  * Returns the process exit status (0 after a clean stop). */
-int store_server_run(const store_config *cfg, store_db *db);
+int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db);
 
 #endif /* FENCE_STORE_SERVER_H */

@@ -25,11 +25,12 @@ static fence_resp_msg msg;
 /* Check one parsed request against the command checks. */
 static void check_request(void)
 {
-    store_cmd cmd;
+    fence_store_cmd cmd;
     const char *code = NULL;
     char err[256];
     memset(err, 0x5a, sizeof(err));
-    if (store_cmd_parse(&msg, VALUE_MAX, &cmd, &code, err, sizeof(err)) != 0) {
+    if (fence__store_cmd_parse(&msg, VALUE_MAX, &cmd, &code, err,
+                               sizeof(err)) != 0) {
         FUZZ_CHECK(code != NULL);
         FUZZ_CHECK(strcmp(code, "ERR") == 0 || strcmp(code, "LIMIT") == 0);
         size_t n = strnlen(err, sizeof(err));
@@ -38,18 +39,19 @@ static void check_request(void)
             FUZZ_CHECK(err[i] >= 0x20 && err[i] < 0x7f);
         return;
     }
-    const char *name = store_cmd_name(cmd.op);
+    const char *name = fence__store_cmd_name(cmd.op);
     FUZZ_CHECK(strlen(name) == msg.argv[0].len);
     FUZZ_CHECK(strncasecmp(name, msg.argv[0].ptr, msg.argv[0].len) == 0);
-    if (store_cmd_is_write(cmd.op) || cmd.op == STORE_OP_FENCE_HIGH) {
+    if (fence__store_cmd_is_write(cmd.op) ||
+        cmd.op == FENCE_STORE_OP_FENCE_HIGH) {
         FUZZ_CHECK(cmd.fence != NULL);
         FUZZ_CHECK(cmd.fence_len >= 1 && cmd.fence_len <= FENCE_NAME_MAX);
     }
-    if (store_cmd_is_write(cmd.op))
-        FUZZ_CHECK(cmd.token <= STORE_TOKEN_MAX);
+    if (fence__store_cmd_is_write(cmd.op))
+        FUZZ_CHECK(cmd.token <= FENCE_STORE_TOKEN_MAX);
     if (cmd.key != NULL)
         FUZZ_CHECK(cmd.key_len >= 1 && cmd.key_len <= FENCE_STORE_KEY_MAX);
-    if (cmd.op == STORE_OP_FSET) {
+    if (cmd.op == FENCE_STORE_OP_FSET) {
         FUZZ_CHECK(cmd.key != NULL);
         FUZZ_CHECK(cmd.value != NULL);
         FUZZ_CHECK(cmd.value_len <= VALUE_MAX);
