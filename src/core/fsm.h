@@ -48,6 +48,15 @@
  * the lease.  Lease ids are consumed only by leases that come into being
  * (an ACQUIRE answered NIL or LIMIT consumes none).
  *
+ * LEADER_START answers INVALID when leases_max, locks_max or waiters_max
+ * is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
+ * deadlines are processed as for any other command.  Lowering dedup_max
+ * evicts the oldest records at once.
+ *
+ * Dedup: a retry of a request id whose command was QUEUED gets QUEUED with
+ * the same wait_id while the wait lasts (attach the retrying client to that
+ * wait), and the outcome (OK with token/lease, NIL, NOLEASE) once resolved.
+ *
  * Events are delivered synchronously from inside apply/advance; the
  * callback must not call back into the state machine.
  */
