@@ -618,6 +618,12 @@ def replay_command(argv, seed):
 def main(argv=None):
     a = parse_args(argv)
     outdir = a.out or tempfile.mkdtemp(prefix="fence-torture-")
+    if a.out and os.path.isdir(outdir) and os.listdir(outdir):
+        if not os.path.exists(os.path.join(outdir, "schedule.txt")):
+            print("fence-torture: %s is not empty and not a previous run's directory; pick another --out"
+                  % outdir, file=sys.stderr)
+            return 2
+        shutil.rmtree(outdir)  # a previous run: start afresh (histories append)
     os.makedirs(outdir, exist_ok=True)
     keep = a.out is not None
     rng = random.Random(a.seed)

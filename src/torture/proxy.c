@@ -73,11 +73,11 @@ typedef struct conn {
     pipe_dir down;  /* server -> client */
 } conn;
 
-static conn conns[PROXY_CONNS_MAX];
-static uint64_t delay_ms;
-static bool partitioned;
-static struct sockaddr_storage target;
-static socklen_t target_len;
+static conn conns[PROXY_CONNS_MAX];    /* connection slots */
+static uint64_t delay_ms;              /* delay stamped on newly read data */
+static bool partitioned;               /* black hole: nothing moves */
+static struct sockaddr_storage target; /* upstream address */
+static socklen_t target_len;           /* its length */
 
 /* Returns the monotonic clock in milliseconds. */
 static uint64_t now_ms(void)
@@ -339,6 +339,9 @@ static int next_timeout(void)
     return best <= now ? 0 : (int)(best - now);
 }
 
+/* Runs the proxy: one poll loop over stdin (control), the listening socket
+ * and both sides of every connection; forwards due data, then retires
+ * connections whose both directions are finished. */
 int main(int argc, char **argv)
 {
     if (argc != 4) {

@@ -80,12 +80,12 @@ typedef struct config {
     bool once;               /* once mode (demo) instead of the loop */
 } config;
 
-static config cfg;
-static FILE *hist;
-static pthread_mutex_t hist_mu = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint_fast64_t op_seq;
-static atomic_uint_fast64_t cur_lease; /* lease the keepalive thread renews */
-static uint64_t rng_state;
+static config cfg;                                   /* set once by parse_args */
+static FILE *hist;                                   /* the history file */
+static pthread_mutex_t hist_mu = PTHREAD_MUTEX_INITIALIZER; /* one line at a time */
+static atomic_uint_fast64_t op_seq;                  /* next op sequence number */
+static atomic_uint_fast64_t cur_lease;               /* lease the keepalive thread renews, 0 = none */
+static uint64_t rng_state;                           /* PRNG state (main thread only) */
 
 /* Returns CLOCK_MONOTONIC in nanoseconds.  It is system-wide, so stamps from
  * different processes are comparable; libfaketime is told not to fake it. */
@@ -711,6 +711,9 @@ static void parse_args(int argc, char **argv)
     }
 }
 
+/* Runs the worker: parses the options, opens the history, starts the
+ * keepalive thread, then runs the loop (or the demo's single pass).  It is
+ * stopped by a signal; the history stays consistent line by line. */
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);

@@ -235,7 +235,7 @@ def test_final_unreadable():
     print(("ok - " if "durability" in kinds else "not ok - ") + name)
 
 
-def bug_history(restart=None, unknown_keepalive=None):
+def bug_history(restart=None, unknown_keepalive=None, leader_change=None):
     """w2 queues with lease 2 (TTL 1000) and is paused; its last renewal
     completes at 300; w1 holds token 1 until it unlocks at 2000, and the lock
     goes to w2's long-dead lease (the etcd#11456 pattern)."""
@@ -254,6 +254,9 @@ def bug_history(restart=None, unknown_keepalive=None):
     if restart is not None:
         h.fault(restart, restart + 100, "kill-fenced", target="fenced")
         h.op("w1", "keepalive", restart + 150, restart + 160, lease=1, ttl=1000)
+    if leader_change is not None:
+        h.add(leader_change, "nemesis", "leader-change", "ok", 0, term=3)
+        h.op("w1", "keepalive", leader_change + 10, leader_change + 20, lease=1, ttl=1000)
     h.op("w1", "unlock", 2000, 2001, token=1, released=1)
     # w2's LOCK completes (token 2) when it is resumed.
     lock_n = [e for e in h.events if e["proc"] == "w2" and e["op"] == "lock"][0]["n"]
@@ -268,6 +271,11 @@ def test_expired_grant():
 
 def test_expired_grant_restart():
     expect("a fenced restart renews leases: no expired-grant report", bug_history(restart=900).run(), [])
+
+
+def test_expired_grant_leader_change():
+    expect("a logged leader change renews leases: no expired-grant report",
+           bug_history(leader_change=1200).run(), [])
 
 
 def test_expired_grant_unknown_keepalive():
@@ -355,7 +363,7 @@ def main():
                test_token_order, test_concurrent_grants_any_order, test_fence_order_equal_tokens,
                test_lost_update_final, test_counter_unknown_ok, test_counter_too_high, test_record_lost,
                test_final_unreadable, test_expired_grant, test_expired_grant_restart,
-               test_expired_grant_unknown_keepalive, test_expired_grant_slack, test_valid_handoff,
+               test_expired_grant_leader_change, test_expired_grant_unknown_keepalive, test_expired_grant_slack, test_valid_handoff,
                test_liveness, test_files_and_cli):
         try:
             fn()
