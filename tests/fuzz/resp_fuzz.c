@@ -6,7 +6,8 @@
  *   - the result stays within the limits and within the input or scratch;
  *   - every shorter prefix of the request is PARTIAL;
  *   - encoding it with fence_resp_request parses back to the same argv,
- *     and so does an inline line with every byte \xHH-escaped.
+ *     and so does an inline line with every byte \xHH-escaped;
+ *   - fence_resp_parse_u64 agrees with a plain reference on every argument.
  * A failed parse must carry an error text and one of the error codes.
  */
 #include <assert.h>
@@ -41,6 +42,24 @@ static bool same_argv(const fence_resp_msg *a, const fence_resp_msg *b)
 static bool inside(const char *p, size_t n, const char *base, size_t size)
 {
     return p >= base && n <= size && (size_t)(p - base) <= size - n;
+}
+
+/* Checks fence_resp_parse_u64 on p[0..n) against a reference: 1 to 20
+ * decimal digits, value computed in 128 bits, at most max. */
+static void check_u64(const char *p, size_t n, uint64_t max)
+{
+    bool ok = n >= 1 && n <= 20;
+    unsigned __int128 v = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = p[i] >= '0' && p[i] <= '9';
+        v = v * 10 + (unsigned)(p[i] - '0');
+    }
+    ok = ok && v <= max;
+    uint64_t got = 0;
+    int rc = fence_resp_parse_u64(p, n, max, &got);
+    FUZZ_CHECK(rc == (ok ? 0 : -1));
+    if (ok)
+        FUZZ_CHECK(got == (uint64_t)v);
 }
 
 /* Checks that every proper prefix of the request buf[0..n) is PARTIAL
@@ -130,6 +149,8 @@ static void parse_stream(const char *buf, size_t len,
             FUZZ_CHECK(inside(a->ptr, a->len, p, used) ||
                        inside(a->ptr, a->len, msg.scratch,
                               sizeof(msg.scratch)));
+            check_u64(a->ptr, a->len, UINT64_MAX);
+            check_u64(a->ptr, a->len, 100000);
         }
         check_round_trip();
         /* The round trip reused the shared messages: parse again. */
