@@ -26,6 +26,9 @@
 
 #include "sim.h"
 
+/* This program's path, for the replay line of a failing seed. */
+static const char *g_prog = "fence_sim";
+
 /* Options of this driver. */
 typedef struct main_opts {
     uint64_t start;        /* first seed */
@@ -100,16 +103,16 @@ static seed_outcome run_seed(const main_opts *m, uint64_t seed)
                PRIu64 ", t=%" PRIu64 " ms: %s\n",
                seed, o.nodes, out.res.step, out.res.time_ms, out.res.msg);
         printf("# replay: FENCE_SIM_SEED=%" PRIu64 " FENCE_SIM_NODES=%u "
-               "FENCE_SIM_DURATION=%" PRIu64 " <build>/tests/fence_sim --verbose\n",
-               seed, o.nodes, m->duration_ms);
+               "FENCE_SIM_DURATION=%" PRIu64 " %s --verbose\n",
+               seed, o.nodes, m->duration_ms, g_prog);
     } else {
         out.status = 2;
         printf("# seed %" PRIu64 " (%u nodes): crashed (%s %d)\n", seed,
                o.nodes, WIFSIGNALED(st) ? "signal" : "exit status",
                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         printf("# replay: FENCE_SIM_SEED=%" PRIu64 " FENCE_SIM_NODES=%u "
-               "FENCE_SIM_DURATION=%" PRIu64 " <build>/tests/fence_sim --verbose\n",
-               seed, o.nodes, m->duration_ms);
+               "FENCE_SIM_DURATION=%" PRIu64 " %s --verbose\n",
+               seed, o.nodes, m->duration_ms, g_prog);
     }
     fflush(stdout);
     return out;
@@ -148,6 +151,7 @@ int main(int argc, char **argv)
 {
     main_opts m;
     memset(&m, 0, sizeof m);
+    g_prog = argv[0];
     m.start = 1;
     m.duration_ms = 30000;
     m.clients = 8;
