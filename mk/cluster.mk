@@ -26,3 +26,13 @@ bench-cluster3:
 bench: bench-cluster3
 
 .PHONY: bench-cluster bench-failover bench-cluster3
+
+# Unit test and fuzz target of the pure address parsing (cluster_addr.c).
+CLUSTER_ADDR_OBJ := $(BUILD)/src/server/cluster_addr.o
+$(BUILD)/tests/test_cluster_addr: $(BUILD)/tests/unit/test_cluster_addr.o $(CLUSTER_ADDR_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+UNIT_TESTS += $(BUILD)/tests/test_cluster_addr
+
+FUZZ_TARGETS += cluster_addr
+FUZZ_cluster_addr_LIBS := $(CLUSTER_ADDR_OBJ)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/cluster_addr.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -47,24 +48,6 @@ static int (*tcp_connect)(struct raft_uv_transport *t, struct raft_uv_connect *r
 static char stripped[STRIPPED_MAX][FENCE_CLUSTER_ADDR_MAX];
 /* Entries used in stripped. */
 static unsigned n_stripped;
-
-/* Split addr at '|' into its raft and client parts.  See cluster.h. */
-int fence__cluster_split_addr(const char *addr, char *raft, size_t raft_cap,
-                              char *client, size_t client_cap)
-{
-    assert(addr != NULL);
-    assert(raft_cap > 0 && client_cap > 0);
-    const char *bar = strchr(addr, '|');
-    size_t rlen = bar ? (size_t)(bar - addr) : strlen(addr);
-    const char *cpart = bar ? bar + 1 : "";
-    size_t clen = strlen(cpart);
-    if (rlen >= raft_cap || clen >= client_cap)
-        return -1;
-    memcpy(raft, addr, rlen);
-    raft[rlen] = '\0';
-    memcpy(client, cpart, clen + 1);
-    return 0;
-}
 
 /* The interned raft part of address, or NULL if the table is full. */
 static const char *intern_raft_part(const char *address)
@@ -107,32 +90,6 @@ void fence__cluster_wrap_transport(struct raft_uv_transport *t)
     t->connect = connect_stripped;
 }
 
-/* Parse "host:port" with an IPv4 host into host (cap bytes) and port.
- * Returns 0, or -1 when it is not of that form. */
-static int parse_hostport(const char *s, size_t len, char *host, size_t cap,
-                          uint16_t *port)
-{
-    const char *colon = NULL;
-    for (size_t i = 0; i < len; i++)
-        if (s[i] == ':')
-            colon = s + i;
-    if (colon == NULL || colon == s)
-        return -1;
-    size_t hlen = (size_t)(colon - s);
-    if (hlen >= cap)
-        return -1;
-    memcpy(host, s, hlen);
-    host[hlen] = '\0';
-    struct sockaddr_in sa;
-    if (uv_ip4_addr(host, 0, &sa) != 0)
-        return -1;
-    uint64_t p;
-    if (fence_resp_parse_u64(colon + 1, len - hlen - 1, 65535, &p) != 0 || p == 0)
-        return -1;
-    *port = (uint16_t)p;
-    return 0;
-}
-
 /* See cluster.h: configuration address first, then --peers. */
 const fence_peer *fence__cluster_peer(fence_node *n, uint64_t id)
 {
@@ -154,9 +111,10 @@ const fence_peer *fence__cluster_peer(fence_node *n, uint64_t id)
                 break;
             memset(&found, 0, sizeof(found));
             found.id = id;
-            if (parse_hostport(client, strlen(client), found.host, sizeof(found.host),
-                               &found.client_port) != 0 ||
-                parse_hostport(raft, strlen(raft), rhost, sizeof(rhost), &rport) != 0)
+            if (fence__cluster_parse_hostport(client, strlen(client), found.host,
+                                              sizeof(found.host), &found.client_port) != 0 ||
+                fence__cluster_parse_hostport(raft, strlen(raft), rhost, sizeof(rhost),
+                                              &rport) != 0)
                 break;
             found.raft_port = rport;
             return &found;
@@ -416,11 +374,13 @@ static void cluster_add(fence_server *s, fence_slot *slot, const fence_resp_msg 
     }
     char rhost[FENCE_HOST_MAX], chost[FENCE_HOST_MAX];
     uint16_t rport, cport;
-    if (parse_hostport(m->argv[2].ptr, m->argv[2].len, rhost, sizeof(rhost), &rport) != 0) {
+    if (fence__cluster_parse_hostport(m->argv[2].ptr, m->argv[2].len, rhost, sizeof(rhost),
+                                      &rport) != 0) {
         fence__slot_error(slot, "ERR", "raft-addr must be IPv4-address:port");
         return;
     }
-    if (parse_hostport(m->argv[3].ptr, m->argv[3].len, chost, sizeof(chost), &cport) != 0) {
+    if (fence__cluster_parse_hostport(m->argv[3].ptr, m->argv[3].len, chost, sizeof(chost),
+                                      &cport) != 0) {
         fence__slot_error(slot, "ERR", "client-addr must be IPv4-address:port");
         return;
     }

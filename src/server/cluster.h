@@ -50,10 +50,4 @@ const fence_peer *fence__cluster_peer(fence_node *n, uint64_t id);
  * passes raft_uv_tcp only the raft part of a "raft|client" address. */
 void fence__cluster_wrap_transport(struct raft_uv_transport *t);
 
-/* Split a configuration address into its raft part and its client part
- * (client is "" when the address has no '|').  Returns 0, or -1 when an
- * output buffer is too small.  Pure; used by the daemon and its tests. */
-int fence__cluster_split_addr(const char *addr, char *raft, size_t raft_cap,
-                              char *client, size_t client_cap);
-
 #endif /* FENCE_SERVER_CLUSTER_H */
