@@ -13,7 +13,7 @@ if [ ! -x "$BUG_FENCED" ]; then
     make -s -C "$ROOT" BUILD="$BUILD/bug" EXTRA_CFLAGS=-DFENCE_BUG_GRANT_EXPIRED "$BUG_FENCED" >"$TEST_TMP/make.log" 2>&1 ||
         { sed 's/^/#   /' "$TEST_TMP/make.log" | tail; not_ok "control planted bug: build $BUG_FENCED"; finish; }
 fi
-common=(--duration 15 --workers 4 --faults pause-waiter --wait-ms 30000 --long-pct 50 --hold-max-ms 3000)
+common=(--duration 12 --workers 4 --faults pause-waiter --wait-ms 30000 --long-pct 50 --hold-max-ms 3000)
 seeds=${CONTROL_SEEDS:-201 202}
 for seed in $seeds; do
     if "$PY" "$BUILD/fence-torture" --seed "$seed" "${common[@]}" --fenced "$BUG_FENCED" \
