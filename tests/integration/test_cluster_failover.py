@@ -11,7 +11,10 @@ load from 16 clients, and check that
 - the clients carry on (grants after the failover);
 - the killed node, restarted on its data dir, catches up (its applied index
   reaches the leader's commit index and it reports the same last token);
-- CLUSTER.INFO on every node agrees on the leader; followers redirect.
+- CLUSTER.INFO on every node agrees on the leader; followers redirect;
+- a holder that stopped renewing keeps its lock until at least kill + its
+  full TTL (the new leader restarts lease deadlines at the full TTL), and
+  then the lock goes to a waiting contender.
 """
 import os
 import sys
@@ -21,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_cluster_lib import Client, Cluster, Load, Tap  # noqa: E402
 
 LOAD_S = float(os.environ.get("FENCE_CLUSTER_LOAD_S", "2.0"))
+DEAD_TTL_MS = 3000  # TTL of the holder that stops renewing before the kill
 
 
 def main():
@@ -53,6 +57,13 @@ def main():
     t.eq("NOTLEADER " + ldr.addr, redirect, "a follower answers NOTLEADER <leader client addr>")
 
     load = Load(cl.addrs(), n=16, ttl_ms=5000).start()
+    # A holder that stops renewing: its lease would run out about 1 s after
+    # the kill under the old leader's clock, but the new leader restarts it
+    # at the full TTL, so the lock must not move before kill + TTL.
+    dead = Client(cl.addrs())
+    dead_lease = dead.call("LEASE.GRANT", DEAD_TTL_MS)
+    dead_tok = int(dead.call("LOCK", "dead.lock", dead_lease))
+    dead.close()
     time.sleep(LOAD_S)
     with load.lock:
         before_ops = load.ops
@@ -68,6 +79,18 @@ def main():
     t.note("failover: new leader node %s ready %.0f ms after kill -9 of node %d"
            % (new.id if new else "-", elapsed * 1000, ldr.id))
     t.check(elapsed < 10.0, "new leader within the generous 10 s bound (%.2f s)" % elapsed)
+
+    # The contender asks for the dead holder's lock right away (WAIT).
+    cont = Client(cl.addrs(survivors), deadline_s=60)
+    cont_lease = cont.call("LEASE.GRANT", 30000)
+    cont_tok = cont.call("LOCK", "dead.lock", cont_lease, "WAIT", 30000, deadline_s=60)
+    cont_at = time.monotonic()
+    t.check(cont_tok is not None and int(cont_tok) > dead_tok,
+            "the dead holder's lock goes to the waiting contender eventually")
+    t.check(cont_at - kill_at > DEAD_TTL_MS / 1000.0,
+            "...but not before kill + its full TTL (%.2f s > %.2f s: deadlines restart "
+            "at full TTL on the new leader)" % (cont_at - kill_at, DEAD_TTL_MS / 1000.0))
+    t.note("dead holder's lock handed on %.0f ms after the kill" % ((cont_at - kill_at) * 1000))
 
     with load.lock:
         ops_at_failover = load.ops
