@@ -16,3 +16,7 @@ BINS += $(BUILD)/fenced
 INTEG_TESTS += $(sort $(wildcard tests/integration/test_fenced_*.sh))
 INTEG_TESTS += $(filter-out tests/integration/test_fenced_lib.py, \
                  $(sort $(wildcard tests/integration/test_fenced_*.py)))
+
+# Fuzz target: the config-file and --peers parsers (tests/fuzz/config_fuzz.c).
+FUZZ_TARGETS += config
+FUZZ_config_LIBS := $(BUILD)/src/server/config.o $(BUILD)/src/server/log.o

@@ -1,6 +1,7 @@
 /* The option table and its three users: flags, config file and --help. */
 #include "server/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -150,31 +151,35 @@ static void config_defaults(fence_config *cfg)
     }
 }
 
-/* Read the config file: each non-empty, non-comment line is "name value"
+/* Parse config text: each non-empty, non-comment line is "name value"
  * (value: the rest of the line, trimmed; may be empty for strings).  The
- * first bad line is reported as "file:line: message". */
-static int config_read_file(fence_config *cfg, const char *path, char *err,
-                            size_t err_cap)
+ * first bad line is reported as "fname:line: message".  The text need not
+ * be NUL-terminated; a NUL byte in it is an error. */
+static int config_parse_text(fence_config *cfg, const char *text, size_t len,
+                             const char *fname, char *err, size_t err_cap)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(err, err_cap, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    char line[4096];
+    char line[FENCE_CONFIG_LINE_MAX];
     char msg[512];
     unsigned lineno = 0;
-    int rc = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
+    size_t pos = 0;
+    while (pos < len) {
         lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
-            snprintf(err, err_cap, "%s:%u: line too long", path, lineno);
-            rc = -1;
-            break;
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
+        if (n >= sizeof(line)) {
+            snprintf(err, err_cap, "%s:%u: line longer than %d bytes", fname, lineno,
+                     FENCE_CONFIG_LINE_MAX - 1);
+            return -1;
         }
-        while (len > 0 && isspace((unsigned char)line[len - 1]))
-            line[--len] = '\0';
+        if (memchr(text + pos, '\0', n) != NULL) {
+            snprintf(err, err_cap, "%s:%u: NUL byte in line", fname, lineno);
+            return -1;
+        }
+        memcpy(line, text + pos, n);
+        line[n] = '\0';
+        pos += n + (nl ? 1 : 0);
+        while (n > 0 && isspace((unsigned char)line[n - 1]))
+            line[--n] = '\0';
         char *p = line;
         while (*p && isspace((unsigned char)*p))
             p++;
@@ -188,23 +193,97 @@ static int config_read_file(fence_config *cfg, const char *path, char *err,
             p++;
         const opt *o = opt_find(name, name_len);
         if (o == NULL || strcmp(o->name, "config") == 0) {
-            snprintf(err, err_cap, "%s:%u: unknown directive '%.*s'", path,
-                     lineno, (int)name_len, name);
-            rc = -1;
-            break;
+            snprintf(err, err_cap, "%s:%u: unknown directive '%.*s'", fname, lineno,
+                     (int)(name_len > 64 ? 64 : name_len), name);
+            return -1;
         }
         if (opt_set(cfg, o, p, msg, sizeof(msg)) != 0) {
-            snprintf(err, err_cap, "%s:%u: %s", path, lineno, msg);
-            rc = -1;
-            break;
+            snprintf(err, err_cap, "%s:%u: %s", fname, lineno, msg);
+            return -1;
         }
     }
-    if (rc == 0 && ferror(f)) {
+    return 0;
+}
+
+/* Read the whole config file (at most FENCE_CONFIG_FILE_MAX bytes) and
+ * parse it. */
+static int config_read_file(fence_config *cfg, const char *path, char *err,
+                            size_t err_cap)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, err_cap, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char *text = malloc(FENCE_CONFIG_FILE_MAX + 1);
+    if (text == NULL) {
+        fclose(f);
+        snprintf(err, err_cap, "%s: out of memory", path);
+        return -1;
+    }
+    size_t len = fread(text, 1, FENCE_CONFIG_FILE_MAX + 1, f);
+    int rc = 0;
+    if (ferror(f)) {
         snprintf(err, err_cap, "%s: read error", path);
         rc = -1;
+    } else if (len > FENCE_CONFIG_FILE_MAX) {
+        snprintf(err, err_cap, "%s: larger than %d bytes", path, FENCE_CONFIG_FILE_MAX);
+        rc = -1;
+    } else {
+        rc = config_parse_text(cfg, text, len, path, err, err_cap);
     }
+    free(text);
     fclose(f);
     return rc;
+}
+
+/* Parse a decimal number in [min, max] from *pp up to a byte not a digit;
+ * advances *pp.  0 on success. */
+static int peers_num(const char **pp, const char *end, uint64_t min, uint64_t max,
+                     uint64_t *out)
+{
+    const char *p = *pp;
+    uint64_t v = 0;
+    if (p == end || !isdigit((unsigned char)*p))
+        return -1;
+    for (; p < end && isdigit((unsigned char)*p); p++) {
+        if (v > (max - (uint64_t)(*p - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (v < min)
+        return -1;
+    *pp = p;
+    *out = v;
+    return 0;
+}
+
+/* Parse one "id=host:client-port/raft-port" item (not NUL-terminated). */
+static int parse_peer(const char *p, const char *end, fence_peer *pe)
+{
+    uint64_t id, cport, rport;
+    if (peers_num(&p, end, 1, 1ULL << 62, &id) != 0 || p == end || *p++ != '=')
+        return -1;
+    const char *host = p;
+    while (p < end && *p != ':')
+        p++;
+    size_t hlen = (size_t)(p - host);
+    if (hlen == 0 || hlen >= sizeof(pe->host) || p == end)
+        return -1;
+    memcpy(pe->host, host, hlen);
+    pe->host[hlen] = '\0';
+    struct in_addr a;
+    if (inet_pton(AF_INET, pe->host, &a) != 1) /* raft_uv_tcp wants IPv4 */
+        return -1;
+    p++;
+    if (peers_num(&p, end, 1, 65535, &cport) != 0 || p == end || *p++ != '/')
+        return -1;
+    if (peers_num(&p, end, 1, 65535, &rport) != 0 || p != end)
+        return -1;
+    pe->id = id;
+    pe->client_port = (uint16_t)cport;
+    pe->raft_port = (uint16_t)rport;
+    return 0;
 }
 
 /* Parse "1=127.0.0.1:7701/7801,2=..." into cfg->peer[]. */
@@ -217,40 +296,31 @@ static int parse_peers(fence_config *cfg, char *err, size_t err_cap)
             snprintf(err, err_cap, "peers: more than %d servers", FENCE_PEERS_MAX);
             return -1;
         }
-        fence_peer *pe = &cfg->peer[cfg->n_peers];
         const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        char item[256];
-        if (n == 0 || n >= sizeof(item)) {
-            snprintf(err, err_cap, "peers: bad entry near '%.40s'", p);
-            return -1;
-        }
-        memcpy(item, p, n);
-        item[n] = '\0';
-        unsigned long long id, cport, rport;
-        char host[FENCE_HOST_MAX];
-        int used = 0;
-        if (sscanf(item, "%llu=%63[^:]:%llu/%llu%n", &id, host, &cport, &rport,
-                   &used) != 4 ||
-            (size_t)used != n || id == 0 || cport == 0 || cport > 65535 ||
-            rport == 0 || rport > 65535) {
+        if (end == NULL)
+            end = p + strlen(p);
+        fence_peer *pe = &cfg->peer[cfg->n_peers];
+        if (parse_peer(p, end, pe) != 0) {
             snprintf(err, err_cap,
-                     "peers: '%s' is not id=host:client-port/raft-port", item);
+                     "peers: '%.*s' is not id=IPv4:client-port/raft-port",
+                     (int)((end - p) > 80 ? 80 : (end - p)), p);
             return -1;
         }
         for (unsigned i = 0; i < cfg->n_peers; i++)
-            if (cfg->peer[i].id == id) {
-                snprintf(err, err_cap, "peers: id %llu listed twice", id);
+            if (cfg->peer[i].id == pe->id) {
+                snprintf(err, err_cap, "peers: id %llu listed twice",
+                         (unsigned long long)pe->id);
                 return -1;
             }
-        pe->id = id;
-        snprintf(pe->host, sizeof(pe->host), "%s", host);
-        pe->client_port = (uint16_t)cport;
-        pe->raft_port = (uint16_t)rport;
         cfg->n_peers++;
-        p += n;
-        if (*p == ',')
+        p = end;
+        if (*p == ',') {
             p++;
+            if (*p == '\0') {
+                snprintf(err, err_cap, "peers: trailing comma");
+                return -1;
+            }
+        }
     }
     return 0;
 }
@@ -366,6 +436,17 @@ int fence__config_load(fence_config *cfg, int argc, char **argv, char *err,
             return -1;
         }
     }
+    return config_validate(cfg, err, err_cap);
+}
+
+/* Defaults, then config text, then validation: the config file path of
+ * fence__config_load without the file (for the fuzzer and tests). */
+int fence__config_load_text(fence_config *cfg, const char *text, size_t len,
+                            char *err, size_t err_cap)
+{
+    config_defaults(cfg);
+    if (config_parse_text(cfg, text, len, "text", err, err_cap) != 0)
+        return -1;
     return config_validate(cfg, err, err_cap);
 }
 

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Largest config file, and longest line in it. */
+#define FENCE_CONFIG_FILE_MAX (1024 * 1024)
+#define FENCE_CONFIG_LINE_MAX 4096
 /* Most servers in a --peers list (raft voters). */
 #define FENCE_PEERS_MAX 16
 /* Longest host part of a peer address. */
@@ -61,6 +64,11 @@ typedef struct fence_config {
  * "--flag: message" text in err. */
 int fence__config_load(fence_config *cfg, int argc, char **argv, char *err,
                        size_t err_cap);
+
+/* The same without a file: defaults, the directives in text[0..len), then
+ * validation.  0 or -1 with a "text:line: message" in err. */
+int fence__config_load_text(fence_config *cfg, const char *text, size_t len,
+                            char *err, size_t err_cap);
 
 /* Print the option table (every option, its bounds and default). */
 void fence__config_help(const char *prog);
