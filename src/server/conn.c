@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "server/log.h"
@@ -455,7 +456,9 @@ int fence__listen(fence_server *s)
         uv_pipe_init(s->loop, &s->pipe, 0);
         s->pipe.data = s;
         s->pipe_open = true;
-        unlink(s->cfg->unix_socket); /* a stale socket from a crash */
+        struct stat st;
+        if (lstat(s->cfg->unix_socket, &st) == 0 && S_ISSOCK(st.st_mode))
+            unlink(s->cfg->unix_socket); /* a stale socket from a crash */
         rv = uv_pipe_bind(&s->pipe, s->cfg->unix_socket);
         if (rv == 0)
             rv = uv_listen((uv_stream_t *)&s->pipe, 511, on_connection);
