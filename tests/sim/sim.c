@@ -108,6 +108,7 @@ typedef struct sim_mlease {
     uint64_t acq_wait_ms; /* its length (for LEADER_START rebases) */
     uint64_t acq_wait_deadline; /* its deadline */
     bool created_now;   /* created by the current entry */
+    bool dedicated;     /* made by ACQUIRE: UNLOCK of its lock revokes it */
 } sim_mlease;
 
 /* One applied index as first seen by any node. */
@@ -1047,9 +1048,13 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
     uint64_t now = ts > prev_now ? ts : prev_now;
     s->model_now = now;
     s->model_index = index;
+    /* A LEADER_START entry only moves the clock: the old leader's deadlines
+     * are not fired first, they are rebased (fsm.h). */
+    bool starts = n > 0 && cmds[0].type == FENCE_CMD_LEADER_START &&
+                  res[0].status == FENCE_ST_OK;
     for (size_t id = 1; id < s->cap_mleases; id++) {
         sim_mlease *l = &s->mleases[id];
-        if (l->live && l->deadline <= now)
+        if (l->live && l->deadline <= now && !starts)
             l->live = false;
         l->live_at_entry = l->live;
         l->created_now = false;
@@ -1081,6 +1086,14 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
                 slot->result = *r;
             }
         }
+        if (s->o.verbose > 1)
+            sim_log(s, "apply %" PRIu64 "/%u now %" PRIu64 ": type %u lease %"
+                       PRIu64 " ttl %" PRIu64 " wait %" PRIu64 " token %" PRIu64
+                       "%s -> st %u lease %" PRIu64 " token %" PRIu64
+                       " wait_id %" PRIu64,
+                    index, k, now, c->type, c->lease, c->ttl_ms, c->wait_ms,
+                    c->token, dup ? " (dup)" : "", r->status, r->lease,
+                    r->token, r->wait_id);
         if (dup)
             continue;
         sim_mlease *l;
@@ -1111,6 +1124,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
                 l->live = true;
                 l->created_now = true;
                 l->ttl_ms = c->ttl_ms;
+                l->dedicated = c->type == FENCE_CMD_ACQUIRE;
                 if (c->type == FENCE_CMD_ACQUIRE &&
                     r->status == FENCE_ST_QUEUED) {
                     l->acq_waiting = true;
@@ -1132,6 +1146,15 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
                     break;
                 }
                 l->deadline = mdeadline(l, now);
+            }
+            break;
+        case FENCE_CMD_UNLOCK:
+            /* Unlocking a dedicated (ACQUIRE) lease's lock revokes it. */
+            if (r->status == FENCE_ST_OK && r->value == 1) {
+                sim_grant *g = grant_find(s, c->token);
+                l = g ? mlease(s, g->lease) : NULL;
+                if (l != NULL && l->dedicated)
+                    l->live = false;
             }
             break;
         case FENCE_CMD_LEASE_REVOKE:
@@ -1175,37 +1198,54 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
                      l == NULL || !l->known ? "unknown" : "expired or revoked",
                      now, l ? l->deadline : 0);
     }
-    /* Any event ends the wait it is about. */
+    /* An event ends the ACQUIRE wait it is about: granted, the dedicated
+     * lease's TTL starts at the grant; failed, the lease is revoked. */
     for (unsigned k = 0; k < n_ev; k++)
-        for (size_t id = 1; id < s->cap_mleases; id++)
-            if (s->mleases[id].acq_waiting &&
-                s->mleases[id].acq_wait_id == evs[k].wait_id)
-                s->mleases[id].acq_waiting = false;
+        for (size_t id = 1; id < s->cap_mleases; id++) {
+            sim_mlease *m = &s->mleases[id];
+            if (!m->acq_waiting || m->acq_wait_id != evs[k].wait_id)
+                continue;
+            m->acq_waiting = false;
+            if (evs[k].result.status == FENCE_ST_OK)
+                m->deadline = now + m->ttl_ms;
+            else
+                m->live = false;
+        }
     if (fence_fsm_now(nd->fsm) != now)
         sim_fail(s, "index %" PRIu64 ": fsm time %" PRIu64 " after the entry, "
                     "expected max(previous %" PRIu64 ", timestamp %" PRIu64 ")",
                  index, fence_fsm_now(nd->fsm), prev_now, ts);
-    /* Cross-check every lease with the fsm.  Where the fsm keeps a lease
-     * longer than this small model computes (the model does not know every
-     * rule, e.g. how waits stretch leases), the model adopts the fsm's
-     * deadline and counts a disagreement; expiry itself stays independent:
-     * a lease whose deadline has passed is dead to the model, and the fsm
-     * says so too (lease_info checks deadline > now). */
+    /* Cross-check every lease with the fsm.  The fsm may never keep a
+     * lease alive longer than the applied commands justify (that is how a
+     * lock would outlive its lease).  Where the fsm ends a lease earlier
+     * than this model computes (a rule the model lacks), the model follows
+     * it, the safe direction, and counts a "model adjust". */
     for (size_t id = 1; id < s->cap_mleases && !s->res->failed; id++) {
         sim_mlease *l = &s->mleases[id];
         fence_lease_info li;
         int rv = fence_fsm_lease_info(nd->fsm, id, now, &li);
         if (rv == 0) {
-            if (li.deadline_ms <= now)
-                sim_fail(s, "index %" PRIu64 ": fsm reports lease %zu live with "
-                            "deadline %" PRIu64 " <= now %" PRIu64,
-                         index, id, li.deadline_ms, now);
-            if (!l->known || !l->live || li.deadline_ms != l->deadline)
+            if (li.deadline_ms <= now || !l->known || !l->live ||
+                li.deadline_ms > l->deadline) {
+                sim_fail(s, "index %" PRIu64 ": fsm has lease %zu live until %"
+                            PRIu64 ", but the applied commands give %s %"
+                            PRIu64 " (now %" PRIu64 ")",
+                         index, id, li.deadline_ms,
+                         !l->known ? "no such lease"
+                         : !l->live ? "a dead lease (deadline"
+                                    : "deadline",
+                         l->deadline, now);
+            } else if (li.deadline_ms < l->deadline) {
                 s->res->model_adjusts++;
-            l->known = true;
-            l->live = true;
-            l->deadline = li.deadline_ms;
+                sim_log(s, "model: index %" PRIu64 " lease %zu: fsm until %"
+                           PRIu64 " < model %" PRIu64, index, id,
+                        li.deadline_ms, l->deadline);
+                l->deadline = li.deadline_ms;
+            }
         } else if (l->live) {
+            s->res->model_adjusts++;
+            sim_log(s, "model: index %" PRIu64 " lease %zu: fsm has it dead, "
+                       "model until %" PRIu64, index, id, l->deadline);
             l->live = false;
         }
     }

@@ -181,6 +181,8 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--verbose")) {
             m.verbose = 1;
+        } else if (!strcmp(a, "--trace")) {
+            m.verbose = 2;
         } else if (!strcmp(a, "--expect-violation")) {
             m.expect_violation = 1;
         } else {
