@@ -11,7 +11,9 @@
  *
  * Other options: --nodes 3|5 (default: 3 for even seeds, 5 for odd),
  * --duration MS (simulated time with faults, default 30000), --clients C,
- * --verbose.  Every seed runs in a forked child, so an assert inside raft or
+ * --verbose (faults, leaderships), --trace (also every applied command).
+ * Environment: FENCE_SIM_NO_PRE_VOTE=1 turns raft pre-vote off,
+ * FENCE_SIM_VOTE_FAULTS=1 lets disk faults hit set_term/set_vote too.  Every seed runs in a forked child, so an assert inside raft or
  * the core fails that seed (its number is printed) and not the whole run.
  */
 #include <errno.h>
@@ -88,7 +90,7 @@ static seed_outcome run_seed(const main_opts *m, uint64_t seed)
         int rc = fence_sim_run(&o, shared);
         fflush(stdout);
         fflush(stderr);
-        _exit(rc ? 3 : 0);
+        exit(rc ? 3 : 0); /* exit, not _exit: LeakSanitizer runs at exit */
     }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -187,7 +189,7 @@ int main(int argc, char **argv)
             m.expect_violation = 1;
         } else {
             fprintf(stderr, "usage: %s [--seeds N] [--start S] [--nodes 3|5] "
-                            "[--duration MS] [--clients C] [--verbose] "
+                            "[--duration MS] [--clients C] [--verbose|--trace] "
                             "[--expect-violation]\n", argv[0]);
             return 2;
         }
