@@ -150,10 +150,10 @@ typedef struct sim_pending {
     int kind;   /* PEND_* */
     void *req;  /* raft's request object */
     union {
-        raft_io_append_cb append;
-        raft_io_send_cb send;
-        raft_io_snapshot_put_cb snap_put;
-        raft_io_snapshot_get_cb snap_get;
+        raft_io_append_cb append;        /* PEND_APPEND */
+        raft_io_send_cb send;            /* PEND_SEND */
+        raft_io_snapshot_put_cb snap_put; /* PEND_SNAP_PUT */
+        raft_io_snapshot_get_cb snap_get; /* PEND_SNAP_GET */
     } cb;       /* raft's callback, called when the fixture completes */
     struct sim_diskop *op;            /* APPEND, SNAP_PUT: its disk op */
 } sim_pending;
@@ -295,13 +295,15 @@ typedef struct sim {
     sim_hist *hist;            /* by raft index */
     size_t hist_cap;           /* capacity */
     sim_grant *grants;         /* in token order */
-    size_t n_grants, cap_grants;
+    size_t n_grants;           /* grants recorded */
+    size_t cap_grants;         /* capacity of grants */
     sim_ack *acks;             /* acknowledged grants */
-    size_t n_acks, cap_acks;
+    size_t n_acks;             /* acknowledged grants recorded */
+    size_t cap_acks;           /* capacity of acks */
     sim_mlease *mleases;       /* model leases by id */
-    size_t cap_mleases;
+    size_t cap_mleases;        /* capacity of mleases (ids below it) */
     sim_reqid *reqids;         /* open-addressing table */
-    size_t cap_reqids;
+    size_t cap_reqids;         /* slots in reqids (a power of two) */
     uint64_t model_now;        /* model's fsm time */
     uint64_t model_index;      /* last index the model processed */
     uint64_t model_token;      /* highest token in the history */
@@ -2360,6 +2362,9 @@ static void cluster_teardown(sim *s)
     free(s->reqids);
 }
 
+/* Run one seeded simulation (see sim.h): set up the cluster, step it with
+ * traffic and faults for the run's duration, heal everything and let it
+ * settle, then run the final checks. */
 int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
 {
     sim *s = calloc(1, sizeof *s);

@@ -149,6 +149,9 @@ static uint64_t num(const char *what, const char *s)
     return v;
 }
 
+/* Parse options, then run the make-test seed groups, a range of seeds,
+ * one replayed seed, or the planted-bug control; exit non-zero on any
+ * failing seed. */
 int main(int argc, char **argv)
 {
     main_opts m;
