@@ -103,7 +103,7 @@ def scenario(a, tmp, lease_only):
             return p, hist
 
         demo.event("start", "ok", lease_only=lease_only, ttl=a.ttl_ms)
-        c1, h1 = client(1, 400, "written by client 1")
+        c1, h1 = client(1, a.ttl_ms, "written by client 1")
         if wait_event(h1, lambda e: e["op"] == "admit" and e["phase"] != "invoke", 10) is None:
             die("client 1 never got the lock; see %s" % d)
         c1.send_signal(signal.SIGSTOP)

@@ -205,7 +205,8 @@ def check_fences(res, admitted):
 def check_counter(res, ops, finals, counter_key):
     """No lost updates on the counter, judged from the acknowledged writes
     and the final value read after the run."""
-    writes = [o for o in ops if o.op == "write" and o.get("key") == counter_key]
+    writes = [o for o in ops if o.op == "write" and o.get("key") == counter_key
+              and isinstance(o.get("value"), int)]
     acked = [o for o in writes if o.status == "ok"]
     unknown = [o for o in writes if o.status in ("info", None)]
     seen = {}
@@ -232,7 +233,12 @@ def check_counter(res, ops, finals, counter_key):
         res.violations.append(Violation("durability", final["t"], "the final state could not be read: %s"
                                         % final.get("err", "?"), [final]))
         return
-    fv = int(final.get("value") or 0)
+    try:
+        fv = int(final.get("value") or 0)
+    except (TypeError, ValueError):
+        res.violations.append(Violation("durability", final["t"], "the final counter %r is not a number"
+                                        % (final.get("value"),), [final]))
+        return
     res.stats["final_counter"] = fv
     if fv < len(acked):
         res.violations.append(Violation(
@@ -357,7 +363,10 @@ def check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, defaul
                 continue
             ttl = lease_ttl.get(lease, default_ttl_ms) * ms
             gdone = g.done_t
-            ub = max(r.done_t + ttl for r in renew_ok[lease] if r.inv_t < gdone)
+            before = [r.done_t + ttl for r in renew_ok[lease] if r.inv_t < gdone]
+            if not before:
+                continue  # the lease was granted after this grant? a malformed history
+            ub = max(before)
             why_ub = "its last renewal completed at %s" % _ms(res, ub - ttl)
             for r in renew_unknown.get(lease, []):
                 if r.inv_t >= gdone:

@@ -25,6 +25,30 @@ def mono_ns():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
+# Fields that must be integers when present, and the phases an event may have.
+_INT_FIELDS = ("t", "n", "token", "lease", "ttl", "highest", "read", "released", "ms", "term", "hold_max",
+               "slack_ms", "liveness_ms", "inflight_ms", "seed", "workers", "nodes")
+_PHASES = ("invoke", "ok", "fail", "info", "start", "end")
+
+
+def _validate(ev):
+    """Raises ValueError when an event's fields have the wrong types, so the
+    checker only ever sees well-formed events."""
+    for f in _INT_FIELDS:
+        if f in ev and (not isinstance(ev[f], int) or isinstance(ev[f], bool) or ev[f] < 0):
+            raise ValueError("field %r is not a non-negative integer" % f)
+    for f in ("proc", "op", "phase"):
+        if not isinstance(ev[f], str):
+            raise ValueError("field %r is not a string" % f)
+    if ev["phase"] not in _PHASES:
+        raise ValueError("unknown phase %r" % ev["phase"])
+    for f in ("key", "fence", "lock", "target", "kind", "err"):
+        if f in ev and ev[f] is not None and not isinstance(ev[f], str):
+            raise ValueError("field %r is not a string" % f)
+    if ev["op"] == "write" and "value" in ev and not isinstance(ev["value"], (int, str)):
+        raise ValueError("write value is neither an integer nor a string")
+
+
 def read_history(paths):
     """Reads and merges history files into one list sorted by time.
 
@@ -53,8 +77,7 @@ def read_history(paths):
                 for field in ("t", "proc", "op", "phase"):
                     if field not in ev:
                         raise ValueError("missing field %r" % field)
-                if not isinstance(ev["t"], int):
-                    raise ValueError("field 't' is not an integer")
+                _validate(ev)
             except ValueError as e:
                 if i == last and not line.endswith("}"):
                     continue  # torn last line of a killed writer

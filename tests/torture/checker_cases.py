@@ -358,13 +358,72 @@ def test_files_and_cli():
         os.rmdir(d)
 
 
+def test_mutations():
+    """Robustness of the history reader and checker: thousands of seeded
+    mutations of a valid history either are refused with HistoryError or
+    are checked without the checker itself failing."""
+    import random
+    global failures
+    h, t = clean_history()
+    h.stop(t + 4000)
+    lines = [json.dumps({k: v for k, v in e.items() if k != "_seq"}) for e in sorted(h.events, key=lambda e: e["t"])]
+    rng = random.Random(int(os.environ.get("MUTSEED", "1234")))
+    d = tempfile.mkdtemp(prefix="fence-check-mut-")
+    path = os.path.join(d, "h.jsonl")
+    crashes = 0
+    refused = 0
+    tokens = ['"x"', "-1", "null", "true", "1e99", "[]", "{}", '""', "0", "18446744073709551616", '"ok"']
+    try:
+        for i in range(int(os.environ.get("MUTN", "1000"))):
+            mutated = list(lines)
+            for _ in range(rng.randint(1, 3)):
+                k = rng.randrange(len(mutated))
+                line = mutated[k]
+                choice = rng.randrange(4)
+                if choice == 0 and line:
+                    pos = rng.randrange(len(line))
+                    line = line[:pos] + chr(rng.randrange(32, 127)) + line[pos + 1:]
+                elif choice == 1:
+                    try:
+                        e = json.loads(line)
+                        f = rng.choice(list(e.keys()))
+                    except (ValueError, AttributeError, IndexError):
+                        continue
+                    e[f] = json.loads(rng.choice(tokens))
+                    line = json.dumps(e)
+                elif choice == 2:
+                    line = line[:rng.randrange(len(line) + 1)]
+                else:
+                    mutated.insert(k, mutated[rng.randrange(len(mutated))])
+                mutated[k] = line
+            with open(path, "w") as f:
+                f.write("\n".join(mutated) + "\n")
+            try:
+                evs = torture_common.read_history([path])
+                if evs:
+                    torture_check.check(evs)
+            except torture_common.HistoryError:
+                refused += 1
+            except Exception as e:  # noqa: BLE001 - any other exception is a checker bug
+                crashes += 1
+                if crashes <= 3:
+                    print("#   mutation %d crashed the checker: %r" % (i, e))
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(d)
+    print(("ok - " if crashes == 0 else "not ok - ")
+          + "%d mutated histories: refused (%d) or checked, never a crash" % (i + 1, refused))
+    failures += 1 if crashes else 0
+
+
 def main():
     for fn in (test_clean, test_stale_rejected_is_fine, test_lease_only_overlap, test_token_twice,
                test_token_order, test_concurrent_grants_any_order, test_fence_order_equal_tokens,
                test_lost_update_final, test_counter_unknown_ok, test_counter_too_high, test_record_lost,
                test_final_unreadable, test_expired_grant, test_expired_grant_restart,
                test_expired_grant_leader_change, test_expired_grant_unknown_keepalive, test_expired_grant_slack, test_valid_handoff,
-               test_liveness, test_files_and_cli):
+               test_liveness, test_files_and_cli, test_mutations):
         try:
             fn()
         except Exception as e:  # a crash in the checker fails that case only
