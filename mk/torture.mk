@@ -58,13 +58,13 @@ INTEG_TESTS += tests/torture/test_checker.sh tests/torture/test_proxy.sh \
 
 DURATION ?= 600
 SEED     ?=
-WORKERS  ?= 4
+TORTURE_WORKERS ?= 4
 
 demo: $(BUILD)/fenced $(BUILD)/fence-store $(TORTURE_WORKER) $(TORTURE_PY)
 	/usr/bin/python3 $(BUILD)/fence-demo --svg $(BUILD)/demo.svg
 
 torture: $(BUILD)/fenced $(BUILD)/fence-store $(TORTURE_WORKER) $(FENCE_PROXY) $(TORTURE_PY)
-	/usr/bin/python3 $(BUILD)/fence-torture --duration $(DURATION) --workers $(WORKERS) \
+	/usr/bin/python3 $(BUILD)/fence-torture --duration $(DURATION) --workers $(TORTURE_WORKERS) \
 	    $(if $(SEED),--seed $(SEED)) --out $(BUILD)/torture
 
 torture-controls: $(BUILD)/fenced $(BUILD)/fence-store $(TORTURE_WORKER) $(FENCE_PROXY) $(TORTURE_PY) $(BUG_FENCED)

@@ -7,7 +7,7 @@
 for b in fenced fence-store fence-proxy fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "torture: $BUILD/$b is missing (build it first)"; finish; }
 done
-args=(--duration "${TORTURE_DURATION:-40}" --workers 4 --ttl-ms 1000 --out "$TEST_TMP/run")
+args=(--duration "${TORTURE_DURATION:-50}" --workers 4 --ttl-ms 1000 --out "$TEST_TMP/run")
 [ -n "${SEED:-}" ] && args+=(--seed "$SEED")
 if "$PY" "$BUILD/fence-torture" "${args[@]}"; then
     ok "torture (single node, fencing on, all fault kinds): no violations"
