@@ -2,6 +2,7 @@
  * (retries with the same REQID, NOTLEADER redirects, reconnect backoff). */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,6 +291,9 @@ static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms)
         pthread_mutex_unlock(&c->mu);
         return FENCE_EUNREACHABLE;
     }
+    /* Programs that fork and exec (fencectl lock) must not hand the
+     * connection to their children. */
+    fcntl(ctx->fd, F_SETFD, FD_CLOEXEC);
     k->ctx = ctx;
     k->addr = a;
     return 0;

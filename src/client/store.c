@@ -1,6 +1,7 @@
 /* libfence: the fence-store helper (fenced writes carrying a token). */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -95,6 +96,7 @@ static int store_call(fence_store *s, int argc, const char **argv,
             redisFree(ctx);
             return rc;
         }
+        fcntl(ctx->fd, F_SETFD, FD_CLOEXEC);
         s->ctx = ctx;
     }
     redisSetTimeout(s->ctx, tv);

@@ -36,6 +36,8 @@ check_eq "FENCE_SERVER is the server" "FENCE_SERVER=127.0.0.1:$port" "$(grep FEN
 check_eq "FENCE_TOKEN and FENCE_LEASE are what the server says" \
     "token=$tok lease=$lease" "$(cut -d' ' -f1,2 "$T/info")"
 check_eq "the command runs in its own process group" "$(cat "$T/pid")" "$(cat "$T/pgid")"
+"$F" lock fd.lock -- sh -c 'ls -l /proc/$$/fd/ | grep -c socket: >"$0/socks"' "$T"
+check_eq "the command inherits no connection of fencectl's" 0 "$(cat "$T/socks")"
 
 # ---- SIGSTOP: the lease is lost, the lock moves on, the child is stopped ---
 rm -f "$T/sig" "$T/tok1"
