@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_cluster_lib import Client, Cluster, Load, Tap  # noqa: E402
+from test_cluster_lib import CLUSTERS, Client, Cluster, Load, Tap, run_main  # noqa: E402
 
 LOAD_S = float(os.environ.get("FENCE_CLUSTER_LOAD_S", "2.0"))
 DEAD_TTL_MS = 3000  # TTL of the holder that stops renewing before the kill
@@ -151,4 +151,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, CLUSTERS)

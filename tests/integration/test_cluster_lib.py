@@ -40,6 +40,7 @@ except ImportError:
 TMP = tempfile.mkdtemp(prefix="fence-cluster.")
 _procs = []
 _exit_hooks = []
+CLUSTERS = []  # every Cluster made, for diagnostics (run_main)
 
 
 def _cleanup():
@@ -260,6 +261,7 @@ class Cluster:
                 kw["port"], kw["raft_port"] = ports
             self.nodes[i] = Node(self, i, **kw)
         self.initial = sorted(self.nodes)
+        CLUSTERS.append(self)
 
     def peers(self):
         """The --peers text of the initial members (same on every node)."""
@@ -329,6 +331,7 @@ class Client:
         self.conn = None
         self.redirects = 0
         self.retries = 0
+        self.last = None
 
     def _connect(self, addr):
         host, port = addr.rsplit(":", 1)
@@ -366,14 +369,38 @@ class Client:
                 if not msg.startswith("TRYAGAIN"):
                     raise
                 self.retries += 1
-            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                self.last = "%s: %s" % (self.cur, msg)
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+                self.last = "%s: %r" % (self.cur, e)
                 self.retries += 1
                 self.close()
                 rot += 1
                 self.cur = self.addrs[rot % len(self.addrs)]
             if time.monotonic() >= end:
-                raise Unavailable("no answer to %r within the deadline" % (args,))
+                raise Unavailable("no answer to %r within the deadline (last: %s)"
+                                  % (args, self.last))
             time.sleep(0.02)
+
+
+def run_main(main, cluster_ref):
+    """Run main(); on an unexpected exception print it, every node's
+    CLUSTER.INFO and log tail as comments, and a "not ok" line, then exit 1.
+    cluster_ref is the list of clusters to describe (normally CLUSTERS)."""
+    import traceback
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001
+        for line in traceback.format_exc().splitlines():
+            print("# " + line)
+        for cl in cluster_ref:
+            for n in cl.nodes.values():
+                print("# node %d alive=%s info=%s" % (n.id, n.alive(), n.cinfo()[0]))
+                for line in n.log_text().splitlines()[-25:]:
+                    print("#   n%d| %s" % (n.id, line))
+        print("not ok - the scenario raised an exception", flush=True)
+        sys.exit(1)
 
 
 def fencectl(*args, timeout=30):

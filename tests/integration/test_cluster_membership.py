@@ -18,7 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_cluster_lib import Client, Cluster, Node, Tap, fencectl  # noqa: E402
+from test_cluster_lib import (CLUSTERS, Client, Cluster, Node, Tap, fencectl,  # noqa: E402
+                              run_main)
 
 
 def raw(node, *args):
@@ -156,4 +157,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, CLUSTERS)

@@ -203,6 +203,8 @@ def inner(prefix):
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--inner":
-        inner(sys.argv[2])
+        sys.path.insert(0, HERE)
+        from test_cluster_lib import CLUSTERS, run_main
+        run_main(lambda: inner(sys.argv[2]), CLUSTERS)
     else:
         outer()
