@@ -20,8 +20,12 @@ int fencectl_cmd_lock(const fencectl_args *a);
 /* `fencectl bench`: returns the exit code. */
 int fencectl_cmd_bench(const fencectl_args *a);
 
-/* `fencectl cluster ...` (src/cli/cluster.c); argv starts after "cluster".
- * Parses its own options; returns the exit code. */
+/* Whether the command line is `fencectl [opts] cluster ...`: its first word
+ * that is not an option or an option's value is "cluster". */
+bool fencectl_is_cluster(int argc, char **argv);
+
+/* `fencectl [opts] cluster ...` (src/cli/cluster.c); argv is the whole
+ * command line.  Parses its own options; returns the exit code. */
 int fencectl_cmd_cluster(int argc, char **argv);
 
 #endif /* FENCECTL_CLI_H */

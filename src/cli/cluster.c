@@ -7,6 +7,7 @@
  * is retried with a short pause until --timeout runs out.  The membership
  * commands are idempotent on the server (a retried ADD of a node already
  * added with the same addresses answers OK), so retrying is safe. */
+#include <assert.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
@@ -38,7 +39,7 @@ typedef struct cluster_args {
 } cluster_args;
 
 static const char cluster_usage[] =
-    "usage: fencectl cluster [--server HOST:PORT[,...]] [--timeout MS] COMMAND\n"
+    "usage: fencectl [--server HOST:PORT[,...]] [--timeout MS] cluster COMMAND\n"
     "\n"
     "commands:\n"
     "  info                          this node's view: leader, term, indexes, nodes\n"
@@ -66,17 +67,50 @@ static void sleep_ms(unsigned ms)
         ;
 }
 
-/* Parse argv (after "cluster") into *a.  Returns 0, 1 for --help (usage
- * printed), or FENCECTL_EXIT_USAGE after printing the reason. */
+/* Whether option o of fencectl cluster takes a value. */
+static bool takes_value(const char *o)
+{
+    return strcmp(o, "--server") == 0 || strcmp(o, "--timeout") == 0;
+}
+
+/* See cli.h: the first word that is neither an option nor an option's
+ * value is "cluster". */
+bool fencectl_is_cluster(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-')
+            return strcmp(argv[i], "cluster") == 0;
+        if (takes_value(argv[i]))
+            i++;
+    }
+    return false;
+}
+
+/* Parse the whole command line (options anywhere, then the words
+ * "cluster", the verb and its arguments) into *a.  Returns 0, 1 for --help
+ * (usage printed), or FENCECTL_EXIT_USAGE after printing the reason. */
 static int parse_cluster_args(int argc, char **argv, cluster_args *a)
 {
     memset(a, 0, sizeof(*a));
     a->timeout_ms = CLUSTER_TIMEOUT_MS_DEFAULT;
-    int i = 0;
-    for (; i < argc && argv[i][0] == '-'; i++) {
+    const char *words[6];
+    int n_words = 0;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-') {
+            if (n_words == (int)(sizeof(words) / sizeof(words[0]))) {
+                fprintf(stderr, "fencectl: cluster: too many arguments\n");
+                return FENCECTL_EXIT_USAGE;
+            }
+            words[n_words++] = argv[i];
+            continue;
+        }
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(cluster_usage, stdout);
             return 1;
+        }
+        if (!takes_value(argv[i])) {
+            fprintf(stderr, "fencectl: cluster: unknown option '%s'\n", argv[i]);
+            return FENCECTL_EXIT_USAGE;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "fencectl: cluster: %s needs a value\n", argv[i]);
@@ -84,23 +118,21 @@ static int parse_cluster_args(int argc, char **argv, cluster_args *a)
         }
         if (strcmp(argv[i], "--server") == 0) {
             a->servers = argv[++i];
-        } else if (strcmp(argv[i], "--timeout") == 0) {
+        } else {
             uint64_t v;
             if (!fencectl_parse_ms(argv[++i], 3600000, &v) || v == 0) {
                 fprintf(stderr, "fencectl: cluster: --timeout must be 1..3600000 ms\n");
                 return FENCECTL_EXIT_USAGE;
             }
             a->timeout_ms = (uint32_t)v;
-        } else {
-            fprintf(stderr, "fencectl: cluster: unknown option '%s'\n", argv[i]);
-            return FENCECTL_EXIT_USAGE;
         }
     }
-    if (i >= argc) {
+    assert(n_words >= 1 && strcmp(words[0], "cluster") == 0);
+    if (n_words < 2) {
         fputs(cluster_usage, stderr);
         return FENCECTL_EXIT_USAGE;
     }
-    a->verb = argv[i++];
+    a->verb = words[1];
     int want_min, want_max;
     if (strcmp(a->verb, "info") == 0)
         want_min = want_max = 0;
@@ -115,7 +147,7 @@ static int parse_cluster_args(int argc, char **argv, cluster_args *a)
                 cluster_usage);
         return FENCECTL_EXIT_USAGE;
     }
-    int n = argc - i;
+    int n = n_words - 2;
     if (n < want_min || n > want_max) {
         fprintf(stderr, "fencectl: cluster %s: wrong number of arguments\n%s", a->verb,
                 cluster_usage);
@@ -123,13 +155,13 @@ static int parse_cluster_args(int argc, char **argv, cluster_args *a)
     }
     for (int k = 0; k < n; k++) {
         uint64_t v;
-        bool is_id = k == 0 && strcmp(a->verb, "info") != 0;
-        if (is_id && !fencectl_parse_ms(argv[i + k], UINT64_MAX, &v)) {
+        bool is_id = k == 0;
+        if (is_id && !fencectl_parse_ms(words[2 + k], UINT64_MAX, &v)) {
             fprintf(stderr, "fencectl: cluster %s: '%s' is not a node id\n", a->verb,
-                    argv[i + k]);
+                    words[2 + k]);
             return FENCECTL_EXIT_USAGE;
         }
-        a->argv[k] = argv[i + k];
+        a->argv[k] = words[2 + k];
     }
     a->argc = n;
     if (a->servers == NULL)
@@ -274,7 +306,8 @@ static int run(const cluster_args *a)
     return FENCECTL_EXIT_UNREACHABLE;
 }
 
-/* Entry point of `fencectl cluster ...`; argv starts after "cluster". */
+/* Entry point of `fencectl [opts] cluster ...`; argv is the whole command
+ * line (fencectl_is_cluster(argc, argv) is true). */
 int fencectl_cmd_cluster(int argc, char **argv)
 {
     cluster_args a;

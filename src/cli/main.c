@@ -249,8 +249,8 @@ int main(int argc, char **argv)
 {
     fencectl_args a;
     char err[256];
-    if (argc >= 2 && strcmp(argv[1], "cluster") == 0) /* src/cli/cluster.c */
-        return fencectl_cmd_cluster(argc - 2, argv + 2);
+    if (fencectl_is_cluster(argc, argv)) /* src/cli/cluster.c */
+        return fencectl_cmd_cluster(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {
         fprintf(stderr, "fencectl: %s\n", err);

@@ -66,6 +66,10 @@ def main():
     t.eq(64, rc, "fencectl cluster with an unknown command is a usage error")
     rc, out, err = fencectl("cluster", "--server", servers, "add", "4", "127.0.0.1:1")
     t.eq(64, rc, "fencectl cluster add with too few arguments is a usage error")
+    rc, out, err = fencectl("cluster", "remove", "x", "--server", servers)
+    t.eq(64, rc, "fencectl cluster remove with a bad id is a usage error")
+    rc, out, err = fencectl("--server", "127.0.0.1:1", "--timeout", "200", "cluster", "info")
+    t.eq(69, rc, "fencectl cluster info with no reachable server exits 69")
 
     # Some state before the changes.
     c = Client(cl.addrs())
@@ -75,7 +79,7 @@ def main():
     # Remove a follower through fencectl (sent to a follower: it follows
     # the redirect).
     gone = fol[1]
-    rc, out, err = fencectl("cluster", "--server", fol[0].addr, "remove", str(gone.id))
+    rc, out, err = fencectl("--server", fol[0].addr, "cluster", "remove", str(gone.id))
     t.eq(0, rc, "fencectl cluster remove %d succeeds (via a redirect)" % gone.id)
     f, nodes = ldr.cinfo()
     t.check(f["voters"] == "2" and gone.id not in [int(n["id"]) for n in nodes],
