@@ -71,8 +71,13 @@ static void test_rule(void)
     h = 0;
     CHECK(admit(g, "orders", 33, &h) == FENCE_GUARD_ESTALE);
     CHECK_EQ_U64(h, 34);
+    fence_guard_stats before;
+    fence_guard_stats_get(g, &before);
     CHECK(admit(g, "orders", 34, &h) == 0); /* equal token */
     CHECK(admit(g, "orders", 34, NULL) == 0);
+    fence_guard_stats after;
+    fence_guard_stats_get(g, &after);
+    CHECK_EQ_U64(after.syncs, before.syncs); /* already durable: no fsync */
     CHECK_EQ_U64(high_of(g, "orders"), 34);
     CHECK(admit(g, "other", 1, &h) == 0); /* fences are independent */
     CHECK_EQ_U64(high_of(g, "other"), 1);
