@@ -300,9 +300,14 @@ int fencectl_cmd_lock(const fencectl_args *a)
         tcsetpgrp(0, getpgrp());
         sigprocmask(SIG_UNBLOCK, &ttou, NULL);
     }
-    /* Whatever else is left in CMD's group must not outlive a lost lease. */
-    if (s.lease_trouble && a->on_lost != FENCECTL_ON_LOST_IGNORE)
-        killpg(s.pid, SIGKILL);
+    /* Whatever else is left in CMD's group must not outlive a lost lease:
+     * it gets the rest of the grace period after SIGTERM, then SIGKILL. */
+    if (s.lease_trouble && a->on_lost != FENCECTL_ON_LOST_IGNORE && !s.kill_sent) {
+        while (killpg(s.pid, 0) == 0 && s.term_sent && fence_monotonic_ms() < s.kill_at_ms)
+            usleep(10000);
+        if (killpg(s.pid, 0) == 0)
+            killpg(s.pid, SIGKILL);
+    }
 
     int rrc = fence_lock_release(l);
     if (rrc != 0 && !s.lease_trouble) {

@@ -40,16 +40,18 @@ check_eq "the command runs in its own process group" "$(cat "$T/pid")" "$(cat "$
 check_eq "the command inherits no connection of fencectl's" 0 "$(cat "$T/socks")"
 
 # ---- SIGSTOP: the lease is lost, the lock moves on, the child is stopped ---
-rm -f "$T/sig" "$T/tok1"
+rm -f "$T/sig" "$T/sig2" "$T/tok1" "$T/gc"
 spawn stopped "$F" lock pause.lock --ttl 600 --grace 150 -- sh -c '
     trap "echo TERM >>\"$0/sig\"; exit 0" TERM
+    sh -c "trap \"echo TERM >>$0/sig2; exit 0\" TERM; echo \$\$ >$0/gc; while :; do sleep 0.05; done" &
     echo "$FENCE_TOKEN" >"$0/tok1"; echo $$ >"$0/child1"
     while :; do sleep 0.05; done' "$T"
 wait_file "$T/tok1"
+wait_file "$T/gc"
 tok1=$(cat "$T/tok1"); child1=$(cat "$T/child1")
 kill -STOP "$(pid_of stopped)"
 t0=$(date +%s%N)
-read -r tok2 lease2 < <("$F" acquire pause.lock --ttl 5000 --wait 5000)
+read -r tok2 lease2 < <("$F" acquire pause.lock --ttl 15000 --wait 5000)
 waited=$(( ($(date +%s%N) - t0) / 1000000 ))
 check "another client gets the lock of the stopped holder (after ${waited} ms)" [ -n "${tok2:-}" ]
 check "with a higher token ($tok2 > $tok1)" [ "${tok2:-0}" -gt "$tok1" ]
@@ -58,6 +60,8 @@ check "the stopped holder's child still runs: only fencing protects the resource
 kill -CONT "$(pid_of stopped)"
 wait_file "$T/sig" 5
 check_eq "on SIGCONT the child's process group gets SIGTERM" TERM "$(head -n1 "$T/sig" 2>/dev/null)"
+wait_file "$T/sig2" 5
+check_eq "so does a grandchild in the group" TERM "$(head -n1 "$T/sig2" 2>/dev/null)"
 wait "$(pid_of stopped)"; rc=$?
 unset "_pids[stopped]"
 check_eq "fencectl lock exits 79 (lease lost)" 79 "$rc"
@@ -79,6 +83,18 @@ echo "# child gone ${ms} ms after the revoke"
 wait "$(pid_of stubborn)"; rc=$?
 unset "_pids[stubborn]"
 check_eq "exit 79 after a revoked lease" 79 "$rc"
+
+# ---- the command exits on SIGTERM, a grandchild ignores it: SIGKILL ------
+rm -f "$T/l5" "$T/gc5"
+spawn orphan "$F" lock orphan.lock --ttl 900 --grace 200 -- sh -c '
+    sh -c "trap \"\" TERM; echo \$\$ >$0/gc5; while :; do sleep 0.05; done" &
+    echo "$FENCE_LEASE" >"$0/l5"; wait' "$T"
+wait_file "$T/l5"; wait_file "$T/gc5"
+"$F" lease revoke "$(cat "$T/l5")" >/dev/null
+wait "$(pid_of orphan)"; rc=$?
+unset "_pids[orphan]"
+check_eq "exit 79 when the command is stopped" 79 "$rc"
+check "a grandchild that ignores SIGTERM is SIGKILLed too" gone "$(cat "$T/gc5")" 2
 
 # ---- --on-lost ignore: the child keeps running, exit still 79 -------------
 rm -f "$T/l4" "$T/done4"
