@@ -439,10 +439,17 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     conn *c = (conn *)st;
+    if (nread == UV_EOF) {
+        /* The client is done sending (maybe only half-closed): finish
+         * sending the replies it is owed, then close. */
+        uv_read_stop(st);
+        c->close_after_write = true;
+        flush_replies(c);
+        return;
+    }
     if (nread < 0) {
-        if (nread != UV_EOF)
-            FENCE_STORE_LOG(FENCE_STORE_LOG_DEBUG, "client read error: %s",
-                      uv_strerror((int)nread));
+        FENCE_STORE_LOG(FENCE_STORE_LOG_DEBUG, "client read error: %s",
+                        uv_strerror((int)nread));
         conn_close(c);
         return;
     }

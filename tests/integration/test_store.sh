@@ -122,6 +122,20 @@ case $(send "$P" 'PING\r\n*1\r\n$4\r\nPING\r\n\x00\x01\x02garbage\r\n') in +PONG
 check_eq "inline commands work" "+OK|:40|+OK|<closed>" "$(send "$P" 'FSET orders 40 k inline\r\nFENCE.HIGH orders\r\nQUIT\r\n')"
 check_eq "quoted inline arguments" '$5|a b c|+OK|<closed>' "$(send "$P" 'PING "a b c"\r\nQUIT\r\n')"
 check_eq "QUIT closes" "+OK|<closed>" "$(send "$P" 'QUIT\r\n')"
+"$PY" - "$P" <<'PYEOF' && ok "a half-closed client still gets every reply" || not_ok "a half-closed client still gets every reply"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.sendall(b"*2\r\n$4\r\nFGET\r\n$3\r\nbig\r\n" * 50)   # 50 x 1000-byte replies
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    got += d
+assert got.count(b"$1000\r\n") == 50, len(got)
+PYEOF
 "$PY" - "$P" <<'PYEOF' && ok "random garbage never kills the server" || not_ok "random garbage never kills the server"
 import random, socket, sys
 port = int(sys.argv[1]); rnd = random.Random(1)
