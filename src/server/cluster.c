@@ -261,6 +261,12 @@ static void reply_raft_error(fence_server *s, fence_slot *slot, int rv, uint64_t
                  "(or is this node)", id);
         fence__slot_error(slot, "ERR", msg);
         return;
+    case RAFT_NOCONNECTION:
+        snprintf(msg, sizeof(msg), "node %" PRIu64 " could not be reached to catch up; it "
+                 "stays in the configuration as a spare (not counted for quorum): start it "
+                 "with --join 1 and retry CLUSTER.ADD, or CLUSTER.REMOVE it", id);
+        fence__slot_error(slot, "ERR", msg);
+        return;
     case RAFT_SHUTDOWN:
     case RAFT_CANCELED:
         fence__slot_error(slot, "TRYAGAIN", "the server is shutting down");

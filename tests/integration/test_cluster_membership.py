@@ -88,16 +88,26 @@ def main():
     tok2 = int(c.call("LOCK", "membership2", lease))
     t.check(tok2 > tok, "the 2-node cluster keeps granting")
 
-    # Add a fresh node 4 that joins (no bootstrap of its own).
+    # Add a fresh node 4 that joins (no bootstrap of its own).  Adding it
+    # before it runs fails with a clear error after raft's catch-up attempt
+    # and leaves it a spare; the retry once it runs promotes it.
     new = Node(cl, 4)
     cl.nodes[4] = new
+    rc, out, err = fencectl("cluster", "--server", servers, "add", "4", new.raft_addr,
+                            new.addr)
+    t.check(rc == 1 and "could not be reached" in err,
+            "adding a node that does not run fails clearly", (rc, err))
+    f, nodes = ldr.cinfo()
+    t.check(f["voters"] == "2" and any(n["id"] == "4" and n["role"] == "spare"
+                                       for n in nodes),
+            "...and leaves it a spare that does not count for quorum", nodes)
     new.start(join=True, peers=",".join(n.peer for n in cl.nodes.values() if n is not gone))
     f4, _ = new.cinfo()
     t.check(f4 is not None and f4["nodes"] == "0" and f4["last_log_index"] == "0",
             "a --join node starts with an empty log and no configuration", f4)
     rc, out, err = fencectl("cluster", "--server", servers, "add", "4", new.raft_addr,
                             new.addr)
-    t.eq(0, rc, "fencectl cluster add 4 succeeds", err)
+    t.eq(0, rc, "fencectl cluster add 4 succeeds once it runs (promotes the spare)", err)
     rc, out, err = fencectl("cluster", "--server", servers, "add", "4", new.raft_addr,
                             new.addr)
     t.eq(0, rc, "a retried add of the same node is idempotent", err)
