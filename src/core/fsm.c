@@ -742,8 +742,32 @@ static void dedup_trim(fence_fsm *f, uint32_t max)
     }
 }
 
+/* A fingerprint of everything a command asks for (type and fields), so a
+ * request id reused for a different request is refused instead of being
+ * answered with another request's result (which could hand one client the
+ * token and lease of another).  FNV-1a over the fields in a fixed order:
+ * deterministic on every replica (unlike the hash tables' seed). */
+uint64_t fence__cmd_fp(const fence_cmd *cmd)
+{
+    uint64_t h = 14695981039346656037ULL;
+    const uint64_t fields[] = {cmd->type,    cmd->lease,   cmd->token,
+                               cmd->wait_id, cmd->ttl_ms,  cmd->wait_ms,
+                               cmd->lock_delay_ms, cmd->name_len};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        for (int b = 0; b < 64; b += 8) {
+            h ^= (fields[i] >> b) & 0xff;
+            h *= 1099511628211ULL;
+        }
+    }
+    for (uint16_t i = 0; i < cmd->name_len; i++) {
+        h ^= cmd->name[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
 /* Add a record as the newest (restore uses it).  NULL on lack of memory. */
-fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id,
+fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
                                const fence_result *r)
 {
     fence__dedup *d = fence__alloc(f, sizeof(*d));
@@ -752,6 +776,7 @@ fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id,
     }
     memset(d, 0, sizeof(*d));
     d->req_id = req_id;
+    d->fp = fp;
     d->result = *r;
     dedup_link(f, d);
     return d;
@@ -1275,9 +1300,17 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
         return;
     }
     fence__dedup *d = NULL;
+    uint64_t fp = 0;
     if (cmd->flags & FENCE_CMD_F_REQID) {
+        fp = fence__cmd_fp(cmd);
         fence__dedup *old = fence__dedup_find(f, cmd->req_id);
         if (old != NULL) {
+            if (old->fp != fp) {
+                /* The same request id for a different request. */
+                memset(out, 0, sizeof(*out));
+                out->status = FENCE_ST_INVALID;
+                return;
+            }
             *out = old->result;
             return;
         }
@@ -1293,6 +1326,7 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
             }
             memset(d, 0, sizeof(*d));
             d->req_id = cmd->req_id;
+            d->fp = fp;
         }
     }
     uint64_t token_before = f->last_token;

@@ -126,6 +126,7 @@ struct fence__wait {
 typedef struct fence__dedup {
     fence__hnode hn;                  /* in fsm.dedup, by req_id */
     uint64_t req_id;                  /* the client request id */
+    uint64_t fp;                      /* fingerprint of the command (fence__cmd_fp) */
     fence_result result;              /* what the command answered */
     struct fence__dedup *prev, *next; /* by age, oldest first */
 } fence__dedup;
@@ -190,7 +191,8 @@ fence__wait *fence__wait_add(fence_fsm *f, uint64_t id, fence__lease *l,
                              uint64_t deadline_ms, bool acquire, bool has_req,
                              uint64_t req_id);
 fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id);
-fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id,
+uint64_t fence__cmd_fp(const fence_cmd *cmd);
+fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
                                const fence_result *r);
 /* True when lease l already waits for lock k. */
 bool fence__is_waiting(const fence__lease *l, const fence__lock *k);

@@ -2,7 +2,7 @@
  * trusts nothing.
  *
  * Layout (integers little-endian):
- *   "FNCS" | u32 version (1)
+ *   "FNCS" | u32 version (2)
  *   u64 now_ms | u64 last_token | u64 next_lease_id | u64 next_wait_id
  *   u32 leases_max | u32 locks_max | u32 waiters_max | u32 dedup_max
  *   u32 nleases, then per lease (ascending id):
@@ -15,7 +15,8 @@
  *     u64 id | u64 lease | u64 lock token | u64 wait_ms | u64 deadline_ms
  *     | u8 flags (1: ACQUIRE, 2: has req_id) | u64 req_id
  *   u32 ndedup, then per record (oldest first: the eviction order):
- *     u64 req_id | u8 status | u64 lease | u64 token | u64 wait_id | u64 value
+ *     u64 req_id | u64 request fingerprint | u8 status | u64 lease
+ *     | u64 token | u64 wait_id | u64 value
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
@@ -23,12 +24,12 @@
 #include "core/fsm_int.h"
 
 #define SNAP_MAGIC "FNCS"
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u
 #define SNAP_HEADER (4 + 4 + 8 * 4 + 4 * 4)
 #define SNAP_LEASE (8 * 4 + 1)
 #define SNAP_LOCK_FIXED (2 + 8 + 8 + 1 + 8 + 8)
 #define SNAP_WAIT (8 * 5 + 1 + 8)
-#define SNAP_DEDUP (8 + 1 + 8 * 4)
+#define SNAP_DEDUP (8 + 8 + 1 + 8 * 4)
 #define SNAP_WAIT_F_ACQUIRE 0x1
 #define SNAP_WAIT_F_REQ 0x2
 
@@ -161,6 +162,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     for (const fence__dedup *d = f->dd_head; d != NULL; d = d->next) {
         FENCE_ASSERT(d->result.status <= FENCE_ST_INVALID);
         put_le(&w, d->req_id, 8);
+        put_le(&w, d->fp, 8);
         put_le(&w, d->result.status, 1);
         put_le(&w, d->result.lease, 8);
         put_le(&w, d->result.token, 8);
@@ -373,6 +375,7 @@ static int read_dedup(fence_fsm *n, rbuf *r)
         fence_result res;
         memset(&res, 0, sizeof(res));
         uint64_t req_id = get_le(r, 8);
+        uint64_t fp = get_le(r, 8);
         uint64_t status = get_le(r, 1);
         res.lease = get_le(r, 8);
         res.token = get_le(r, 8);
@@ -385,7 +388,7 @@ static int read_dedup(fence_fsm *n, rbuf *r)
             return FENCE_ST_INVALID;
         }
         res.status = (uint8_t)status;
-        if (fence__dedup_add(n, req_id, &res) == NULL) {
+        if (fence__dedup_add(n, req_id, fp, &res) == NULL) {
             return FENCE_ST_LIMIT;
         }
     }

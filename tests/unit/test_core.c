@@ -568,6 +568,33 @@ static void test_reqid_idempotent(void)
     fx_done(&x);
 }
 
+/* A request id reused for a different request is refused: it must never
+ * hand one client another request's token or lease. */
+static void test_reqid_reuse_refused(void)
+{
+    fx x;
+    fx_init(&x);
+    fence_result a1 = run(&x, 0, with_req(c_acquire("w", 100, 0, 0), 90));
+    REQUIRE(a1.status == FENCE_ST_OK);
+    /* Same id, another lock: refused, nothing granted. */
+    fence_result a2 = run(&x, 1, with_req(c_acquire("v", 100, 0, 0), 90));
+    CHECK_EQ_U64(a2.status, FENCE_ST_INVALID);
+    CHECK_EQ_U64(a2.token, 0);
+    CHECK_EQ_U64(a2.lease, 0);
+    CHECK(!lock_held(&x, "v", NULL));
+    /* Same id, another command type: refused. */
+    fence_result g = run(&x, 2, with_req(c_grant(1000, 0), 90));
+    CHECK_EQ_U64(g.status, FENCE_ST_INVALID);
+    CHECK_EQ_U64(g.lease, 0);
+    /* The original request retried still gets its result. */
+    fence_result a3 = run(&x, 3, with_req(c_acquire("w", 100, 0, 0), 90));
+    CHECK_EQ_U64(a3.status, FENCE_ST_OK);
+    CHECK_EQ_U64(a3.token, a1.token);
+    CHECK_EQ_U64(a3.lease, a1.lease);
+    CHECK_EQ_U64(fence_fsm_last_token(x.f), a1.token);
+    fx_done(&x);
+}
+
 static void test_dedup_eviction(void)
 {
     fx x;
@@ -996,6 +1023,7 @@ int main(void)
     TEST_RUN(test_cancel);
     TEST_RUN(test_revoke_fails_waits_and_hands_off);
     TEST_RUN(test_reqid_idempotent);
+    TEST_RUN(test_reqid_reuse_refused);
     TEST_RUN(test_dedup_eviction);
     TEST_RUN(test_leader_start_rebase);
     TEST_RUN(test_limits);

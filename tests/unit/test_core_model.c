@@ -75,8 +75,21 @@ typedef struct mwait {
 
 typedef struct mdedup {
     uint64_t req;
+    fence_cmd cmd; /* the request, compared field by field on a retry */
     fence_result r;
 } mdedup;
+
+/* The same request (every field a command type can use)?  A request id
+ * reused for a different request is refused with INVALID. */
+static bool m_same_request(const fence_cmd *a, const fence_cmd *b)
+{
+    return a->type == b->type && a->lease == b->lease &&
+           a->token == b->token && a->wait_id == b->wait_id &&
+           a->ttl_ms == b->ttl_ms && a->wait_ms == b->wait_ms &&
+           a->lock_delay_ms == b->lock_delay_ms &&
+           a->name_len == b->name_len &&
+           (a->name_len == 0 || memcmp(a->name, b->name, a->name_len) == 0);
+}
 
 typedef struct model {
     uint64_t now, last_token, next_lease, next_wait;
@@ -568,6 +581,10 @@ static fence_result m_apply_cmd(model *m, const fence_cmd *c)
     if (c->flags & FENCE_CMD_F_REQID) {
         for (uint32_t i = 0; i < m->ndedup; i++) {
             if (m->dedup[i].req == c->req_id) {
+                if (!m_same_request(&m->dedup[i].cmd, c)) {
+                    r.status = FENCE_ST_INVALID;
+                    return r;
+                }
                 return m->dedup[i].r;
             }
         }
@@ -584,6 +601,7 @@ static fence_result m_apply_cmd(model *m, const fence_cmd *c)
     if (rec) {
         REQUIRE(m->ndedup < 64);
         m->dedup[m->ndedup].req = c->req_id;
+        m->dedup[m->ndedup].cmd = *c;
         m->dedup[m->ndedup].r = r;
         m->ndedup++;
         while (m->ndedup > m->lim.dedup_max) {
@@ -640,6 +658,10 @@ static fence_cmd gen_cmd(const model *m)
     static const uint64_t waits[] = {0, 0, 10, 50, 200, 1000};
     fence_cmd c;
     memset(&c, 0, sizeof(c));
+    if (m->ndedup > 0 && rnd_below(8) == 0) {
+        /* A client's retry: the same request with the same request id. */
+        return m->dedup[rnd_below(m->ndedup)].cmd;
+    }
     const char *nm = names[rnd_below(NNAMES)];
     uint64_t lease = rnd_below(m->next_lease + 1);
     if (rnd_below(5) != 0) {
