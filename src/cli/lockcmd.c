@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -114,6 +115,7 @@ static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *
         fprintf(stderr, "fencectl: lock: out of memory\n");
         return -1;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "fencectl: lock: fork: %s\n", strerror(errno));
@@ -123,6 +125,13 @@ static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *
     }
     if (pid == 0) {
         setpgid(0, 0);
+        /* If fencectl itself dies (kill -9), nothing renews the lease any
+         * more: CMD gets the --on-lost signal from the kernel. */
+        if (a->on_lost != FENCECTL_ON_LOST_IGNORE) {
+            prctl(PR_SET_PDEATHSIG, a->on_lost == FENCECTL_ON_LOST_KILL ? SIGKILL : SIGTERM);
+            if (getppid() != parent)
+                _exit(FENCECTL_EXIT_LEASE_LOST);
+        }
         if (tty) {
             /* SIGTTOU is still blocked here (see fencectl_cmd_lock). */
             tcsetpgrp(0, getpid());

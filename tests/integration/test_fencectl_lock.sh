@@ -96,6 +96,17 @@ unset "_pids[orphan]"
 check_eq "exit 79 when the command is stopped" 79 "$rc"
 check "a grandchild that ignores SIGTERM is SIGKILLed too" gone "$(cat "$T/gc5")" 2
 
+# ---- fencectl killed -9: its command gets SIGTERM from the kernel ----------
+rm -f "$T/r6" "$T/sig6"
+spawn killed "$F" lock killed.lock --ttl 5000 -- sh -c '
+    trap "echo TERM >\"$0/sig6\"; exit 0" TERM
+    echo ready >"$0/r6"; while :; do sleep 0.05; done' "$T"
+wait_file "$T/r6"
+stop killed KILL
+wait_file "$T/sig6" 5
+check_eq "after kill -9 of fencectl its command gets SIGTERM (parent-death signal)" TERM \
+    "$(cat "$T/sig6" 2>/dev/null)"
+
 # ---- --on-lost ignore: the child keeps running, exit still 79 -------------
 rm -f "$T/l4" "$T/done4"
 spawn ignorer "$F" lock ignore.lock --ttl 900 --on-lost ignore -- sh -c '
