@@ -22,6 +22,7 @@ while isolated exists; tokens were never issued twice.
 Needs root and `ip netns` (iproute2); otherwise the test is skipped (77).
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +86,9 @@ def outer():
         sys.exit(77)
     hub, _ = ns_names(PREFIX)
     child = None
+    # A runner timeout (SIGTERM) still stops the inner test and its nodes
+    # and deletes the namespaces.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         child = subprocess.Popen(["ip", "netns", "exec", hub, "/usr/bin/python3",
                                   os.path.abspath(__file__), "--inner", PREFIX])
