@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "fence_guard.h"
+#include "guard/format.h"
 #include "../lib/test.h"
 
 enum { FENCES = 3, ROUNDS_DEFAULT = 40 };
@@ -74,6 +75,31 @@ static void child_main(const char *dir, int fd)
         pause();
 }
 
+/* Simulate what a power cut can add after a kill: the unacknowledged last
+ * append torn (a prefix of a frame) or blocks allocated but never written
+ * (zeros).  Neither may be taken for data, and neither may stop the open. */
+static void add_torn_tail(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/fence-guard.log", dir);
+    FILE *f = fopen(path, "ab");
+    REQUIRE(f != NULL);
+    unsigned char buf[FENCE__GUARD_FRAME_HDR + FENCE__GUARD_REC_MAX + 4096];
+    size_t n;
+    if (rand() % 2) {
+        size_t plen = fence__guard_rec_encode(buf + FENCE__GUARD_FRAME_HDR,
+                                              names[0], strlen(names[0]),
+                                              UINT64_MAX / 2);
+        fence__guard_frame_header(buf, buf + FENCE__GUARD_FRAME_HDR, plen);
+        n = (size_t)rand() % (FENCE__GUARD_FRAME_HDR + plen); /* a prefix */
+    } else {
+        n = 1 + (size_t)rand() % 4096;
+        memset(buf, 0, n);
+    }
+    REQUIRE(fwrite(buf, 1, n, f) == n);
+    fclose(f);
+}
+
 /* Kill the child at random points many times; after each kill, reopen and
  * check that no acknowledged mark was lost. */
 static void test_kill_and_reopen(void)
@@ -123,6 +149,8 @@ static void test_kill_and_reopen(void)
         }
         close(p[0]);
         total_acks += (uint64_t)got;
+        if (rand() % 3 == 0)
+            add_torn_tail(dir);
 
         fence_guard *g = NULL;
         int rc = fence_guard_open(dir, NULL, &g);
