@@ -30,7 +30,10 @@
  *
  * Threads: every function may be called from any thread on the same handle.
  * Calls on one fence are serialized; calls on different fences run in
- * parallel and share fsyncs (group commit).  The library never writes logs
+ * parallel and share fsyncs (group commit: while one batch is being
+ * written and fsynced, new records gather in the next batch).  A log
+ * compaction (rare: when the log outgrows four times its live marks) holds
+ * up every append until it is done.  The library never writes logs
  * and never aborts the host process: disk errors come back as error codes,
  * and after one the handle is unusable (every later call fails with
  * FENCE_GUARD_EFAILED) so that it cannot continue on a file that may be
