@@ -14,6 +14,8 @@
 #define RBUF_INITIAL (16 * 1024)
 /* Grow the read buffer when less than this is free. */
 #define RBUF_MIN_FREE 4096
+/* An empty read buffer larger than this is freed. */
+#define RBUF_SHRINK (64 * 1024)
 
 /* A write in flight: the libuv request and a copy of the bytes. */
 typedef struct wreq {
@@ -352,6 +354,12 @@ static void conn_process(fence_conn *c)
     if (off > 0) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
+    }
+    if (c->rlen == 0 && c->rcap > RBUF_SHRINK) {
+        /* A big request has passed: give its memory back. */
+        free(c->rbuf);
+        c->rbuf = NULL;
+        c->rcap = 0;
     }
     if (c->n_slots < s->cfg->max_pipeline)
         conn_resume(c);

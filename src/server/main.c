@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 #include "server/config.h"
@@ -13,6 +14,23 @@
 /* The configuration and the server live for the whole process. */
 static fence_config config;
 static fence_server server;
+
+/* Make room for max_clients connections plus the listeners, the raft log
+ * and the transport: raise the soft RLIMIT_NOFILE toward the hard limit,
+ * and warn when even that is too low (accepts would then fail). */
+static void raise_fd_limit(uint64_t max_clients)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_clients + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return;
+    rlim_t soft = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    rl.rlim_cur = soft;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || soft < want)
+        LOG_WARN("open-file limit %llu is below max-clients %llu + 64; "
+                 "connections beyond it will be refused by the kernel",
+                 (unsigned long long)soft, (unsigned long long)max_clients);
+}
 
 /* Entry point: see the file comment. */
 int main(int argc, char **argv)
@@ -30,6 +48,7 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit(config.max_clients);
 
     uv_loop_t *loop = uv_default_loop();
     if (fence__server_init(&server, loop, &config) != 0) {
