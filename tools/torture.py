@@ -580,6 +580,7 @@ def parse_args(argv):
     a.proxy = os.path.join(a.bin_dir, "fence-proxy")
     a.worker = os.path.join(a.bin_dir, "fence-torture-worker")
     a.fenced = a.fenced or os.path.join(a.bin_dir, "fenced")
+    a.fenced_shown = os.path.relpath(a.fenced)
     a.fence_store = a.fence_store or os.path.join(a.bin_dir, "fence-store")
     if a.hold_max_ms is None:
         a.hold_max_ms = a.ttl_ms
@@ -615,7 +616,13 @@ def replay_command(argv, seed):
     return shlex.join(["fence-torture"] + args)
 
 
+def _terminate(signum, frame):
+    """Turns SIGTERM into an exception so that every child is stopped."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
+    signal.signal(signal.SIGTERM, _terminate)
     a = parse_args(argv)
     outdir = a.out or tempfile.mkdtemp(prefix="fence-torture-")
     if a.out and os.path.isdir(outdir) and os.listdir(outdir):
@@ -626,6 +633,16 @@ def main(argv=None):
         shutil.rmtree(outdir)  # a previous run: start afresh (histories append)
     os.makedirs(outdir, exist_ok=True)
     keep = a.out is not None
+    # Run private copies of the binaries: in a shared tree someone may
+    # rebuild build/fenced in the middle of a run, and a restart after
+    # kill -9 must run the same program as before.
+    bindir = os.path.join(outdir, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    for attr in ("proxy", "worker") + (() if a.external_fenced else ("fenced", "fence_store")):
+        src = getattr(a, attr)
+        dst = os.path.join(bindir, "%s-%s" % (attr, os.path.basename(src)))
+        shutil.copy2(src, dst)
+        setattr(a, attr, dst)
     rng = random.Random(a.seed)
     schedule = make_schedule(rng, a, a.kinds)
     log("seed %d: %d faults scheduled over %.0f s (%s); output in %s"
@@ -640,7 +657,7 @@ def main(argv=None):
     liveness_ms = a.ttl_ms + hold_max + 2000
     hist.event("meta", "ok", n=0, seed=a.seed, ttl=a.ttl_ms, hold_max=hold_max, slack_ms=a.slack_ms,
                liveness_ms=liveness_ms, counter=a.counter, workers=a.workers, duration=a.duration,
-               faults=a.kinds, lease_only=a.store_ignore_tokens, fenced=a.external_fenced or a.fenced,
+               faults=a.kinds, lease_only=a.store_ignore_tokens, fenced=a.external_fenced or a.fenced_shown,
                nodes=a.nodes)
     with open(os.path.join(outdir, "schedule.txt"), "w") as f:
         for s in schedule:
@@ -694,7 +711,7 @@ def main(argv=None):
         res.stats["faults"] = dict(res.stats.get("faults", {}))
         torture_check.summary_table(res, title="torture summary (%s%s)" % (
             "lease-only control" if a.store_ignore_tokens else "fencing on",
-            ", %d-node fenced=%s" % (a.nodes, os.path.relpath(a.fenced)) if not a.external_fenced
+            ", %d-node fenced=%s" % (a.nodes, a.fenced_shown) if not a.external_fenced
             else ", external"))
         print("replay (same fault schedule): %s" % replay_command(argv, a.seed))
         if a.json:
