@@ -46,6 +46,23 @@ $(CLIENT_ASAN_TEST): tests/integration/test_client_threads.c $(CLIENT_SRC) $(wil
 tests: $(CLIENT_ASAN_TEST)
 INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
 
+# ThreadSanitizer builds (library included) of the fake-server unit test and
+# of the threaded test: the fake one runs as a test of its own, the threaded
+# one from test_client_threads.sh after the ASan run.
+CLIENT_TSAN_FLAGS := $(filter-out -MMD -MP,$(CFLAGS)) $(HIREDIS_CFLAGS) -O1 -fsanitize=thread
+$(BUILD)/tests/test_client_fake_tsan: tests/unit/test_client_fake.c $(CLIENT_SRC) $(wildcard src/client/*.h) include/fence.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CLIENT_TSAN_FLAGS) -o $@ tests/unit/test_client_fake.c $(CLIENT_SRC) \
+	    $(LDFLAGS) -fsanitize=thread $(CLIENT_LIBS)
+$(BUILD)/tests/test_client_threads_tsan: tests/integration/test_client_threads.c $(CLIENT_SRC) $(wildcard src/client/*.h) include/fence.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CLIENT_TSAN_FLAGS) -o $@ tests/integration/test_client_threads.c $(CLIENT_SRC) \
+	    $(LDFLAGS) -fsanitize=thread $(CLIENT_LIBS)
+ifneq ($(SAN),1)
+INTEG_TESTS += $(BUILD)/tests/test_client_fake_tsan
+tests: $(BUILD)/tests/test_client_threads_tsan
+endif
+
 # ---- make install ------------------------------------------------------------
 # PREFIX (default /usr/local) and DESTDIR as usual; LIBDIR and INCLUDEDIR
 # default to PREFIX/lib and PREFIX/include.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The libfence C API from several threads, built with ASan/UBSan
-# (build/tests/test_client_threads_asan), against a real fenced and
-# fence-store started here on free ports.
+# (build/tests/test_client_threads_asan) and then with TSan
+# (..._tsan), against a real fenced and fence-store started here on free
+# ports.
 . "$(dirname "$0")/../lib/lib.sh"
 bin=$BUILD/tests/test_client_threads_asan
 [ -x "$FENCED" ] || skip_all "$FENCED not built"
@@ -18,5 +19,14 @@ fi
 # The binary reads $FENCE_STORE as the store's address.
 FENCE_STORE=${FENCE_STORE_ADDR:-} ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$bin"
 rc=$?
+# The same under ThreadSanitizer (a data race report fails it).
+tsan=$BUILD/tests/test_client_threads_tsan
+if [ -x "$tsan" ]; then
+    echo "# ThreadSanitizer build:"
+    FENCE_STORE=${FENCE_STORE_ADDR:-} TSAN_OPTIONS=halt_on_error=1:exitcode=66 "$tsan" |
+        sed 's/^ok - /ok - tsan: /; s/^not ok - /not ok - tsan: /'
+    trc=${PIPESTATUS[0]}
+    [ "$trc" -eq 0 ] || rc=$trc
+fi
 [ "$rc" -eq 0 ] || { echo "# fenced log:"; tail -n 20 "$TEST_TMP/fenced.log"; }
 exit "$rc"

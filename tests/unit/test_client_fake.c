@@ -33,7 +33,6 @@ struct fake {
     atomic_int count[8];           /* per-command counters for handlers */
     char other[64];                /* redirect target "host:port" */
     int hang_ms;                   /* how long "" replies hang */
-    char reply[128];               /* spare reply buffer */
 };
 
 /* Read exactly n bytes or fail. */
@@ -248,8 +247,9 @@ static const char *h_follower(fake *f, int n, int argc, char argv[][ARG_LEN])
     (void)n;
     (void)argc;
     (void)argv;
-    snprintf(f->reply, sizeof(f->reply), "-NOTLEADER %s\r\n", f->other);
-    return f->reply;
+    static __thread char reply[128]; /* one per connection thread */
+    snprintf(reply, sizeof(reply), "-NOTLEADER %s\r\n", f->other);
+    return reply;
 }
 
 /* A follower's NOTLEADER is followed to the leader, with the same REQID. */
@@ -433,7 +433,7 @@ static void test_timeout(void)
 static atomic_int lost_calls;
 static atomic_int lost_rc;
 static atomic_uint_fast64_t lost_at;
-static int release_in_cb_rc;
+static atomic_int release_in_cb_rc;
 
 static void count_lost(fence_lock *l, int rc, void *arg)
 {
@@ -441,7 +441,7 @@ static void count_lost(fence_lock *l, int rc, void *arg)
     atomic_fetch_add(&lost_calls, 1);
     atomic_store(&lost_rc, rc);
     atomic_store(&lost_at, fence_monotonic_ms());
-    release_in_cb_rc = fence_lock_release(l); /* refused: not from here */
+    atomic_store(&release_in_cb_rc, fence_lock_release(l)); /* refused here */
 }
 
 /* Short-TTL ACQUIRE; KEEPALIVE answers NOLEASE. */
@@ -466,7 +466,7 @@ static void test_keepalive_noleas(void)
         usleep(10000);
     CHECK(atomic_load(&lost_calls) == 1);
     CHECK(atomic_load(&lost_rc) == FENCE_ENOLEASE);
-    CHECK(release_in_cb_rc == FENCE_EINVAL);
+    CHECK(atomic_load(&release_in_cb_rc) == FENCE_EINVAL);
     CHECK(!fence_lock_valid(l));
     CHECK(fence_lock_valid_until(l) == 0);
     usleep(400000);
