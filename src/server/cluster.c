@@ -242,6 +242,11 @@ static void reply_raft_error(fence_server *s, fence_slot *slot, int rv, uint64_t
                               "it may or may not have happened: check CLUSTER.INFO and retry");
             return;
         }
+        if (fence__node_is_leader(&s->node) && s->node.raft.transfer != NULL) {
+            fence__slot_error(slot, "TRYAGAIN",
+                              "a leadership transfer is in progress; retry shortly");
+            return;
+        }
         fence__cmd_reply_unavailable(s, slot);
         return;
     case RAFT_CANTCHANGE:
