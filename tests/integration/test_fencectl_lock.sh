@@ -131,6 +131,31 @@ check_eq "SIGINT to fencectl reaches the command" INT "$(cat "$T/fwd" 2>/dev/nul
 check_eq "and fencectl exits with the command's status" 5 "$rc"
 check_eq "the lock is released" free "$("$F" info fwd.lock)"
 
+# ---- server stopped: the command is stopped before the lease could expire --
+# fenced is SIGSTOPped, so renewals time out; fencectl must SIGTERM the
+# command --grace before valid-until (= last renewal's send + TTL - margin),
+# which is before the server could expire the lease.
+rm -f "$T/r7" "$T/sig7"
+spawn srvstop "$F" lock srvstop.lock --ttl 2000 -- sh -c '
+    trap "date +%s%N >\"$0/sig7\"; exit 0" TERM
+    echo ready >"$0/r7"; while :; do sleep 0.05; done' "$T"
+wait_file "$T/r7"
+sleep 0.3
+t0=$(date +%s%N)
+kill -STOP "$(pid_of fenced)"
+wait_file "$T/sig7" 5
+kill -CONT "$(pid_of fenced)"
+wait "$(pid_of srvstop)"; rc=$?
+unset "_pids[srvstop]"
+if [ -s "$T/sig7" ]; then
+    ms=$(( ($(cat "$T/sig7") - t0) / 1000000 ))
+    echo "# SIGTERM ${ms} ms after the server stopped (TTL 2000)"
+    check "with the server stopped, the command got SIGTERM within the TTL" [ "$ms" -lt 2000 ]
+else
+    not_ok "with the server stopped, the command got SIGTERM"
+fi
+check_eq "and fencectl exits 79" 79 "$rc"
+
 # ---- exit codes ------------------------------------------------------------
 "$F" lock st.lock -- sh -c 'exit 7'
 check_eq "the command's exit status passes through" 7 $?
