@@ -126,6 +126,15 @@ def main():
     t.check(n_held > 0 and not lost,
             "all %d locks held by clients survive the failover with their tokens" % n_held,
             lost[:10])
+    # Retried commands (same REQID) left no phantom grant behind: each
+    # lease holds exactly the locks its client believes it holds.
+    phantom = []
+    for th, held in load.held.items():
+        li = c.call("LEASE.INFO", load.leases[th])
+        if li is None or int(li[2]) != len(held):
+            phantom.append((th, li, sorted(held)))
+    t.check(not phantom, "every lease holds exactly the locks its client knows of "
+            "(no phantom grant from retries)", phantom[:10])
     fresh = int(c.call("LOCK", "after.failover", c.call("LEASE.GRANT", 5000)))
     t.check(fresh > max(tokens), "a fresh grant's token %d is above every acknowledged one"
             % fresh)
