@@ -199,13 +199,6 @@ int fencectl_cmd_lock(const fencectl_args *a)
     make_pipe(lost_pipe);
     make_pipe(sig_pipe);
 
-    /* Block the caught signals while the keepalive thread is created, so it
-     * inherits a mask that sends them all to this (the main) thread. */
-    sigset_t set, old_mask;
-    sigemptyset(&set);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaddset(&set, caught[i]);
-    sigprocmask(SIG_BLOCK, &set, &old_mask);
     /* If we are the terminal's foreground group, CMD becomes it (so it can
      * read the terminal and gets ^C directly); SIGTTOU stays blocked while
      * the foreground group is moved, and back at the end. */
@@ -226,6 +219,16 @@ int fencectl_cmd_lock(const fencectl_args *a)
     }
     fence_lock_on_lost(l, on_lost, NULL);
 
+    /* Until now the signals had their default effect (^C while waiting for
+     * the lock ends fencectl; a lease granted meanwhile just expires).  From
+     * here they are caught and forwarded to CMD.  They stay blocked in this
+     * thread until the child exists; the handler only writes to a pipe, so
+     * it may run in the keepalive thread too. */
+    sigset_t set, old_mask;
+    sigemptyset(&set);
+    for (size_t i = 0; i < N_CAUGHT; i++)
+        sigaddset(&set, caught[i]);
+    sigprocmask(SIG_BLOCK, &set, &old_mask);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;

@@ -167,6 +167,11 @@ read -r htok _ < <("$F" acquire held.lock --ttl 5000)
 "$F" lock held.lock --wait 200 -- true 2>"$T/err75"
 check_eq "not acquired within --wait gives 75" 75 $?
 check "with a message" grep -q "held by someone else" "$T/err75"
+spawn waiter "$F" lock held.lock --wait 20000 -- true
+sleep 0.3
+stop waiter TERM
+check_eq "a fencectl lock still waiting for the lock is not holding it" "token=$htok" \
+    "$("$F" info held.lock | cut -d' ' -f1)"
 "$F" release held.lock "$htok" >/dev/null
 dead=$(free_port)
 "$F" --server "127.0.0.1:$dead" --timeout 300 lock x -- true 2>"$T/err69"
