@@ -173,6 +173,7 @@ stop waiter TERM
 check_eq "a fencectl lock still waiting for the lock is not holding it" "token=$htok" \
     "$("$F" info held.lock | cut -d' ' -f1)"
 "$F" release held.lock "$htok" >/dev/null
+check_eq "its queued wait died with it: released, the lock is free" free "$("$F" info held.lock)"
 dead=$(free_port)
 "$F" --server "127.0.0.1:$dead" --timeout 300 lock x -- true 2>"$T/err69"
 check_eq "an unreachable server gives 69" 69 $?
