@@ -8,6 +8,8 @@ command -v redis-cli >/dev/null || skip_all "redis-cli is not installed"
 [ -x "$FENCED" ] || skip_all "$FENCED is not built"
 lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
 [ -n "$lib" ] || skip_all "libfaketime is not installed"
+# ASan must be the first library loaded, so LD_PRELOAD cannot add faketime.
+ldd "$FENCED" | grep -q libasan && skip_all "$FENCED is a sanitizer build"
 
 ts=$TEST_TMP/faketime
 echo "+0" >"$ts"
