@@ -438,8 +438,11 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     case OP_KEEPALIVE:
     case OP_REVOKE:
     case OP_LEASE_INFO:
-        cmd.type = def->op == OP_KEEPALIVE ? FENCE_CMD_LEASE_KEEPALIVE
-                                           : FENCE_CMD_LEASE_REVOKE;
+        if (def->op == OP_KEEPALIVE)
+            cmd.type = FENCE_CMD_LEASE_KEEPALIVE;
+        else if (def->op == OP_REVOKE)
+            cmd.type = FENCE_CMD_LEASE_REVOKE;
+        /* LEASE.INFO is a read: no command type. */
         if (arg_u64(slot, &m->argv[1], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0)
             return;
         break;
