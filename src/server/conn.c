@@ -165,11 +165,13 @@ static void conn_flush(fence_conn *c)
             return;
         }
         c->obuf += total;
-        if (c->obuf > c->srv->cfg->max_obuf) {
-            LOG_WARN("conn %llu: %llu reply bytes unsent (max-obuf %llu); "
+        /* uv_write hands what the kernel takes over at once; the rest waits
+         * in libuv's queue.  That backlog is what a slow reader grows. */
+        size_t queued = uv_stream_get_write_queue_size(&c->h.stream);
+        if (queued > c->srv->cfg->max_obuf) {
+            LOG_WARN("conn %llu: %zu reply bytes unsent (max-obuf %llu); "
                      "disconnecting a slow reader", (unsigned long long)c->id,
-                     (unsigned long long)c->obuf,
-                     (unsigned long long)c->srv->cfg->max_obuf);
+                     queued, (unsigned long long)c->srv->cfg->max_obuf);
             c->srv->stat_slow_closed++;
             fence__conn_close(c);
             return;

@@ -91,7 +91,7 @@ struct fence_conn {
     fence_slot *tail;       /* newest request */
     uint32_t n_slots;       /* slots in the queue (pipeline depth) */
     uint32_t unapplied;     /* slots whose commands sit in a batch */
-    uint64_t obuf;          /* reply bytes handed to uv_write, not yet sent */
+    uint64_t obuf;          /* reply bytes in uv_write requests not completed */
     bool reading;           /* uv_read_start is active */
     bool dirty;             /* on the dirty list */
     bool closing;           /* uv_close was called */

@@ -170,7 +170,7 @@ c.close()
 t.eq(0, srv.stop(), "clean exit after all the abuse")
 
 # A tiny pipeline depth: reading pauses and resumes, replies stay in order.
-srv2 = Fenced("pipe", args=["--max-pipeline", "3"]).start()
+srv2 = Fenced("pipe", args=["--max-pipeline", "3", "--max-obuf", "4096"]).start()
 s = socket.create_connection(("127.0.0.1", srv2.port), timeout=20)
 n = 500
 s.sendall(b"".join(b"LEASE.GRANT 10000\r\nPING\r\n" for _ in range(n)))
@@ -186,5 +186,12 @@ t.check(ids == list(range(1, n + 1)) and all(x == b"+PONG" for x in lines[1::2])
         "--max-pipeline 3: %d pipelined requests all answered, in order" % (2 * n),
         lines[:6])
 s.close()
+# A reply larger than --max-obuf to a client that reads is not a slow reader.
+c2 = srv2.client(decode_responses=False)
+c2.set_response_callback("PING", lambda r, **kw: r)
+t.eq(b"y" * 60000, c2.execute_command("PING", b"y" * 60000),
+     "a 60 KB reply with --max-obuf 4096 reaches a client that reads")
+t.eq("0", srv2.info()["slow_readers_closed"], "...and nobody was disconnected")
+c2.close()
 srv2.stop()
 t.finish()
