@@ -162,8 +162,12 @@ void fence__cmd_reply_unavailable(fence_server *s, fence_slot *slot)
         return;
     }
     if (fence__node_is_leader(&s->node)) {
-        fence__slot_error(slot, "TRYAGAIN",
-                          "the leader is starting (replaying its log); retry shortly");
+        if (s->node.raft.transfer != NULL)
+            fence__slot_error(slot, "TRYAGAIN",
+                              "leadership is being transferred; retry shortly");
+        else
+            fence__slot_error(slot, "TRYAGAIN",
+                              "the leader is starting (replaying its log); retry shortly");
         return;
     }
     const fence_peer *p = fence__node_leader_peer(&s->node);
