@@ -1,5 +1,23 @@
 /* The server's loop machinery: the raft state-machine glue, group commit,
- * leadership start-up, the lease/wait timer, the wait table, and shutdown. */
+ * leadership start-up, the lease/wait timer, the wait table, and shutdown.
+ *
+ * libraft 0.15 behaviour this relies on (read in its v0.15.0 source):
+ *   - replication.c applyCommand(): fsm->apply(buf, &result) runs on every
+ *     server; on the leader the raft_apply callback of that entry fires
+ *     right after, with that same result pointer and before the next entry
+ *     is applied.  Nobody frees result (on followers there is no callback),
+ *     so results go to a server-owned array (s->results), never the heap.
+ *   - convert.c convertFailApply(): when leadership is lost, pending
+ *     requests complete with RAFT_LEADERSHIPLOST and a NULL result: the
+ *     outcome is unknown, so clients get TRYAGAIN and retry with REQID.
+ *   - client.c raft_apply(): the buffer belongs to raft only when it
+ *     returns 0 (on failure logDiscard() does not free it; we do).
+ *   - raft_barrier() appends a (RAFT_BARRIER) log entry; its callback fires
+ *     once every earlier entry is applied: the new leader's catch-up.
+ *   - snapshot.c snapshotRestore(): on success the restored buffer is the
+ *     fsm's to raft_free; with fsm version 1, raft frees snapshot buffers.
+ *   - uv_encoding.c / uv_segment.c: entries are padded to 8 bytes when
+ *     written but reloaded unpadded, so entries are framed (node.h). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
