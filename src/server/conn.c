@@ -227,8 +227,8 @@ void fence__conn_close(fence_conn *c)
             slot->conn = NULL; /* the batch frees it when it completes */
             break;
         case SLOT_WAIT:
-            fence__wait_remove(s, slot);
-            fence__cancel_wait(s, slot->wait_id);
+            if (fence__wait_remove(s, slot))
+                fence__cancel_wait(s, slot->wait_id);
             fence__slot_free(slot);
             break;
         default:

@@ -96,7 +96,10 @@ static void wait_insert(fence_server *s, fence_slot *slot, uint64_t wait_id)
     s->n_waits++;
 }
 
-/* Find and unlink the slot waiting for wait_id, or NULL. */
+/* Find and unlink one slot waiting for wait_id, or NULL.  Several slots
+ * can wait for the same wait_id: the core answers a LOCK by a lease that
+ * already waits for that lock with the existing wait (a retry, or a
+ * pipelined duplicate), so each of them gets the outcome. */
 static fence_slot *wait_take(fence_server *s, uint64_t wait_id)
 {
     fence_slot **pp = &s->wait_tab[wait_bucket(s, wait_id)];
@@ -112,13 +115,29 @@ static fence_slot *wait_take(fence_server *s, uint64_t wait_id)
     return NULL;
 }
 
-/* Remove a registered slot (its connection is closing). */
-void fence__wait_remove(fence_server *s, fence_slot *slot)
+/* Whether any slot still waits for wait_id. */
+static bool wait_has(fence_server *s, uint64_t wait_id)
+{
+    for (fence_slot *p = s->wait_tab[wait_bucket(s, wait_id)]; p != NULL; p = p->wnext)
+        if (p->wait_id == wait_id)
+            return true;
+    return false;
+}
+
+/* Remove this registered slot (its connection is closing); true when no
+ * other slot waits for the same wait, so the wait itself can go. */
+bool fence__wait_remove(fence_server *s, fence_slot *slot)
 {
     assert(slot->state == SLOT_WAIT);
-    fence_slot *got = wait_take(s, slot->wait_id);
-    assert(got == slot);
-    (void)got;
+    fence_slot **pp = &s->wait_tab[wait_bucket(s, slot->wait_id)];
+    while (*pp != slot) {
+        assert(*pp != NULL);
+        pp = &(*pp)->wnext;
+    }
+    *pp = slot->wnext;
+    slot->wnext = NULL;
+    s->n_waits--;
+    return !wait_has(s, slot->wait_id);
 }
 
 /* ---- Batches ---------------------------------------------------------------- */
@@ -279,18 +298,19 @@ static void item_done(fence_server *s, fence_batch *b, fence_item *it,
         fence__cmd_reply_result(slot, r);
         return;
     }
-    /* The wait may already have ended within this same entry. */
+    /* The wait may already have ended within this same entry (the event
+     * stays listed: another slot of this entry may share the wait). */
     for (size_t i = 0; i < s->n_early; i++) {
         if (s->early[i].wait_id == r->wait_id) {
             fence_result er = s->early[i].result;
-            s->early[i] = s->early[--s->n_early];
             deliver_event(slot, &er); /* frees an orphaned slot */
             return;
         }
     }
     if (slot->conn == NULL) {
         /* The client went away before its wait was even registered. */
-        fence__cancel_wait(s, r->wait_id);
+        if (!wait_has(s, r->wait_id))
+            fence__cancel_wait(s, r->wait_id);
         fence__slot_free(slot);
         return;
     }
@@ -432,11 +452,11 @@ static void propose_pending(fence_server *s)
 static void on_fsm_event(void *ctx, const fence_event *ev)
 {
     fence_server *s = ctx;
-    fence_slot *slot = wait_take(s, ev->wait_id);
-    if (slot != NULL) {
+    fence_slot *slot;
+    while ((slot = wait_take(s, ev->wait_id)) != NULL)
         deliver_event(slot, &ev->result);
-        return;
-    }
+    /* Kept for QUEUED results of this same entry, which are registered
+     * only after it is applied (see item_done). */
     if (s->n_early == s->cap_early) {
         size_t cap = s->cap_early ? s->cap_early * 2 : 64;
         fence_event *e = realloc(s->early, cap * sizeof(*e));

@@ -200,8 +200,9 @@ fence_item *fence__batch_add(fence_server *s, const fence_cmd *cmd, uint8_t op,
                              bool is_read, fence_slot *slot);
 /* Propose CANCEL for a wait whose client went away (leader only). */
 void fence__cancel_wait(fence_server *s, uint64_t wait_id);
-/* Remove a slot from the wait table. */
-void fence__wait_remove(fence_server *s, fence_slot *slot);
+/* Remove a slot from the wait table; true when no other slot waits for
+ * the same wait (then the caller cancels it). */
+bool fence__wait_remove(fence_server *s, fence_slot *slot);
 
 /* ---- conn.c ---- */
 int fence__listen(fence_server *s);

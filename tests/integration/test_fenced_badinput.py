@@ -166,6 +166,36 @@ t.eq(0, c.execute_command("LOCK.INFO", "q")[3], "disconnected waiter's wait is c
 t.check(c.execute_command("UNLOCK", "q", c.execute_command("LOCK.INFO", "q")[0]) == 1 and
         c.execute_command("LOCK.INFO", "q") is None,
         "the lock is free after the holder unlocks (nobody was handed it)")
+
+# The same lease queued twice for one lock shares one wait (the core answers
+# the second LOCK with the existing wait): both requests get the outcome,
+# and the wait is cancelled only when the last of them goes away.
+owner = c.execute_command("LEASE.GRANT", 30000)
+otok = c.execute_command("LOCK", "dup", owner)
+dl = c.execute_command("LEASE.GRANT", 30000)
+ds = conn()
+ds.sendall(("LOCK dup %d WAIT 60000\r\nLOCK dup %d WAIT 60000\r\n" % (dl, dl)).encode())
+time.sleep(0.2)
+ds.close()
+end = time.monotonic() + 5
+while time.monotonic() < end and c.execute_command("LOCK.INFO", "dup")[3] != 0:
+    time.sleep(0.02)
+t.eq(0, c.execute_command("LOCK.INFO", "dup")[3],
+     "two pipelined waits of one lease, connection closed: server survives, wait cancelled")
+a, b = conn(), conn()
+a.sendall(("LOCK dup %d WAIT 20000\r\n" % dl).encode())
+time.sleep(0.1)
+b.sendall(("LOCK dup %d WAIT 20000\r\n" % dl).encode())
+time.sleep(0.1)
+a.close()
+time.sleep(0.2)
+t.eq(1, c.execute_command("LOCK.INFO", "dup")[3],
+     "one of two connections sharing a wait leaves: the wait stays for the other")
+c.execute_command("UNLOCK", "dup", otok)
+line = read_reply_line(b)
+t.check(line.startswith(b":") and int(line[1:]) > otok,
+        "the remaining connection gets the lock", line)
+b.close()
 c.close()
 t.eq(0, srv.stop(), "clean exit after all the abuse")
 
