@@ -226,7 +226,8 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
                           "max-waiters or max-dedup)");
         return;
     case FENCE_ST_INVALID:
-        fence__slot_error(slot, "ERR", "invalid argument (out of range)");
+        fence__slot_error(slot, "ERR", "invalid request (a value out of range, or "
+                                       "a REQID already used for a different request)");
         return;
     case FENCE_ST_NIL:
         reply_nil(slot);

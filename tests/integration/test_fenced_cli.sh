@@ -60,6 +60,9 @@ check_eq "LEASE.REVOKE of an unknown lease is OK too" "OK" "$(R LEASE.REVOKE 999
 check_eq "revoking the holder frees its lock" "" "$(R LOCK.INFO res)"
 check_eq "LEASE.GRANT LOCKDELAY REQID" "4" "$(R LEASE.GRANT 5000 LOCKDELAY 100 REQID 42)"
 check_eq "LEASE.GRANT with the same REQID" "4" "$(R LEASE.GRANT 5000 LOCKDELAY 100 REQID 42)"
+check_eq "a REQID reused for a different request" \
+    "ERR invalid request (a value out of range, or a REQID already used for a different request)" \
+    "$(R LEASE.GRANT 6000 REQID 42 2>&1)"
 check_eq "ACQUIRE WAIT LOCKDELAY REQID" "4 5" "$(R ACQUIRE j2 5000 WAIT 10 LOCKDELAY 0 REQID 43 | tr '\n' ' ' | sed 's/ $//')"
 info=$(R INFO)
 for k in version role node_id uptime_s last_token leases locks waiters connections \
