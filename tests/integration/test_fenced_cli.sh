@@ -180,9 +180,14 @@ port3=$(free_port)
 printf 'port %s\ndata-dir %s\nlog-level debug  # trailing comment is part of the value\n' \
     "$port3" "$TEST_TMP/cf" >"$TEST_TMP/c.conf"
 check "a value with a trailing comment is refused" bash -c "! '$FENCED' --config '$TEST_TMP/c.conf' 2>/dev/null"
-printf 'port %s\ndata-dir %s\nlog-level debug\n' "$port3" "$TEST_TMP/cf" >"$TEST_TMP/c.conf"
+printf 'port %s\ndata-dir %s\nlog-level debug\nlog-file %s\n' "$port3" "$TEST_TMP/cf" \
+    "$TEST_TMP/cf.out" >"$TEST_TMP/c.conf"
 spawn cf "$FENCED" --config "$TEST_TMP/c.conf"
 check "config file: port and data-dir applied" wait_port "$port3"
 check "config file: data dir created" test -d "$TEST_TMP/cf"
+redis-cli -p "$port3" PING >/dev/null
 stop cf
+check "log-file receives the log" grep -q "listening on 127.0.0.1:$port3" "$TEST_TMP/cf.out"
+check "log-level debug logs connections" grep -q "debug conn 1: accepted" "$TEST_TMP/cf.out"
+check "SIGTERM is logged" grep -q "signal 15: shutting down" "$TEST_TMP/cf.out"
 finish
