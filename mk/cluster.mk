@@ -36,3 +36,11 @@ UNIT_TESTS += $(BUILD)/tests/test_cluster_addr
 
 FUZZ_TARGETS += cluster_addr
 FUZZ_cluster_addr_LIBS := $(CLUSTER_ADDR_OBJ)
+
+# make soak-cluster ROUNDS=N: the long kill/restart soak (skipped in make
+# test): N rounds of kill -9 and restart under load, invariants checked.
+ROUNDS ?= 20
+soak-cluster:
+	@$(MAKE) --no-print-directory $(BUILD)/fenced
+	@BUILD=$(BUILD) FENCE_CLUSTER_SOAK=$(ROUNDS) tests/integration/test_cluster_soak.py
+.PHONY: soak-cluster

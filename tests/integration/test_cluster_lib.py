@@ -301,14 +301,19 @@ class Cluster:
 
     def wait_caught_up(self, node, secs=30.0):
         """Wait until node's applied index reaches the leader's commit index
-        (taken after the leader is found).  Returns (ok, node_fields)."""
+        as it was when the wait began (under load the target would move on
+        forever otherwise).  Returns (ok, node_fields)."""
         end = time.monotonic() + secs
         f = None
+        target = None
         while time.monotonic() < end:
-            ldr = self.leader([n for n in self.live() if n is not node] or None)
-            lf, _ = ldr.cinfo() if ldr else (None, None)
+            if target is None:
+                ldr = self.leader([n for n in self.live() if n is not node] or None)
+                lf, _ = ldr.cinfo() if ldr else (None, None)
+                if lf:
+                    target = int(lf["commit_index"])
             f, _ = node.cinfo()
-            if lf and f and int(f["applied_index"]) >= int(lf["commit_index"]):
+            if target is not None and f and int(f["applied_index"]) >= target:
                 return True, f
             time.sleep(0.05)
         return False, f
