@@ -244,6 +244,13 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     raft_set_snapshot_threshold(&n->raft, (unsigned)cfg->snapshot_threshold);
     raft_set_snapshot_trailing(&n->raft, (unsigned)cfg->snapshot_trailing);
     raft_set_pre_vote(&n->raft, true);
+    /* libraft's default of 30 s before it retries an InstallSnapshot that got
+     * no answer (say the follower was killed while receiving it) stalls a
+     * restarted follower's catch-up for that long; fenced's snapshots are
+     * small, so retry after 10 election timeouts (at least 5 s). */
+    raft_set_install_snapshot_timeout(
+        &n->raft, (unsigned)(cfg->election_timeout_ms * 10 > 5000
+                                 ? cfg->election_timeout_ms * 10 : 5000));
 
     /* First start: every node bootstraps the same full configuration.  A
      * data dir with raft state answers RAFT_CANTBOOTSTRAP: keep it. */

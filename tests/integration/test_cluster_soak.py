@@ -35,6 +35,7 @@ def main():
         t.finish()
     load = Load(cl.addrs(), n=16, ttl_ms=5000).start()
     failovers = []
+    catchups = []
     bad_rounds = []
     for r in range(1, rounds + 1):
         time.sleep(rnd.uniform(0.5, 2.5))
@@ -60,11 +61,14 @@ def main():
         if low:
             bad_rounds.append((r, "tokens %s not above %d" % (low[:5], max_pre)))
         victim.start()
+        started = time.monotonic()
         ok, _ = cl.wait_caught_up(victim, 60)
+        catchups.append(time.monotonic() - started)
         if not ok:
             bad_rounds.append((r, "node %d did not catch up" % victim.id))
-        t.note("round %d: killed node %d (%s); %d grants so far"
-               % (r, victim.id, "leader" if victim is ldr else "follower", len(grants)))
+        t.note("round %d: killed node %d (%s), caught up %.1f s after restart; %d grants so far"
+               % (r, victim.id, "leader" if victim is ldr else "follower", catchups[-1],
+                  len(grants)))
     load.stop()
     t.check(not bad_rounds, "every round: a leader, increasing tokens, catch-up", bad_rounds)
     t.check(not load.errors, "no client saw an unexpected error", "\n".join(load.errors[:10]))
@@ -98,6 +102,9 @@ def main():
     if failovers:
         t.note("failover over %d leader kills: median %.0f ms, max %.0f ms"
                % (len(failovers), statistics.median(failovers), max(failovers)))
+    if catchups:
+        t.note("catch-up after restart: median %.1f s, max %.1f s"
+               % (statistics.median(catchups), max(catchups)))
     t.finish()
 
 
