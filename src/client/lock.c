@@ -356,15 +356,11 @@ int fence_lease_info_get(fence_client *c, uint64_t lease, fence_lease_info *out)
     return rc;
 }
 
-/* LOCK name lease [WAIT ms] REQID id. */
-int fence_lease_lock(fence_client *c, uint64_t lease, const char *name,
+/* One LOCK name lease [WAIT ms] REQID id, with a fresh REQID. */
+static int lock_once(fence_client *c, uint64_t lease, const char *name,
                      uint32_t wait_ms, uint64_t *token_out)
 {
-    if (c == NULL || token_out == NULL)
-        return fence__fail(FENCE_EINVAL, "client and token_out must not be NULL");
-    int rc = check_name(name);
-    if (rc != 0)
-        return rc;
+    int rc;
     char lease_s[U64_BUF], wait_s[U64_BUF], id_s[U64_BUF];
     snprintf(lease_s, sizeof(lease_s), "%" PRIu64, lease);
     snprintf(wait_s, sizeof(wait_s), "%" PRIu32, wait_ms);
@@ -422,18 +418,11 @@ int fence_token_unlock(fence_client *c, const char *name, uint64_t token,
     return rc;
 }
 
-/* ACQUIRE name ttl [WAIT ms] REQID id. */
-int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
-                           uint32_t wait_ms, uint64_t *token_out,
-                           uint64_t *lease_out)
+/* One ACQUIRE name ttl [WAIT ms] REQID id, with a fresh REQID. */
+static int acquire_once(fence_client *c, const char *name, uint32_t ttl_ms,
+                        uint32_t wait_ms, uint64_t *token_out, uint64_t *lease_out)
 {
-    if (c == NULL || token_out == NULL || lease_out == NULL)
-        return fence__fail(FENCE_EINVAL, "client, token_out and lease_out must not be NULL");
-    int rc = check_name(name);
-    if (rc == 0)
-        rc = check_ttl(ttl_ms);
-    if (rc != 0)
-        return rc;
+    int rc;
     char ttl_s[U64_BUF], wait_s[U64_BUF], id_s[U64_BUF];
     snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
     snprintf(wait_s, sizeof(wait_s), "%" PRIu32, wait_ms);
@@ -462,6 +451,72 @@ int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
              *token_out == 0 || *lease_out == 0)
         rc = fence__fail(FENCE_EPROTO, "ACQUIRE: unexpected reply");
     freeReplyObject(r);
+    return rc;
+}
+
+/* The server answers nil to a queued wait only when the wait times out or
+ * is cancelled; it cancels a wait when the connection it came on closes, and
+ * then a retry with the same REQID gets that nil.  So a nil that comes
+ * clearly before the wait was up (which only such a cancel causes) is not
+ * "busy": ask again, as a new request (fresh REQID), for the time that is
+ * left.  The old request is settled (nil), so the new one cannot be applied
+ * twice. */
+#define EARLY_NIL_TRIES 16
+
+/* True when a nil at now is early for a wait of wait_ms that began at
+ * start_ms (with some slack for clock rates and scheduling). */
+static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
+{
+    uint64_t slack = wait_ms / 20 > 50 ? wait_ms / 20 : 50;
+    return wait_ms > 0 && now + slack < start_ms + wait_ms;
+}
+
+/* LOCK name lease [WAIT ms] REQID id (see nil_is_early for the re-ask). */
+int fence_lease_lock(fence_client *c, uint64_t lease, const char *name,
+                     uint32_t wait_ms, uint64_t *token_out)
+{
+    if (c == NULL || token_out == NULL)
+        return fence__fail(FENCE_EINVAL, "client and token_out must not be NULL");
+    int rc = check_name(name);
+    if (rc != 0)
+        return rc;
+    uint64_t start = fence_monotonic_ms();
+    uint32_t left = wait_ms;
+    for (int i = 0;; i++) {
+        rc = lock_once(c, lease, name, left, token_out);
+        uint64_t now = fence_monotonic_ms();
+        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
+            break;
+        left = (uint32_t)(start + wait_ms - now);
+    }
+    if (rc == FENCE_EBUSY)
+        fence__fail(rc, "lock \"%.100s\" not acquired within %" PRIu32 " ms", name, wait_ms);
+    return rc;
+}
+
+/* ACQUIRE name ttl [WAIT ms] REQID id (see nil_is_early for the re-ask). */
+int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
+                           uint32_t wait_ms, uint64_t *token_out,
+                           uint64_t *lease_out)
+{
+    if (c == NULL || token_out == NULL || lease_out == NULL)
+        return fence__fail(FENCE_EINVAL, "client, token_out and lease_out must not be NULL");
+    int rc = check_name(name);
+    if (rc == 0)
+        rc = check_ttl(ttl_ms);
+    if (rc != 0)
+        return rc;
+    uint64_t start = fence_monotonic_ms();
+    uint32_t left = wait_ms;
+    for (int i = 0;; i++) {
+        rc = acquire_once(c, name, ttl_ms, left, token_out, lease_out);
+        uint64_t now = fence_monotonic_ms();
+        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
+            break;
+        left = (uint32_t)(start + wait_ms - now);
+    }
+    if (rc == FENCE_EBUSY)
+        fence__fail(rc, "lock \"%.100s\" not acquired within %" PRIu32 " ms", name, wait_ms);
     return rc;
 }
 

@@ -593,6 +593,41 @@ static void test_long_wait_keeps_lease(void)
     fence_client_close(c);
 }
 
+/* LOCK WAIT: the first connection is dropped while queued; the retry
+ * (same REQID) gets the nil of the cancelled wait; then a new request. */
+static const char *h_cancelled(fake *f, int n, int argc, char argv[][ARG_LEN])
+{
+    if (strcmp(argv[0], "LOCK") == 0) {
+        int k = atomic_fetch_add(&f->count[0], 1);
+        if (k == 0) {
+            usleep(100000);
+            return NULL;
+        }
+        return k == 1 ? "$-1\r\n" : ":55\r\n";
+    }
+    return h_grant(f, n, argc, argv);
+}
+
+static void test_cancelled_wait_reasked(void)
+{
+    fake *f = fake_start(h_cancelled);
+    char a[64];
+    fence_client *c = client_for(addr_of(f, a), 2000);
+    uint64_t token = 0;
+    REQUIRE(fence_lease_lock(c, 41, "q", 5000, &token) == 0);
+    CHECK_EQ_U64(token, 55);
+    char e[3][128], r[3][128];
+    for (int i = 0; i < 3; i++) {
+        log_get(f, i, e[i]);
+        reqid_of(e[i], r[i]);
+    }
+    CHECK(strncmp(e[0], "LOCK q 41 WAIT 5000 REQID ", 26) == 0);
+    CHECK_STR(r[0], r[1]);           /* the retry */
+    CHECK(strcmp(r[1], r[2]) != 0);  /* a new request */
+    CHECK(strncmp(e[2], "LOCK q 41 WAIT 4", 16) == 0); /* for the time left */
+    fence_client_close(c);
+}
+
 /* Several threads share one client against the fake leader. */
 static fence_client *shared;
 static void *thread_cycles(void *arg)
@@ -682,6 +717,7 @@ int main(void)
     TEST_RUN(test_keepalive_renews);
     TEST_RUN(test_valid_until_from_send);
     TEST_RUN(test_long_wait_keeps_lease);
+    TEST_RUN(test_cancelled_wait_reasked);
     TEST_RUN(test_threads_share_client);
     TEST_RUN(test_store);
     return TEST_DONE();

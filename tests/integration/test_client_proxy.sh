@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# libfence through a TCP fault proxy (build/fence-proxy): connections reset
+# while a lock request is queued (the retry with the same REQID gets the
+# cancelled wait's nil; the client asks again for the time left and gets the
+# lock), and while `fencectl lock` holds a lock (the keepalive reconnects;
+# the command is not disturbed).
+. "$(dirname "$0")/../lib/lib.sh"
+PROXY=$BUILD/fence-proxy
+[ -x "$FENCED" ] || skip_all "$FENCED not built"
+[ -x "$FENCECTL" ] || skip_all "$FENCECTL not built"
+[ -x "$PROXY" ] || skip_all "$PROXY not built"
+port=$(free_port)
+spawn fenced "$FENCED" --port "$port" --data-dir "$TEST_TMP/fenced"
+wait_port "$port" 20 || { not_ok "fenced listens"; finish; }
+pport=$(free_port)
+mkfifo "$TEST_TMP/ctl"
+exec 7<>"$TEST_TMP/ctl"   # read-write: opening never blocks, and stays open
+# Not through spawn: a background job's stdin would be /dev/null.
+"$PROXY" "$pport" 127.0.0.1 "$port" <&7 >>"$TEST_TMP/proxy.log" 2>&1 &
+_pids[proxy]=$!
+wait_port "$pport" 20 || { cat "$TEST_TMP/proxy.log"; not_ok "proxy listens"; finish; }
+F=$FENCECTL
+D=127.0.0.1:$port
+P=127.0.0.1:$pport
+T=$TEST_TMP
+
+# ---- reset while queued -------------------------------------------------------
+read -r tok _ < <("$F" --server "$D" acquire q.lock --ttl 5000 --wait 0)
+spawn waiter sh -c "'$F' --server '$P' acquire q.lock --ttl 10000 --wait 8000 >'$T/waited'"
+sleep 0.5
+echo reset >&7
+sleep 0.5
+"$F" --server "$D" release q.lock "$tok" >/dev/null
+wait "$(pid_of waiter)"; rc=$?
+unset "_pids[waiter]"
+check_eq "a waiter whose connection was reset still gets the lock (exit 0)" 0 "$rc"
+read -r tok2 _ <"$T/waited"
+check "with a higher token (${tok2:-none} > $tok)" [ "${tok2:-0}" -gt "$tok" ]
+"$F" --server "$D" release q.lock "${tok2:-0}" >/dev/null 2>&1
+
+# ---- resets while fencectl lock holds ------------------------------------------
+rm -f "$T/sig"
+spawn holder "$F" --server "$P" lock k.lock --ttl 1500 -- sh -c '
+    trap "echo TERM >>\"$0/sig\"; exit 1" TERM; sleep 3' "$T"
+for _ in 1 2 3 4 5; do sleep 0.5; echo reset >&7; done
+wait "$(pid_of holder)"; rc=$?
+unset "_pids[holder]"
+check_eq "fencectl lock kept its lock through 5 connection resets (exit 0)" 0 "$rc"
+check "its command was not signalled" [ ! -e "$T/sig" ]
+check_eq "and released it" free "$("$F" --server "$D" info k.lock)"
+echo quit >&7
+exec 7>&-
+finish
