@@ -734,6 +734,25 @@ static fence__dedup *dedup_pop_oldest(fence_fsm *f)
     return d;
 }
 
+/* Unlink record d from wherever it is in the age list and free it. */
+static void dedup_forget(fence_fsm *f, fence__dedup *d)
+{
+    if (d->prev != NULL) {
+        d->prev->next = d->next;
+    } else {
+        FENCE_ASSERT(f->dd_head == d);
+        f->dd_head = d->next;
+    }
+    if (d->next != NULL) {
+        d->next->prev = d->prev;
+    } else {
+        FENCE_ASSERT(f->dd_tail == d);
+        f->dd_tail = d->prev;
+    }
+    htab_remove(&f->dedup, &d->hn);
+    fence__free(f, d);
+}
+
 /* Evict the oldest records until at most max remain. */
 static void dedup_trim(fence_fsm *f, uint32_t max)
 {
@@ -1223,7 +1242,21 @@ static void cmd_cancel(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
     fence__wait *w = fence__wait_find(f, c->wait_id);
     if (w != NULL) {
+        bool has_req = w->has_req;
+        uint64_t req_id = w->req_id;
+        uint64_t id = w->id;
         wait_fail(f, w, FENCE_ST_NIL, true);
+        /* The request had no lasting effect (an ACQUIRE's lease is revoked
+         * with it), so forget its request id: a client that lost its
+         * connection and retries with the same REQID (after a failover,
+         * say) queues afresh instead of being told "timed out" early. */
+        if (has_req) {
+            fence__dedup *d = fence__dedup_find(f, req_id);
+            if (d != NULL && d->result.wait_id == id &&
+                d->result.status == FENCE_ST_NIL) {
+                dedup_forget(f, d);
+            }
+        }
     }
     r->status = FENCE_ST_OK;
 }

@@ -507,6 +507,14 @@ static void test_cancel(void)
     REQUIRE(lock_held(&x, "c", &ki));
     CHECK_EQ_U64(ki.token, r.token);
     CHECK_EQ_U64(ki.waiters, 0);
+    /* A cancelled request with a REQID is forgotten: the client's retry
+     * (same REQID, same request) queues afresh rather than getting nil. */
+    fence_result w1 = run(&x, 6, with_req(c_lock("c", b, 1000), 55));
+    REQUIRE(w1.status == FENCE_ST_QUEUED);
+    run(&x, 7, c_cancel(w1.wait_id));
+    fence_result w2 = run(&x, 8, with_req(c_lock("c", b, 1000), 55));
+    CHECK_EQ_U64(w2.status, FENCE_ST_QUEUED);
+    CHECK(w2.wait_id != w1.wait_id);
     fx_done(&x);
 }
 

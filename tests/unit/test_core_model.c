@@ -544,6 +544,17 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
         if (c->wait_id > 0 && c->wait_id < m->next_wait &&
             m->waits[c->wait_id].used) {
             m_fail_wait(m, c->wait_id, FENCE_ST_NIL, true);
+            /* A cancelled request is forgotten: a retry queues afresh. */
+            const mwait *w = &m->waits[c->wait_id];
+            for (uint32_t i = 0; w->has_req && i < m->ndedup; i++) {
+                if (m->dedup[i].req == w->req &&
+                    m->dedup[i].r.wait_id == c->wait_id) {
+                    memmove(&m->dedup[i], &m->dedup[i + 1],
+                            (m->ndedup - i - 1) * sizeof(m->dedup[0]));
+                    m->ndedup--;
+                    break;
+                }
+            }
         }
         r.status = FENCE_ST_OK;
         break;
