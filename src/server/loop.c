@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "server/log.h"
 #include "server/server.h"
@@ -742,6 +743,12 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     fo.alloc.free = core_free;
     fo.on_event = on_fsm_event;
     fo.event_ctx = s;
+    /* Keys the core's hash tables so clients cannot choose lock names or
+     * request ids that all land in one bucket.  It changes no result and no
+     * snapshot byte, so every node may use its own. */
+    if (getrandom(&fo.hash_seed, sizeof(fo.hash_seed), 0) !=
+        (ssize_t)sizeof(fo.hash_seed))
+        fo.hash_seed = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
     if (fence_fsm_create(&fo, &s->fsm) != 0) {
         LOG_ERROR("cannot create the state machine");
         return -1;

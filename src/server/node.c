@@ -120,6 +120,30 @@ static int wrap_truncate_fn(struct raft_io *io, raft_index index)
     return rv;
 }
 
+/* raft_io->set_term and ->set_vote: the term and the vote are durable
+ * promises (never vote twice in a term); if they cannot be written, going
+ * on is unsafe, and libraft 0.15's own error paths for them are unreliable
+ * (the simulation found a bad free after a failed set_vote). */
+static int wrap_set_term_fn(struct raft_io *io, raft_term term)
+{
+    fence_node *n = NODE_OF_IO(io);
+    int rv = n->uv_set_term(io, term);
+    if (rv != 0 && !n->closing)
+        fence__log_fatal("persisting raft term %llu failed: %s (%d)",
+                         (unsigned long long)term, raft_strerror(rv), rv);
+    return rv;
+}
+
+static int wrap_set_vote_fn(struct raft_io *io, raft_id server_id)
+{
+    fence_node *n = NODE_OF_IO(io);
+    int rv = n->uv_set_vote(io, server_id);
+    if (rv != 0 && !n->closing)
+        fence__log_fatal("persisting raft vote for %llu failed: %s (%d)",
+                         (unsigned long long)server_id, raft_strerror(rv), rv);
+    return rv;
+}
+
 /* Our own request for a snapshot write. */
 typedef struct wrap_snap {
     struct raft_io_snapshot_put req;    /* handed to raft_uv */
@@ -228,9 +252,13 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     }
     n->uv_append = n->io.append;
     n->uv_truncate = n->io.truncate;
+    n->uv_set_term = n->io.set_term;
+    n->uv_set_vote = n->io.set_vote;
     n->uv_snapshot_put = n->io.snapshot_put;
     n->io.append = wrap_append_fn;
     n->io.truncate = wrap_truncate_fn;
+    n->io.set_term = wrap_set_term_fn;
+    n->io.set_vote = wrap_set_vote_fn;
     n->io.snapshot_put = wrap_snap_fn;
 
     rv = raft_init(&n->raft, &n->io, fsm, cfg->node_id, n->address);

@@ -54,6 +54,8 @@ struct fence_node {
                      const struct raft_entry entries[], unsigned n,
                      raft_io_append_cb cb);
     int (*uv_truncate)(struct raft_io *io, raft_index index);
+    int (*uv_set_term)(struct raft_io *io, raft_term term);
+    int (*uv_set_vote)(struct raft_io *io, raft_id server_id);
     int (*uv_snapshot_put)(struct raft_io *io, unsigned trailing,
                            struct raft_io_snapshot_put *req,
                            const struct raft_snapshot *snapshot,
