@@ -254,6 +254,23 @@ static void item_fail(fence_server *s, fence_item *it, int raft_status)
                       "retry with the same REQID");
 }
 
+/* An internal command (no slot) was not applied: its proposal failed or
+ * its outcome is unknown.  A lost TICK must not stop the timer: while this
+ * server stays a ready leader (say a leadership transfer made raft_apply
+ * refuse the entry, then timed out) nothing else would process expired
+ * leases and wait timeouts until some client writes.  So re-arm it at the
+ * loop check; rearm_timer backs off when the deadline is already due. */
+static void internal_fail(fence_server *s, const fence_item *it)
+{
+    assert(it->slot == NULL);
+    if (it->cmd.type == FENCE_CMD_TICK) {
+        s->tick_pending = false;
+        s->rearm = true;
+    }
+    if (it->cmd.type == FENCE_CMD_LEADER_START && s->lstate == LS_STARTING)
+        s->lstate = LS_NONE;
+}
+
 /* Deliver a finished wait's outcome to its slot. */
 static void deliver_event(fence_slot *slot, const fence_result *r)
 {
@@ -350,10 +367,7 @@ static void batch_applied(struct raft_apply *req, int status, void *result)
         for (uint32_t i = 0; i < b->n_items; i++) {
             fence_item *it = &b->items[i];
             if (it->slot == NULL) {
-                if (it->cmd.type == FENCE_CMD_TICK)
-                    s->tick_pending = false;
-                if (it->cmd.type == FENCE_CMD_LEADER_START && s->lstate == LS_STARTING)
-                    s->lstate = LS_NONE;
+                internal_fail(s, it);
                 continue;
             }
             item_fail(s, it, status);
@@ -424,10 +438,7 @@ static void propose_pending(fence_server *s)
         for (uint32_t i = 0; i < b->n_items; i++) {
             fence_item *it = &b->items[i];
             if (it->slot == NULL) {
-                if (it->cmd.type == FENCE_CMD_TICK)
-                    s->tick_pending = false;
-                if (it->cmd.type == FENCE_CMD_LEADER_START && s->lstate == LS_STARTING)
-                    s->lstate = LS_NONE;
+                internal_fail(s, it);
                 continue;
             }
             item_fail(s, it, rv == RAFT_NOTLEADER ? RAFT_NOTLEADER : RAFT_NOMEM);
@@ -628,10 +639,11 @@ static void tick_cb(uv_timer_t *t)
     fence_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
     cmd.type = FENCE_CMD_TICK;
-    if (batch_add_internal(s, &cmd)) {
+    s->tick_deadline = fence_fsm_next_deadline(s->fsm);
+    if (batch_add_internal(s, &cmd))
         s->tick_pending = true;
-        s->tick_deadline = fence_fsm_next_deadline(s->fsm);
-    }
+    else
+        s->rearm = true; /* out of memory: try again after a back-off */
 }
 
 /* Arm the one leader timer for the core's next deadline. */
@@ -650,9 +662,11 @@ static void rearm_timer(fence_server *s)
     /* +1: loop time is whole ms, so never fire a hair before the deadline. */
     uint64_t delay = deadline > now ? deadline - now + 1 : 0;
     if (delay == 0 && !s->tick_pending && deadline == s->tick_deadline) {
-        /* A TICK past this deadline was applied and the core still reports
-         * it: a core bug.  Back off instead of spinning on TICK entries. */
-        LOG_WARN("deadline %llu still pending after a TICK; backing off",
+        /* A TICK for this deadline was tried and the deadline is still
+         * pending: its proposal failed (raft refused it, say during a
+         * leadership transfer), or, were it applied, a core bug.  Retry
+         * after a back-off instead of spinning on TICKs. */
+        LOG_WARN("deadline %llu still pending after a TICK; retrying in 100 ms",
                  (unsigned long long)deadline);
         delay = 100;
     }
