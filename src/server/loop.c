@@ -156,8 +156,18 @@ fence_item *fence__batch_add(fence_server *s, const fence_cmd *cmd, uint8_t op,
                              bool is_read, fence_slot *slot)
 {
     fence_batch *b = s->pending;
+    fence_conn *c = slot != NULL ? slot->conn : NULL;
     if (b != NULL && b->n_items >= FENCE_BATCH_MAX) {
         /* Full: it goes out now, even behind an entry in flight. */
+        propose_pending(s);
+        b = s->pending;
+    }
+    if (b != NULL && !is_read && c != NULL && c->read_seq == b->seq) {
+        /* A read of this connection rides this batch, and reads are
+         * answered once the whole entry is applied: a later write of the
+         * same pipeline must not be in it, or the read would see it.  So
+         * the batch goes out now (as when full) and the write starts the
+         * next one. */
         propose_pending(s);
         b = s->pending;
     }
@@ -167,6 +177,7 @@ fence_item *fence__batch_add(fence_server *s, const fence_cmd *cmd, uint8_t op,
             return NULL;
         b->req.data = b;
         b->srv = s;
+        b->seq = ++s->batch_seq;
         s->pending = b;
     }
     if (b->n_items == b->cap_items) {
@@ -203,8 +214,11 @@ fence_item *fence__batch_add(fence_server *s, const fence_cmd *cmd, uint8_t op,
         b->n_cmds++;
     if (slot != NULL) {
         slot->state = SLOT_BATCH;
-        if (slot->conn != NULL)
-            slot->conn->unapplied++;
+        if (c != NULL) {
+            c->unapplied++;
+            if (is_read)
+                c->read_seq = b->seq;
+        }
     }
     return it;
 }

@@ -91,6 +91,7 @@ struct fence_conn {
     fence_slot *tail;       /* newest request */
     uint32_t n_slots;       /* slots in the queue (pipeline depth) */
     uint32_t unapplied;     /* slots whose commands sit in a batch */
+    uint64_t read_seq;      /* seq of the last batch a read of ours rode */
     uint64_t obuf;          /* reply bytes in uv_write requests not completed */
     bool reading;           /* uv_read_start is active */
     bool dirty;             /* on the dirty list */
@@ -120,6 +121,7 @@ struct fence_batch {
     size_t names_len;       /* bytes used in names */
     size_t names_cap;       /* bytes allocated in names */
     size_t entry_len;       /* encoded entry size (stats) */
+    uint64_t seq;           /* from 1, one per batch (fence_conn.read_seq) */
 };
 
 /* Leadership phases of this server. */
@@ -168,6 +170,7 @@ struct fence_server {
     fence_batch *inflight;       /* proposed batches, oldest first */
     fence_batch *inflight_tail;  /* newest proposed batch */
     uint32_t n_inflight;         /* batches in flight */
+    uint64_t batch_seq;          /* seq of the newest batch */
 
     fence_result results[FENCE_BATCH_MAX]; /* results of the last entry */
     int n_results;               /* commands in the last applied entry */
