@@ -7,6 +7,8 @@
   and "n" (the op's sequence number within its process), plus op fields.
 - A minimal blocking RESP2 client (enough for PING, FGET, INFO ...).
 - Process helpers: free ports, waiting for a port.
+- tests/lib/fencetest.py (the Python tests' helpers) reuses the RESP
+  encoder and the port helpers from here, so keep them standard-library only.
 """
 
 import json
@@ -119,6 +121,16 @@ class RespError(Exception):
     """An error reply from a RESP server (the message is the reply text)."""
 
 
+def encode_command(*args):
+    """Returns one command as a RESP2 array of bulk strings; arguments that
+    are not bytes are sent as their str() in UTF-8."""
+    parts = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(parts)
+
+
 class Resp:
     """A tiny blocking RESP2 client over TCP."""
 
@@ -166,11 +178,7 @@ class Resp:
 
     def call(self, *args):
         """Sends one command; returns the reply, or raises RespError."""
-        parts = [b"*%d\r\n" % len(args)]
-        for a in args:
-            b = a if isinstance(a, bytes) else str(a).encode()
-            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
-        self.sock.sendall(b"".join(parts))
+        self.sock.sendall(encode_command(*args))
         r = self._reply()
         if isinstance(r, RespError):
             raise r
@@ -186,15 +194,16 @@ def free_port():
     return port
 
 
-def wait_port(port, seconds=10.0, host="127.0.0.1"):
-    """Waits until something accepts on host:port; returns True if it did."""
+def wait_port(port, seconds=10.0, host="127.0.0.1", step=0.05):
+    """Waits until something accepts on host:port, trying every step
+    seconds; returns True if it did."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             socket.create_connection((host, port), timeout=0.5).close()
             return True
         except OSError:
-            time.sleep(0.05)
+            time.sleep(step)
     return False
 
 
