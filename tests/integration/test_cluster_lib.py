@@ -1,5 +1,6 @@
 """Shared helpers for the fenced cluster tests (imported, not run as a test).
 
+Built on tests/lib/fencetest.py (Tap, ports, processes, temp dirs):
 - Tap: "ok - ..." / "not ok - ..." lines and a summary.
 - Cluster: N fenced nodes on 127.0.0.1 (free client and raft ports, one temp
   data dir each), started with the same --peers list; nodes are stopped by
@@ -13,108 +14,23 @@
 Every process started is killed by PID at exit and the temp dir is removed
 (kept with KEEP_TMP=1).  Run with /usr/bin/python3 (Debian's python3-redis).
 """
-import atexit
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
-if not os.path.isabs(BUILD):
-    BUILD = os.path.join(ROOT, BUILD)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from fencetest import (BUILD, Tap, at_exit, exit_on_sigterm, free_port,  # noqa: E402,F401
+                       make_tmp, need_module, read_log, spawn, stop_process)
+
 FENCED = os.path.join(BUILD, "fenced")
 FENCECTL = os.path.join(BUILD, "fencectl")
-
-try:
-    import redis
-except ImportError:
-    print("# skipped: python3-redis is missing (run with /usr/bin/python3)")
-    sys.exit(77)
-
-TMP = tempfile.mkdtemp(prefix="fence-cluster.")
-_procs = []
-_exit_hooks = []
+redis = need_module("redis", "python3-redis")
+TMP = make_tmp("fence-cluster.")
 CLUSTERS = []  # every Cluster made, for diagnostics (run_main)
-
-
-def _cleanup():
-    """Kill every process we started (by PID), run hooks, remove TMP."""
-    for p in _procs:
-        if p.poll() is None:
-            try:
-                p.kill()
-                p.wait(timeout=10)
-            except Exception:
-                pass
-    for hook in reversed(_exit_hooks):
-        try:
-            hook()
-        except Exception:
-            pass
-    if os.environ.get("KEEP_TMP") != "1":
-        shutil.rmtree(TMP, ignore_errors=True)
-
-
-atexit.register(_cleanup)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-
-
-def at_exit(fn):
-    """Run fn at exit, after the processes are killed."""
-    _exit_hooks.append(fn)
-
-
-class Tap:
-    """Counts and prints TAP-style result lines."""
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, cond, what, detail=None):
-        """Print ok/not ok for cond; show detail on failure."""
-        if cond:
-            self.passed += 1
-            print("ok - " + what, flush=True)
-        else:
-            self.failed += 1
-            if detail is not None:
-                for line in str(detail).splitlines():
-                    print("#   " + line)
-            print("not ok - " + what, flush=True)
-        return cond
-
-    def eq(self, expected, actual, what, detail=None):
-        """check(expected == actual) with both (and detail) shown on failure."""
-        return self.check(expected == actual, what,
-                          "expected: %r\nactual:   %r\n%s" % (expected, actual,
-                                                             detail or ""))
-
-    def note(self, text):
-        """A comment line (measurements, progress)."""
-        print("# " + text, flush=True)
-
-    def finish(self):
-        """Print the summary and exit non-zero on any failure."""
-        print("# %d passed, %d failed in %s" % (self.passed, self.failed,
-                                                os.path.basename(sys.argv[0])))
-        sys.stdout.flush()
-        sys.exit(1 if self.failed else 0)
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+exit_on_sigterm(1)
 
 
 def parse_info(text):
@@ -174,12 +90,7 @@ class Node:
                              "--log-level", "info"] + list(self.cluster.args) + list(extra)
         if join:
             cmd += ["--join", "1"]
-        logf = open(self.log, "ab")
-        logf.write(("### start %s\n" % " ".join(cmd)).encode())
-        logf.flush()
-        self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-        logf.close()
-        _procs.append(self.proc)
+        self.proc = spawn(cmd, self.log, header="### start %s\n" % " ".join(cmd))
         end = time.monotonic() + 10
         while time.monotonic() < end:
             if self.proc.poll() is not None:
@@ -194,12 +105,7 @@ class Node:
     def kill(self, sig=signal.SIGKILL):
         """Send sig (SIGKILL by default) by PID and reap the process."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc, sig, 20)
         self.proc = None
 
     def alive(self):
@@ -226,21 +132,13 @@ class Node:
     def log_since_start(self):
         """The log written since the last "raft started" line (the whole
         log when there is none), to tell start-up from later events."""
-        try:
-            with open(self.log, errors="replace") as f:
-                text = f.read()
-        except OSError:
-            return ""
+        text = read_log(self.log)
         i = text.rfind("raft started")
         return text[i:] if i >= 0 else text
 
     def log_text(self):
         """This node's log (for failure details)."""
-        try:
-            with open(self.log, errors="replace") as f:
-                return f.read()[-4000:]
-        except OSError:
-            return ""
+        return read_log(self.log, tail=4000)
 
 
 class Cluster:
