@@ -2,54 +2,20 @@
 
 Start fence-store on a free 127.0.0.1 port in a temp dir, stop it by PID,
 print TAP-like "ok - ..." / "not ok - ..." lines and exit non-zero on any
-failure.
+failure.  Tap, free ports, temp dirs and process handling come from
+tests/lib/fencetest.py.
 """
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
-import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
-if not os.path.isabs(BUILD):
-    BUILD = os.path.join(ROOT, BUILD)
-FENCE_STORE = os.environ.get("FENCE_STORE", os.path.join(BUILD, "fence-store"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import fencetest  # noqa: E402
+from fencetest import Tap, binary, free_port, read_log, spawn, stop_process  # noqa: E402,F401
 
-
-class Tap:
-    """Counts ok / not ok lines and exits with the right status."""
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, cond, what, detail=""):
-        if cond:
-            self.passed += 1
-            print("ok - %s" % what, flush=True)
-        else:
-            self.failed += 1
-            if detail:
-                print("#   %s" % detail)
-            print("not ok - %s" % what, flush=True)
-        return cond
-
-    def finish(self):
-        print("# %d passed, %d failed in %s" % (self.passed, self.failed,
-                                                os.path.basename(sys.argv[0])))
-        sys.exit(1 if self.failed else 0)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+FENCE_STORE = binary("fence-store", env="FENCE_STORE")
 
 
 class Store:
@@ -63,43 +29,29 @@ class Store:
         self.proc = None
 
     def start(self):
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [FENCE_STORE, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--data-dir", self.dir] + self.flags,
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
-        logf.close()
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError("fence-store did not start: " + open(self.log).read())
+        self.proc = spawn([FENCE_STORE, "--port", str(self.port), "--bind", "127.0.0.1",
+                           "--data-dir", self.dir] + self.flags,
+                          self.log, stdin=subprocess.DEVNULL)
+        state = fencetest.wait_up(
+            self.proc, lambda: socket.create_connection(("127.0.0.1", self.port), 0.2).close(),
+            10, 0.05)
+        if state != "up":
+            raise RuntimeError("fence-store did not start: " + read_log(self.log))
 
     def kill(self, sig=signal.SIGKILL):
         if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            self.proc.wait(10)
+            stop_process(self.proc, sig, 10)
         self.proc = None
 
     def stop(self):
         self.kill(signal.SIGTERM)
 
 
-class TempDir:
+class TempDir(fencetest.TempDir):
     """A temporary directory removed on exit (kept with KEEP_TMP=1)."""
 
-    def __enter__(self):
-        self.path = tempfile.mkdtemp(prefix="fence-store-test.")
-        return self.path
-
-    def __exit__(self, *exc):
-        if os.environ.get("KEEP_TMP") != "1":
-            shutil.rmtree(self.path, ignore_errors=True)
+    def __init__(self):
+        super().__init__("fence-store-test.")
 
 
 def stale_tokens(err):
