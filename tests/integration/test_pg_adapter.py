@@ -20,68 +20,27 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from fencetest import (ROOT, Tap, exit_on_sigterm, free_port, make_tmp,  # noqa: E402
+                       need_module, run_group, skip, spawn, wait_up)
+
 SQL = os.path.join(ROOT, "adapters", "postgres", "fence.sql")
 PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
 
-try:
-    import psycopg2
-    import psycopg2.extensions
-except ImportError:
-    print("# skipped: python3-psycopg2 is not installed (run this with /usr/bin/python3)")
-    sys.exit(77)
+psycopg2 = need_module("psycopg2", "python3-psycopg2")
+need_module("psycopg2.extensions", "python3-psycopg2")
 if not os.access(os.path.join(PGBIN, "postgres"), os.X_OK):
-    print("# skipped: PostgreSQL 15 is not installed in " + PGBIN)
-    sys.exit(77)
+    skip("PostgreSQL 15 is not installed in " + PGBIN)
 
 I64MAX = 2 ** 63 - 1
 
 
-class Tap:
-    """Counts and prints TAP-style result lines."""
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-        self.lock = threading.Lock()
-
-    def check(self, cond, what, detail=None):
-        """Print ok/not ok for cond; show detail on failure."""
-        with self.lock:
-            if cond:
-                self.passed += 1
-                print("ok - " + what, flush=True)
-            else:
-                self.failed += 1
-                if detail is not None:
-                    for line in str(detail).splitlines():
-                        print("#   " + line)
-                print("not ok - " + what, flush=True)
-        return cond
-
-    def eq(self, expected, actual, what):
-        """Check expected == actual, showing both when they differ."""
-        return self.check(expected == actual, what,
-                          "expected: %r\nactual:   %r" % (expected, actual))
-
-
 T = Tap()
-
-
-def free_port():
-    """A TCP port number that was free a moment ago (it only names the socket file)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class PgServer:
@@ -119,19 +78,13 @@ class PgServer:
                 "-c", "deadlock_timeout=1s", "-c", "logging_collector=off"]
         if self.as_postgres:
             argv = ["runuser", "-u", "postgres", "--"] + argv
-        log = open(os.path.join(self.tmp, "postgres.log"), "ab")
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("postgres exited: " + self.log_tail())
-            try:
-                self.connect().close()
-                return
-            except psycopg2.OperationalError:
-                time.sleep(0.1)
-        raise RuntimeError("postgres did not start: " + self.log_tail())
+        self.proc = spawn(argv, os.path.join(self.tmp, "postgres.log"), stdin=subprocess.DEVNULL)
+        state = wait_up(self.proc, lambda: self.connect().close(), 60, 0.1,
+                        (psycopg2.OperationalError,))
+        if state == "exited":
+            raise RuntimeError("postgres exited: " + self.log_tail())
+        if state != "up":
+            raise RuntimeError("postgres did not start: " + self.log_tail())
 
     def log_tail(self):
         """The end of the server log, for failure messages."""
@@ -664,45 +617,32 @@ def test_crash_restart(pg):
     c.close()
 
 
-def run_group(fn, *args):
-    """Run one group of checks; a crash is one failure and the rest still run."""
-    try:
-        fn(*args)
-    except Exception as e:  # noqa: BLE001 - any crash is a failure with its reason
-        import traceback
-        traceback.print_exc(file=sys.stdout)
-        T.check(False, "%s crashed: %r" % (fn.__name__, e))
-
-
 def main():
     # The runner's timeout sends SIGTERM: leave through the finally below,
     # which stops the server by PID and removes the directory.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    tmp = tempfile.mkdtemp(prefix="fence-pg-test.")
+    exit_on_sigterm(143)
+    tmp = make_tmp("fence-pg-test.")
     pg = PgServer(tmp)
     try:
         pg.initdb()
         pg.start()
-        run_group(test_load, pg)
-        run_group(test_basic, pg)
-        run_group(test_validation, pg)
+        run_group(T, test_load, pg)
+        run_group(T, test_basic, pg)
+        run_group(T, test_validation, pg)
         for iso in ("READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"):
-            run_group(test_race, pg, iso, "race-" + iso.split()[0].lower())
-        run_group(test_independent, pg)
-        run_group(test_admit_before_read, pg)
-        run_group(test_privileges, pg)
-        run_group(test_hammer, pg, int(os.environ.get("FENCE_PG_CLIENTS", "64")),
+            run_group(T, test_race, pg, iso, "race-" + iso.split()[0].lower())
+        run_group(T, test_independent, pg)
+        run_group(T, test_admit_before_read, pg)
+        run_group(T, test_privileges, pg)
+        run_group(T, test_hammer, pg, int(os.environ.get("FENCE_PG_CLIENTS", "64")),
                   int(os.environ.get("FENCE_PG_OPS", "30")))
-        run_group(test_crash_restart, pg)
+        run_group(T, test_crash_restart, pg)
     except Exception as e:  # noqa: BLE001 - a server that will not start
         T.check(False, "could not run: %r" % (e,))
         print("# " + pg.log_tail().replace("\n", "\n# "))
     finally:
         pg.stop()
-        if os.environ.get("KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("# %d passed, %d failed in %s" % (T.passed, T.failed, os.path.basename(__file__)))
-    sys.exit(1 if T.failed else 0)
+    T.finish()
 
 
 if __name__ == "__main__":

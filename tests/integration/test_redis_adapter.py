@@ -10,72 +10,33 @@ always (plus a control showing that without persistence they do not).
 Prints "ok - ..." / "not ok - ..." lines; exits 1 on failure, 77 if Redis
 or python3-redis is missing.  Processes are stopped by PID.
 """
-import os
 import itertools
+import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from fencetest import (ROOT, Tap, encode_command, exit_on_sigterm, free_port,  # noqa: E402
+                       make_tmp, need_module, run_group, skip, spawn, stop_process, wait_up)
+
 LIB = os.path.join(ROOT, "adapters", "redis", "fence.lua")
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 
-try:
-    import redis
-except ImportError:
-    print("# skipped: python3-redis is not installed (run this with /usr/bin/python3)")
-    sys.exit(77)
+redis = need_module("redis", "python3-redis")
 if not os.access(REDIS_SERVER, os.X_OK):
-    print("# skipped: redis-server is not installed")
-    sys.exit(77)
+    skip("redis-server is not installed")
 
 TWO53 = 2 ** 53
 U64MAX = 2 ** 64 - 1
 
 
-class Tap:
-    """Counts and prints TAP-style result lines."""
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, cond, what, detail=None):
-        """Print ok/not ok for cond; show detail on failure."""
-        if cond:
-            self.passed += 1
-            print("ok - " + what, flush=True)
-        else:
-            self.failed += 1
-            if detail is not None:
-                for line in str(detail).splitlines():
-                    print("#   " + line)
-            print("not ok - " + what, flush=True)
-        return cond
-
-    def eq(self, expected, actual, what):
-        """Check expected == actual, showing both when they differ."""
-        return self.check(expected == actual, what,
-                          "expected: %r\nactual:   %r" % (expected, actual))
-
-
 T = Tap()
-
-
-def free_port():
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class RedisServer:
@@ -92,25 +53,23 @@ class RedisServer:
         """Start (or restart, on the same directory) and wait until it answers."""
         if self.port is None:
             self.port = free_port()
-        log = open(os.path.join(self.dir, "redis.log"), "ab")
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", self.dir, "--daemonize", "no", "--save", "",
              "--protected-mode", "yes"] + self.extra,
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("redis-server exited; see " + self.dir)
-            try:
-                c = self.client()
-                c.ping()
-                c.close()
-                return
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not answer")
+            os.path.join(self.dir, "redis.log"), stdin=subprocess.DEVNULL)
+        state = wait_up(self.proc, self._ping, 20, 0.05,
+                        (redis.ConnectionError, redis.BusyLoadingError))
+        if state == "exited":
+            raise RuntimeError("redis-server exited; see " + self.dir)
+        if state != "up":
+            raise RuntimeError("redis-server did not answer")
+
+    def _ping(self):
+        """PING over a new connection (raises while the server cannot answer)."""
+        c = self.client()
+        c.ping()
+        c.close()
 
     def client(self):
         """A new client connection (bytes replies)."""
@@ -121,12 +80,7 @@ class RedisServer:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc, sig, 15)
         self.proc = None
 
 
@@ -149,12 +103,8 @@ def call(r, fn, keys, args):
 
 def raw_command(port, *args):
     """Send one command over a plain socket and return the raw reply line(s)."""
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"".join(parts))
+        s.sendall(encode_command(*args))
         buf = b""
         while not buf.endswith(b"\r\n"):
             chunk = s.recv(65536)
@@ -529,42 +479,29 @@ def test_restart(tmp):
         ctl.stop()
 
 
-def run_group(fn, *args):
-    """Run one group of checks; a crash is one failure and the rest still run."""
-    try:
-        fn(*args)
-    except Exception as e:  # noqa: BLE001 - any crash is a failure with its reason
-        import traceback
-        traceback.print_exc(file=sys.stdout)
-        T.check(False, "%s crashed: %r" % (fn.__name__, e))
-
-
 def main():
     # The runner's timeout sends SIGTERM: leave through the finally below,
     # which stops the server by PID and removes the directory.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    tmp = tempfile.mkdtemp(prefix="fence-redis-test.")
+    exit_on_sigterm(143)
+    tmp = make_tmp("fence-redis-test.")
     srv = RedisServer(tmp, "main", [])
     try:
         srv.start()
-        run_group(test_load, srv)
-        run_group(test_basic, srv)
-        run_group(test_big_tokens, srv)
-        run_group(test_bad_input, srv)
-        run_group(test_token_model, srv)
+        run_group(T, test_load, srv)
+        run_group(T, test_basic, srv)
+        run_group(T, test_big_tokens, srv)
+        run_group(T, test_bad_input, srv)
+        run_group(T, test_token_model, srv)
         clients = int(os.environ.get("FENCE_REDIS_CLIENTS", "16"))
         ops = int(os.environ.get("FENCE_REDIS_OPS", "150"))
-        run_group(test_concurrent, srv, clients, ops)
+        run_group(T, test_concurrent, srv, clients, ops)
         srv.stop()
-        run_group(test_restart, tmp)
+        run_group(T, test_restart, tmp)
     except Exception as e:  # noqa: BLE001 - a server that will not start
         T.check(False, "could not run: %r" % (e,))
     finally:
         srv.stop()
-        if os.environ.get("KEEP_TMP") != "1":
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("# %d passed, %d failed in %s" % (T.passed, T.failed, os.path.basename(__file__)))
-    sys.exit(1 if T.failed else 0)
+    T.finish()
 
 
 if __name__ == "__main__":
