@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 TOOLS = os.path.join(HERE, "..", "..", "tools")
@@ -20,8 +19,11 @@ sys.path.insert(0, TOOLS)
 import torture_check  # noqa: E402
 import torture_common  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from fencetest import Tap, TempDir  # noqa: E402
+
 MS = 1000000
-failures = 0
+T = Tap()
 
 
 class H:
@@ -87,18 +89,13 @@ class H:
 
 def expect(name, res, kinds):
     """Checks that the result reports exactly the violation kinds given."""
-    global failures
     got = sorted(set(v.kind for v in res.violations))
     if got == sorted(set(kinds)):
-        print("ok - %s" % name)
+        T.check(True, name)
         return
-    failures += 1
-    print("#   expected violations %s, got %s" % (sorted(set(kinds)), got))
     out = io.StringIO()
     torture_check.report(res, out=out)
-    for line in out.getvalue().splitlines():
-        print("#   " + line)
-    print("not ok - %s" % name)
+    T.check(False, name, "expected violations %s, got %s\n%s" % (sorted(set(kinds)), got, out.getvalue()))
 
 
 def clean_history():
@@ -130,12 +127,7 @@ def test_stale_rejected_is_fine():
          stale=True, highest=6, err="STALE 1 6")
     res = h.run()
     expect("a rejected stale write is not a violation", res, [])
-    if res.stats["rejected_stale"] != 1:
-        global failures
-        failures += 1
-        print("not ok - rejected stale write is counted")
-    else:
-        print("ok - rejected stale write is counted")
+    T.check(res.stats["rejected_stale"] == 1, "rejected stale write is counted")
 
 
 def test_lease_only_overlap():
@@ -232,7 +224,7 @@ def test_final_unreadable():
     res = h.run()
     kinds = set(v.kind for v in res.violations)
     name = "an unreadable final state fails the run"
-    print(("ok - " if "durability" in kinds else "not ok - ") + name)
+    T.check("durability" in kinds, name)
 
 
 def bug_history(restart=None, unknown_keepalive=None, leader_change=None):
@@ -317,10 +309,8 @@ def test_liveness():
 
 def test_files_and_cli():
     """The CLI merges files, tolerates a torn last line, refuses garbage."""
-    global failures
     h, t = clean_history()
-    d = tempfile.mkdtemp(prefix="fence-check-")
-    try:
+    with TempDir("fence-check-") as d:
         a = os.path.join(d, "a.jsonl")
         b = os.path.join(d, "b.jsonl")
         evs = sorted(h.events, key=lambda e: e["t"])
@@ -336,26 +326,17 @@ def test_files_and_cli():
         chk = os.path.join(TOOLS, "torture_check.py")
         r = subprocess.run([sys.executable, chk, a, b], capture_output=True, text=True)
         name = "CLI: merged files with a torn last line pass"
-        print(("ok - " if r.returncode == 0 else "not ok - ") + name)
-        if r.returncode != 0:
-            failures += 1
-            print("#   " + r.stdout.replace("\n", "\n#   ") + r.stderr)
+        T.check(r.returncode == 0, name, r.stdout + r.stderr)
         r = subprocess.run([sys.executable, chk, "--expect-violation", a, b], capture_output=True, text=True)
         name = "CLI: --expect-violation fails on a clean history"
-        print(("ok - " if r.returncode == 1 else "not ok - ") + name)
-        failures += 0 if r.returncode == 1 else 1
+        T.check(r.returncode == 1, name)
         with open(b, "a") as f:
             f.write("this is not json\n")
             f.write(json.dumps(evs[-1]) + "\n")
         r = subprocess.run([sys.executable, chk, a, b], capture_output=True, text=True)
         name = "CLI: a malformed line in the middle is refused with file:line"
         good = r.returncode == 2 and "b.jsonl:" in r.stderr
-        print(("ok - " if good else "not ok - ") + name)
-        failures += 0 if good else 1
-    finally:
-        for n in os.listdir(d):
-            os.unlink(os.path.join(d, n))
-        os.rmdir(d)
+        T.check(good, name)
 
 
 def test_mutations():
@@ -363,17 +344,15 @@ def test_mutations():
     mutations of a valid history either are refused with HistoryError or
     are checked without the checker itself failing."""
     import random
-    global failures
     h, t = clean_history()
     h.stop(t + 4000)
     lines = [json.dumps({k: v for k, v in e.items() if k != "_seq"}) for e in sorted(h.events, key=lambda e: e["t"])]
     rng = random.Random(int(os.environ.get("MUTSEED", "1234")))
-    d = tempfile.mkdtemp(prefix="fence-check-mut-")
-    path = os.path.join(d, "h.jsonl")
     crashes = 0
     refused = 0
     tokens = ['"x"', "-1", "null", "true", "1e99", "[]", "{}", '""', "0", "18446744073709551616", '"ok"']
-    try:
+    with TempDir("fence-check-mut-") as d:
+        path = os.path.join(d, "h.jsonl")
         for i in range(int(os.environ.get("MUTN", "1000"))):
             mutated = list(lines)
             for _ in range(rng.randint(1, 3)):
@@ -408,13 +387,7 @@ def test_mutations():
                 crashes += 1
                 if crashes <= 3:
                     print("#   mutation %d crashed the checker: %r" % (i, e))
-    finally:
-        if os.path.exists(path):
-            os.unlink(path)
-        os.rmdir(d)
-    print(("ok - " if crashes == 0 else "not ok - ")
-          + "%d mutated histories: refused (%d) or checked, never a crash" % (i + 1, refused))
-    failures += 1 if crashes else 0
+    T.check(crashes == 0, "%d mutated histories: refused (%d) or checked, never a crash" % (i + 1, refused))
 
 
 def main():
@@ -427,11 +400,8 @@ def main():
         try:
             fn()
         except Exception as e:  # a crash in the checker fails that case only
-            global failures
-            failures += 1
-            print("#   %s raised %r" % (fn.__name__, e))
-            print("not ok - %s" % fn.__name__)
-    return 1 if failures else 0
+            T.check(False, fn.__name__, "%s raised %r" % (fn.__name__, e))
+    return 1 if T.failed else 0
 
 
 if __name__ == "__main__":

@@ -11,16 +11,12 @@ import sys
 import threading
 import time
 
-BUILD = os.environ.get("BUILD", os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "build"))
-PROXY = os.path.join(BUILD, "fence-proxy")
-failures = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from fencetest import Tap, binary, free_port  # noqa: E402
 
-
-def report(ok, name):
-    global failures
-    print(("ok - " if ok else "not ok - ") + name, flush=True)
-    if not ok:
-        failures += 1
+PROXY = binary("fence-proxy")
+T = Tap()
+report = T.check  # report(ok, name): one "ok - name" / "not ok - name" line
 
 
 def echo_server():
@@ -46,14 +42,6 @@ def echo_server():
             threading.Thread(target=serve, args=(c,), daemon=True).start()
     threading.Thread(target=accept, daemon=True).start()
     return srv.getsockname()[1]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def main():
@@ -135,7 +123,7 @@ def main():
             p.wait()
     r = subprocess.run([PROXY, "nope", "127.0.0.1", "1"], capture_output=True, text=True)
     report(r.returncode == 2 and "bad listen port" in r.stderr, "a bad port is refused with a message")
-    return 1 if failures else 0
+    return 1 if T.failed else 0
 
 
 if __name__ == "__main__":
