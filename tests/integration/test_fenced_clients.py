@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis  # noqa: E402
-from test_fenced_lib import Fenced, Tap  # noqa: E402
+from test_fenced_lib import Fenced, Tap, run_threads  # noqa: E402
 
 t = Tap()
 srv = Fenced("main").start()
@@ -84,11 +84,7 @@ def worker(k):
         errors.append(repr(e))
 
 
-threads = [threading.Thread(target=worker, args=(k,)) for k in range(N_CLIENTS)]
-for th in threads:
-    th.start()
-for th in threads:
-    th.join()
+run_threads(worker, N_CLIENTS, daemon=False)
 after = srv.info()
 all_toks = [x for r in results if r for x in r]
 t.check(not errors, "64 clients: no errors", errors[:5])

@@ -15,7 +15,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from fencetest import (Tap, binary, free_port, make_tmp,  # noqa: E402,F401
-                       need_module, read_log, spawn, stop_process, wait_port)
+                       need_module, read_log, run_threads, spawn, stop_process,
+                       wait_port)
 
 FENCED = binary("fenced", env="FENCED")
 redis = need_module("redis", "python3-redis")

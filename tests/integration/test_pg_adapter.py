@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from fencetest import (ROOT, Tap, exit_on_sigterm, free_port, make_tmp,  # noqa: E402
-                       need_module, run_group, skip, spawn, wait_up)
+                       need_module, run_group, run_threads, skip, spawn, wait_up)
 
 SQL = os.path.join(ROOT, "adapters", "postgres", "fence.sql")
 PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
@@ -563,11 +563,7 @@ def test_hammer(pg, clients, ops):
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, clients)
     for c in conns:
         c.close()
     T.eq([], errors[:3], "%d clients x %d transactions ran without client errors" % (clients, ops))

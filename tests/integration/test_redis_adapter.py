@@ -22,7 +22,8 @@ import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from fencetest import (ROOT, Tap, encode_command, exit_on_sigterm, free_port,  # noqa: E402
-                       make_tmp, need_module, run_group, skip, spawn, stop_process, wait_up)
+                       make_tmp, need_module, run_group, run_threads, skip, spawn,
+                       stop_process, wait_up)
 
 LIB = os.path.join(ROOT, "adapters", "redis", "fence.lua")
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -406,11 +407,7 @@ def test_concurrent(srv, clients=16, ops=150):
         except Exception as e:  # noqa: BLE001 - reported as a failure below
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, clients)
     T.eq([], errors, "%d concurrent clients ran without client errors" % clients)
     allres = [x for rs in results for x in rs]
     incr_ok = sorted((int(reply), tok) for op, tok, kind, reply in allres if op == "incr" and kind == "ok")

@@ -131,6 +131,16 @@ def run_group(tap, fn, *args):
         tap.check(False, "%s crashed: %r" % (fn.__name__, e))
 
 
+def run_threads(target, n, daemon=True):
+    """Runs target(i) for i in 0..n-1, each in its own thread started
+    together, and returns when all have ended."""
+    threads = [threading.Thread(target=target, args=(i,), daemon=daemon) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+
 def keep_tmp():
     """Whether temp dirs are kept for a post-mortem (KEEP_TMP=1)."""
     return os.environ.get("KEEP_TMP") == "1"
