@@ -356,41 +356,6 @@ int fence_lease_info_get(fence_client *c, uint64_t lease, fence_lease_info *out)
     return rc;
 }
 
-/* One LOCK name lease [WAIT ms] REQID id, with a fresh REQID. */
-static int lock_once(fence_client *c, uint64_t lease, const char *name,
-                     uint32_t wait_ms, uint64_t *token_out)
-{
-    int rc;
-    char lease_s[U64_BUF], wait_s[U64_BUF], id_s[U64_BUF];
-    snprintf(lease_s, sizeof(lease_s), "%" PRIu64, lease);
-    snprintf(wait_s, sizeof(wait_s), "%" PRIu32, wait_ms);
-    snprintf(id_s, sizeof(id_s), "%" PRIu64, fence__reqid());
-    const char *argv[8];
-    int argc = 0;
-    argv[argc++] = "LOCK";
-    argv[argc++] = name;
-    argv[argc++] = lease_s;
-    if (wait_ms > 0) {
-        argv[argc++] = "WAIT";
-        argv[argc++] = wait_s;
-    }
-    argv[argc++] = "REQID";
-    argv[argc++] = id_s;
-    redisReply *r;
-    rc = simple_call(c, wait_ms, argc, argv, &r);
-    if (rc != 0)
-        return rc;
-    if (r->type == REDIS_REPLY_ERROR)
-        rc = fence__reply_error(r, "LOCK");
-    else if (r->type == REDIS_REPLY_NIL)
-        rc = fence__fail(FENCE_EBUSY, "lock \"%.100s\" not acquired within %" PRIu32 " ms",
-                         name, wait_ms);
-    else if (!fence__reply_u64(r, token_out) || *token_out == 0)
-        rc = fence__fail(FENCE_EPROTO, "LOCK: unexpected reply");
-    freeReplyObject(r);
-    return rc;
-}
-
 /* UNLOCK name token. */
 int fence_token_unlock(fence_client *c, const char *name, uint64_t token,
                        bool *released_out)
@@ -418,42 +383,6 @@ int fence_token_unlock(fence_client *c, const char *name, uint64_t token,
     return rc;
 }
 
-/* One ACQUIRE name ttl [WAIT ms] REQID id, with a fresh REQID. */
-static int acquire_once(fence_client *c, const char *name, uint32_t ttl_ms,
-                        uint32_t wait_ms, uint64_t *token_out, uint64_t *lease_out)
-{
-    int rc;
-    char ttl_s[U64_BUF], wait_s[U64_BUF], id_s[U64_BUF];
-    snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
-    snprintf(wait_s, sizeof(wait_s), "%" PRIu32, wait_ms);
-    snprintf(id_s, sizeof(id_s), "%" PRIu64, fence__reqid());
-    const char *argv[8];
-    int argc = 0;
-    argv[argc++] = "ACQUIRE";
-    argv[argc++] = name;
-    argv[argc++] = ttl_s;
-    if (wait_ms > 0) {
-        argv[argc++] = "WAIT";
-        argv[argc++] = wait_s;
-    }
-    argv[argc++] = "REQID";
-    argv[argc++] = id_s;
-    redisReply *r;
-    rc = simple_call(c, wait_ms, argc, argv, &r);
-    if (rc != 0)
-        return rc;
-    if (r->type == REDIS_REPLY_ERROR)
-        rc = fence__reply_error(r, "ACQUIRE");
-    else if (r->type == REDIS_REPLY_NIL)
-        rc = fence__fail(FENCE_EBUSY, "lock \"%.100s\" not acquired within %" PRIu32 " ms",
-                         name, wait_ms);
-    else if (!elem_u64(r, 0, token_out) || !elem_u64(r, 1, lease_out) ||
-             *token_out == 0 || *lease_out == 0)
-        rc = fence__fail(FENCE_EPROTO, "ACQUIRE: unexpected reply");
-    freeReplyObject(r);
-    return rc;
-}
-
 /* The server answers nil to a queued wait only when the wait times out or
  * is cancelled; it cancels a wait when the connection it came on closes, and
  * then a retry with the same REQID gets that nil.  So a nil that comes
@@ -471,6 +400,65 @@ static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
     return wait_ms > 0 && now + slack < start_ms + wait_ms;
 }
 
+/* Sends one "cmd name arg [WAIT wait_ms] REQID id" with a fresh REQID, the
+ * request shape LOCK and ACQUIRE share.  On 0 the reply (neither an error
+ * nor nil) is handed out in *out for the caller to parse and free; an error
+ * reply becomes its code and nil (the wait ran out) FENCE_EBUSY. */
+static int wait_once(fence_client *c, const char *cmd, const char *name,
+                     const char *arg, uint32_t wait_ms, redisReply **out)
+{
+    int rc;
+    char wait_s[U64_BUF], id_s[U64_BUF];
+    snprintf(wait_s, sizeof(wait_s), "%" PRIu32, wait_ms);
+    snprintf(id_s, sizeof(id_s), "%" PRIu64, fence__reqid());
+    const char *argv[8];
+    int argc = 0;
+    argv[argc++] = cmd;
+    argv[argc++] = name;
+    argv[argc++] = arg;
+    if (wait_ms > 0) {
+        argv[argc++] = "WAIT";
+        argv[argc++] = wait_s;
+    }
+    argv[argc++] = "REQID";
+    argv[argc++] = id_s;
+    redisReply *r;
+    rc = simple_call(c, wait_ms, argc, argv, &r);
+    if (rc != 0)
+        return rc;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = fence__reply_error(r, cmd);
+    else if (r->type == REDIS_REPLY_NIL)
+        rc = fence__fail(FENCE_EBUSY, "lock \"%.100s\" not acquired within %" PRIu32 " ms",
+                         name, wait_ms);
+    if (rc != 0) {
+        freeReplyObject(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+/* Sends "cmd name arg [WAIT wait_ms] REQID id" (see wait_once), asking
+ * again for the time left after an early nil (see nil_is_early). */
+static int wait_request(fence_client *c, const char *cmd, const char *name,
+                        const char *arg, uint32_t wait_ms, redisReply **out)
+{
+    int rc;
+    uint64_t start = fence_monotonic_ms();
+    uint32_t left = wait_ms;
+    for (int i = 0;; i++) {
+        rc = wait_once(c, cmd, name, arg, left, out);
+        uint64_t now = fence_monotonic_ms();
+        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
+            break;
+        left = (uint32_t)(start + wait_ms - now);
+    }
+    if (rc == FENCE_EBUSY)
+        fence__fail(rc, "lock \"%.100s\" not acquired within %" PRIu32 " ms", name, wait_ms);
+    return rc;
+}
+
 /* LOCK name lease [WAIT ms] REQID id (see nil_is_early for the re-ask). */
 int fence_lease_lock(fence_client *c, uint64_t lease, const char *name,
                      uint32_t wait_ms, uint64_t *token_out)
@@ -480,17 +468,15 @@ int fence_lease_lock(fence_client *c, uint64_t lease, const char *name,
     int rc = check_name(name);
     if (rc != 0)
         return rc;
-    uint64_t start = fence_monotonic_ms();
-    uint32_t left = wait_ms;
-    for (int i = 0;; i++) {
-        rc = lock_once(c, lease, name, left, token_out);
-        uint64_t now = fence_monotonic_ms();
-        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
-            break;
-        left = (uint32_t)(start + wait_ms - now);
-    }
-    if (rc == FENCE_EBUSY)
-        fence__fail(rc, "lock \"%.100s\" not acquired within %" PRIu32 " ms", name, wait_ms);
+    char lease_s[U64_BUF];
+    snprintf(lease_s, sizeof(lease_s), "%" PRIu64, lease);
+    redisReply *r;
+    rc = wait_request(c, "LOCK", name, lease_s, wait_ms, &r);
+    if (rc != 0)
+        return rc;
+    if (!fence__reply_u64(r, token_out) || *token_out == 0)
+        rc = fence__fail(FENCE_EPROTO, "LOCK: unexpected reply");
+    freeReplyObject(r);
     return rc;
 }
 
@@ -506,17 +492,16 @@ int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
         rc = check_ttl(ttl_ms);
     if (rc != 0)
         return rc;
-    uint64_t start = fence_monotonic_ms();
-    uint32_t left = wait_ms;
-    for (int i = 0;; i++) {
-        rc = acquire_once(c, name, ttl_ms, left, token_out, lease_out);
-        uint64_t now = fence_monotonic_ms();
-        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
-            break;
-        left = (uint32_t)(start + wait_ms - now);
-    }
-    if (rc == FENCE_EBUSY)
-        fence__fail(rc, "lock \"%.100s\" not acquired within %" PRIu32 " ms", name, wait_ms);
+    char ttl_s[U64_BUF];
+    snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
+    redisReply *r;
+    rc = wait_request(c, "ACQUIRE", name, ttl_s, wait_ms, &r);
+    if (rc != 0)
+        return rc;
+    if (!elem_u64(r, 0, token_out) || !elem_u64(r, 1, lease_out) ||
+        *token_out == 0 || *lease_out == 0)
+        rc = fence__fail(FENCE_EPROTO, "ACQUIRE: unexpected reply");
+    freeReplyObject(r);
     return rc;
 }
 
