@@ -13,9 +13,19 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import fencetest  # noqa: E402
-from fencetest import Tap, binary, free_port, read_log, spawn, stop_process  # noqa: E402,F401
+from fencetest import (Tap, binary, free_port, need_module, read_log, skip,  # noqa: E402,F401
+                       spawn, stop_process)
 
 FENCE_STORE = binary("fence-store", env="FENCE_STORE")
+
+
+def need_store():
+    """Skips the test unless python3-redis is installed and fence-store is
+    built; returns the redis module."""
+    redis = need_module("redis", "python3-redis")
+    if not os.access(FENCE_STORE, os.X_OK):
+        skip("fence-store not built")
+    return redis
 
 
 class Store:

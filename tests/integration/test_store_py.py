@@ -14,17 +14,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_store_helpers import Store, Tap, TempDir, stale_tokens  # noqa: E402
+from test_store_helpers import Store, Tap, TempDir, need_store, stale_tokens  # noqa: E402
 
-try:
-    import redis
-except ImportError:
-    print("# skipped: python3-redis not installed")
-    sys.exit(77)
-
-if not os.access(Store.__init__.__globals__["FENCE_STORE"], os.X_OK):
-    print("# skipped: fence-store not built")
-    sys.exit(77)
+redis = need_store()
 
 WORKERS = 6
 ITERATIONS = 40
