@@ -287,6 +287,74 @@ def test_tick_not_lost_when_propose_fails():
         stop(p)
 
 
+def test_wait_outcome_not_lost_in_snapshot():
+    """A client whose LOCK WAIT is queued on a leader that freezes (SIGSTOP)
+    and is replaced must still get an answer once the old leader resumes
+    and catches up as a follower (the wait table survives the loss of
+    leadership; the grant arrives as a committed event).  Snapshots are
+    taken every 4 entries meanwhile.  Not covered (suspected, unconfirmed):
+    a catch-up by InstallSnapshot that skips the grant's entry would leave
+    the slot without an event; a frozen process still receives the
+    AppendEntries in its socket buffer, so this test cannot force that."""
+    ids = [1, 2, 3]
+    ports = {i: free_port() for i in ids}
+    rports = {i: free_port() for i in ids}
+    peers = ",".join("%d=127.0.0.1:%d/%d" % (i, ports[i], rports[i]) for i in ids)
+    procs = {}
+    for i in ids:
+        procs[i] = spawn("snap-n%d" % i, [
+            "--node-id", str(i), "--port", str(ports[i]), "--raft-port", str(rports[i]),
+            "--data-dir", os.path.join(TMP, "snap-n%d" % i), "--peers", peers,
+            "--snapshot-threshold", "4", "--snapshot-trailing", "0"])
+    leader = wait_ready(list(ports.values()), secs=40)
+    if not ok(leader is not None, "three nodes elect a ready leader"):
+        return
+    lid = [i for i in ids if ports[i] == leader][0]
+    c = client(leader)
+    holder = c.execute_command("LEASE.GRANT", 120000)
+    token = c.execute_command("LOCK", "snap", holder)
+    waiter = c.execute_command("LEASE.GRANT", 120000)
+    w = socket.create_connection(("127.0.0.1", leader))
+    w.sendall(resp("LOCK", "snap", waiter, "WAIT", 120000))
+    queued = False
+    for _ in range(200):
+        li = c.execute_command("LOCK.INFO", "snap")
+        if li and li[3] == 1:
+            queued = True
+            break
+        time.sleep(0.01)
+    c.close()
+    ok(queued, "the waiter is queued on the leader")
+    # Freeze the leader; the others elect a new one.
+    os.kill(procs[lid].pid, signal.SIGSTOP)
+    others = [ports[i] for i in ids if i != lid]
+    new = wait_ready(others, secs=40)
+    if not ok(new is not None, "a new leader takes over from the frozen one"):
+        os.kill(procs[lid].pid, signal.SIGCONT)
+        return
+    c = client(new)
+    ok(c.execute_command("UNLOCK", "snap", token) == 1, "the holder unlocks on the new leader")
+    # Enough entries for snapshots that drop the UNLOCK's entry from the log.
+    for _ in range(30):
+        c.execute_command("LEASE.KEEPALIVE", waiter)
+    li = c.execute_command("LOCK.INFO", "snap")
+    ok(li is not None and li[1] == waiter, "the waiter got the lock on the new leader")
+    os.kill(procs[lid].pid, signal.SIGCONT)
+    try:
+        r = read_replies(w, 1, secs=25)[0]
+    except (socket.timeout, EOFError) as e:
+        r = repr(e).encode()
+    ok(r.startswith(b"-TRYAGAIN") or r.startswith(b":"),
+       "the client waiting on the old leader is answered after its catch-up (%r)" % r[:60])
+    w.close()
+    # A retry on the new leader (same lease) finds the lock held: same token.
+    again = c.execute_command("LOCK", "snap", waiter)
+    ok(again == li[0], "the retry returns the granted token")
+    c.close()
+    for p in procs.values():
+        stop(p)
+
+
 def main():
     """Run every case; exit non-zero if any failed."""
     if not os.path.exists(FENCED):
@@ -295,6 +363,7 @@ def main():
     try:
         test_pipelined_read_sees_no_later_write()
         test_tick_not_lost_when_propose_fails()
+        test_wait_outcome_not_lost_in_snapshot()
     finally:
         cleanup()
     print("# %d passed, %d failed" % (PASSED, FAILED))
