@@ -1485,6 +1485,12 @@ uint64_t fence_fsm_last_token(const fence_fsm *f)
     return f->last_token;
 }
 
+/* Whether wait wait_id is still queued. */
+bool fence_fsm_wait_exists(const fence_fsm *f, uint64_t wait_id)
+{
+    return fence__wait_find(f, wait_id) != NULL;
+}
+
 /* Describe a lease that is live at now_ms. */
 int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
                          fence_lease_info *out)

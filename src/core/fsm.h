@@ -191,6 +191,12 @@ uint64_t fence_fsm_next_deadline(const fence_fsm *f);
 uint64_t fence_fsm_now(const fence_fsm *f);
 uint64_t fence_fsm_last_token(const fence_fsm *f); /* 0 before any grant */
 
+/* true when a queued wait with this id exists (its outcome is still to
+ * come as an event).  The server uses it after a snapshot restore: a wait
+ * that ended inside the entries the snapshot replaced never produces an
+ * event there. */
+bool fence_fsm_wait_exists(const fence_fsm *f, uint64_t wait_id);
+
 typedef struct fence_lease_info {
     uint64_t ttl_ms;
     uint64_t deadline_ms;   /* fsm time */

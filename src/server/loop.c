@@ -545,6 +545,35 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
     return 0;
 }
 
+/* After a snapshot restore: a slot registered for a wait that no longer
+ * exists will never get its event (the wait ended inside the entries the
+ * snapshot replaced; this happens to a deposed leader whose clients still
+ * wait on it and that catches up by InstallSnapshot).  Answer such slots
+ * TRYAGAIN: the outcome is unknown here, and a retry (same REQID, or LOCK
+ * by the same lease) gets it from the leader.  One slot at a time, with a
+ * fresh scan of its bucket after each reply, because a reply that fails
+ * for lack of memory closes its connection, which unlinks that
+ * connection's other slots from the table. */
+static void waits_after_restore(fence_server *s)
+{
+    for (size_t b = 0; b < s->wait_nb; b++) {
+        fence_slot *slot = s->wait_tab[b];
+        while (slot != NULL) {
+            if (fence_fsm_wait_exists(s->fsm, slot->wait_id)) {
+                slot = slot->wnext;
+                continue;
+            }
+            fence_slot *taken = wait_take(s, slot->wait_id);
+            assert(taken != NULL);
+            taken->state = SLOT_NEW;
+            fence__slot_error(taken, "TRYAGAIN",
+                              "outcome unknown (this server caught up from a "
+                              "snapshot); retry with the same REQID");
+            slot = s->wait_tab[b];
+        }
+    }
+}
+
 /* raft fsm->restore: replace the state; on success the buffer is ours. */
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
@@ -557,6 +586,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     raft_free(buf->base);
     LOG_INFO("snapshot restored: last token %llu",
              (unsigned long long)fence_fsm_last_token(s->fsm));
+    waits_after_restore(s);
     return 0;
 }
 

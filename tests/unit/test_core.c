@@ -1015,6 +1015,27 @@ static void test_crc32c_known_answer(void)
     CHECK_EQ_U64(fence__crc32c(NULL, 0), 0);
 }
 
+/* fence_fsm_wait_exists follows a wait from QUEUED to its outcome (the
+ * server's check after a snapshot restore relies on it). */
+static void test_wait_exists(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = run(&x, 0, c_grant(1000, 0)).lease;
+    uint64_t b = run(&x, 0, c_grant(1000, 0)).lease;
+    fence_result r = run(&x, 0, c_lock("x", a, 0));
+    CHECK_EQ_U64(r.status, FENCE_ST_OK);
+    r = run(&x, 1, c_lock("x", b, 500));
+    CHECK_EQ_U64(r.status, FENCE_ST_QUEUED);
+    CHECK(fence_fsm_wait_exists(x.f, r.wait_id));
+    CHECK(!fence_fsm_wait_exists(x.f, r.wait_id + 1));
+    CHECK(!fence_fsm_wait_exists(x.f, 0));
+    run(&x, 2, c_unlock("x", 1));
+    CHECK_EQ_I64(x.nev, 1);
+    CHECK(!fence_fsm_wait_exists(x.f, r.wait_id));
+    fx_done(&x);
+}
+
 int main(void)
 {
     TEST_RUN(test_crc32c_known_answer);
@@ -1037,6 +1058,7 @@ int main(void)
     TEST_RUN(test_limits);
     TEST_RUN(test_waiters_limit);
     TEST_RUN(test_invalid_inputs);
+    TEST_RUN(test_wait_exists);
     TEST_RUN(test_alloc_failures);
     TEST_RUN(test_snapshot_round_trip);
     TEST_RUN(test_snapshot_corrupt_rejected);
