@@ -151,25 +151,40 @@ static void batch_free(fence_batch *b)
     free(b);
 }
 
+/* Propose the pending batch before slot (not yet in any batch) is added.
+ * A failed proposal replies to the batch's slots, and a reply that fails
+ * for lack of memory closes its connection, which frees that connection's
+ * unbatched slots: slot is marked as batched meanwhile, so such a close
+ * orphans it (conn = NULL) instead of freeing it under the caller. */
+static void propose_before(fence_server *s, fence_slot *slot)
+{
+    if (slot != NULL)
+        slot->state = SLOT_BATCH;
+    propose_pending(s);
+    if (slot != NULL)
+        slot->state = SLOT_NEW;
+}
+
 /* Append a command or read to the pending batch; see server.h. */
 fence_item *fence__batch_add(fence_server *s, const fence_cmd *cmd, uint8_t op,
                              bool is_read, fence_slot *slot)
 {
     fence_batch *b = s->pending;
-    fence_conn *c = slot != NULL ? slot->conn : NULL;
     if (b != NULL && b->n_items >= FENCE_BATCH_MAX) {
         /* Full: it goes out now, even behind an entry in flight. */
-        propose_pending(s);
+        propose_before(s, slot);
         b = s->pending;
     }
+    fence_conn *c = slot != NULL ? slot->conn : NULL;
     if (b != NULL && !is_read && c != NULL && c->read_seq == b->seq) {
         /* A read of this connection rides this batch, and reads are
          * answered once the whole entry is applied: a later write of the
          * same pipeline must not be in it, or the read would see it.  So
          * the batch goes out now (as when full) and the write starts the
          * next one. */
-        propose_pending(s);
+        propose_before(s, slot);
         b = s->pending;
+        c = slot->conn;
     }
     if (b == NULL) {
         b = calloc(1, sizeof(*b));
