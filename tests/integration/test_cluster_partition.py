@@ -82,7 +82,8 @@ def outer():
         setup(PREFIX)
     except (subprocess.CalledProcessError, OSError) as e:
         teardown(PREFIX)
-        print("# skipped: cannot create network namespaces: %s" % getattr(e, "stderr", e))
+        print("# skipped: cannot create network namespaces: %s"
+              % str(getattr(e, "stderr", None) or e).strip())
         sys.exit(77)
     hub, _ = ns_names(PREFIX)
     child = None
