@@ -3,8 +3,8 @@
 #
 #   make sim SEEDS=N [SEED_START=S] [SIM_ARGS='--nodes 5 --duration 60000']
 #   FENCE_SIM_SEED=n build/tests/fence_sim --verbose      replay one seed
-CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft)
-SIM_LIBS := $(shell pkg-config --libs raft)
+CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft 2>/dev/null)
+SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
 SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
 SIM_BIN := $(BUILD)/tests/fence_sim

@@ -7,8 +7,8 @@
 #   make demo                         the pause demo (lease-only run too)
 #   make torture DURATION=600 SEED=7  a long torture run against fencing
 #   make torture-controls             the two runs that must fail the checker
-CFLAGS_src_torture_ := $(shell pkg-config --cflags hiredis)
-TORTURE_LIBS := $(shell pkg-config --libs hiredis) -lpthread
+CFLAGS_src_torture_ := $(shell pkg-config --cflags hiredis 2>/dev/null)
+TORTURE_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread
 
 TORTURE_WORKER := $(BUILD)/fence-torture-worker
 FENCE_PROXY    := $(BUILD)/fence-proxy
