@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh test
 jobs=$(nproc 2>/dev/null || echo 2)
 make -s -j"$jobs" tests
-make -s -j"$jobs" BUILD=build/asan SAN=1 unit-tests
+make -s -j"$jobs" BUILD=build/asan SAN=1 unit-tests build/asan/fenced build/asan/fence-store
 unit=$(make -s --no-print-directory list-unit)
 asan=$(make -s --no-print-directory BUILD=build/asan SAN=1 list-unit)
 integ=$(make -s --no-print-directory list-integ)

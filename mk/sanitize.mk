@@ -1,0 +1,3 @@
+# The servers' integration tests once more against ASan/UBSan builds of
+# fenced and fence-store (scripts/test.sh builds them into build/asan/).
+INTEG_TESTS += tests/integration/sanitized_servers.sh
