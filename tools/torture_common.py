@@ -185,13 +185,23 @@ class Resp:
         return r
 
 
+_ports_given = set()
+
+
 def free_port():
-    """Returns a TCP port that is free on 127.0.0.1 right now."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """Returns a TCP port that is free on 127.0.0.1 right now, and never one
+    this process was already given (the kernel may hand the same ephemeral
+    port out twice in a row once the probe socket is closed; two servers
+    told the same port would fail in confusing ways)."""
+    for _ in range(100):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _ports_given:
+            _ports_given.add(port)
+            return port
+    raise RuntimeError("free_port: no new free port found")
 
 
 def wait_port(port, seconds=10.0, host="127.0.0.1", step=0.05):

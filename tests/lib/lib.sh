@@ -29,9 +29,20 @@ check_eq() {
 finish() { echo "# $_passes passed, $_failures failed in $(basename "$0")"; [ "$_failures" -eq 0 ]; exit $?; }
 skip_all() { echo "# skipped: $*"; exit 77; }
 
+# free_port: a TCP port free on 127.0.0.1 now, never one this script was
+# already given (the kernel may return the same ephemeral port twice in a
+# row).  Given ports are kept in a file: callers use $(free_port), a subshell.
 free_port() {
-    "$PY" -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    local p _
+    for _ in $(seq 1 100); do
+        p=$("$PY" -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        grep -qx "$p" "$TEST_TMP/.ports_given" 2>/dev/null && continue
+        echo "$p" >>"$TEST_TMP/.ports_given"
+        echo "$p"
+        return 0
+    done
+    return 1
 }
 
 # spawn NAME CMD...: run CMD in the background with output in $TEST_TMP/NAME.log.
