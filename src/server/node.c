@@ -109,15 +109,23 @@ static int wrap_append_fn(struct raft_io *io, struct raft_io_append *req,
     return rv;
 }
 
+/* A synchronous raft_io call that failed is fatal (crash-stop), except while
+ * the daemon is closing; "what" and "arg" name the call for the log. */
+static int fatal_unless_ok(const fence_node *n, int rv, const char *what,
+                           unsigned long long arg)
+{
+    if (rv != 0 && !n->closing)
+        fence__log_fatal("%s %llu failed: %s (%d)", what, arg,
+                         raft_strerror(rv), rv);
+    return rv;
+}
+
 /* raft_io->truncate: a refusal to truncate is as fatal as a failed write. */
 static int wrap_truncate_fn(struct raft_io *io, raft_index index)
 {
     fence_node *n = NODE_OF_IO(io);
-    int rv = n->uv_truncate(io, index);
-    if (rv != 0 && !n->closing)
-        fence__log_fatal("raft log truncate at %llu failed: %s (%d)",
-                         (unsigned long long)index, raft_strerror(rv), rv);
-    return rv;
+    return fatal_unless_ok(n, n->uv_truncate(io, index), "raft log truncate at",
+                           (unsigned long long)index);
 }
 
 /* raft_io->set_term and ->set_vote: the term and the vote are durable
@@ -127,21 +135,16 @@ static int wrap_truncate_fn(struct raft_io *io, raft_index index)
 static int wrap_set_term_fn(struct raft_io *io, raft_term term)
 {
     fence_node *n = NODE_OF_IO(io);
-    int rv = n->uv_set_term(io, term);
-    if (rv != 0 && !n->closing)
-        fence__log_fatal("persisting raft term %llu failed: %s (%d)",
-                         (unsigned long long)term, raft_strerror(rv), rv);
-    return rv;
+    return fatal_unless_ok(n, n->uv_set_term(io, term), "persisting raft term",
+                           (unsigned long long)term);
 }
 
 static int wrap_set_vote_fn(struct raft_io *io, raft_id server_id)
 {
     fence_node *n = NODE_OF_IO(io);
-    int rv = n->uv_set_vote(io, server_id);
-    if (rv != 0 && !n->closing)
-        fence__log_fatal("persisting raft vote for %llu failed: %s (%d)",
-                         (unsigned long long)server_id, raft_strerror(rv), rv);
-    return rv;
+    return fatal_unless_ok(n, n->uv_set_vote(io, server_id),
+                           "persisting raft vote for",
+                           (unsigned long long)server_id);
 }
 
 /* Our own request for a snapshot write. */
