@@ -36,6 +36,8 @@ typedef struct cluster_req {
     fence_slot *slot;              /* the reply slot (orphan-safe) */
     int kind;                      /* enum cluster_kind */
     uint64_t id;                   /* the server the request is about */
+    uv_timer_t timer;              /* REMOVE: wait for trustworthy contact flags */
+    bool rechecked;                /* REMOVE: the wait is over (check once more) */
 } cluster_req;
 
 /* raft_uv_tcp's own connect function, called by the wrapper. */
@@ -433,7 +435,135 @@ static void cluster_add(fence_server *s, fence_slot *slot, const fence_resp_msg 
     LOG_INFO("cluster: adding node %" PRIu64 " at %s", id, address);
 }
 
-/* CLUSTER.REMOVE <id>. */
+/* Outcomes of removal_check(). */
+enum removal_verdict {
+    RM_OK = 0,     /* the removal may go ahead */
+    RM_WAIT,       /* the contact flags are too fresh to trust: check again later */
+    RM_REFUSED,    /* refused; the reason is in msg */
+};
+
+/* The voter floor for CLUSTER.REMOVE (docs/cluster.md, "The voter floor"):
+ * removing a non-voter is always allowed; removing a voter is refused when
+ * it would leave no voter at all, or when the voters that would remain and
+ * that this leader has heard from within the last election timeout (itself
+ * included, when it stays) are fewer than a majority of the voters that
+ * would remain.  In raft the new configuration rules as soon as it is in
+ * the log, so such a change could never commit, and the cluster would be
+ * left without a leader until the missing voters come back (with no voter
+ * at all: forever, restarts included).
+ *
+ * Contact comes from libraft's check-quorum flags (struct raft_progress,
+ * public in raft.h): set when a follower answers, cleared every election
+ * timeout (when election_timer_start moves).  Just after a clear, a live
+ * follower's flag stays false until its next answer, so within two
+ * heartbeats of a clear the verdict is RM_WAIT with *wait_ms to go, unless
+ * rechecked (then the flags are read as they are).  Only on a leader. */
+static int removal_check(fence_server *s, uint64_t id, bool rechecked, char *msg,
+                         size_t cap, uint64_t *wait_ms)
+{
+    struct raft *r = &s->node.raft;
+    const struct raft_configuration *conf = &r->configuration;
+    const struct raft_server *victim = conf_find(&s->node, id);
+    assert(raft_state(r) == RAFT_LEADER);
+    if (victim == NULL || victim->role != RAFT_VOTER)
+        return RM_OK;
+    unsigned voters = fence__node_voters(&s->node);
+    assert(voters >= 1);
+    unsigned remaining = voters - 1;
+    if (remaining == 0) {
+        snprintf(msg, cap, "refused: node %" PRIu64 " is the last voter; without a voter "
+                 "the cluster can never elect a leader again (add a node first)", id);
+        return RM_REFUSED;
+    }
+    raft_time now = r->io->time(r->io);
+    uint64_t settle_ms = 2 * s->cfg->heartbeat_ms;
+    uint64_t since_clear_ms = now - r->election_timer_start;
+    if (!rechecked && since_clear_ms < settle_ms) {
+        *wait_ms = settle_ms - since_clear_ms + 1;
+        return RM_WAIT;
+    }
+    unsigned live = 0;
+    for (unsigned i = 0; i < conf->n; i++) {
+        const struct raft_server *sv = &conf->servers[i];
+        if (sv->role != RAFT_VOTER || sv->id == id)
+            continue;
+        if (sv->id == r->id || r->leader_state.progress[i].recent_recv)
+            live++;
+    }
+    unsigned quorum = remaining / 2 + 1;
+    if (live < quorum) {
+        snprintf(msg, cap, "refused: without node %" PRIu64 " the cluster would have %u "
+                 "voter(s), of which only %u answer the leader; a quorum needs %u (bring "
+                 "the missing voters back, or remove a dead one first)",
+                 id, remaining, live, quorum);
+        return RM_REFUSED;
+    }
+    return RM_OK;
+}
+
+static void remove_try(cluster_req *q);
+
+/* Close callback of a REMOVE's wait timer: check again, for the last time. */
+static void remove_timer_closed(uv_handle_t *h)
+{
+    cluster_req *q = h->data;
+    q->rechecked = true;
+    if (q->srv->stopping) {
+        fence_slot *slot = req_finish(q);
+        fence__slot_error(slot, "TRYAGAIN", "the server is shutting down");
+        return;
+    }
+    remove_try(q);
+}
+
+/* The wait of a REMOVE is over; close the timer (q lives on). */
+static void remove_timer_fired(uv_timer_t *t)
+{
+    uv_close((uv_handle_t *)t, remove_timer_closed);
+}
+
+/* Check the voter floor for q, then hand the removal to raft (or wait a
+ * little for the contact flags, or refuse).  Every path replies on q's slot
+ * or leaves q pending in raft or in its timer. */
+static void remove_try(cluster_req *q)
+{
+    fence_server *s = q->srv;
+    uint64_t id = q->id;
+    char msg[300];
+    uint64_t wait_ms = 0;
+    if (!fence__node_is_leader(&s->node)) {
+        fence_slot *slot = req_finish(q);
+        fence__cmd_reply_unavailable(s, slot);
+        return;
+    }
+    int verdict = removal_check(s, id, q->rechecked, msg, sizeof(msg), &wait_ms);
+    if (verdict == RM_WAIT &&
+        uv_timer_init(s->loop, &q->timer) == 0) {
+        q->timer.data = q;
+        int trv = uv_timer_start(&q->timer, remove_timer_fired, wait_ms, 0);
+        assert(trv == 0);
+        (void)trv;
+        return;
+    }
+    if (verdict == RM_WAIT) /* no timer: read the flags as they are */
+        verdict = removal_check(s, id, true, msg, sizeof(msg), &wait_ms);
+    if (verdict == RM_REFUSED) {
+        LOG_WARN("cluster: removal of node %" PRIu64 " %s", id, msg);
+        fence_slot *slot = req_finish(q);
+        fence__slot_error(slot, "ERR", msg);
+        return;
+    }
+    assert(verdict == RM_OK);
+    int rv = raft_remove(&s->node.raft, &q->change, id, change_done);
+    if (rv != 0) {
+        fence_slot *slot = req_finish(q);
+        reply_raft_error(s, slot, rv, id);
+        return;
+    }
+    LOG_INFO("cluster: removing node %" PRIu64, id);
+}
+
+/* CLUSTER.REMOVE <id>: refused below the voter floor (removal_check). */
 static void cluster_remove(fence_server *s, fence_slot *slot, const fence_resp_msg *m)
 {
     uint64_t id;
@@ -457,13 +587,7 @@ static void cluster_remove(fence_server *s, fence_slot *slot, const fence_resp_m
         fence__slot_error(slot, "ERR", "out of memory");
         return;
     }
-    int rv = raft_remove(&s->node.raft, &q->change, id, change_done);
-    if (rv != 0) {
-        slot = req_finish(q);
-        reply_raft_error(s, slot, rv, id);
-        return;
-    }
-    LOG_INFO("cluster: removing node %" PRIu64, id);
+    remove_try(q);
 }
 
 /* CLUSTER.TRANSFER [<id>]: hand leadership to id (0 or none: raft picks the

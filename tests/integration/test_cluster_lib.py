@@ -60,7 +60,7 @@ class Node:
         self.raft_port = raft_port or free_port()
         self.prefix = prefix or []
         self.bind = bind or host
-        self.dir = os.path.join(TMP, "n%d" % node_id)
+        self.dir = os.path.join(TMP, "%sn%d" % (cluster.name, node_id))
         self.data = os.path.join(self.dir, "data")
         self.log = os.path.join(self.dir, "fenced.log")
         self.proc = None
@@ -144,8 +144,10 @@ class Node:
 class Cluster:
     """A set of fenced nodes sharing one --peers list."""
 
-    def __init__(self, n, args=(), hosts=None, prefixes=None, bind=None, ports=None):
+    def __init__(self, n, args=(), hosts=None, prefixes=None, bind=None, ports=None,
+                 name=""):
         self.args = list(args)
+        self.name = name  # prefix of the node dirs (several clusters in one test)
         self.nodes = {}
         for i in range(1, n + 1):
             kw = {}

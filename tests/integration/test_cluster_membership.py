@@ -11,7 +11,13 @@
 - snapshot catch-up: with --snapshot-threshold 32, a node that was down
   while many entries were written catches up by snapshot (its log says
   "snapshot restored"; its snapshot index and applied index advance);
-- a retried CLUSTER.ADD of the same node is idempotent (OK).
+- a retried CLUSTER.ADD of the same node is idempotent (OK);
+- the voter floor (docs/cluster.md): with a voter dead, removing a live one
+  (which would leave too few live voters for a quorum) is refused, removing
+  the dead one works; removing the leader itself works while a live voter
+  remains; removing the last voter is refused, and the cluster keeps
+  granting (before the floor, these removals left zero voters, no leader
+  and terms climbing forever).
 """
 import os
 import sys
@@ -167,7 +173,63 @@ def main():
             "snapshot restored)")
     t.check(fo is not None and int(fo["snapshot_index"]) > 0,
             "its snapshot index advanced", fo)
+    for n in cl.live():
+        n.kill()
+    voter_floor(t)
     t.finish()
+
+
+def voter_floor(t):
+    """The voter floor: see the module docstring."""
+    cl = Cluster(3, name="floor-").start()
+    ldr = cl.wait_leader(15)
+    if not t.check(ldr is not None, "floor: a second 3-node cluster elects a leader"):
+        return
+    live, dead = [n for n in cl.live() if n is not ldr]
+    dead.kill()
+    # The leader's contact flags are cleared once per election timeout
+    # (400 ms): wait until the dead node no longer counts as heard from.
+    time.sleep(1.5)
+    r = str(raw(ldr, "CLUSTER.REMOVE", str(live.id)))
+    t.check(r.startswith("ERROR refused") and "quorum needs 2" in r,
+            "floor: removing a live voter while another is dead is refused", r)
+    f, _ = ldr.cinfo()
+    t.check(f is not None and f["voters"] == "3" and f["role"] == "leader",
+            "floor: ...and nothing changed (3 voters, same leader)", f)
+    c = Client([ldr.addr, live.addr], deadline_s=10)
+    lease = c.call("LEASE.GRANT", 60000)
+    t.check(c.call("LOCK", "floor.1", lease) is not None,
+            "floor: ...and the cluster keeps granting")
+    t.eq("OK", raw(ldr, "CLUSTER.REMOVE", str(dead.id)),
+         "floor: removing the dead voter works")
+    # Three voters became two; now remove the leader itself: one remains.
+    t.eq("OK", raw(ldr, "CLUSTER.REMOVE", str(ldr.id)),
+         "floor: removing the leader itself (one live voter remains) works")
+    nl = cl.wait_leader(15, among=[live])
+    t.check(nl is live, "floor: the remaining voter leads", nl and nl.id)
+    f, nodes = live.cinfo()
+    t.check(f is not None and f["voters"] == "1", "floor: one voter left", f)
+    ldr.kill()
+    r = str(raw(live, "CLUSTER.REMOVE", str(live.id)))
+    t.check(r.startswith("ERROR refused") and "last voter" in r,
+            "floor: removing the last voter is refused", r)
+    time.sleep(1.0)
+    f, _ = live.cinfo()
+    t.check(f is not None and f["voters"] == "1" and f["role"] == "leader"
+            and f["leader_ready"] == "1",
+            "floor: ...it still leads, with one voter", f)
+    c = Client([live.addr], deadline_s=10)
+    lease = c.call("LEASE.GRANT", 60000)
+    t.check(c.call("LOCK", "floor.2", lease) is not None,
+            "floor: ...and grants")
+    rc, out, err = fencectl("--server", live.addr, "cluster", "remove", str(live.id))
+    t.check(rc != 0 and "last voter" in err,
+            "floor: fencectl cluster remove of the last voter fails with the reason",
+            (rc, out, err))
+    live.kill()
+    live.start()
+    nl = cl.wait_leader(15, among=[live])
+    t.check(nl is live, "floor: after a restart it leads again", nl and nl.id)
 
 
 if __name__ == "__main__":
