@@ -280,7 +280,7 @@ static void reply_raft_error(fence_server *s, fence_slot *slot, int rv, uint64_t
         return;
     default:
         snprintf(msg, sizeof(msg), "raft refused the change: %s (%d)",
-                 raft_strerror(rv), rv);
+                 fence__raft_strerror(rv), rv);
         fence__slot_error(slot, "ERR", msg);
         return;
     }
@@ -338,7 +338,7 @@ static void change_done(struct raft_change *req, int status)
     fence_slot *slot = req_finish(q);
     if (status != 0) {
         LOG_WARN("cluster: %s of node %" PRIu64 " failed: %s",
-                 kind == CK_REMOVE ? "removal" : "addition", id, raft_strerror(status));
+                 kind == CK_REMOVE ? "removal" : "addition", id, fence__raft_strerror(status));
         reply_raft_error(s, slot, status, id);
         return;
     }

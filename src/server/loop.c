@@ -392,7 +392,7 @@ static void batch_applied(struct raft_apply *req, int status, void *result)
     inflight_remove(s, b);
     if (status != 0) {
         LOG_WARN("entry of %u commands not applied: %s", b->n_cmds,
-                 raft_strerror(status));
+                 fence__raft_strerror(status));
         for (uint32_t i = 0; i < b->n_items; i++) {
             fence_item *it = &b->items[i];
             if (it->slot == NULL) {
@@ -463,7 +463,7 @@ static void propose_pending(fence_server *s)
             raft_free(buf); /* raft took ownership only on success */
     }
     if (rv != 0) {
-        LOG_WARN("propose of %u commands failed: %s", n, raft_strerror(rv));
+        LOG_WARN("propose of %u commands failed: %s", n, fence__raft_strerror(rv));
         for (uint32_t i = 0; i < b->n_items; i++) {
             fence_item *it = &b->items[i];
             if (it->slot == NULL) {

@@ -75,7 +75,7 @@ static void wrap_append_cb(struct raft_io_append *req, int status)
     if (status != 0 && !(n->closing && status == RAFT_CANCELED))
         fence__log_fatal("raft log append of %u entries failed: %s (%d); "
                          "aborting rather than continue on a log that may be behind",
-                         w->n_entries, raft_strerror(status), status);
+                         w->n_entries, fence__raft_strerror(status), status);
     struct raft_io_append *orig = w->orig;
     raft_io_append_cb cb = w->orig_cb;
     free(w);
@@ -104,7 +104,7 @@ static int wrap_append_fn(struct raft_io *io, struct raft_io_append *req,
         free(w);
         if (rv != RAFT_NOMEM && !n->closing)
             fence__log_fatal("raft log append could not start: %s (%d)",
-                             raft_strerror(rv), rv);
+                             fence__raft_strerror(rv), rv);
     }
     return rv;
 }
@@ -116,7 +116,7 @@ static int fatal_unless_ok(const fence_node *n, int rv, const char *what,
 {
     if (rv != 0 && !n->closing)
         fence__log_fatal("%s %llu failed: %s (%d)", what, arg,
-                         raft_strerror(rv), rv);
+                         fence__raft_strerror(rv), rv);
     return rv;
 }
 
@@ -161,7 +161,7 @@ static void wrap_snap_cb(struct raft_io_snapshot_put *req, int status)
     wrap_snap *w = req->data;
     if (status != 0 && !(w->node->closing && status == RAFT_CANCELED))
         fence__log_fatal("raft snapshot write failed: %s (%d)",
-                         raft_strerror(status), status);
+                         fence__raft_strerror(status), status);
     struct raft_io_snapshot_put *orig = w->orig;
     raft_io_snapshot_put_cb cb = w->orig_cb;
     free(w);
@@ -229,6 +229,8 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
         LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(errno));
         return -1;
     }
+    if (fence__node_check_space(cfg->data_dir) != 0)
+        return -1;
 
     const fence_peer *self = fence__config_peer(cfg, cfg->node_id);
     assert(self != NULL);
@@ -238,7 +240,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     if (n->tcp) {
         rv = raft_uv_tcp_init(&n->transport, loop);
         if (rv != 0) {
-            LOG_ERROR("raft transport: %s", raft_strerror(rv));
+            LOG_ERROR("raft transport: %s", fence__raft_strerror(rv));
             return -1;
         }
         fence__cluster_wrap_transport(&n->transport);
@@ -253,6 +255,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
         LOG_ERROR("raft storage in %s: %s", cfg->data_dir, n->io.errmsg);
         return -1;
     }
+    raft_uv_set_segment_size(&n->io, FENCE_RAFT_SEGMENT_BYTES);
     n->uv_append = n->io.append;
     n->uv_truncate = n->io.truncate;
     n->uv_set_term = n->io.set_term;
@@ -293,7 +296,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
                  (unsigned)cfg->peer[i].raft_port);
         rv = raft_configuration_add(&conf, cfg->peer[i].id, addr, RAFT_VOTER);
         if (rv != 0) {
-            LOG_ERROR("raft configuration: %s", raft_strerror(rv));
+            LOG_ERROR("raft configuration: %s", fence__raft_strerror(rv));
             raft_configuration_close(&conf);
             return -1;
         }
@@ -309,7 +312,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
         LOG_INFO("bootstrapped a new raft log in %s with %u voter(s)",
                  cfg->data_dir, cfg->n_peers);
     else if (rv != RAFT_CANTBOOTSTRAP) {
-        LOG_ERROR("raft bootstrap: %s (%s)", raft_strerror(rv), n->io.errmsg);
+        LOG_ERROR("raft bootstrap: %s (%s)", fence__raft_strerror(rv), n->io.errmsg);
         return -1;
     }
     rv = raft_start(&n->raft);

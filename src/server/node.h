@@ -78,6 +78,23 @@ size_t fence__node_frame(uint8_t *buf, size_t len);
 /* The payload length of a framed entry, or SIZE_MAX if it is malformed. */
 size_t fence__node_unframe(const uint8_t *buf, size_t len);
 
+/* Size of one raft log segment (set on raft_uv, which preallocates whole
+ * segments: the one being written and a pool of up to two more). */
+#define FENCE_RAFT_SEGMENT_BYTES (8u * 1024u * 1024u)
+/* Below this many segments of free space, start-up warns. */
+#define FENCE_RAFT_SEGMENTS_WARN 3u
+
+/* raft_strerror(rv), with words for the codes libraft 0.15 calls "unknown
+ * error" (RAFT_NOSPACE: "no space left on device", and the other codes
+ * above RAFT_IOERR).  Static strings. */
+const char *fence__raft_strerror(int rv);
+
+/* Start-up check of data_dir's free space: returns -1 (after logging why)
+ * when it cannot hold one log segment, so that fenced refuses to start
+ * rather than fail its first write; warns below FENCE_RAFT_SEGMENTS_WARN
+ * segments.  Returns 0 otherwise. */
+int fence__node_check_space(const char *data_dir);
+
 /* Start raft for cfg on loop with the given state machine.  Returns 0, or
  * -1 after logging why (the daemon exits non-zero). */
 int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
