@@ -1,32 +1,58 @@
 # fenced: top-level Makefile.
 #
 # Every part of the tree has a fragment in mk/*.mk that adds its sources,
-# programs and tests to the variables below.  Build output goes to $(BUILD)
-# (build/ by default; build/asan for the sanitizer variant).
+# programs and tests to the variables below.  One variant scheme: every
+# variant builds the same targets with the same rules into its own
+# directory, build/<variant>:
 #
-#   make            build everything
+#   VARIANT=release   (default) -O2 -g                      build/release
+#   VARIANT=asan      ASan + UBSan, -O1                     build/asan
+#   VARIANT=tsan      ThreadSanitizer, -O1                  build/tsan
+#
+# (SAN=1 is the old spelling of VARIANT=asan.)  The release build also
+# keeps convenience links build/<program> -> release/<program> (and
+# build/tests -> release/tests), so build/fenced and build/fencectl work.
+#
+#   make            build everything (release)
+#   make VARIANT=asan build/asan/fenced      one program of a variant
 #   make run        install missing packages, build, run fenced on 127.0.0.1:7700
-#   make test       install missing packages, build, run every test
+#   make test       install missing packages, build the variants, run every test
 #   make bench      benchmark table (see mk/*.mk for the parts it covers)
 #   make fuzz       run the libFuzzer targets (clang), FUZZ_SECONDS each
 
 CC       ?= cc
-BUILD    ?= build
 SAN      ?= 0
+ifeq ($(SAN),1)
+VARIANT  ?= asan
+endif
+VARIANT  ?= release
+ifeq ($(filter release asan tsan,$(VARIANT)),)
+$(error VARIANT must be release, asan or tsan (not '$(VARIANT)'))
+endif
+BUILD    ?= build/$(VARIANT)
 PREFIX   ?= /usr/local
 
 PKGS     := raft libuv
 WARN     := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
             -Wmissing-prototypes -Wno-missing-field-initializers
+ifeq ($(VARIANT),release)
 CFLAGS   ?= -O2 -g
+else
+CFLAGS   ?= -O1 -g
+endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -Iinclude -Isrc $(EXTRA_CFLAGS) \
             -MMD -MP
 LDFLAGS  ?=
 # EXTRA_CFLAGS: e.g. -DFENCE_BUG_GRANT_EXPIRED for the torture control build.
 EXTRA_CFLAGS ?=
-ifeq ($(SAN),1)
+ifeq ($(VARIANT),asan)
+SAN      := 1
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS  += -fsanitize=address,undefined
+endif
+ifeq ($(VARIANT),tsan)
+CFLAGS   += -fsanitize=thread
+LDFLAGS  += -fsanitize=thread
 endif
 
 # Filled in by the fragments.
@@ -34,6 +60,7 @@ BINS         :=   # programs installed / used by tests
 LIBS_OUT     :=   # libraries
 UNIT_TESTS   :=   # C test programs over pure code (also run under ASan/UBSan)
 INTEG_TESTS  :=   # test programs/scripts that start real processes
+TSAN_TESTS   :=   # C test programs also run in the tsan variant (threaded code)
 FUZZ_TARGETS :=   # libFuzzer drivers (names under tests/fuzz/)
 
 all:
@@ -52,11 +79,29 @@ $(BUILD)/%.o: %.c
 # Test programs only (no daemon side effects); used by scripts/test.sh.
 tests: all $(UNIT_TESTS) $(filter $(BUILD)/%,$(INTEG_TESTS))
 unit-tests: $(UNIT_TESTS)
+tsan-tests: $(TSAN_TESTS)
 
 list-unit:
 	@echo $(UNIT_TESTS)
 list-integ:
 	@echo $(INTEG_TESTS)
+list-tsan:
+	@echo $(TSAN_TESTS)
+
+# Convenience links of the release build: build/<name> -> release/<name>
+# for every program and library directly in build/release, and build/tests
+# (a directory left there by the old single-directory layout is replaced).
+ifeq ($(BUILD),build/release)
+RELEASE_TOP := $(foreach f,$(BINS) $(LIBS_OUT),$(if $(findstring /,$(f:build/release/%=%)),,$(f)))
+RELEASE_LINKS := $(RELEASE_TOP:build/release/%=build/%)
+$(RELEASE_LINKS): build/%: build/release/%
+	@ln -sfn release/$* $@
+release-tests-link:
+	@mkdir -p build/release/tests
+	@[ -L build/tests ] || { rm -rf build/tests && ln -s release/tests build/tests; }
+all tests: $(RELEASE_LINKS) release-tests-link
+.PHONY: release-tests-link
+endif
 
 test:
 	@bash scripts/test.sh
@@ -69,7 +114,7 @@ run:
 clean:
 	rm -rf build
 
-.PHONY: all tests unit-tests list-unit list-integ test run clean
+.PHONY: all tests unit-tests tsan-tests list-unit list-integ list-tsan test run clean
 .DELETE_ON_ERROR:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

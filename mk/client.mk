@@ -34,34 +34,22 @@ $(filter-out $(BUILD)/tests/test_client_cli%,$(CLIENT_TESTS)): $(BUILD)/tests/%:
 UNIT_TESTS += $(CLIENT_TESTS)
 
 # The threaded C API test runs against a real fenced, so it is an
-# integration test; it is always built with ASan/UBSan (library included),
-# whatever the surrounding build, and run by test_client_threads.sh.
-CLIENT_ASAN_TEST := $(BUILD)/tests/test_client_threads_asan
-$(CLIENT_ASAN_TEST): tests/integration/test_client_threads.c $(CLIENT_SRC) $(wildcard src/client/*.h) include/fence.h
+# integration test (tests/integration/test_client_threads.sh runs it).  It
+# is built, with the library, in the asan and the tsan variants
+# (build/asan/tests/test_client_threads, build/tsan/tests/...): the same
+# object rule as everything else, only the variant's flags differ.
+# test_client_fake (a unit test over a fake server) also runs under tsan.
+CFLAGS_tests_integration_ := $(HIREDIS_CFLAGS)
+CLIENT_THREADS_TEST := $(BUILD)/tests/test_client_threads
+$(CLIENT_THREADS_TEST): $(BUILD)/tests/integration/test_client_threads.o $(CLIENT_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(HIREDIS_CFLAGS) -fsanitize=address,undefined \
-	    -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-	    -o $@ tests/integration/test_client_threads.c $(CLIENT_SRC) \
-	    $(LDFLAGS) -fsanitize=address,undefined $(CLIENT_LIBS)
-tests: $(CLIENT_ASAN_TEST)
-INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
-
-# ThreadSanitizer builds (library included) of the fake-server unit test and
-# of the threaded test: the fake one runs as a test of its own, the threaded
-# one from test_client_threads.sh after the ASan run.
-CLIENT_TSAN_FLAGS := $(filter-out -MMD -MP,$(CFLAGS)) $(HIREDIS_CFLAGS) -O1 -fsanitize=thread
-$(BUILD)/tests/test_client_fake_tsan: tests/unit/test_client_fake.c $(CLIENT_SRC) $(wildcard src/client/*.h) include/fence.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CLIENT_TSAN_FLAGS) -o $@ tests/unit/test_client_fake.c $(CLIENT_SRC) \
-	    $(LDFLAGS) -fsanitize=thread $(CLIENT_LIBS)
-$(BUILD)/tests/test_client_threads_tsan: tests/integration/test_client_threads.c $(CLIENT_SRC) $(wildcard src/client/*.h) include/fence.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CLIENT_TSAN_FLAGS) -o $@ tests/integration/test_client_threads.c $(CLIENT_SRC) \
-	    $(LDFLAGS) -fsanitize=thread $(CLIENT_LIBS)
-ifneq ($(SAN),1)
-INTEG_TESTS += $(BUILD)/tests/test_client_fake_tsan
-tests: $(BUILD)/tests/test_client_threads_tsan
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
+TSAN_TESTS += $(BUILD)/tests/test_client_fake
+tsan-tests: $(CLIENT_THREADS_TEST)
+ifeq ($(VARIANT),asan)
+unit-tests: $(CLIENT_THREADS_TEST)
 endif
+INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
 
 # ---- make install ------------------------------------------------------------
 # PREFIX (default /usr/local) and DESTDIR as usual; LIBDIR and INCLUDEDIR

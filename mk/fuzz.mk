@@ -90,14 +90,15 @@ $(FUZZ_BIN_DIR)/%: $(BUILD)/tests/fuzz/%_fuzz.o $$(FUZZ_$$*_LIBS)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
 	    $(LDFLAGS) $(FUZZ_$*_LDLIBS)
 
-# Recompile everything a fuzzer needs with clang: sanitizers on (SAN=1),
+# Recompile everything a fuzzer needs with clang: sanitizers on (the asan
+# variant's flags),
 # coverage instrumentation for libFuzzer, and warnings not fatal (gcc's
 # -Werror build already guards the warnings; a clang-only one must not
 # stop a fuzzing run).
 fuzz-build:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found (scripts/deps.sh installs clang)"; exit 1; }
 	@test -n "$(strip $(FUZZ_SELECTED))" || { echo "fuzz: no targets"; exit 1; }
-	$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_OBJ_BUILD) SAN=1 \
+	$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_OBJ_BUILD) VARIANT=asan \
 	    EXTRA_CFLAGS='$(EXTRA_CFLAGS) -fsanitize=fuzzer-no-link -Wno-error' \
 	    $(addprefix $(FUZZ_BIN_DIR)/,$(FUZZ_SELECTED))
 

@@ -46,8 +46,8 @@ FORCE_BUG_FENCED:
 
 BINS += $(TORTURE_WORKER) $(FENCE_PROXY) $(TORTURE_PY)
 
-# The torture tests need the planted-bug fenced (only in the normal build).
-ifneq ($(SAN),1)
+# The torture tests need the planted-bug fenced (only in the release build).
+ifeq ($(VARIANT),release)
 tests: $(BUG_FENCED)
 endif
 

@@ -2,7 +2,7 @@
 # make bench (client part): start a fresh fenced on a free port in a temp
 # dir, run `fencectl bench` against it, print the table, stop fenced by PID.
 set -euo pipefail
-BUILD=${BUILD:-build}
+BUILD=${BUILD:-build/release}
 tmp=$(mktemp -d /tmp/fence-bench.XXXXXX)
 pid=
 cleanup() {

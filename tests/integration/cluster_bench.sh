@@ -4,7 +4,7 @@
 # ports, temp dirs, nodes stopped by PID).  Arguments go to fencectl bench.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export BUILD=${BUILD:-build}
+export BUILD=${BUILD:-build/release}
 HERE="$here" exec /usr/bin/python3 - "$@" <<'PY'
 import os, subprocess, sys
 sys.path.insert(0, os.environ["HERE"])

@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ "${1:-10}" -gt 0 ] || exit 0
-export BUILD=${BUILD:-build}
+export BUILD=${BUILD:-build/release}
 HERE="$here" exec /usr/bin/python3 - "${1:-10}" "${2:-400}" <<'PY'
 import os, statistics, sys, threading, time
 sys.path.insert(0, os.environ.get("HERE", "tests/integration"))

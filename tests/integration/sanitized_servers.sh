@@ -9,7 +9,7 @@
 ASAN_FENCED=${ASAN_FENCED:-$ROOT/build/asan/fenced}
 ASAN_STORE=${ASAN_STORE:-$ROOT/build/asan/fence-store}
 for b in "$ASAN_FENCED" "$ASAN_STORE"; do
-    [ -x "$b" ] || skip_all "$b is not built (make BUILD=build/asan SAN=1 $b)"
+    [ -x "$b" ] || skip_all "$b is not built (make VARIANT=asan $b)"
 done
 reports=$TEST_TMP/reports
 mkdir -p "$reports"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The libfence C API from several threads, built with ASan/UBSan
-# (build/tests/test_client_threads_asan) and then with TSan
-# (..._tsan), against a real fenced and fence-store started here on free
-# ports.
+# The libfence C API from several threads, built in the asan variant
+# (build/asan/tests/test_client_threads, ASan/UBSan) and then in the tsan
+# one (build/tsan/tests/test_client_threads), against a real fenced and
+# fence-store started here on free ports.  scripts/test.sh builds both
+# (make VARIANT=asan unit-tests; make VARIANT=tsan tsan-tests).
 . "$(dirname "$0")/../lib/lib.sh"
-bin=$BUILD/tests/test_client_threads_asan
+bin=${ASAN_CLIENT_THREADS:-$ROOT/build/asan/tests/test_client_threads}
 [ -x "$FENCED" ] || skip_all "$FENCED not built"
 [ -x "$bin" ] || skip_all "$bin not built"
 port=$(free_port)
@@ -20,7 +21,7 @@ fi
 FENCE_STORE=${FENCE_STORE_ADDR:-} ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$bin"
 rc=$?
 # The same under ThreadSanitizer (a data race report fails it).
-tsan=$BUILD/tests/test_client_threads_tsan
+tsan=${TSAN_CLIENT_THREADS:-$ROOT/build/tsan/tests/test_client_threads}
 if [ -x "$tsan" ]; then
     echo "# ThreadSanitizer build:"
     FENCE_STORE=${FENCE_STORE_ADDR:-} TSAN_OPTIONS=halt_on_error=1:exitcode=66 "$tsan" |

@@ -23,7 +23,7 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = os.environ.get("BUILD", "build")
+BUILD = os.environ.get("BUILD", "build/release")
 FENCED = os.environ.get("FENCED") or os.path.join(HERE, "..", "..", BUILD, "fenced")
 TMP = tempfile.mkdtemp(prefix="fence-review.")
 PROCS = []

@@ -35,7 +35,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(ROOT, "tools")
-BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
 if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
 

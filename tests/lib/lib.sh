@@ -8,7 +8,7 @@
 # - TEST_TMP is a temporary directory removed at exit (kept if KEEP_TMP=1).
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
+BUILD=${BUILD:-$ROOT/build/release}
 FENCED=${FENCED:-$BUILD/fenced}
 FENCE_STORE=${FENCE_STORE:-$BUILD/fence-store}
 FENCECTL=${FENCECTL:-$BUILD/fencectl}
