@@ -13,7 +13,7 @@ TORTURE_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread
 TORTURE_WORKER := $(BUILD)/fence-torture-worker
 FENCE_PROXY    := $(BUILD)/fence-proxy
 TORTURE_PY     := $(BUILD)/fence-torture $(BUILD)/fence-demo $(BUILD)/torture_check.py \
-                  $(BUILD)/torture_common.py
+                  $(BUILD)/torture_common.py $(BUILD)/fenceproto.py
 # fenced built with the planted etcd#11456 bug (grant to an expired lease),
 # for the checker's second control.
 BUG_FENCED     := $(BUILD)/bug/fenced
@@ -36,6 +36,9 @@ $(BUILD)/torture_check.py: tools/torture_check.py
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
 $(BUILD)/torture_common.py: tools/torture_common.py
+	@mkdir -p $(dir $@)
+	install -m 644 $< $@
+$(BUILD)/fenceproto.py: tests/lib/fenceproto.py
 	@mkdir -p $(dir $@)
 	install -m 644 $< $@
 

@@ -19,8 +19,8 @@ business; need_module() imports them or skips):
   remembers it; every process spawned (or track()ed) is killed by PID at
   exit; stop_process() signals one by PID and reaps it; wait_up() polls a
   probe until the process serves, exits or time runs out; read_log().
-- free_port(), wait_port() and encode_command() (a RESP2 command), shared
-  with the torture tools (tools/torture_common.py).
+- free_port(), wait_port() and encode_command() (a RESP2 command), from
+  fenceproto.py beside this file, which the torture tools use too.
 """
 import atexit
 import importlib
@@ -34,14 +34,12 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOLS = os.path.join(ROOT, "tools")
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
 if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
 
-if TOOLS not in sys.path:
-    sys.path.append(TOOLS)
-from torture_common import encode_command, free_port, wait_port  # noqa: E402,F401
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fenceproto import encode_command, free_port, wait_port  # noqa: E402,F401
 
 _procs = []       # every process spawned or tracked, killed by PID at exit
 _exit_hooks = []  # functions to run at exit, after the kill, last first
