@@ -65,10 +65,16 @@ FUZZ_TARGETS :=   # libFuzzer drivers (names under tests/fuzz/)
 
 all:
 
+# FENCE_ASSERT's handler (src/common/assert.c): libfence, libfence-guard and
+# libfenceproto embed this one object, so that each is complete on its own
+# (the installed libraries too); programs link build/<variant>/libfencecommon.a.
+COMMON_ASSERT_OBJ := $(BUILD)/src/common/assert.o
 include $(sort $(wildcard mk/*.mk))
 # Corpus replays of the fuzz targets (mk/fuzz.mk), added once every fragment
 # has registered its targets.
 UNIT_TESTS += $(FUZZ_REPLAYS)
+# Asserts stay on: no <assert.h> outside src/server and src/store.
+INTEG_TESTS += tests/tidy_asserts.sh
 
 all: $(BINS) $(LIBS_OUT)
 

@@ -7,11 +7,13 @@ GUARD_SO  := $(BUILD)/libfence-guard.so
 # -fPIC so one set of objects serves both libraries.
 CFLAGS_src_guard_ := -fPIC -pthread
 
-$(GUARD_LIB): $(GUARD_OBJ)
+# Both libraries carry src/common's assert.o (FENCE_ASSERT's handler).
+$(GUARD_LIB): $(GUARD_OBJ) $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
+	rm -f $@
 	$(AR) rcs $@ $^
 
-$(GUARD_SO): $(GUARD_OBJ)
+$(GUARD_SO): $(GUARD_OBJ) $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -pthread -o $@ $^ $(LDFLAGS)
 

@@ -7,9 +7,10 @@ STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)
 STORE_LIBS := $(shell pkg-config --libs libuv 2>/dev/null) \
               $(shell pkg-config --libs lmdb 2>/dev/null || echo -llmdb)
 
-$(BUILD)/fence-store: $(STORE_OBJ) $(BUILD)/libfenceproto.a
+$(BUILD)/fence-store: $(STORE_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(STORE_OBJ) $(BUILD)/libfenceproto.a $(STORE_LIBS) $(LDFLAGS)
+	$(CC) $(CFLAGS) -o $@ $(STORE_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecommon.a \
+	    $(STORE_LIBS) $(LDFLAGS)
 
 BINS += $(BUILD)/fence-store
 
@@ -20,7 +21,7 @@ INTEG_TESTS += $(sort $(filter-out %/test_store_helpers.py,\
 
 # Fuzz target tests/fuzz/store_fuzz.c: RESP parse + command checks.
 FUZZ_TARGETS += store
-FUZZ_store_LIBS := $(BUILD)/src/store/cmd.o $(BUILD)/libfenceproto.a
+FUZZ_store_LIBS := $(BUILD)/src/store/cmd.o $(BUILD)/libfenceproto.a $(BUILD)/libfencecommon.a
 
 # make run-store: fence-store in the foreground on 127.0.0.1:7710.
 run-store:

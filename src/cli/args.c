@@ -1,10 +1,10 @@
 /* fencectl command-line parsing (see args.h). */
 #include "cli/args.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/limits.h"
 
 /* Options a subcommand accepts, as bits. */
@@ -363,7 +363,7 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         a->bench_prefix = value;
         break;
     default:
-        assert(0);
+        FENCE_ASSERT(0);
     }
     return 0;
 }
@@ -372,8 +372,8 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
 int fencectl_parse(int argc, char **argv, fencectl_args *out, char *err,
                    size_t errcap)
 {
-    assert(out != NULL);
-    assert(err != NULL);
+    FENCE_ASSERT(out != NULL);
+    FENCE_ASSERT(err != NULL);
     args_init(out);
     err[0] = '\0';
     int i = 1;

@@ -7,7 +7,6 @@
  * is retried with a short pause until --timeout runs out.  The membership
  * commands are idempotent on the server (a retried ADD of a node already
  * added with the same addresses answers OK), so retrying is safe. */
-#include <assert.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
@@ -17,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/assert.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 
@@ -127,7 +127,8 @@ static int parse_cluster_args(int argc, char **argv, cluster_args *a)
             a->timeout_ms = (uint32_t)v;
         }
     }
-    assert(n_words >= 1 && strcmp(words[0], "cluster") == 0);
+    FENCE_ASSERT(n_words >= 1);
+    FENCE_ASSERT(strcmp(words[0], "cluster") == 0);
     if (n_words < 2) {
         fputs(cluster_usage, stderr);
         return FENCECTL_EXIT_USAGE;

@@ -1,9 +1,10 @@
 /* Log-linear latency histogram (see hist.h). */
 #include "cli/hist.h"
 
-#include <assert.h>
 #include <math.h>
 #include <string.h>
+
+#include "common/assert.h"
 
 #define SUB (1u << FENCECTL_HIST_SUB_BITS)
 
@@ -16,7 +17,7 @@ void fencectl_hist_init(fencectl_hist *h)
 /* Position of the highest set bit of v (v > 0). */
 static uint32_t msb(uint64_t v)
 {
-    assert(v != 0);
+    FENCE_ASSERT(v != 0);
     return 63u - (uint32_t)__builtin_clzll(v);
 }
 
@@ -31,14 +32,14 @@ uint32_t fencectl_hist_index(uint64_t v)
         return FENCECTL_HIST_BUCKETS - 1;
     uint32_t m = (uint32_t)(v >> (e - FENCECTL_HIST_SUB_BITS)) & (SUB - 1);
     uint32_t i = SUB + (e - FENCECTL_HIST_SUB_BITS) * SUB + m;
-    assert(i < FENCECTL_HIST_BUCKETS);
+    FENCE_ASSERT(i < FENCECTL_HIST_BUCKETS);
     return i;
 }
 
 /* The largest value that maps to bucket i. */
 uint64_t fencectl_hist_upper(uint32_t i)
 {
-    assert(i < FENCECTL_HIST_BUCKETS);
+    FENCE_ASSERT(i < FENCECTL_HIST_BUCKETS);
     if (i < SUB)
         return i;
     uint32_t e = (i - SUB) / SUB + FENCECTL_HIST_SUB_BITS;
@@ -71,7 +72,8 @@ uint64_t fencectl_hist_quantile(const fencectl_hist *h, double q)
 {
     if (h->count == 0)
         return 0;
-    assert(q > 0 && q <= 1);
+    FENCE_ASSERT(q > 0);
+    FENCE_ASSERT(q <= 1);
     uint64_t rank = (uint64_t)ceil(q * (double)h->count);
     if (rank == 0)
         rank = 1;

@@ -1,6 +1,5 @@
 /* libfence: the client handle, its connection pool and the request loop
  * (retries with the same REQID, NOTLEADER redirects, reconnect backoff). */
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "client/internal.h"
 
 /* The calling thread's last error message (see fence_client_errmsg()). */
@@ -69,7 +69,7 @@ uint64_t fence_monotonic_ms(void)
 {
     struct timespec ts;
     int rv = clock_gettime(CLOCK_MONOTONIC, &ts);
-    assert(rv == 0);
+    FENCE_ASSERT(rv == 0);
     (void)rv;
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
@@ -104,7 +104,7 @@ uint64_t fence__reqid(void)
 /* Fill defaults into a zeroed options struct. */
 void fence_client_opts_init(fence_client_opts *opts)
 {
-    assert(opts != NULL);
+    FENCE_ASSERT(opts != NULL);
     memset(opts, 0, sizeof(*opts));
 }
 
@@ -197,7 +197,7 @@ void fence_client_close(fence_client *c)
 /* Copy the believed leader's address; see fence.h. */
 void fence_client_server(fence_client *c, char *buf, size_t cap)
 {
-    assert(c != NULL);
+    FENCE_ASSERT(c != NULL);
     pthread_mutex_lock(&c->mu);
     fence__addr_format(&c->addrs[c->leader], buf, cap);
     pthread_mutex_unlock(&c->mu);
@@ -263,7 +263,7 @@ static bool backoff(fence_client *c, uint32_t attempt, uint64_t deadline_ms)
  * FENCE_EUNREACHABLE (then the next address becomes the candidate). */
 static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms)
 {
-    assert(k->ctx == NULL);
+    FENCE_ASSERT(k->ctx == NULL);
     pthread_mutex_lock(&c->mu);
     fence__addr a = c->addrs[c->leader];
     pthread_mutex_unlock(&c->mu);
@@ -380,9 +380,9 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
                 int argc, const char **argv, const size_t *lens,
                 redisReply **out)
 {
-    assert(c != NULL);
-    assert(argc > 0);
-    assert(out != NULL);
+    FENCE_ASSERT(c != NULL);
+    FENCE_ASSERT(argc > 0);
+    FENCE_ASSERT(out != NULL);
     *out = NULL;
     int last = FENCE_EUNREACHABLE;
     bool ever_connected = false;
@@ -481,7 +481,7 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
 /* Convert an error reply into a code, with the server's text as errmsg. */
 int fence__reply_error(const redisReply *r, const char *what)
 {
-    assert(r != NULL);
+    FENCE_ASSERT(r != NULL);
     if (r->type != REDIS_REPLY_ERROR)
         return fence__fail(FENCE_EPROTO, "%s: unexpected reply type %d", what, r->type);
     return fence__fail(fence__error_code(r->str), "%s: %.200s", what, r->str);

@@ -1,6 +1,5 @@
 /* libfence: locks with a background keepalive, and the plain protocol calls
  * (LEASE.*, LOCK, UNLOCK, ACQUIRE, LOCK.INFO, INFO). */
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/assert.h"
 #include "client/internal.h"
 #include "common/limits.h"
 
@@ -224,7 +224,7 @@ static void ka_unregister(fence_client *c, struct fence_lock *l)
         struct fence_lock **pp = &c->locks;
         while (*pp != NULL && *pp != l)
             pp = &(*pp)->next;
-        assert(*pp == l);
+        FENCE_ASSERT(*pp == l);
         *pp = l->next;
         l->registered = false;
     }
@@ -238,7 +238,7 @@ static int simple_call(fence_client *c, uint64_t wait_ms, int argc,
                        const char **argv, redisReply **out)
 {
     size_t lens[16];
-    assert(argc <= 16);
+    FENCE_ASSERT(argc <= 16);
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     return fence__call(c, NULL, call_deadline(c, wait_ms), argc, argv, lens, out);
@@ -583,7 +583,7 @@ static struct fence_lock *lock_new(fence_client *c, const char *name, uint32_t t
 /* Free a lock handle (already unregistered). */
 static void lock_free(struct fence_lock *l)
 {
-    assert(!l->registered);
+    FENCE_ASSERT(!l->registered);
     free(l->name);
     free(l);
 }
@@ -673,7 +673,7 @@ out_unlock:
     }
 out_free_lock:
     lock_free(l);
-    assert(rc != 0);
+    FENCE_ASSERT(rc != 0);
     return rc;
 }
 
@@ -687,7 +687,7 @@ int fence_lock_try(fence_client *c, const char *name, uint32_t ttl_ms,
 /* Set the lost callback, calling it at once if the lease is already lost. */
 void fence_lock_on_lost(fence_lock *l, fence_lost_cb cb, void *arg)
 {
-    assert(l != NULL);
+    FENCE_ASSERT(l != NULL);
     fence_client *c = l->c;
     pthread_mutex_lock(&c->mu);
     /* From a lost callback (the keepalive thread, which set busy itself)
@@ -733,35 +733,35 @@ int fence_lock_release(fence_lock *l)
 /* Return the fencing token of the grant (fixed for the handle's life). */
 uint64_t fence_lock_token(const fence_lock *l)
 {
-    assert(l != NULL);
+    FENCE_ASSERT(l != NULL);
     return l->token;
 }
 
 /* Return the id of the lease the lock is held under. */
 uint64_t fence_lock_lease(const fence_lock *l)
 {
-    assert(l != NULL);
+    FENCE_ASSERT(l != NULL);
     return l->lease;
 }
 
 /* Return the lock's name (the handle's own copy). */
 const char *fence_lock_name(const fence_lock *l)
 {
-    assert(l != NULL);
+    FENCE_ASSERT(l != NULL);
     return l->name;
 }
 
 /* Return the lease TTL the lock was acquired with. */
 uint32_t fence_lock_ttl_ms(const fence_lock *l)
 {
-    assert(l != NULL);
+    FENCE_ASSERT(l != NULL);
     return l->ttl_ms;
 }
 
 /* valid-until under the client mutex (the keepalive thread moves it). */
 uint64_t fence_lock_valid_until(const fence_lock *l)
 {
-    assert(l != NULL);
+    FENCE_ASSERT(l != NULL);
     pthread_mutex_lock(&l->c->mu);
     uint64_t v = l->lost ? 0 : l->valid_until_ms;
     pthread_mutex_unlock(&l->c->mu);

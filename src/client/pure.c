@@ -1,10 +1,10 @@
 /* Pure helpers of libfence (see pure.h). */
 #include "client/pure.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fence.h"
 
 /* Parse one address from s[0..len) into out.  A Unix socket is written
@@ -12,8 +12,8 @@
  * is "host:port" split at the last colon. */
 int fence__addr_parse(const char *s, size_t len, fence__addr *out)
 {
-    assert(s != NULL);
-    assert(out != NULL);
+    FENCE_ASSERT(s != NULL);
+    FENCE_ASSERT(out != NULL);
     memset(out, 0, sizeof(*out));
     if (len > 5 && memcmp(s, "unix:", 5) == 0) {
         size_t plen = len - 5;
@@ -71,9 +71,9 @@ int fence__addr_parse(const char *s, size_t len, fence__addr *out)
 int fence__addr_parse_list(const char *s, fence__addr *out, size_t cap,
                            size_t *n_out)
 {
-    assert(s != NULL);
-    assert(out != NULL);
-    assert(n_out != NULL);
+    FENCE_ASSERT(s != NULL);
+    FENCE_ASSERT(out != NULL);
+    FENCE_ASSERT(n_out != NULL);
     size_t n = 0;
     size_t total = strlen(s);
     if (total == 0 || total > FENCE__SERVERS_MAX)
@@ -99,8 +99,8 @@ int fence__addr_parse_list(const char *s, fence__addr *out, size_t cap,
 /* Format an address the way fence__addr_parse reads it. */
 void fence__addr_format(const fence__addr *a, char *buf, size_t cap)
 {
-    assert(a != NULL);
-    assert(buf != NULL);
+    FENCE_ASSERT(a != NULL);
+    FENCE_ASSERT(buf != NULL);
     if (cap == 0)
         return;
     if (a->is_unix)
@@ -214,7 +214,7 @@ uint32_t fence__backoff_ms(uint32_t attempt, uint32_t min_ms, uint32_t max_ms,
     uint64_t half = b / 2;
     uint64_t jitter = half ? (uint64_t)rand_u32 % (half + 1) : 0;
     uint64_t r = b - half + jitter;
-    assert(r <= max_ms);
+    FENCE_ASSERT(r <= max_ms);
     return r ? (uint32_t)r : 1;
 }
 

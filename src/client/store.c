@@ -1,5 +1,4 @@
 /* libfence: the fence-store helper (fenced writes carrying a token). */
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -8,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "client/internal.h"
 #include "common/limits.h"
 
@@ -70,7 +70,7 @@ void fence_store_close(fence_store *s)
 /* The last failure's detail. */
 const char *fence_store_errmsg(fence_store *s)
 {
-    assert(s != NULL);
+    FENCE_ASSERT(s != NULL);
     return s->errmsg;
 }
 

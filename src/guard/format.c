@@ -2,12 +2,12 @@
  * rule).  Pure code: no I/O, no allocation. */
 #include "guard/format.h"
 
-#include <assert.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fence_guard.h"
 
 /* CRC32C lookup table for the reflected polynomial 0x82F63B78. */
@@ -124,9 +124,9 @@ void fence__guard_file_header(unsigned char out[FENCE__GUARD_FILE_HDR])
 size_t fence__guard_rec_encode(unsigned char *p, const char *name, size_t len,
                                uint64_t token)
 {
-    assert(name != NULL);
-    assert(len >= 1);
-    assert(len <= FENCE_GUARD_NAME_MAX);
+    FENCE_ASSERT(name != NULL);
+    FENCE_ASSERT(len >= 1);
+    FENCE_ASSERT(len <= FENCE_GUARD_NAME_MAX);
     put_u16(p, (uint16_t)len);
     put_u64(p + 2, token);
     memcpy(p + FENCE__GUARD_REC_FIXED, name, len);
@@ -137,8 +137,8 @@ size_t fence__guard_rec_encode(unsigned char *p, const char *name, size_t len,
 void fence__guard_frame_header(unsigned char hdr[FENCE__GUARD_FRAME_HDR],
                                const unsigned char *payload, size_t len)
 {
-    assert(len >= 1);
-    assert(len <= FENCE__GUARD_PAYLOAD_MAX);
+    FENCE_ASSERT(len >= 1);
+    FENCE_ASSERT(len <= FENCE__GUARD_PAYLOAD_MAX);
     put_u32(hdr, (uint32_t)len);
     put_u32(hdr + 4, fence__guard_crc32c(0, payload, len));
     put_u32(hdr + 8, fence__guard_crc32c(0, hdr, 8));
@@ -184,7 +184,7 @@ static int scan_payload(const unsigned char *p, size_t len, uint64_t at,
         res->records++;
         off += FENCE__GUARD_REC_FIXED + nlen;
     }
-    assert(off == len);
+    FENCE_ASSERT(off == len);
     return 0;
 }
 
@@ -193,9 +193,9 @@ int fence__guard_scan(const unsigned char *buf, size_t len,
                       fence__guard_rec_fn fn, void *ctx,
                       fence__guard_scan_result *res)
 {
-    assert(res != NULL);
+    FENCE_ASSERT(res != NULL);
     memset(res, 0, sizeof(*res));
-    assert(buf != NULL || len == 0);
+    FENCE_ASSERT(buf != NULL || len == 0);
     if (len < FENCE__GUARD_FILE_HDR) {
         snprintf(res->err, sizeof(res->err),
                  "file is %zu bytes, shorter than its 16-byte header", len);
@@ -257,6 +257,6 @@ int fence__guard_scan(const unsigned char *buf, size_t len,
     }
     res->valid_end = off;
     res->torn_bytes = len - off;
-    assert(res->valid_end <= len);
+    FENCE_ASSERT(res->valid_end <= len);
     return 0;
 }

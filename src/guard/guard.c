@@ -15,7 +15,6 @@
  */
 #include "fence_guard.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -29,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "guard/format.h"
 
 #define LOG_NAME "fence-guard.log"
@@ -153,7 +153,8 @@ static void maybe_grow(fence_guard *g)
 static int insert(fence_guard *g, const char *name, size_t len, uint64_t h,
                   fence_entry **out)
 {
-    assert(len >= 1 && len <= FENCE_GUARD_NAME_MAX);
+    FENCE_ASSERT(len >= 1);
+    FENCE_ASSERT(len <= FENCE_GUARD_NAME_MAX);
     if (g->nfences >= g->fences_max)
         return set_err(g, FENCE_GUARD_EFULL,
                        "cannot track a new fence: fences_max (%" PRIu32
@@ -211,7 +212,7 @@ static char *path_join(const char *dir, const char *name)
  * failure after it fails the guard. */
 static void compact(fence_guard *g)
 {
-    assert(g->flushing);
+    FENCE_ASSERT(g->flushing);
     size_t frames = (size_t)(g->live_bytes / (FENCE__GUARD_PAYLOAD_MAX -
                                               FENCE__GUARD_REC_MAX) + 1);
     size_t cap = FENCE__GUARD_FILE_HDR + frames * FENCE__GUARD_FRAME_HDR +
@@ -237,7 +238,7 @@ static void compact(fence_guard *g)
                 off += FENCE__GUARD_FRAME_HDR;
                 plen = 0;
             }
-            assert(off + FENCE__GUARD_REC_FIXED + e->len <= cap);
+            FENCE_ASSERT(off + FENCE__GUARD_REC_FIXED + e->len <= cap);
             size_t n = fence__guard_rec_encode(buf + off, e->name, e->len,
                                                e->logged);
             off += n;
@@ -291,8 +292,8 @@ static void compact(fence_guard *g)
  * return g->durable_seq covers the batch, or the guard has failed. */
 static void flush(fence_guard *g)
 {
-    assert(!g->flushing);
-    assert(g->pend_len > 0);
+    FENCE_ASSERT(!g->flushing);
+    FENCE_ASSERT(g->pend_len > 0);
     g->flushing = true;
     unsigned char *buf = g->pend;
     size_t n = g->pend_len;
@@ -333,7 +334,7 @@ static void flush(fence_guard *g)
  * failed) or EIO (the batch holding this record failed to reach disk). */
 static int log_and_sync(fence_guard *g, fence_entry *e, uint64_t value)
 {
-    assert(e->busy);
+    FENCE_ASSERT(e->busy);
     size_t need = FENCE__GUARD_REC_FIXED + e->len;
     for (;;) {
         if (g->failed)
@@ -364,7 +365,7 @@ static int log_and_sync(fence_guard *g, fence_entry *e, uint64_t value)
 /* Release a fence taken by admit_run and wake threads waiting for it. */
 static void release(fence_guard *g, fence_entry *e)
 {
-    assert(e->busy);
+    FENCE_ASSERT(e->busy);
     e->busy = false;
     if (e->waiters > 0)
         pthread_cond_broadcast(&g->fence_cv);
@@ -373,7 +374,7 @@ static void release(fence_guard *g, fence_entry *e)
 /* Fill *opts with the defaults. */
 void fence_guard_opts_default(fence_guard_opts *opts)
 {
-    assert(opts != NULL);
+    FENCE_ASSERT(opts != NULL);
     memset(opts, 0, sizeof(*opts));
     opts->fences_max = FENCE_GUARD_FENCES_DEFAULT;
     opts->compact_min_bytes = FENCE_GUARD_COMPACT_DEFAULT;
@@ -567,7 +568,7 @@ int fence_guard_open(const char *dir, const fence_guard_opts *opts,
     return 0;
 
 out_fail:
-    assert(rc != 0);
+    FENCE_ASSERT(rc != 0);
     g->failed = rc;
     return rc;
 }
@@ -577,7 +578,7 @@ void fence_guard_close(fence_guard *g)
 {
     if (g == NULL)
         return;
-    assert(!g->flushing);
+    FENCE_ASSERT(!g->flushing);
     for (size_t i = 0; g->buckets && i < g->nbuckets; i++) {
         fence_entry *e = g->buckets[i];
         while (e) {
@@ -675,7 +676,7 @@ int fence_guard_admit_run(fence_guard *g, const char *name, size_t len,
             return rc;
         }
     }
-    assert(e->logged == token || token == old);
+    FENCE_ASSERT(e->logged == token || token == old);
     e->high = token;
     g->stats.admitted++;
     if (high)
@@ -711,8 +712,8 @@ int fence_guard_high(fence_guard *g, const char *name, size_t len,
 /* Copy the counters. */
 void fence_guard_stats_get(fence_guard *g, fence_guard_stats *stats)
 {
-    assert(g != NULL);
-    assert(stats != NULL);
+    FENCE_ASSERT(g != NULL);
+    FENCE_ASSERT(stats != NULL);
     pthread_mutex_lock(&g->mu);
     *stats = g->stats;
     stats->fences = g->nfences;

@@ -11,9 +11,10 @@
  */
 #include "proto/resp.h"
 
-#include <assert.h>
 #include <stdbool.h>
 #include <string.h>
+
+#include "common/assert.h"
 
 /* Error texts.  They follow Redis' wording where Redis has one, so that
  * clients and humans see what they are used to. */
@@ -47,7 +48,7 @@ struct line {
 
 void fence_resp_limits_default(fence_resp_limits *lim)
 {
-    assert(lim != NULL);
+    FENCE_ASSERT(lim != NULL);
     lim->args_max = FENCE_ARGS_MAX;
     lim->bulk_max = FENCE_BULK_DEFAULT;
     lim->inline_max = FENCE_INLINE_MAX;
@@ -61,8 +62,8 @@ void fence_resp_limits_default(fence_resp_limits *lim)
 static enum line_rc find_line(const char *buf, size_t len, size_t start,
                               size_t max, struct line *out)
 {
-    assert(start <= len);
-    assert(max <= FENCE_INLINE_MAX);
+    FENCE_ASSERT(start <= len);
+    FENCE_ASSERT(max <= FENCE_INLINE_MAX);
     size_t avail = len - start;
     size_t window = avail < max + 2 ? avail : max + 2;
     const char *nl = memchr(buf + start, '\n', window);
@@ -147,8 +148,8 @@ static ssize_t fail_expected_dollar(fence_resp_msg *out, unsigned char c)
  * text a static message. */
 static ssize_t fail(fence_resp_msg *out, ssize_t rc, const char *text)
 {
-    assert(rc == FENCE_RESP_EPROTO || rc == FENCE_RESP_ETOOBIG);
-    assert(text != NULL);
+    FENCE_ASSERT(rc == FENCE_RESP_EPROTO || rc == FENCE_RESP_ETOOBIG);
+    FENCE_ASSERT(text != NULL);
     out->argc = 0;
     out->error = text;
     return rc;
@@ -160,8 +161,8 @@ static ssize_t parse_multibulk(const char *buf, size_t len, uint32_t args_max,
                                uint64_t bulk_max, size_t line_max,
                                fence_resp_msg *out)
 {
-    assert(len > 0);
-    assert(buf[0] == '*');
+    FENCE_ASSERT(len > 0);
+    FENCE_ASSERT(buf[0] == '*');
     struct line ln;
     switch (find_line(buf, len, 0, line_max, &ln)) {
     case LINE_PARTIAL:
@@ -199,7 +200,7 @@ static ssize_t parse_multibulk(const char *buf, size_t len, uint32_t args_max,
         if ((uint64_t)blen > bulk_max)
             return fail(out, FENCE_RESP_ETOOBIG, ERR_BULK_TOOBIG);
         pos = ln.next;
-        assert(pos <= len);
+        FENCE_ASSERT(pos <= len);
         size_t avail = len - pos;
         /* The terminator is checked byte by byte as it arrives, so that a
          * wrong byte is an error as soon as it is seen. */
@@ -215,8 +216,8 @@ static ssize_t parse_multibulk(const char *buf, size_t len, uint32_t args_max,
     }
     out->argc = n;
     out->error = NULL;
-    assert(pos > 0);
-    assert(pos <= len);
+    FENCE_ASSERT(pos > 0);
+    FENCE_ASSERT(pos <= len);
     return (ssize_t)pos;
 }
 
@@ -250,7 +251,7 @@ static int hex_val(char c)
 static ssize_t split_inline(const char *p, size_t n, uint32_t args_max,
                             fence_resp_msg *out)
 {
-    assert(n <= sizeof(out->scratch));
+    FENCE_ASSERT(n <= sizeof(out->scratch));
     char *dst = out->scratch;
     size_t w = 0; /* bytes written to scratch */
     uint32_t argc = 0;
@@ -320,7 +321,7 @@ static ssize_t split_inline(const char *p, size_t n, uint32_t args_max,
                     dst[w++] = p[i++];
                 }
             }
-            assert(w <= i);
+            FENCE_ASSERT(w <= i);
         }
         out->argv[argc].ptr = dst + word;
         out->argv[argc].len = w - word;
@@ -347,15 +348,15 @@ static ssize_t parse_inline(const char *buf, size_t len, uint32_t args_max,
     if (rc != 0)
         return rc;
     out->error = NULL;
-    assert(ln.next > 0);
+    FENCE_ASSERT(ln.next > 0);
     return (ssize_t)ln.next;
 }
 
 ssize_t fence_resp_parse(const char *buf, size_t len,
                          const fence_resp_limits *lim, fence_resp_msg *out)
 {
-    assert(out != NULL);
-    assert(buf != NULL || len == 0);
+    FENCE_ASSERT(out != NULL);
+    FENCE_ASSERT(buf != NULL || len == 0);
     fence_resp_limits def;
     if (lim == NULL) {
         fence_resp_limits_default(&def);
@@ -413,8 +414,8 @@ static size_t put_header(char *buf, size_t cap, char type, int64_t v)
 {
     char tmp[DEC_MAX];
     size_t d = fmt_i64(tmp, v);
-    assert(d >= 1);
-    assert(d <= DEC_MAX);
+    FENCE_ASSERT(d >= 1);
+    FENCE_ASSERT(d <= DEC_MAX);
     size_t need = 1 + d + 2;
     if (need <= cap) {
         buf[0] = type;
@@ -437,8 +438,8 @@ static void copy_line(char *dst, const char *src, size_t n)
 
 size_t fence_resp_simple(char *buf, size_t cap, const char *s)
 {
-    assert(s != NULL);
-    assert(buf != NULL || cap == 0);
+    FENCE_ASSERT(s != NULL);
+    FENCE_ASSERT(buf != NULL || cap == 0);
     size_t n = strlen(s);
     size_t need = 1 + n + 2;
     if (need <= cap) {
@@ -453,9 +454,9 @@ size_t fence_resp_simple(char *buf, size_t cap, const char *s)
 size_t fence_resp_error(char *buf, size_t cap, const char *code,
                         const char *msg)
 {
-    assert(code != NULL);
-    assert(code[0] != '\0');
-    assert(buf != NULL || cap == 0);
+    FENCE_ASSERT(code != NULL);
+    FENCE_ASSERT(code[0] != '\0');
+    FENCE_ASSERT(buf != NULL || cap == 0);
     size_t c = strlen(code);
     size_t m = msg != NULL && msg[0] != '\0' ? strlen(msg) : 0;
     size_t need = 1 + c + (m > 0 ? 1 + m : 0) + 2;
@@ -471,29 +472,29 @@ size_t fence_resp_error(char *buf, size_t cap, const char *code,
         }
         buf[w++] = '\r';
         buf[w++] = '\n';
-        assert(w == need);
+        FENCE_ASSERT(w == need);
     }
     return need;
 }
 
 size_t fence_resp_int(char *buf, size_t cap, int64_t v)
 {
-    assert(buf != NULL || cap == 0);
+    FENCE_ASSERT(buf != NULL || cap == 0);
     return put_header(buf, cap, ':', v);
 }
 
 size_t fence_resp_uint(char *buf, size_t cap, uint64_t v)
 {
-    assert(buf != NULL || cap == 0);
-    assert(v <= (uint64_t)INT64_MAX);
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    FENCE_ASSERT(v <= (uint64_t)INT64_MAX);
     return put_header(buf, cap, ':', (int64_t)v);
 }
 
 size_t fence_resp_bulk(char *buf, size_t cap, const char *p, size_t n)
 {
-    assert(buf != NULL || cap == 0);
-    assert(p != NULL || n == 0);
-    assert(n <= (size_t)INT64_MAX - 64);
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    FENCE_ASSERT(p != NULL || n == 0);
+    FENCE_ASSERT(n <= (size_t)INT64_MAX - 64);
     size_t h = put_header(NULL, 0, '$', (int64_t)n);
     size_t need = h + n + 2;
     if (need <= cap) {
@@ -508,26 +509,26 @@ size_t fence_resp_bulk(char *buf, size_t cap, const char *p, size_t n)
 
 size_t fence_resp_nil(char *buf, size_t cap)
 {
-    assert(buf != NULL || cap == 0);
+    FENCE_ASSERT(buf != NULL || cap == 0);
     return put_header(buf, cap, '$', -1);
 }
 
 size_t fence_resp_array(char *buf, size_t cap, int64_t n)
 {
-    assert(buf != NULL || cap == 0);
-    assert(n >= -1);
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    FENCE_ASSERT(n >= -1);
     return put_header(buf, cap, '*', n);
 }
 
 size_t fence_resp_request(char *buf, size_t cap, uint32_t argc,
                           const fence_resp_arg *argv)
 {
-    assert(buf != NULL || cap == 0);
-    assert(argv != NULL || argc == 0);
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    FENCE_ASSERT(argv != NULL || argc == 0);
     size_t need = put_header(NULL, 0, '*', argc);
     for (uint32_t i = 0; i < argc; i++) {
         size_t b = fence_resp_bulk(NULL, 0, argv[i].ptr, argv[i].len);
-        assert(need + b >= need);
+        FENCE_ASSERT(need + b >= need);
         need += b;
     }
     if (need > cap)
@@ -535,13 +536,13 @@ size_t fence_resp_request(char *buf, size_t cap, uint32_t argc,
     size_t w = put_header(buf, cap, '*', argc);
     for (uint32_t i = 0; i < argc; i++)
         w += fence_resp_bulk(buf + w, cap - w, argv[i].ptr, argv[i].len);
-    assert(w == need);
+    FENCE_ASSERT(w == need);
     return need;
 }
 
 int fence_resp_parse_u64(const char *p, size_t n, uint64_t max, uint64_t *out)
 {
-    assert(out != NULL);
+    FENCE_ASSERT(out != NULL);
     if (p == NULL || n == 0 || n > 20)
         return -1;
     uint64_t v = 0;
