@@ -6,8 +6,8 @@
 # directory, build/<variant>:
 #
 #   VARIANT=release   (default) -O2 -g                      build/release
-#   VARIANT=asan      ASan + UBSan, -O1                     build/asan
-#   VARIANT=tsan      ThreadSanitizer, -O1                  build/tsan
+#   VARIANT=asan      ASan + UBSan, -O2 -g                  build/asan
+#   VARIANT=tsan      ThreadSanitizer, -O1 -g               build/tsan
 #
 # (SAN=1 is the old spelling of VARIANT=asan.)  The release build also
 # keeps convenience links build/<program> -> release/<program> (and
@@ -35,10 +35,10 @@ PREFIX   ?= /usr/local
 PKGS     := raft libuv
 WARN     := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
             -Wmissing-prototypes -Wno-missing-field-initializers
-ifeq ($(VARIANT),release)
-CFLAGS   ?= -O2 -g
-else
+ifeq ($(VARIANT),tsan)
 CFLAGS   ?= -O1 -g
+else
+CFLAGS   ?= -O2 -g
 endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -Iinclude -Isrc $(EXTRA_CFLAGS) \
             -MMD -MP
