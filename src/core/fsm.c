@@ -11,7 +11,32 @@
 void *fence__alloc(fence_fsm *f, size_t size)
 {
     FENCE_ASSERT(size > 0);
-    return f->alloc.alloc(f->alloc.ctx, size);
+    void *p = f->alloc.alloc(f->alloc.ctx, size);
+    if (p == NULL) {
+        fence__oom(f->oom);
+    }
+    return p;
+}
+
+/* A failed allocation in mode oom: nothing in FENCE__OOM_RETURN (the
+ * caller reports it), a crash-stop otherwise.  A replica that cannot apply
+ * an entry may not answer it differently from the others, which would
+ * diverge the token counters and, after a failover, grant a token twice;
+ * stopping it leaves the cluster to the replicas that can go on. */
+void fence__oom(uint8_t oom)
+{
+    switch (oom) {
+    case FENCE__OOM_RETURN:
+        return;
+    case FENCE__OOM_APPLY:
+        fence__fatal("out of memory while applying a log entry "
+                     "(a replica may not answer differently: stopping)");
+    case FENCE__OOM_RESTORE:
+        fence__fatal("out of memory while restoring a snapshot into a live "
+                     "state machine: stopping");
+    default:
+        FENCE_ASSERT(0);
+    }
 }
 
 /* Free memory from fence__alloc; NULL is a no-op. */
@@ -77,7 +102,9 @@ static bool htab_init(fence_fsm *f, fence__htab *t)
 }
 
 /* Double the bucket array when the table is fuller than one node per
- * bucket.  A failed allocation is harmless: chains just get longer. */
+ * bucket.  Only a restore into a fresh state machine survives a failed
+ * allocation here (fence__alloc stops the process elsewhere); its chains
+ * then just get longer. */
 static void htab_maybe_grow(fence_fsm *f, fence__htab *t)
 {
     uint32_t n = t->mask + 1;
@@ -199,7 +226,10 @@ static void heap_down(fence_fsm *f, uint32_t pos)
 }
 
 /* Make sure the heap can hold every object that may ever need a slot, plus
- * extra new ones.  Returns false on lack of memory (nothing changed). */
+ * extra new ones.  Returns false when that many objects exceed the heap's
+ * index range (a function of the counts alone, so every replica decides
+ * alike), or on lack of memory in FENCE__OOM_RETURN mode; nothing changed
+ * then. */
 static bool heap_reserve(fence_fsm *f, uint32_t extra)
 {
     uint64_t need = (uint64_t)f->leases.count + f->waits.count +
@@ -280,7 +310,8 @@ static void heap_rebuild(fence_fsm *f)
 
 /* ---- Objects ------------------------------------------------------------ */
 
-/* Create a lease and link it everywhere.  NULL on lack of memory. */
+/* Create a lease and link it everywhere.  NULL when the heap is at its
+ * index range, or on lack of memory in FENCE__OOM_RETURN mode. */
 fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
                                uint64_t lock_delay_ms, uint64_t deadline_ms,
                                bool dedicated)
@@ -453,7 +484,7 @@ static void tok_append(fence_fsm *f, fence__lock *k)
 
 /* Create a lock object with the given token and holder (holder may be
  * NULL: the caller then grants it or puts it in lock-delay at once).  NULL
- * on lack of memory. */
+ * as for fence__lease_add. */
 fence__lock *fence__lock_add(fence_fsm *f, const uint8_t *name, uint16_t len,
                              uint64_t token, fence__lease *holder)
 {
@@ -523,7 +554,8 @@ fence__wait *fence__wait_find(const fence_fsm *f, uint64_t id)
     return h ? CONTAINER(h, fence__wait, hn) : NULL;
 }
 
-/* Create a wait at the tail of lock k's FIFO.  NULL on lack of memory. */
+/* Create a wait at the tail of lock k's FIFO.  NULL as for
+ * fence__lease_add. */
 fence__wait *fence__wait_add(fence_fsm *f, uint64_t id, fence__lease *l,
                              fence__lock *k, uint64_t wait_ms,
                              uint64_t deadline_ms, bool acquire, bool has_req,
@@ -771,7 +803,8 @@ uint64_t fence__cmd_fp(const fence_cmd *cmd)
     return h;
 }
 
-/* Add a record as the newest (restore uses it).  NULL on lack of memory. */
+/* Add a record as the newest (restore uses it).  NULL on lack of memory
+ * (FENCE__OOM_RETURN mode only). */
 fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
                                const fence_result *r)
 {
@@ -794,17 +827,16 @@ fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
 
 /* Append an event to the array of the current call, growing it through the
  * injected allocator.  The outcome of apply may not depend on the
- * allocator, so running out of memory here stops the process. */
+ * allocator, so running out of memory here stops the process (in
+ * fence__alloc). */
 static void event_push(fence_fsm *f, uint64_t wait_id, const fence_result *r)
 {
     if (f->n_events == f->cap_events) {
         size_t cap = f->cap_events ? f->cap_events * 2 : 16;
         FENCE_ASSERT(cap > f->cap_events);
+        FENCE_ASSERT(f->oom == FENCE__OOM_APPLY);
         fence_event *v = fence__alloc(f, cap * sizeof(*v));
-        if (v == NULL) {
-            fence__fatal("out of memory while applying a log entry "
-                         "(event array)");
-        }
+        FENCE_ASSERT(v != NULL);
         if (f->n_events > 0) {
             memcpy(v, f->events, f->n_events * sizeof(*v));
         }
@@ -1011,6 +1043,7 @@ static void process_due(fence_fsm *f)
 void fence__advance(fence_fsm *f, uint64_t now_ms)
 {
     FENCE_ASSERT(f != NULL);
+    FENCE_ASSERT(f->oom == FENCE__OOM_APPLY);
     FENCE_ASSERT(now_ms <= FENCE_TIME_MS_MAX);
     if (now_ms > f->now_ms) {
         f->now_ms = now_ms;
@@ -1022,6 +1055,7 @@ void fence__advance(fence_fsm *f, uint64_t now_ms)
 void fence_fsm_advance(fence_fsm *f, uint64_t now_ms)
 {
     FENCE_ASSERT(f != NULL);
+    f->oom = FENCE__OOM_APPLY;
     fence__events_reset(f);
     fence__advance(f, now_ms);
 }
@@ -1044,7 +1078,8 @@ static bool name_ok(const fence_cmd *c)
 static void cmd_leader_start(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
     const fence_limits *lim = &c->limits;
-    if (lim->leases_max == 0 || lim->locks_max == 0 || lim->waiters_max == 0) {
+    if (lim->leases_max == 0 || lim->locks_max == 0 || lim->waiters_max == 0 ||
+        lim->waits_max == 0) {
         r->status = FENCE_ST_INVALID;
         return;
     }
@@ -1081,6 +1116,7 @@ static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
                                        c->lock_delay_ms,
                                        f->now_ms + c->ttl_ms, false);
     if (l == NULL) {
+        /* The heap's index range (counts only; memory never gets here). */
         r->status = FENCE_ST_LIMIT;
         return;
     }
@@ -1120,7 +1156,8 @@ static fence__wait *enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
                             const fence_cmd *c, bool acquire, fence_result *r)
 {
     FENCE_ASSERT(c->wait_ms > 0);
-    if (k->nwaiters >= f->limits.waiters_max) {
+    if (k->nwaiters >= f->limits.waiters_max ||
+        f->waits.count >= f->limits.waits_max) {
         r->status = FENCE_ST_LIMIT;
         return NULL;
     }
@@ -1129,6 +1166,7 @@ static fence__wait *enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
                                      f->now_ms + c->wait_ms, acquire, has_req,
                                      c->req_id);
     if (w == NULL) {
+        /* The heap's index range (counts only; memory never gets here). */
         r->status = FENCE_ST_LIMIT;
         return NULL;
     }
@@ -1159,6 +1197,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         }
         k = fence__lock_add(f, c->name, c->name_len, 0, NULL);
         if (k == NULL) {
+            /* The heap's index range (counts only). */
             r->status = FENCE_ST_LIMIT;
             return;
         }
@@ -1233,7 +1272,8 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
             r->status = FENCE_ST_NIL;
             return;
         }
-        if (k->nwaiters >= f->limits.waiters_max) {
+        if (k->nwaiters >= f->limits.waiters_max ||
+            f->waits.count >= f->limits.waits_max) {
             r->status = FENCE_ST_LIMIT;
             return;
         }
@@ -1245,6 +1285,7 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
                                        c->lock_delay_ms,
                                        f->now_ms + c->ttl_ms, true);
     if (l == NULL) {
+        /* The heap's index range (counts only). */
         r->status = FENCE_ST_LIMIT;
         return;
     }
@@ -1252,6 +1293,7 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         if (k == NULL) {
             k = fence__lock_add(f, c->name, c->name_len, 0, NULL);
             if (k == NULL) {
+                /* The heap's index range (counts only). */
                 lease_destroy(f, l);
                 r->status = FENCE_ST_LIMIT;
                 return;
@@ -1341,6 +1383,7 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                       fence_result *out)
 {
     FENCE_ASSERT(f != NULL);
+    FENCE_ASSERT(f->oom == FENCE__OOM_APPLY);
     FENCE_ASSERT(cmd != NULL);
     FENCE_ASSERT(out != NULL);
     FENCE_ASSERT(now_ms <= FENCE_TIME_MS_MAX);
@@ -1363,6 +1406,7 @@ void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                      fence_result *out)
 {
     FENCE_ASSERT(f != NULL);
+    f->oom = FENCE__OOM_APPLY;
     fence__events_reset(f);
     fence__apply_one(f, now_ms, cmd, out);
 }
@@ -1394,10 +1438,7 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
                 d = dedup_pop_oldest(f);
             } else {
                 d = fence__alloc(f, sizeof(*d));
-                if (d == NULL) {
-                    out->status = FENCE_ST_LIMIT;
-                    return;
-                }
+                FENCE_ASSERT(d != NULL); /* fence__alloc stops on failure */
             }
             memset(d, 0, sizeof(*d));
             d->req_id = cmd->req_id;
@@ -1425,19 +1466,25 @@ void fence_limits_default(fence_limits *l)
     l->leases_max = FENCE_LEASES_DEFAULT;
     l->locks_max = FENCE_LOCKS_DEFAULT;
     l->waiters_max = FENCE_WAITERS_DEFAULT;
+    l->waits_max = FENCE_WAITS_DEFAULT;
     l->dedup_max = FENCE_DEDUP_DEFAULT;
 }
 
-/* Create an empty state; NULL on lack of memory. */
-fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed)
+/* Create an empty state whose failed allocations do what oom says; NULL on
+ * lack of memory (FENCE__OOM_RETURN only). */
+fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed,
+                          uint8_t oom)
 {
     FENCE_ASSERT(a->alloc != NULL);
     FENCE_ASSERT(a->free != NULL);
+    FENCE_ASSERT(oom <= FENCE__OOM_RESTORE);
     fence_fsm *f = a->alloc(a->ctx, sizeof(*f));
     if (f == NULL) {
+        fence__oom(oom);
         return NULL;
     }
     memset(f, 0, sizeof(*f));
+    f->oom = oom;
     f->alloc = *a;
     f->hash_seed = hash_seed;
     fence_limits_default(&f->limits);
@@ -1506,7 +1553,8 @@ int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out)
     FENCE_ASSERT(opts != NULL);
     FENCE_ASSERT(out != NULL);
     *out = NULL;
-    fence_fsm *f = fence__fsm_new(&opts->alloc, opts->hash_seed);
+    fence_fsm *f = fence__fsm_new(&opts->alloc, opts->hash_seed,
+                                  FENCE__OOM_RETURN);
     if (f == NULL) {
         return FENCE_ST_LIMIT;
     }

@@ -48,8 +48,12 @@
  * the lease.  Lease ids are consumed only by leases that come into being
  * (an ACQUIRE answered NIL or LIMIT consumes none).
  *
- * LEADER_START answers INVALID when leases_max, locks_max or waiters_max
- * is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
+ * Limits count objects, never bytes: leases_max live leases, locks_max lock
+ * objects, waiters_max waits on one lock, waits_max waits in all, dedup_max
+ * request ids.  A command that would pass one answers LIMIT.
+ *
+ * LEADER_START answers INVALID when leases_max, locks_max, waiters_max or
+ * waits_max is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
  * deadlines are processed as for any other command.  Lowering dedup_max
  * evicts the oldest records at once.
  *
@@ -93,6 +97,7 @@ typedef struct fence_limits {
     uint32_t locks_max;   /* locks held or with waiters */
     uint32_t waiters_max; /* waiters queued on one lock */
     uint32_t dedup_max;   /* client request ids remembered */
+    uint32_t waits_max;   /* waits queued, across all locks */
 } fence_limits;
 
 void fence_limits_default(fence_limits *l);
@@ -169,7 +174,15 @@ typedef struct fence_fsm_opts {
 } fence_fsm_opts;
 
 /* Create an empty state machine.  Returns 0, or FENCE_ST_LIMIT if memory
- * could not be had. */
+ * could not be had.
+ *
+ * Memory: creating a state machine, and restoring a snapshot into one that
+ * has never applied anything, report a failed allocation (FENCE_ST_LIMIT).
+ * Once it has applied an entry (apply_entry, apply, advance) or restored a
+ * snapshot, a failed allocation stops the process (fence__fatal, "out of
+ * memory while applying a log entry ..."): apply's outcome is a function of
+ * (state, entry) alone, so that every replica answers every entry alike;
+ * every limit (FENCE_ST_LIMIT) depends on counts only. */
 int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out);
 void fence_fsm_destroy(fence_fsm *f); /* NULL is a no-op */
 
@@ -258,11 +271,15 @@ int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len);
 
 /* ---- Log entries -----------------------------------------------------------
  * One raft entry = one group-commit batch:
- *   u8 version (1) | u64 timestamp_ms | u32 count | count x command
+ *   u8 version (2) | u64 timestamp_ms | u32 count | count x command
  * command = u8 type | u8 flags | u64 req_id | type-specific fields,
  * integers little-endian, names as u16 length + bytes.  See entry.c. */
 
-#define FENCE_ENTRY_VERSION 1
+/* The version the encoder writes; the decoder also reads versions from
+ * FENCE_ENTRY_VERSION_MIN (1: LEADER_START without waits_max, which then
+ * decodes as UINT32_MAX, no bound), so that existing logs replay. */
+#define FENCE_ENTRY_VERSION 2
+#define FENCE_ENTRY_VERSION_MIN 1
 
 /* Bytes the encoding of these commands needs. */
 size_t fence_entry_size(const fence_cmd *cmds, uint32_t n);
@@ -271,11 +288,12 @@ size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
                           uint32_t n, uint8_t *buf, size_t cap);
 
 typedef struct fence_entry_iter {
-    const uint8_t *p;
-    const uint8_t *end;
-    uint64_t timestamp_ms;
-    uint32_t count;
-    uint32_t index;
+    const uint8_t *p;      /* next byte to decode */
+    const uint8_t *end;    /* one past the entry */
+    uint8_t version;       /* the entry's format version */
+    uint64_t timestamp_ms; /* the leader's timestamp */
+    uint32_t count;        /* commands in the entry */
+    uint32_t index;        /* commands decoded so far */
 } fence_entry_iter;
 
 /* 0, or FENCE_ST_INVALID if the header is malformed. */

@@ -29,6 +29,14 @@ enum {
 
 #define FENCE__NOT_IN_HEAP UINT32_MAX
 
+/* What a failed allocation does (fence_fsm.oom).  Apply's outcome must be
+ * a function of (state, entry) alone, never of the allocator. */
+enum {
+    FENCE__OOM_RETURN = 0,  /* report it: create, restore into a fresh fsm */
+    FENCE__OOM_APPLY = 1,   /* fence__fatal: the state has applied entries */
+    FENCE__OOM_RESTORE = 2, /* fence__fatal: restore into a live state */
+};
+
 /* One deadline in the heap, embedded in its owner. */
 typedef struct fence__hitem {
     uint64_t deadline_ms; /* fsm time at which it is due */
@@ -121,6 +129,7 @@ struct fence_fsm {
     size_t n_events;           /* entries used in events */
     size_t cap_events;         /* entries allocated in events */
     uint64_t hash_seed;        /* keys the hash tables (not state) */
+    uint8_t oom;               /* FENCE__OOM_*: what a failed allocation does */
     fence_limits limits;       /* in force */
     uint64_t now_ms;           /* fsm time */
     uint64_t last_token;       /* last token issued; 0 before any */
@@ -153,8 +162,11 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
 /* The body of fence_fsm_advance without the events reset. */
 void fence__advance(fence_fsm *f, uint64_t now_ms);
 
-/* Allocation through the injected allocator. */
+/* Allocation through the injected allocator.  A failure returns NULL in
+ * FENCE__OOM_RETURN mode and stops the process in the others. */
 void *fence__alloc(fence_fsm *f, size_t size);
+/* What a failed allocation does in mode oom (returns only in RETURN). */
+void fence__oom(uint8_t oom);
 void fence__free(fence_fsm *f, void *p);
 
 /* Hash of a 64-bit key (a bijection, so equal hashes mean equal keys). */
@@ -162,13 +174,16 @@ uint64_t fence__hash_u64(uint64_t x);
 /* Keyed hash of a lock name. */
 uint64_t fence__hash_name(uint64_t seed, const uint8_t *name, uint16_t len);
 
-/* Create an empty state with the given allocator; NULL on lack of memory. */
-fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed);
+/* Create an empty state with the given allocator and FENCE__OOM_* mode;
+ * NULL on lack of memory (RETURN mode only). */
+fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed,
+                          uint8_t oom);
 /* Free every object of the state and the state itself. */
 void fence__fsm_free(fence_fsm *f);
 
 /* Building blocks restore uses to rebuild a state (fsm.c).  Each returns
- * NULL on lack of memory. */
+ * NULL on lack of memory (FENCE__OOM_RETURN mode only) or at the heap's
+ * index range. */
 fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
                                uint64_t lock_delay_ms, uint64_t deadline_ms,
                                bool dedicated);

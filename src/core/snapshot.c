@@ -2,9 +2,11 @@
  * trusts nothing.
  *
  * Layout (integers little-endian):
- *   "FNCS" | u32 version (2)
+ *   "FNCS" | u32 version (3)
  *   u64 now_ms | u64 last_token | u64 next_lease_id | u64 next_wait_id
  *   u32 leases_max | u32 locks_max | u32 waiters_max | u32 dedup_max
+ *   | u32 waits_max (version 3 only; a version-2 snapshot, written before
+ *   the global bound on waits, restores with UINT32_MAX: no bound)
  *   u32 nleases, then per lease (ascending id):
  *     u64 id | u64 ttl_ms | u64 lock_delay_ms | u64 deadline_ms | u8 dedicated
  *   u32 nlocks, then per lock (ascending current token; tokens are unique,
@@ -24,8 +26,11 @@
 #include "core/fsm_int.h"
 
 #define SNAP_MAGIC "FNCS"
-#define SNAP_VERSION 2u
-#define SNAP_HEADER (4 + 4 + 8 * 4 + 4 * 4)
+#define SNAP_VERSION 3u
+#define SNAP_VERSION_MIN 2u
+#define SNAP_HEADER (4 + 4 + 8 * 4 + 5 * 4)
+/* The shortest header (version 2). */
+#define SNAP_HEADER_MIN (4 + 4 + 8 * 4 + 4 * 4)
 #define SNAP_LEASE (8 * 4 + 1)
 #define SNAP_LOCK_FIXED (2 + 8 + 8 + 1 + 8 + 8)
 #define SNAP_WAIT (8 * 5 + 1 + 8)
@@ -114,6 +119,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     put_le(&w, f->limits.locks_max, 4);
     put_le(&w, f->limits.waiters_max, 4);
     put_le(&w, f->limits.dedup_max, 4);
+    put_le(&w, f->limits.waits_max, 4);
     put_le(&w, f->leases.count, 4);
     uint64_t last = 0;
     for (const fence__lease *l = f->lease_head; l != NULL; l = l->next) {
@@ -403,7 +409,8 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
         return FENCE_ST_INVALID;
     }
     r.p += 4;
-    if (get_le(&r, 4) != SNAP_VERSION) {
+    uint64_t version = get_le(&r, 4);
+    if (version < SNAP_VERSION_MIN || version > SNAP_VERSION) {
         return FENCE_ST_INVALID;
     }
     n->now_ms = get_le(&r, 8);
@@ -414,11 +421,13 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     n->limits.locks_max = (uint32_t)get_le(&r, 4);
     n->limits.waiters_max = (uint32_t)get_le(&r, 4);
     n->limits.dedup_max = (uint32_t)get_le(&r, 4);
+    n->limits.waits_max =
+        version >= 3 ? (uint32_t)get_le(&r, 4) : UINT32_MAX;
     if (!r.ok || n->now_ms > FENCE_TIME_MS_MAX || n->next_lease_id == 0 ||
         n->next_wait_id == 0 || n->last_token == UINT64_MAX ||
         n->next_lease_id == UINT64_MAX || n->next_wait_id == UINT64_MAX ||
         n->limits.leases_max == 0 || n->limits.locks_max == 0 ||
-        n->limits.waiters_max == 0) {
+        n->limits.waiters_max == 0 || n->limits.waits_max == 0) {
         return FENCE_ST_INVALID;
     }
     int rc = read_leases(n, &r);
@@ -454,7 +463,7 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
 int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
 {
     FENCE_ASSERT(f != NULL);
-    if (buf == NULL || len < SNAP_HEADER + 4 * 4 + 4) {
+    if (buf == NULL || len < SNAP_HEADER_MIN + 4 * 4 + 4) {
         return FENCE_ST_INVALID;
     }
     uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
@@ -462,7 +471,12 @@ int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
     if (fence__crc32c(buf, len - 4) != crc) {
         return FENCE_ST_INVALID;
     }
-    fence_fsm *n = fence__fsm_new(&f->alloc, f->hash_seed);
+    /* Into a state that has applied entries, running out of memory stops
+     * the process (the replica cannot follow the others); into a fresh
+     * one, it is reported. */
+    uint8_t oom = f->oom == FENCE__OOM_RETURN ? FENCE__OOM_RETURN
+                                              : FENCE__OOM_RESTORE;
+    fence_fsm *n = fence__fsm_new(&f->alloc, f->hash_seed, oom);
     if (n == NULL) {
         return FENCE_ST_LIMIT;
     }
@@ -487,6 +501,8 @@ int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
     old.cap_events = n_cap;
     *n = old;
     fence__fsm_free(n);
+    /* The state is live now: later failures stop the process. */
+    f->oom = FENCE__OOM_APPLY;
     FENCE_ASSERT(f->now_ms <= FENCE_TIME_MS_MAX);
     return 0;
 }

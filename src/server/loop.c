@@ -647,6 +647,7 @@ static void barrier_done(struct raft_barrier *req, int status)
     cmd.limits.locks_max = (uint32_t)s->cfg->max_locks;
     cmd.limits.waiters_max = (uint32_t)s->cfg->max_waiters;
     cmd.limits.dedup_max = (uint32_t)s->cfg->max_dedup;
+    cmd.limits.waits_max = (uint32_t)s->cfg->max_waits;
     s->lstate = LS_STARTING;
     /* LEADER_START goes alone, ahead of anything else. */
     if (s->pending != NULL)
