@@ -25,6 +25,8 @@
  */
 #include <string.h>
 
+#include "common/bytes.h"
+#include "core/entry.h"
 #include "core/fsm_int.h"
 
 #define ENTRY_HEADER (1 + 8 + 4)
@@ -69,11 +71,27 @@ size_t fence_entry_size(const fence_cmd *cmds, uint32_t n)
     return total;
 }
 
-/* Write v as `bytes` little-endian bytes at *pp. */
+/* Write v as `bytes` (1, 2, 4 or 8) little-endian bytes at *pp. */
 static void put_le(uint8_t **pp, uint64_t v, int bytes)
 {
-    for (int i = 0; i < bytes; i++) {
-        (*pp)[i] = (uint8_t)(v >> (8 * i));
+    switch (bytes) {
+    case 1:
+        FENCE_ASSERT(v <= UINT8_MAX);
+        **pp = (uint8_t)v;
+        break;
+    case 2:
+        FENCE_ASSERT(v <= UINT16_MAX);
+        fence__put_u16(*pp, (uint16_t)v);
+        break;
+    case 4:
+        FENCE_ASSERT(v <= UINT32_MAX);
+        fence__put_u32(*pp, (uint32_t)v);
+        break;
+    case 8:
+        fence__put_u64(*pp, v);
+        break;
+    default:
+        FENCE_ASSERT(0);
     }
     *pp += bytes;
 }
@@ -159,12 +177,23 @@ static bool get_le(fence_entry_iter *it, int bytes, uint64_t *out)
     if ((size_t)(it->end - it->p) < (size_t)bytes) {
         return false;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) {
-        v |= (uint64_t)it->p[i] << (8 * i);
+    switch (bytes) {
+    case 1:
+        *out = it->p[0];
+        break;
+    case 2:
+        *out = fence__get_u16(it->p);
+        break;
+    case 4:
+        *out = fence__get_u32(it->p);
+        break;
+    case 8:
+        *out = fence__get_u64(it->p);
+        break;
+    default:
+        FENCE_ASSERT(0);
     }
     it->p += bytes;
-    *out = v;
     return true;
 }
 

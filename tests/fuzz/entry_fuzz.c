@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 #include "fuzz.h"
 
 /* Largest timestamp the core accepts (fsm.h defines it; this is a

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 #include "fuzz.h"
 
 #ifndef FENCE_TIME_MS_MAX

@@ -28,7 +28,9 @@
 #include <raft.h>
 #include <raft/fixture.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 
 #define SIM_MAX_NODES 8
 #define SIM_MAX_CLIENTS 32
@@ -1226,7 +1228,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
      * it, the safe direction, and counts a "model adjust". */
     for (size_t id = 1; id < s->cap_mleases && !s->res->failed; id++) {
         sim_mlease *l = &s->mleases[id];
-        fence_lease_info li;
+        fence_fsm_lease_state li;
         int rv = fence_fsm_lease_info(nd->fsm, id, now, &li);
         if (rv == 0) {
             if (li.deadline_ms <= now || !l->known || !l->live ||
@@ -1430,7 +1432,7 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                                                        "lock2", "lock3",
                                                        "lock4"};
                 for (unsigned L = 0; L < SIM_LOCKS; L++) {
-                    fence_lock_info li;
+                    fence_fsm_lock_state li;
                     if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)names[L],
                                             5, &li) &&
                         li.token == gr[k].token) {

@@ -2,7 +2,9 @@
  * dedup, limits, snapshots and the entry codec. */
 #include "../lib/test.h"
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 #include "core/fsm_int.h"
 
 /* ---- Fixture ------------------------------------------------------------- */
@@ -171,7 +173,7 @@ static uint64_t lease(fx *x, uint64_t now, uint64_t ttl, uint64_t delay)
     return r.lease;
 }
 
-static bool lock_held(fx *x, const char *name, fence_lock_info *out)
+static bool lock_held(fx *x, const char *name, fence_fsm_lock_state *out)
 {
     return fence_fsm_lock_info(x->f, (const uint8_t *)name,
                                (uint16_t)strlen(name), out);
@@ -248,7 +250,7 @@ static void test_reentrant_lock(void)
     CHECK_EQ_U64(r2.status, FENCE_ST_OK);
     CHECK_EQ_U64(r1.token, r2.token);
     CHECK_EQ_U64(fence_fsm_last_token(x.f), r1.token);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "r", &li));
     CHECK_EQ_U64(li.waiters, 0);
     fx_done(&x);
@@ -266,7 +268,7 @@ static void test_queued_twice_same_wait(void)
     CHECK_EQ_U64(q1.status, FENCE_ST_QUEUED);
     CHECK_EQ_U64(q2.status, FENCE_ST_QUEUED);
     CHECK_EQ_U64(q1.wait_id, q2.wait_id);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "k", &li));
     CHECK_EQ_U64(li.waiters, 1);
     fx_done(&x);
@@ -282,7 +284,7 @@ static void test_keepalive_and_revoke(void)
     fence_result k = run(&x, 90, c_keepalive(a));
     CHECK_EQ_U64(k.status, FENCE_ST_OK);
     CHECK_EQ_U64(k.value, 100);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 150, &li), 0);
     CHECK_EQ_U64(li.deadline_ms, 190);
     k = run(&x, 190, c_keepalive(a));
@@ -317,10 +319,10 @@ static void test_expiry_releases_and_hands_off(void)
     CHECK_EQ_U64(x.ev[0].wait_id, q.wait_id);
     CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_OK);
     CHECK_EQ_U64(x.ev[0].result.token, r.token + 1);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "e", &li));
     CHECK_EQ_U64(li.lease, b);
-    fence_lease_info le;
+    fence_fsm_lease_state le;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 100, &le), FENCE_ST_NOLEASE);
     fx_done(&x);
 }
@@ -359,7 +361,7 @@ static void test_no_grant_to_expired_lease(void)
     CHECK_EQ_U64(run(&x, 210, c_lock("m", d, 0)).status, FENCE_ST_NOLEASE);
     /* And a lone waiter whose lease ran out gets NOLEASE, never the lock. */
     uint64_t e = lease(&x, 300, 50, 0);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "n", &li));
     fence_result qe = run(&x, 301, c_lock("n", e, 10000));
     REQUIRE(qe.status == FENCE_ST_QUEUED);
@@ -399,7 +401,7 @@ static void test_lock_delay(void)
     fence_result r = run(&x, 1, c_lock("d", a, 0));
     REQUIRE(r.status == FENCE_ST_OK);
     run(&x, 100, c_tick()); /* a expires: d unavailable until 600 */
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     CHECK(!lock_held(&x, "d", &li));
     CHECK_EQ_U64(run(&x, 300, c_lock("d", b, 0)).status, FENCE_ST_NIL);
     fence_result q = run(&x, 301, c_lock("d", b, 10000));
@@ -451,7 +453,7 @@ static void test_acquire(void)
     fence_result q = run(&x, 2, c_acquire("x", 50, 0, 5000));
     REQUIRE(q.status == FENCE_ST_QUEUED);
     CHECK(q.lease != 0);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     /* Queued: its lease outlives its ttl while it waits. */
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, q.lease, 500, &li), 0);
     x.nev = 0;
@@ -505,11 +507,11 @@ static void test_cancel(void)
     CHECK_EQ_I64(x.nev, 1);
     run(&x, 5, c_cancel(qa.wait_id));
     CHECK_EQ_I64(x.nev, 2);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, qa.lease, 5, &li),
                  FENCE_ST_NOLEASE);
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, b, 5, &li), 0);
-    fence_lock_info ki;
+    fence_fsm_lock_state ki;
     REQUIRE(lock_held(&x, "c", &ki));
     CHECK_EQ_U64(ki.token, r.token);
     CHECK_EQ_U64(ki.waiters, 0);
@@ -645,7 +647,7 @@ static void test_leader_start_rebase(void)
     x.nev = 0;
     CHECK_EQ_U64(run(&x, 1000000, ls).status, FENCE_ST_OK);
     CHECK_EQ_I64(x.nev, 0);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 1000000, &li), 0);
     CHECK_EQ_U64(li.deadline_ms, 1001000);
     CHECK_EQ_U64(fence_fsm_next_deadline(x.f), 1001000);
@@ -1134,7 +1136,7 @@ static void test_apply_entry(void)
     /* An empty batch advances time. */
     n = fence_entry_encode(2000, NULL, 0, buf, sizeof(buf));
     CHECK_EQ_I64(fence_fsm_apply_entry(x.f, buf, n, NULL, 0), 0);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, 1, 2000, &li), FENCE_ST_NOLEASE);
     free(before);
     free(after);

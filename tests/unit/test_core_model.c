@@ -16,7 +16,9 @@
  */
 #include "../lib/test.h"
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 
 #define DEFAULT_SEEDS 2000
 #define DEFAULT_STEPS 150
@@ -868,7 +870,7 @@ static bool compare(const model *m, fence_fsm *f)
            (unsigned long long)m->last_token);
     EXPECT(st.now_ms == m->now, "now differs");
     for (int k = 0; k < NNAMES; k++) {
-        fence_lock_info li;
+        fence_fsm_lock_state li;
         bool h = fence_fsm_lock_info(f, (const uint8_t *)names[k],
                                      (uint16_t)strlen(names[k]), &li);
         const mlock *ml = &m->locks[k];
@@ -882,7 +884,7 @@ static bool compare(const model *m, fence_fsm *f)
         }
     }
     for (uint64_t id = 1; id <= m->next_lease; id++) {
-        fence_lease_info li;
+        fence_fsm_lease_state li;
         int rc = fence_fsm_lease_info(f, id, m->now, &li);
         bool live = m_live(m, id);
         EXPECT((rc == 0) == live, "lease %llu live %d != model %d",
