@@ -23,7 +23,7 @@
  *     fence__net_close_after_flush.
  *
  * Under every connection is a small transport vtable (read_start,
- * read_stop, write, shutdown, close), after Redis's connection.h, so a TLS
+ * read_stop, write, shutdown, queued, close), after Redis's connection.h, so a TLS
  * transport can be added beside the plain stream one (TCP and Unix) without
  * touching the rest.  A transport moves bytes only: it hands plaintext in
  * through fence__net_conn_rbuf / fence__net_conn_input / fence__net_conn_eof
@@ -70,6 +70,9 @@ struct fence_net_transport {
     int (*write)(fence_net_conn *c, char *buf, size_t len);
     /* Half-close: no more output after what is queued. */
     int (*shutdown)(fence_net_conn *c);
+    /* Bytes given to write that the peer has not taken yet (the backlog a
+     * slow reader grows; the kernel's socket buffer does not count). */
+    size_t (*queued)(fence_net_conn *c);
     /* Close the handle; the layer frees the connection in the callback
      * the transport passes to uv_close (fence__net_conn_closed). */
     void (*close)(fence_net_conn *c);
@@ -217,6 +220,12 @@ void fence__net_free(fence_net *net);
  * after every earlier reply of c.  On out of memory the connection is
  * closed (the caller need not check). */
 void fence__net_reply(fence_net_conn *c, const char *bytes, size_t len);
+
+/* Room for a reply of exactly need bytes to the current request, in
+ * order after every earlier reply of c, for the caller to encode into at
+ * once (no copy: large values).  NULL if memory ran out (the connection is
+ * then closed) or c is closing. */
+char *fence__net_reply_buf(fence_net_conn *c, size_t need);
 
 /* fence__net_reply of "-CODE msg\r\n". */
 void fence__net_reply_error(fence_net_conn *c, const char *code,
