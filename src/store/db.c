@@ -16,6 +16,9 @@
 #include "common/log.h"
 #include "common/num.h"
 
+/* Below this many free bytes, an EIO from LMDB is a full file system. */
+#define FENCE_STORE_NOSPACE_FREE (1024 * 1024)
+
 /* Log and abort (see db.h: after a failed disk write we cannot know what
  * is on disk). */
 #define FENCE_STORE_FATAL(...) fence__log_fatal(__VA_ARGS__)
@@ -132,7 +135,11 @@ static uint64_t mark_get(fence_store_db *db, MDB_txn *txn, const char *fence,
 
 /* A write or commit failed (txn already ended): a full map or a full
  * file system is reported and logged in words an operator acts on;
- * anything else stops the process. */
+ * anything else stops the process.  LMDB turns a short pwrite (what a full
+ * file system gives) into EIO, so an EIO while the file system holding the
+ * data has less than FENCE_STORE_NOSPACE_FREE bytes free counts as full.
+ * Either way the commit wrote no meta page (LMDB writes it last, in place),
+ * so the store is as it was before this transaction. */
 static fence_store_result write_failed(fence_store_db *db, int rc,
                                        const char *what)
 {
@@ -142,7 +149,10 @@ static fence_store_result write_failed(fence_store_db *db, int rc,
                     db->map_size, what);
         return FENCE_STORE_FULL;
     }
-    if (rc == ENOSPC) {
+    uint64_t avail = 0;
+    if (rc == ENOSPC ||
+        (rc == EIO && fence__fs_free_bytes(db->dir, &avail) == 0 &&
+         avail < FENCE_STORE_NOSPACE_FREE)) {
         FENCE_LOG_E("write refused: no space left on device (data dir %s) "
                     "at the %s; nothing was written; free disk space",
                     db->dir, what);
