@@ -12,3 +12,12 @@ $(COMMON_LIB): $(COMMON_OBJ)
 	$(AR) rcs $@ $^
 
 LIBS_OUT += $(COMMON_LIB)
+
+# Unit tests: one program per tests/unit/test_common_*.c, linked with the
+# library (the connection layer's test also needs the RESP codec and libuv).
+COMMON_TEST_SRC := $(wildcard tests/unit/test_common_*.c)
+COMMON_TESTS    := $(COMMON_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+$(COMMON_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(COMMON_LIB) $(BUILD)/libfenceproto.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(COMMON_LIB) $(LDFLAGS) $(shell pkg-config --libs libuv 2>/dev/null)
+UNIT_TESTS += $(COMMON_TESTS)
