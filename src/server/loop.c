@@ -490,9 +490,8 @@ static void propose_pending(fence_server *s)
 
 /* Event from the core: a queued wait ended.  Deliver it, or keep it for the
  * apply callback when the wait was queued by this very entry. */
-static void on_fsm_event(void *ctx, const fence_event *ev)
+static void on_fsm_event(fence_server *s, const fence_event *ev)
 {
-    fence_server *s = ctx;
     fence_slot *slot;
     while ((slot = wait_take(s, ev->wait_id)) != NULL)
         deliver_event(slot, &ev->result);
@@ -530,6 +529,10 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
     if (n < 0)
         fence__log_fatal("malformed log entry (%zu bytes): refusing to go on",
                          buf->len);
+    size_t n_ev = 0;
+    const fence_event *evs = fence_fsm_events(s->fsm, &n_ev);
+    for (size_t i = 0; i < n_ev; i++)
+        on_fsm_event(s, &evs[i]);
     s->n_results = n;
     *result = s->results;
     s->rearm = true;
@@ -814,8 +817,6 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     memset(&fo, 0, sizeof(fo));
     fo.alloc.alloc = core_alloc;
     fo.alloc.free = core_free;
-    fo.on_event = on_fsm_event;
-    fo.event_ctx = s;
     /* Keys the core's hash tables so clients cannot choose lock names or
      * request ids that all land in one bucket.  It changes no result and no
      * snapshot byte, so every node may use its own. */

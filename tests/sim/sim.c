@@ -928,15 +928,18 @@ static void sim_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-/* Collect an event of the entry being applied. */
-static void on_event(void *ctx, const fence_event *ev)
+/* Collect the events of the entry just applied (fence_fsm_events). */
+static void take_events(sim_node *n)
 {
-    sim_node *n = ctx;
-    if (n->n_events >= SIM_EVENTS_MAX) {
-        n->events_overflow = true;
-        return;
+    size_t k = 0;
+    const fence_event *evs = fence_fsm_events(n->fsm, &k);
+    for (size_t i = 0; i < k; i++) {
+        if (n->n_events >= SIM_EVENTS_MAX) {
+            n->events_overflow = true;
+            return;
+        }
+        n->events[n->n_events++] = evs[i];
     }
-    n->events[n->n_events++] = *ev;
 }
 
 /* Create a fresh fence_fsm for a node. */
@@ -946,8 +949,7 @@ static fence_fsm *node_fsm_new(sim_node *n)
     memset(&fo, 0, sizeof fo);
     fo.alloc.alloc = sim_alloc;
     fo.alloc.free = sim_free;
-    fo.on_event = on_event;
-    fo.event_ctx = n;
+    (void)n;
     fence_fsm *f = NULL;
     int rv = fence_fsm_create(&fo, &f);
     assert(rv == 0 && f != NULL);
@@ -1341,6 +1343,7 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     nd->events_overflow = false;
     int n = fence_fsm_apply_entry(nd->fsm, buf->base, buf->len, nd->results,
                                   SIM_RESULTS_MAX);
+    take_events(nd);
     *result = nd->results;
     if (n < 0 || n > SIM_RESULTS_MAX) {
         sim_fail(s, "node %u: entry at index %" PRIu64 " rejected (%d)", nd->i,
