@@ -209,8 +209,9 @@ static void conn_close_cb(uv_handle_t *h)
     free(c);
 }
 
-/* Close c: detach or free its slots (cancelling its waits through the log),
- * unlink it, and close the handle.  Safe to call more than once. */
+/* Close c: the leader module forgets its requests (cancelling its waits
+ * through the log), its slots are freed or orphaned, it is unlinked, and
+ * the handle closed.  Safe to call more than once. */
 void fence__conn_close(fence_conn *c)
 {
     fence_server *s = c->srv;
@@ -218,18 +219,14 @@ void fence__conn_close(fence_conn *c)
         return;
     c->closing = true;
     LOG_DEBUG("conn %llu: closed", (unsigned long long)c->id);
+    fence__server_conn_closed(s, c);
     fence_slot *slot = c->head;
     while (slot != NULL) {
         fence_slot *next = slot->next;
         slot->next = NULL;
         switch (slot->state) {
         case SLOT_BATCH:
-            slot->conn = NULL; /* the batch frees it when it completes */
-            break;
-        case SLOT_WAIT:
-            if (fence__wait_remove(s, slot))
-                fence__cancel_wait(s, slot->wait_id);
-            fence__slot_free(slot);
+            slot->conn = NULL; /* cluster.c frees it when it replies */
             break;
         default:
             fence__slot_free(slot);
@@ -408,6 +405,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     c->srv = s;
     c->id = ++s->next_conn_id;
+    fence__leader_conn_init(&c->lconn);
     if (server->type == UV_TCP)
         uv_tcp_init(s->loop, &c->h.tcp);
     else

@@ -325,36 +325,6 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     return 0;
 }
 
-/* Framed size: at least one trailer byte, up to the next multiple of 8. */
-size_t fence__node_framed_len(size_t len)
-{
-    return len + (8 - len % 8);
-}
-
-/* Zero-fill the padding and store its size in the last byte. */
-size_t fence__node_frame(uint8_t *buf, size_t len)
-{
-    size_t pad = 8 - len % 8;
-    assert(pad >= 1 && pad <= 8);
-    memset(buf + len, 0, pad - 1);
-    buf[len + pad - 1] = (uint8_t)pad;
-    return len + pad;
-}
-
-/* Strip the framing, checking it is well formed. */
-size_t fence__node_unframe(const uint8_t *buf, size_t len)
-{
-    if (len == 0 || len % 8 != 0)
-        return SIZE_MAX;
-    size_t pad = buf[len - 1];
-    if (pad < 1 || pad > 8 || pad > len)
-        return SIZE_MAX;
-    for (size_t i = len - pad; i < len - 1; i++)
-        if (buf[i] != 0)
-            return SIZE_MAX;
-    return len - pad;
-}
-
 /* Propose one entry; see node.h for buffer ownership. */
 int fence__node_apply(fence_node *n, struct raft_apply *req, void *buf,
                       size_t len, raft_apply_cb cb)
@@ -405,6 +375,30 @@ unsigned fence__node_voters(fence_node *n)
         if (n->raft.configuration.servers[i].role == RAFT_VOTER)
             v++;
     return v;
+}
+
+/* raft's current term. */
+uint64_t fence__node_term(const fence_node *n)
+{
+    return (uint64_t)n->raft.current_term;
+}
+
+/* raft's commit index. */
+uint64_t fence__node_commit_index(const fence_node *n)
+{
+    return (uint64_t)n->raft.commit_index;
+}
+
+/* raft's last applied index. */
+uint64_t fence__node_applied_index(const fence_node *n)
+{
+    return (uint64_t)raft_last_applied((struct raft *)&n->raft);
+}
+
+/* Whether raft has a leadership transfer request in progress. */
+bool fence__node_transferring(const fence_node *n)
+{
+    return n->raft.transfer != NULL;
 }
 
 /* Map raft's idea of the leader to its client address. */
