@@ -434,6 +434,8 @@ void fence__net_conn_close(fence_net_conn *c)
     fence_net *net = c->net;
     c->closing = true;
     FENCE_LOG_D("conn %" PRIu64 ": closed", c->id);
+    if (net->hooks.on_close != NULL)
+        net->hooks.on_close(net->hooks.ctx, c);
     fence_net_slot *slot = c->head;
     c->head = c->tail = NULL;
     c->n_slots = 0;
@@ -450,8 +452,6 @@ void fence__net_conn_close(fence_net_conn *c)
             fence__net_slot_free(slot);
         slot = next;
     }
-    if (net->hooks.on_close != NULL)
-        net->hooks.on_close(net->hooks.ctx, c);
     if (c->dirty) {
         fence_net_conn **pp = &net->dirty;
         while (*pp != c)
@@ -654,13 +654,15 @@ static void on_connection(uv_stream_t *server, int status)
         FENCE_LOG_W("accept: %s", uv_strerror(status));
         return;
     }
-    fence_net_conn *c = calloc(1, sizeof(*c));
+    fence_net_conn *c = calloc(1, net->lim.conn_size);
     if (c == NULL) {
         FENCE_LOG_E("accept: out of memory");
         return;
     }
     c->net = net;
     c->id = ++net->next_id;
+    if (net->hooks.on_open != NULL)
+        net->hooks.on_open(net->hooks.ctx, c);
     if (server->type == UV_TCP) {
         uv_tcp_init(net->loop, &c->h.tcp);
         c->tr = &fence__net_tcp;
@@ -708,6 +710,8 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     net->lim = *lim;
     if (net->lim.slot_size < sizeof(fence_net_slot))
         net->lim.slot_size = sizeof(fence_net_slot);
+    if (net->lim.conn_size < sizeof(fence_net_conn))
+        net->lim.conn_size = sizeof(fence_net_conn);
     if (net->lim.max_pipeline == 0)
         net->lim.max_pipeline = 1;
     net->hooks = *hooks;
@@ -775,8 +779,8 @@ int fence__net_listen_unix(fence_net *net, const char *path, char *err,
     return 0;
 }
 
-/* Close listeners and connections. */
-void fence__net_stop(fence_net *net)
+/* Close the listeners. */
+void fence__net_close_listeners(fence_net *net)
 {
     net->stopping = true;
     if (net->tcp_open && !uv_is_closing((uv_handle_t *)&net->tcp))
@@ -786,9 +790,15 @@ void fence__net_stop(fence_net *net)
         if (net->pipe_path[0] != '\0')
             unlink(net->pipe_path);
     }
+}
+
+/* Close listeners and connections. */
+void fence__net_stop(fence_net *net)
+{
+    fence__net_close_listeners(net);
     while (net->conns != NULL)
         fence__net_conn_close(net->conns);
-    if (!uv_is_closing((uv_handle_t *)&net->check))
+    if (net->loop != NULL && !uv_is_closing((uv_handle_t *)&net->check))
         uv_close((uv_handle_t *)&net->check, NULL);
 }
 

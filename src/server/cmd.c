@@ -373,9 +373,9 @@ static void reply_info(fence_server *s, fence_slot *slot)
         (unsigned long long)((mono - s->start_ms) / 1000),
         (unsigned long long)fence__server_now(s), (unsigned long long)st.last_token,
         (unsigned long long)st.leases, (unsigned long long)st.locks,
-        (unsigned long long)st.waiters, (unsigned long long)s->n_conns,
-        (unsigned long long)s->stat_rejected_conns,
-        (unsigned long long)s->stat_slow_closed,
+        (unsigned long long)st.waiters, (unsigned long long)s->net.n_conns,
+        (unsigned long long)s->net.stat_refused,
+        (unsigned long long)s->net.stat_slow_closed,
         (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
         (unsigned long long)ls.batch_cmds, avg,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
@@ -438,7 +438,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         char buf[8];
         size_t n = fence_resp_simple(buf, sizeof(buf), "OK");
         fence__slot_reply(slot, buf, n);
-        c->close_after_flush = true;
+        fence__conn_close_after_flush(c);
         return;
     }
     case OP_INFO:

@@ -1,8 +1,9 @@
 /* Internal structures of the fenced daemon, shared by main.c, loop.c,
  * conn.c and cmd.c.
  *
- * Data path: conn.c reads bytes into a bounded per-connection buffer and
- * parses requests with fence_resp_parse; cmd.c validates each request and
+ * Data path: conn.c puts fenced on the shared connection layer
+ * (src/common/conn.h), which reads bytes into a bounded per-connection
+ * buffer and parses requests with fence_resp_parse; cmd.c validates each request and
  * either answers it at once (PING, INFO, reads in a single-voter cluster)
  * or hands it to the leader module (leader.h: group commit, leadership
  * phases, waits), which proposes batches as ONE raft entry each through
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/conn.h"
 #include "core/fsm.h"
 #include "proto/resp.h"
 #include "server/config.h"
@@ -61,41 +63,23 @@ enum fence_slot_state {
     SLOT_READY,     /* reply bytes are final */
 };
 
-/* One request's place in its connection's reply order. */
+/* One request's place in its connection's reply order: the shared
+ * layer's slot (src/common/conn.h: queue order, reply bytes) and fenced's
+ * part. */
 struct fence_slot {
-    fence_slot *next;      /* next slot of the connection (request order) */
+    fence_net_slot base;   /* the layer's slot (first) */
     fence_conn *conn;      /* owner; NULL once the connection closed */
     uint8_t op;            /* enum fence_op of the request */
     uint8_t state;         /* enum fence_slot_state */
-    char *out;             /* SLOT_READY: reply bytes (malloc) */
-    size_t len;            /* SLOT_READY: bytes in out */
 };
 
-/* One client connection (TCP or Unix socket). */
+/* One client connection (TCP or Unix socket): the shared layer's
+ * connection (buffers, reply queue, limits) and fenced's part. */
 struct fence_conn {
-    union {
-        uv_handle_t handle; /* for uv_close */
-        uv_stream_t stream; /* for reads and writes */
-        uv_tcp_t tcp;       /* TCP client */
-        uv_pipe_t pipe;     /* Unix socket client */
-    } h;                    /* the libuv handle (data = this conn) */
+    fence_net_conn base;    /* the layer's connection (first) */
     fence_server *srv;      /* the server */
-    fence_conn *prev;       /* list of open connections */
-    fence_conn *next;       /* list of open connections */
-    fence_conn *dirty_next; /* list of connections with replies to flush */
-    uint64_t id;            /* for logs */
-    char *rbuf;             /* unparsed input */
-    size_t rlen;            /* bytes in rbuf */
-    size_t rcap;            /* capacity of rbuf (<= FENCE_RBUF_MAX) */
-    fence_slot *head;       /* oldest unanswered (or unflushed) request */
-    fence_slot *tail;       /* newest request */
-    uint32_t n_slots;       /* slots in the queue (pipeline depth) */
+    uint64_t id;            /* for logs (the layer's id) */
     fence_lconn lconn;      /* the leader module's state of this connection */
-    uint64_t obuf;          /* reply bytes in uv_write requests not completed */
-    bool reading;           /* uv_read_start is active */
-    bool dirty;             /* on the dirty list */
-    bool closing;           /* uv_close was called */
-    bool close_after_flush; /* close once every reply is sent (QUIT, errors) */
 };
 
 /* The daemon. */
@@ -109,10 +93,7 @@ struct fence_server {
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */
     fence_resp_msg *msg;         /* parse scratch (one, single-threaded) */
 
-    uv_tcp_t tcp;                /* client TCP listener */
-    bool tcp_open;               /* tcp initialized */
-    uv_pipe_t pipe;              /* client Unix-socket listener */
-    bool pipe_open;              /* pipe initialized */
+    fence_net net;               /* listeners and client connections */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */
     uv_check_t check;            /* end of every loop turn: leader step, flush */
@@ -121,15 +102,8 @@ struct fence_server {
     bool stopping;               /* shutdown started */
     int exit_code;               /* process exit status */
 
-    fence_conn *conns;           /* open connections */
-    uint64_t n_conns;            /* entries in conns */
-    uint64_t next_conn_id;       /* for logs */
-    fence_conn *dirty;           /* connections with replies to flush */
-
     uint64_t start_ms;           /* monotonic ms at start (uptime) */
     uint64_t stat_commands;      /* requests processed */
-    uint64_t stat_rejected_conns; /* connections refused (max-clients) */
-    uint64_t stat_slow_closed;   /* slow readers disconnected */
 };
 
 /* ---- loop.c: the shell around the leader module ---- */
@@ -154,6 +128,8 @@ void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len);
 void fence__slot_error(fence_slot *slot, const char *code, const char *msg);
 void fence__slot_free(fence_slot *slot);
 void fence__conn_close(fence_conn *c);
+/* Send every reply c is owed, then close it (QUIT). */
+void fence__conn_close_after_flush(fence_conn *c);
 void fence__conns_flush(fence_server *s);
 void fence__conns_close_all(fence_server *s);
 
