@@ -105,6 +105,10 @@ int fence__opts_set(const fence_opts_spec *sp, void *cfg, const fence_opt *o,
     }
     if (o->type == FENCE_OPT_STR) {
         size_t n = strlen(value);
+        if (n == 0 && (o->flags & FENCE_OPT_F_NONEMPTY)) {
+            snprintf(err, cap, "%s: must not be empty", o->name);
+            return -1;
+        }
         if (n >= o->cap) {
             snprintf(err, cap, "%s: value longer than %zu bytes", o->name,
                      o->cap - 1);

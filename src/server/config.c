@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/num.h"
@@ -21,11 +22,12 @@
 /* The option table: flags, config-file directives and --help. */
 static const fence_opt options[] = {
     U64("port", port, 1, 65535, 7700, "<port>", "client TCP port"),
-    STR("bind", bind, "127.0.0.1", "<addr>", "client TCP address (IPv4 or IPv6)"),
+    FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
+                          "client TCP address (IPv4 or IPv6)"),
     STR("unix-socket", unix_socket, "", "<path>",
         "also listen on this Unix socket (\"\" for none)"),
-    STR("data-dir", data_dir, "./var/fenced", "<dir>",
-        "raft log and snapshots (created if missing)"),
+    FENCE_OPT_STR_REQ_ROW(T, "data-dir", data_dir, "./var/fenced", "<dir>",
+                          "raft log and snapshots (created if missing)"),
     STR("config", config_file, "", "<file>",
         "read directives (\"name value\" a line, # comments) before the flags"),
     U64("lock-delay-ms", lock_delay_ms, 0, FENCE_LOCK_DELAY_MS_MAX, 0, "<ms>",
@@ -161,14 +163,8 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                  cfg->log_level);
         return -1;
     }
-    if (cfg->data_dir[0] == '\0') {
-        snprintf(err, err_cap, "data-dir: must not be empty");
-        return -1;
-    }
-    if (cfg->bind[0] == '\0') {
-        snprintf(err, err_cap, "bind: must not be empty");
-        return -1;
-    }
+    FENCE_ASSERT(cfg->data_dir[0] != '\0'); /* FENCE_OPT_F_NONEMPTY rows */
+    FENCE_ASSERT(cfg->bind[0] != '\0');
     if (cfg->heartbeat_ms == 0)
         cfg->heartbeat_ms = cfg->election_timeout_ms / 10;
     if (cfg->heartbeat_ms == 0 || cfg->heartbeat_ms >= cfg->election_timeout_ms) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/options.h"
@@ -14,12 +15,12 @@
 static const fence_opt opts[] = {
     FENCE_OPT_U64_ROW(T, "port", port, 1, 65535, 7710, "<port>",
                       "TCP port to listen on"),
-    FENCE_OPT_STR_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
-                      "address to listen on (an IPv4 or IPv6 literal)"),
+    FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
+                          "address to listen on (an IPv4 or IPv6 literal)"),
     FENCE_OPT_STR_ROW(T, "unix-socket", unix_socket, "", "<path>",
                       "also listen on this Unix socket (\"\" for none)"),
-    FENCE_OPT_STR_ROW(T, "data-dir", data_dir, "var/fence-store", "<dir>",
-                      "directory for the LMDB files (created if missing)"),
+    FENCE_OPT_STR_REQ_ROW(T, "data-dir", data_dir, "var/fence-store", "<dir>",
+                          "directory for the LMDB files (created if missing)"),
     FENCE_OPT_STR_ROW(T, "config", config_file, "", "<file>",
                       "read directives (\"name value\" a line, # comments) "
                       "before the flags"),
@@ -92,14 +93,8 @@ static int validate(fence_store_config *cfg, char *err, size_t cap)
                  cfg->log_level);
         return -1;
     }
-    if (cfg->data_dir[0] == '\0') {
-        snprintf(err, cap, "data-dir: must not be empty");
-        return -1;
-    }
-    if (cfg->bind[0] == '\0') {
-        snprintf(err, cap, "bind: must not be empty");
-        return -1;
-    }
+    FENCE_ASSERT(cfg->data_dir[0] != '\0'); /* FENCE_OPT_F_NONEMPTY rows */
+    FENCE_ASSERT(cfg->bind[0] != '\0');
     if (cfg->max_obuf < cfg->max_value + 4096) {
         snprintf(err, cap,
                  "max-obuf: %llu must exceed max-value %llu by at least 4096, "

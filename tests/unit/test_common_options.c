@@ -11,6 +11,7 @@ typedef struct cfg {
     uint64_t buf;        /* SIZE */
     char name[8];        /* STR */
     char config[256];    /* the --config path */
+    char dir[16];        /* STR, never empty */
     bool flag;           /* BOOL */
 } cfg;
 
@@ -20,6 +21,7 @@ static const fence_opt rows[] = {
                        "a size"),
     FENCE_OPT_ALIAS_ROW("buf-max", "max-buf"),
     FENCE_OPT_STR_ROW(cfg, "name", name, "abc", "<s>", "a name"),
+    FENCE_OPT_STR_REQ_ROW(cfg, "dir", dir, "d", "<dir>", "never empty"),
     FENCE_OPT_STR_ROW(cfg, "config", config, "", "<file>", "a file"),
     FENCE_OPT_BOOL_ROW(cfg, "flag", flag, 0, "a flag"),
 };
@@ -84,6 +86,8 @@ static void test_flag_errors(void)
     CHECK_STR(err, "unexpected argument 'stray' (see --help)");
     CHECK(load(&c, err, sizeof(err), (const char *[]){"--flag=maybe", NULL}) == -1);
     CHECK_STR(err, "--flag: 'maybe' is not yes or no");
+    CHECK(load(&c, err, sizeof(err), (const char *[]){"--dir=", NULL}) == -1);
+    CHECK_STR(err, "--dir: must not be empty");
     CHECK(load(&c, err, sizeof(err), (const char *[]){"--port", "1", "--help", NULL}) ==
           FENCE_OPTS_HELP);
     CHECK(load(&c, err, sizeof(err), (const char *[]){"--version", NULL}) ==
