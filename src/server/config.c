@@ -64,7 +64,8 @@ static const fence_opt options[] = {
     U64("max-obuf", max_obuf, 4096, (1ULL << 34), FENCE_OBUF_DEFAULT, "<bytes>",
         "unsent reply bytes per connection before it is disconnected"),
     FENCE_OPT_ALIAS_ROW("obuf-max", "max-obuf"),
-    STR("log-level", log_level, "info", "<level>", "debug, info, warn or error"),
+    FENCE_OPT_LEVEL_ROW(T, "log-level", log_level, "info", "<level>",
+                        "debug, info, warn or error", 0),
     STR("log-file", log_file, "", "<file>",
         "append logs here instead of stderr (reopened on SIGHUP)"),
 };
@@ -157,13 +158,10 @@ static int parse_peers(fence_config *cfg, char *err, size_t err_cap)
  * that cannot work. */
 static int config_validate(fence_config *cfg, char *err, size_t err_cap)
 {
+    /* The table's flags checked these when they were set. */
     cfg->log_level_num = fence__log_level_parse(cfg->log_level);
-    if (cfg->log_level_num < 0) {
-        snprintf(err, err_cap, "log-level: '%s' is not debug, info, warn or error",
-                 cfg->log_level);
-        return -1;
-    }
-    FENCE_ASSERT(cfg->data_dir[0] != '\0'); /* FENCE_OPT_F_NONEMPTY rows */
+    FENCE_ASSERT(cfg->log_level_num >= 0);
+    FENCE_ASSERT(cfg->data_dir[0] != '\0');
     FENCE_ASSERT(cfg->bind[0] != '\0');
     if (cfg->heartbeat_ms == 0)
         cfg->heartbeat_ms = cfg->election_timeout_ms / 10;

@@ -45,8 +45,9 @@ static const fence_opt opts[] = {
                        "disconnected as a slow reader (must exceed "
                        "--max-value)"),
     FENCE_OPT_ALIAS_ROW("obuf-max", "max-obuf"),
-    FENCE_OPT_STR_ROW(T, "log-level", log_level, "info", "<level>",
-                      "debug, info, warn or error"),
+    FENCE_OPT_LEVEL_ROW(T, "log-level", log_level, "info", "<level>",
+                        "debug, info, warn or error (0..3, the old digits, "
+                        "are deprecated)", FENCE_OPT_F_LOGDIGIT),
     FENCE_OPT_STR_ROW(T, "log-file", log_file, "", "<file>",
                       "append logs here instead of stderr (reopened on "
                       "SIGHUP)"),
@@ -72,28 +73,13 @@ static const fence_opts_spec spec = {
     sizeof(opts) / sizeof(opts[0]),
 };
 
-/* The level: a word, or (deprecated, fence-store 0.1) a digit 0 error ..
- * 3 debug. */
-static int level_parse(const char *s)
-{
-    int l = fence__log_level_parse(s);
-    if (l >= 0)
-        return l;
-    if (s[0] >= '0' && s[0] <= '3' && s[1] == '\0')
-        return FENCE_LOG_ERROR - (s[0] - '0');
-    return -1;
-}
-
 /* Check relationships between fields; fill the derived ones. */
 static int validate(fence_store_config *cfg, char *err, size_t cap)
 {
-    cfg->log_level_num = level_parse(cfg->log_level);
-    if (cfg->log_level_num < 0) {
-        snprintf(err, cap, "log-level: '%s' is not debug, info, warn or error",
-                 cfg->log_level);
-        return -1;
-    }
-    FENCE_ASSERT(cfg->data_dir[0] != '\0'); /* FENCE_OPT_F_NONEMPTY rows */
+    /* The table's flags checked these when they were set. */
+    cfg->log_level_num = fence__log_level_parse(cfg->log_level);
+    FENCE_ASSERT(cfg->log_level_num >= 0);
+    FENCE_ASSERT(cfg->data_dir[0] != '\0');
     FENCE_ASSERT(cfg->bind[0] != '\0');
     if (cfg->max_obuf < cfg->max_value + 4096) {
         snprintf(err, cap,

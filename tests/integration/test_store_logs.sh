@@ -28,7 +28,7 @@ check_eq "bad directive exits 2" "2" "$code"
 check_eq "and names file, line and directive" \
     "fence-store: $TEST_TMP/bad.conf:3: max-clients: 'nope' is not a number in 1..100000" "$out"
 check_eq "an unknown log level is refused" \
-    "fence-store: log-level: 'loud' is not debug, info, warn or error" \
+    "fence-store: --log-level: 'loud' is not debug, info, warn or error" \
     "$("$FENCE_STORE" --log-level loud 2>&1)"
 
 # ---- log format, --log-file, SIGHUP ------------------------------------------------

@@ -12,6 +12,7 @@ typedef struct cfg {
     char name[8];        /* STR */
     char config[256];    /* the --config path */
     char dir[16];        /* STR, never empty */
+    char level[8];       /* a log level word */
     bool flag;           /* BOOL */
 } cfg;
 
@@ -22,6 +23,8 @@ static const fence_opt rows[] = {
     FENCE_OPT_ALIAS_ROW("buf-max", "max-buf"),
     FENCE_OPT_STR_ROW(cfg, "name", name, "abc", "<s>", "a name"),
     FENCE_OPT_STR_REQ_ROW(cfg, "dir", dir, "d", "<dir>", "never empty"),
+    FENCE_OPT_LEVEL_ROW(cfg, "level", level, "info", "<level>", "a level",
+                        FENCE_OPT_F_LOGDIGIT),
     FENCE_OPT_STR_ROW(cfg, "config", config, "", "<file>", "a file"),
     FENCE_OPT_BOOL_ROW(cfg, "flag", flag, 0, "a flag"),
 };
@@ -88,6 +91,12 @@ static void test_flag_errors(void)
     CHECK_STR(err, "--flag: 'maybe' is not yes or no");
     CHECK(load(&c, err, sizeof(err), (const char *[]){"--dir=", NULL}) == -1);
     CHECK_STR(err, "--dir: must not be empty");
+    CHECK(load(&c, err, sizeof(err), (const char *[]){"--level", "loud", NULL}) == -1);
+    CHECK_STR(err, "--level: 'loud' is not debug, info, warn or error");
+    CHECK(load(&c, err, sizeof(err), (const char *[]){"--level", "3", NULL}) == 0);
+    CHECK_STR(c.level, "debug"); /* deprecated digit stored as the word */
+    CHECK(load(&c, err, sizeof(err), (const char *[]){"--level", "warn", NULL}) == 0);
+    CHECK_STR(c.level, "warn");
     CHECK(load(&c, err, sizeof(err), (const char *[]){"--port", "1", "--help", NULL}) ==
           FENCE_OPTS_HELP);
     CHECK(load(&c, err, sizeof(err), (const char *[]){"--version", NULL}) ==
