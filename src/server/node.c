@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "common/fs.h"
 #include "server/cluster.h"
 #include "server/log.h"
 
@@ -192,26 +193,6 @@ static int wrap_snap_fn(struct raft_io *io, unsigned trailing,
 
 /* ---- Start / stop ----------------------------------------------------------- */
 
-/* mkdir -p for the data directory. */
-static int mkdir_p(const char *path)
-{
-    char buf[1024];
-    size_t len = strlen(path);
-    if (len == 0 || len >= sizeof(buf))
-        return -1;
-    memcpy(buf, path, len + 1);
-    for (size_t i = 1; i <= len; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
 /* Set up raft_uv, wrap it, bootstrap if pristine, start.  See node.h. */
 int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
                       struct raft_fsm *fsm)
@@ -225,8 +206,9 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
         LOG_WARN("test hook: raft append #%llu will report a disk error",
                  (unsigned long long)n->fail_append_at);
     }
-    if (mkdir_p(cfg->data_dir) != 0) {
-        LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(errno));
+    rv = fence__fs_mkdir_p(cfg->data_dir, 0755);
+    if (rv != 0) {
+        LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(rv));
         return -1;
     }
 
