@@ -20,4 +20,4 @@ INTEG_TESTS += $(filter-out tests/integration/test_fenced_lib.py, \
 
 # Fuzz target: the config-file and --peers parsers (tests/fuzz/config_fuzz.c).
 FUZZ_TARGETS += config
-FUZZ_config_LIBS := $(BUILD)/src/server/config.o $(BUILD)/src/server/log.o
+FUZZ_config_LIBS := $(BUILD)/src/server/config.o $(BUILD)/libfencecommon.a
