@@ -3,7 +3,7 @@
 fence-store processes, then the history checker.
 
 It starts fence-store and fenced (temp dirs, free ports on 127.0.0.1), one
-pair of fault proxies (fence-proxy) per worker, and N workers
+pair of fault proxies (fence-faults) per worker, and N workers
 (fence-torture-worker).  A nemesis follows a schedule drawn from the seed
 and injects, every few seconds:
 
@@ -103,7 +103,7 @@ class Server:
 
 
 class Proxy:
-    """A fence-proxy process driven over its stdin."""
+    """A fence-faults process driven over its stdin."""
 
     def __init__(self, exe, target, logpath):
         self.port = tc.free_port()
@@ -113,7 +113,7 @@ class Proxy:
         logf.close()
         line = self.proc.stdout.readline()
         if not line.startswith("ok listening"):
-            raise RuntimeError("fence-proxy did not start: %r" % line)
+            raise RuntimeError("fence-faults did not start: %r" % line)
 
     def cmd(self, line):
         """Sends one control command and waits for its acknowledgement."""
@@ -121,7 +121,7 @@ class Proxy:
         self.proc.stdin.flush()
         ack = self.proc.stdout.readline()
         if not ack.startswith("ok"):
-            raise RuntimeError("fence-proxy refused %r: %r" % (line, ack))
+            raise RuntimeError("fence-faults refused %r: %r" % (line, ack))
 
     def stop(self):
         try:
@@ -561,7 +561,7 @@ def parse_args(argv):
                     help="comma-separated fault kinds (default: all: %s)" % ",".join(ALL_FAULTS))
     ap.add_argument("--slack-ms", type=int, default=100, help="slack of the expired-grant check (default 100)")
     ap.add_argument("--out", help="keep histories and logs in this directory (default: temp, removed if ok)")
-    ap.add_argument("--bin-dir", default=here, help="where fenced, fence-store, fence-proxy, "
+    ap.add_argument("--bin-dir", default=here, help="where fenced, fence-store, fence-faults, "
                     "fence-torture-worker are (default: this script's directory)")
     ap.add_argument("--fenced", help="fenced binary (default BIN_DIR/fenced); e.g. build/bug/fenced")
     ap.add_argument("--fence-store", help="fence-store binary (default BIN_DIR/fence-store)")
@@ -577,7 +577,7 @@ def parse_args(argv):
                     help="control mode: succeed only if the checker reports a violation")
     ap.add_argument("--json", help="write the checker's result as JSON here")
     a = ap.parse_args(argv)
-    a.proxy = os.path.join(a.bin_dir, "fence-proxy")
+    a.proxy = os.path.join(a.bin_dir, "fence-faults")
     a.worker = os.path.join(a.bin_dir, "fence-torture-worker")
     a.fenced = a.fenced or os.path.join(a.bin_dir, "fenced")
     a.fenced_shown = os.path.relpath(a.fenced)
