@@ -162,11 +162,12 @@ class Proxy:
 class SlowUpstream:
     """An upstream we control: every request is answered 200 after
     X-Sleep-Ms milliseconds (0 when absent); each request's arrival and end
-    (monotonic seconds), method, path and body are recorded in events."""
+    (monotonic seconds), method, path, body and headers (lower-case names)
+    are recorded in events."""
 
     def __init__(self):
         outer = self
-        self.events = []           # (kind "start"/"end", time, method, path, body)
+        self.events = []           # (kind "start"/"end", time, method, path, body, headers)
         self.mu = threading.Lock()  # protects events
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -178,13 +179,16 @@ class SlowUpstream:
             def _any(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
+                hdrs = {k.lower(): v for k, v in self.headers.items()}
                 with outer.mu:
-                    outer.events.append(("start", time.monotonic(), self.command, self.path, body))
+                    outer.events.append(("start", time.monotonic(), self.command, self.path, body,
+                                         hdrs))
                 ms = int(self.headers.get("X-Sleep-Ms") or 0)
                 if ms:
                     time.sleep(ms / 1000.0)
                 with outer.mu:
-                    outer.events.append(("end", time.monotonic(), self.command, self.path, body))
+                    outer.events.append(("end", time.monotonic(), self.command, self.path, body,
+                                         hdrs))
                 out = b"ok " + body
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(out)))
@@ -227,7 +231,7 @@ def raw_exchange(port, data, timeout=5.0, read_all=True):
         while time.monotonic() < end:
             try:
                 chunk = s.recv(65536)
-            except socket.timeout:
+            except (socket.timeout, ConnectionResetError):
                 break
             if not chunk:
                 break
