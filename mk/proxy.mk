@@ -32,9 +32,9 @@ INTEG_TESTS += tests/integration/test_proxy.py tests/integration/test_proxy_orde
                tests/torture/test_torture_proxy.sh
 
 # make bench-proxy: small PUTs, 1 and 64 clients, through the proxy and
-# straight to nginx in the same run (tests/integration/proxy_bench.py).
+# straight to nginx in the same run (src/proxy/bench.py, wrk).
 bench: bench-proxy
-bench-proxy: $(FENCE_HTTP_PROXY) $(BUILD)/fenced
-	/usr/bin/python3 tests/integration/proxy_bench.py $(PROXY_BENCH_ARGS)
+bench-proxy: $(FENCE_HTTP_PROXY)
+	/usr/bin/python3 src/proxy/bench.py
 
 .PHONY: bench-proxy
