@@ -7,13 +7,15 @@
 #   make demo                         the pause demo (lease-only run too)
 #   make torture DURATION=600 SEED=7  a long torture run against fencing
 #   make torture-controls             the two runs that must fail the checker
+#   make torture-proxy DURATION=60    proxy mode: HTTP through fence-proxy to
+#                                     nginx, then its control straight to nginx
 CFLAGS_src_torture_ := $(shell pkg-config --cflags hiredis 2>/dev/null)
 TORTURE_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread
 
 TORTURE_WORKER := $(BUILD)/fence-torture-worker
 FENCE_FAULTS    := $(BUILD)/fence-faults
 TORTURE_PY     := $(BUILD)/fence-torture $(BUILD)/fence-demo $(BUILD)/torture_check.py \
-                  $(BUILD)/torture_common.py
+                  $(BUILD)/torture_common.py $(BUILD)/torture_proxy.py
 # fenced built with the planted etcd#11456 bug (grant to an expired lease),
 # for the checker's second control.
 BUG_FENCED     := $(BUILD)/bug/fenced
@@ -38,6 +40,9 @@ $(BUILD)/torture_check.py: tools/torture_check.py
 $(BUILD)/torture_common.py: tools/torture_common.py
 	@mkdir -p $(dir $@)
 	install -m 644 $< $@
+$(BUILD)/torture_proxy.py: tools/torture_proxy.py
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
 
 $(BUG_FENCED): FORCE_BUG_FENCED
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/bug \
@@ -71,4 +76,10 @@ torture-controls: $(BUILD)/fenced $(BUILD)/fence-store $(TORTURE_WORKER) $(FENCE
 	bash tests/torture/test_control_lease_only.sh
 	bash tests/torture/test_control_bug.sh
 
-.PHONY: demo torture torture-controls FORCE_BUG_FENCED
+torture-proxy: $(BUILD)/fenced $(FENCE_HTTP_PROXY) $(TORTURE_PY)
+	/usr/bin/python3 $(BUILD)/fence-torture --proxy --duration $(DURATION) \
+	    --workers $(TORTURE_WORKERS) $(if $(SEED),--seed $(SEED))
+	/usr/bin/python3 $(BUILD)/fence-torture --proxy --direct --expect-violation \
+	    --duration $(DURATION) --workers $(TORTURE_WORKERS) $(if $(SEED),--seed $(SEED))
+
+.PHONY: demo torture torture-controls torture-proxy FORCE_BUG_FENCED

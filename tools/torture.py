@@ -549,6 +549,8 @@ def parse_args(argv):
     here = tc.tool_dir()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--proxy", action="store_true", help="proxy mode: read-modify-write over HTTP through "
+                    "fence-proxy to nginx (fence-torture --proxy --help lists its options)")
     ap.add_argument("--duration", type=float, default=60, help="seconds of faults (default 60)")
     ap.add_argument("--seed", type=int, help="seed of the fault schedule (default: random, printed)")
     ap.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
@@ -623,6 +625,12 @@ def _terminate(signum, frame):
 
 def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
+    args = sys.argv[1:] if argv is None else argv
+    if "--proxy" in args:
+        # Proxy mode: HTTP workers through fence-proxy to nginx (its own
+        # options; see tools/torture_proxy.py).
+        import torture_proxy
+        return torture_proxy.main(args)
     a = parse_args(argv)
     outdir = a.out or tempfile.mkdtemp(prefix="fence-torture-")
     if a.out and os.path.isdir(outdir) and os.listdir(outdir):
