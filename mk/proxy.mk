@@ -29,7 +29,7 @@ FUZZ_proxy_LIBS := $(BUILD)/libfenceproxyparse.a $(BUILD)/libfencecommon.a
 
 INTEG_TESTS += tests/integration/test_proxy.py tests/integration/test_proxy_order.py \
                tests/integration/test_proxy_crash.py tests/integration/test_proxy_zk.py \
-               tests/torture/test_torture_proxy.sh
+               tests/integration/test_proxy_asan.sh tests/torture/test_torture_proxy.sh
 
 # make bench-proxy: small PUTs, 1 and 64 clients, through the proxy and
 # straight to nginx in the same run (src/proxy/bench.py, wrk).
@@ -38,3 +38,14 @@ bench-proxy: $(FENCE_HTTP_PROXY)
 	/usr/bin/python3 src/proxy/bench.py
 
 .PHONY: bench-proxy
+
+# The ASan/UBSan build of the proxy for tests/integration/test_proxy_asan.sh
+# (scripts/test.sh runs `make tests`, which builds it here).
+ASAN_FENCE_PROXY := build/asan/fence-proxy
+ifneq ($(SAN),1)
+tests: $(ASAN_FENCE_PROXY)
+$(ASAN_FENCE_PROXY): FORCE_ASAN_PROXY
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 build/asan/fence-proxy
+FORCE_ASAN_PROXY:
+.PHONY: FORCE_ASAN_PROXY
+endif

@@ -44,7 +44,6 @@ typedef struct fp_req {
     bool is_head;              /* method HEAD: the response has no body */
     h2o_linklist_t link;       /* in fence->waiting or fence->running */
     h2o_timeout_entry_t drain; /* armed while it heads a queue, draining */
-    uint64_t drain_started_ms; /* loop time the drain wait began */
     h2o_http1client_t *client; /* the upstream exchange, while running */
     char *out;                 /* request bytes for the upstream */
     size_t out_len;            /* bytes in out */
@@ -317,7 +316,6 @@ static void pump(fp_fence *f)
         if (f->running > 0 && f->running_token != fr->token) {
             FENCE_ASSERT(f->running_token < fr->token);
             if (!h2o_timeout_is_linked(&fr->drain)) {
-                fr->drain_started_ms = h2o_now(srv.h2o_ctx.loop);
                 h2o_timeout_link(srv.h2o_ctx.loop, &srv.drain_timeout, &fr->drain);
                 FENCE_LOG_D("fence %.*s: token %" PRIu64 " waits for %" PRIu32
                             " request(s) with token %" PRIu64,
