@@ -19,6 +19,7 @@
 #include "common/assert.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/num.h"
 #include "fence_guard.h"
 
 _Static_assert(FENCE_PROXY_HEADER_MAX < H2O_MAX_REQLEN,
@@ -42,6 +43,7 @@ typedef struct fp_req {
     uint64_t token;            /* Fencing-Token (fenced requests) */
     int state;                 /* enum fp_state */
     bool is_head;              /* method HEAD: the response has no body */
+    size_t head_clen;          /* HEAD: the upstream's Content-Length, or SIZE_MAX */
     h2o_linklist_t link;       /* in fence->waiting or fence->running */
     h2o_timeout_entry_t drain; /* armed while it heads a queue, draining */
     h2o_http1client_t *client; /* the upstream exchange, while running */
@@ -473,6 +475,8 @@ static void finish(fp_req *fr, int status, const char *errstr)
              * no body for those); everything else has a known length. */
             if (!fr->is_head && fr->status >= 200 && fr->status != 204 && fr->status != 304)
                 req->res.content_length = fr->blen;
+            else if (fr->is_head)
+                req->res.content_length = fr->head_clen;
             h2o_send_inline(req, fr->body != NULL ? fr->body : "", fr->blen);
         }
     }
@@ -545,6 +549,10 @@ static h2o_http1client_body_cb on_up_head(h2o_http1client_t *client, const char 
     fr->reason[rl] = '\0';
     for (size_t i = 0; i < num_headers && fr->nhdr < FENCE_PROXY_RESP_HEADERS_MAX; i++) {
         const h2o_iovec_t *n = headers[i].name;
+        uint64_t clen;
+        if (fr->is_head && h2o_lcstris(n->base, n->len, H2O_STRLIT("content-length")) &&
+            fence__num_u64(headers[i].value.base, headers[i].value.len, SIZE_MAX, &clen) == 0)
+            fr->head_clen = (size_t)clen;
         if (skip_header(n->base, n->len, false))
             continue;
         if (memchr(n->base, '\0', n->len) != NULL ||
@@ -632,6 +640,7 @@ static void forward(fp_req *fr)
         h2o_linklist_insert(&f->inflight, &fr->link);
     }
     fr->is_head = h2o_memis(req->input.method.base, req->input.method.len, H2O_STRLIT("HEAD"));
+    fr->head_clen = SIZE_MAX;
     if (build_request(fr, req) != 0) {
         finish(fr, 502, "out of memory building the upstream request");
         return;

@@ -12,6 +12,9 @@ tokens), with tokens from a real fenced:
 - 64 concurrent clients on many fences (own fences and shared ones): every
   answer is 2xx or 409, and each shared file holds the write of the highest
   token admitted (the ordering rule under load);
+- options: --help, --version, bad flags (exit 2), a --config file, the
+  --log-file reopened on SIGHUP; an unreachable upstream (502, the mark
+  raised anyway);
 - bad input (huge headers, a token that is not a number, 2^64, a missing or
   empty fence name, repeated headers, a body over the limit, a garbage
   request line, slowloris, too many connections): clear errors, the proxy
@@ -26,9 +29,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_proxy_lib import (Nginx, Proxy, SlowUpstream, Tap, binary,  # noqa: E402
-                            fenced_headers, make_tmp, need_nginx, need_proxy,
-                            raw_exchange, request, run_threads, spawn)
+from test_proxy_lib import (PROXY, Nginx, Proxy, SlowUpstream, Tap,  # noqa: E402
+                            fenced_headers, free_port, make_tmp, need_nginx, need_proxy,
+                            raw_exchange, read_log, request, run_threads, spawn,
+                            stop_process, wait_port)
 
 need_proxy()
 need_nginx()
@@ -279,13 +283,73 @@ def test_max_connections(tmp, ng):
     px.stop()
 
 
+def test_options(ng):
+    def run(*args):
+        p = subprocess.run([PROXY] + list(args), capture_output=True, text=True, timeout=10)
+        return p.returncode, p.stdout + p.stderr
+    rc, out = run("--help")
+    tap.check(rc == 0 and "--drain-timeout-ms" in out and "--route" in out, "--help lists the options")
+    rc, out = run("--version")
+    tap.check(rc == 0 and out.startswith("fence-proxy "), "--version", out)
+    for args, want, what in ((["--data-dir", "/tmp/x"], "--upstream is required", "no --upstream"),
+                             (["--upstream", "http://127.0.0.1:1"], "--data-dir is required",
+                              "no --data-dir"),
+                             (["--upstream", "https://h:1", "--data-dir", "d"], "plain HTTP",
+                              "an https upstream"),
+                             (["--upstream", "http://h:1", "--data-dir", "d", "--route", "x PUT"],
+                              "must start with '/'", "a bad route"),
+                             (["--upstream", "http://h:1", "--data-dir", "d", "--drain-action",
+                               "maybe"], "not fail or proceed", "a bad --drain-action"),
+                             (["--upstream", "http://h:1", "--data-dir", "d", "--max-connections",
+                               "0"], "max-connections", "--max-connections 0"),
+                             (["--bogus"], "unknown option", "an unknown option")):
+        rc, out = run(*args)
+        tap.check(rc == 2 and want in out, "%s: exit 2 and '%s'" % (what, want), (rc, out))
+    # A config file, the log file, and SIGHUP reopening it (logrotate).
+    d = os.path.join(TMP, "conf")
+    os.makedirs(d, exist_ok=True)
+    port = free_port()
+    logf = os.path.join(d, "proxy.log")
+    conf = os.path.join(d, "proxy.conf")
+    with open(conf, "w") as f:
+        f.write("# fence-proxy test config\nlisten 127.0.0.1:%d\nupstream http://127.0.0.1:%d\n"
+                "data-dir %s/data\nlog-file %s\nlog-level debug\nroute /ro/ -\n"
+                % (port, ng.port, d, logf))
+    p = spawn([PROXY, "--config", conf], os.path.join(d, "stderr.log"))
+    try:
+        tap.check(wait_port(port), "the proxy starts from a --config file")
+        st, _, _ = request(port, "PUT", "/ro/conf.txt", b"c")
+        tap.check(st in (201, 204), "its route directive applies (%d)" % st)
+        tap.check("listening on" in read_log(logf), "it logs to --log-file")
+        os.rename(logf, logf + ".1")
+        p.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        request(port, "GET", "/ro/conf.txt")
+        tap.check("log reopened" in read_log(logf), "SIGHUP reopens the log file at its path")
+    finally:
+        stop_process(p)
+
+
+def test_upstream_down(tmp):
+    px = Proxy(tmp, free_port(), name="proxy-down").start()
+    st, _, body = request(px.port, "PUT", "/x", b"x", fenced_headers("down", 5))
+    tap.check(st == 502 and body.startswith(b"UPSTREAM"), "an unreachable upstream: 502 UPSTREAM",
+              (st, body))
+    st, hd, _ = request(px.port, "PUT", "/x", b"x", fenced_headers("down", 4))
+    tap.check(st == 409 and hd.get("fencing-highest") == "5",
+              "the mark was raised before forwarding: token 4 is now stale", (st, hd))
+    tap.check(px.alive(), "the proxy stays up")
+    px.stop()
+
+
 def main():
     ng = Nginx(TMP).start()
     px = Proxy(TMP, ng.port, args=["--route", "/strict/ *; /open/ -", "--max-body-bytes", "1024",
                                    "--request-timeout-ms", "1000"]).start()
     for fn, args in ((test_basics, (ng, px)), (test_headers_stripped, (TMP,)),
                      (test_pause, (ng, px)), (test_clients64, (ng, px)),
-                     (test_bad_input, (px,)), (test_max_connections, (TMP, ng))):
+                     (test_bad_input, (px,)), (test_max_connections, (TMP, ng)),
+                     (test_options, (ng,)), (test_upstream_down, (TMP,))):
         try:
             fn(*args)
         except Exception as e:  # noqa: BLE001
