@@ -25,7 +25,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from fencetest import (Tap, binary, free_port, make_tmp, read_log,  # noqa: E402,F401
+from fencetest import (Tap, binary, free_port, make_tmp, read_log,  # noqa: E402,F401 - re-exported
                        run_threads, skip, spawn, stop_process, wait_port)
 
 PROXY = binary("fence-proxy", env="FENCE_PROXY")

@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_proxy_lib import (Nginx, Proxy, Tap, fenced_headers, free_port,  # noqa: E402
@@ -30,7 +29,7 @@ from test_proxy_lib import (Nginx, Proxy, Tap, fenced_headers, free_port,  # noq
 need_proxy()
 need_nginx()
 try:
-    import kazoo.client  # noqa: F401
+    import kazoo.client  # noqa: F401 - only probes that kazoo is there
 except ImportError:
     skip("python3-kazoo is not installed (scripts/deps.sh test installs it)")
 ZK_JAR = "/usr/share/java/zookeeper.jar"
