@@ -21,6 +21,7 @@ tokens), with tokens from a real fenced:
   stays up.
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,7 +30,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_proxy_lib import (PROXY, Nginx, Proxy, SlowUpstream, Tap,  # noqa: E402
+from test_proxy_lib import (PROXY, Nginx, Proxy, SlowUpstream, Tap, binary,  # noqa: E402
                             fenced_headers, free_port, make_tmp, need_nginx, need_proxy,
                             raw_exchange, read_log, request, run_threads, spawn,
                             stop_process, wait_port)
@@ -149,6 +150,19 @@ def test_pause(ng, px):
         t1, t2, st2, out, content = pause_run(fd, ng, ng.port, False, "direct")
         tap.check(out.startswith("status 20"), "straight to nginx, holder 1's late PUT succeeds", out)
         tap.eq(b"holder1", content, "straight to nginx holder 2's write is lost (the control)")
+        # docs/proxy.md's example: fencectl lock NAME -- curl with $FENCE_TOKEN.
+        fencectl = binary("fencectl")
+        if os.access(fencectl, os.X_OK) and shutil.which("curl"):
+            env = dict(os.environ, FENCE_SERVER="127.0.0.1:%d" % fd.port)
+            cmd = ('curl -sf -X PUT -H "Fencing-Lock: report" -H "Fencing-Token: $FENCE_TOKEN" '
+                   '--data-binary "from fencectl $FENCE_TOKEN" http://127.0.0.1:%d/report.txt' % px.port)
+            r = subprocess.run([fencectl, "lock", "report", "--", "sh", "-c", cmd], env=env,
+                               capture_output=True, text=True, timeout=30)
+            tap.check(r.returncode == 0 and (ng.file("report.txt") or b"").startswith(b"from fencectl"),
+                      "docs/proxy.md's fencectl lock ... -- curl example writes through the proxy",
+                      (r.returncode, r.stdout, r.stderr))
+        else:
+            tap.note("fencectl or curl missing: the docs example is not run")
     finally:
         fd.stop()
 
