@@ -137,11 +137,11 @@ static int buf_add(char **buf, size_t *len, size_t *cap, const void *p, size_t n
 
 /* ---- Replies --------------------------------------------------------- */
 
-/* Answer req with a proxy-made text response: status, reason, an optional
- * extra header (name/value, NULL for none) and a body from fmt. */
+/* Answer req with a proxy-made text response: status, reason, the
+ * Fencing-Highest value (NULL for none) and a body from fmt. */
 __attribute__((format(printf, 5, 6))) static void reply(h2o_req_t *req, int status,
                                                         const char *reason,
-                                                        const char *hdr_value,
+                                                        const char *highest,
                                                         const char *fmt, ...)
 {
     char body[1024];
@@ -157,8 +157,8 @@ __attribute__((format(printf, 5, 6))) static void reply(h2o_req_t *req, int stat
     req->res.reason = reason;
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
                    H2O_STRLIT("text/plain; charset=utf-8"));
-    if (hdr_value != NULL) {
-        h2o_iovec_t v = h2o_strdup(&req->pool, hdr_value, strlen(hdr_value));
+    if (highest != NULL) {
+        h2o_iovec_t v = h2o_strdup(&req->pool, highest, strlen(highest));
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("fencing-highest"), 0,
                               "Fencing-Highest", v.base, v.len);
     }
@@ -185,6 +185,20 @@ static void reply_stale(h2o_req_t *req, const fp_fence *f, uint64_t token, uint6
 
 /* ---- Request records ------------------------------------------------- */
 
+/* Free fr (already detached, unlinked, no upstream exchange). */
+static void fp_req_free(fp_req *fr)
+{
+    FENCE_ASSERT(fr->req == NULL);
+    FENCE_ASSERT(fr->client == NULL);
+    FENCE_ASSERT(!h2o_timeout_is_linked(&fr->drain));
+    free(fr->out);
+    free(fr->hbuf);
+    free(fr->body);
+    free(fr);
+    FENCE_ASSERT(srv.inflight > 0);
+    srv.inflight--;
+}
+
 /* H2O is disposing of the client's request (it was answered, or the client
  * went away).  A queued request is dropped; one at the upstream stays (it
  * is still in flight) but will answer nobody. */
@@ -202,8 +216,7 @@ static void on_req_dispose(void *p)
         h2o_linklist_unlink(&fr->link);
         if (h2o_timeout_is_linked(&fr->drain))
             h2o_timeout_unlink(&fr->drain);
-        free(fr);
-        srv.inflight--;
+        fp_req_free(fr);
         /* The head may have changed; pump() is called by the next event on
          * this fence at the latest, but call it now so nothing waits. */
         pump(f);
@@ -220,20 +233,6 @@ static h2o_req_t *detach(fp_req *fr)
     fr->slot = NULL;
     fr->req = NULL;
     return req;
-}
-
-/* Free fr (already detached, unlinked, no upstream exchange). */
-static void fp_req_free(fp_req *fr)
-{
-    FENCE_ASSERT(fr->req == NULL);
-    FENCE_ASSERT(fr->client == NULL);
-    FENCE_ASSERT(!h2o_timeout_is_linked(&fr->drain));
-    free(fr->out);
-    free(fr->hbuf);
-    free(fr->body);
-    free(fr);
-    FENCE_ASSERT(srv.inflight > 0);
-    srv.inflight--;
 }
 
 /* ---- Fences ---------------------------------------------------------- */

@@ -11,7 +11,8 @@ request arrives and ends):
 - drain timeout, --drain-action fail: the old request is aborted (504), the
   waiting one refused (503 DRAIN), and a retry goes through;
 - drain timeout, --drain-action proceed: the old one aborted (504), the
-  waiting one forwarded.
+  waiting one forwarded;
+- --max-inflight: a request beyond it gets 503 BUSY.
 """
 import os
 import sys
@@ -159,6 +160,24 @@ def test_drain_proceed(up):
     px.stop()
 
 
+def test_max_inflight(up):
+    px = Proxy(TMP, up.port, name="proxy-inflight", args=["--max-inflight", "2"]).start()
+    res = {}
+    ths = [put_async(px.port, "/i%d" % i, b"if%d" % i, "inflight-%d" % i, 1, 1000, res, i)
+           for i in range(2)]
+    wait_event(up, "start", b"if0")
+    wait_event(up, "start", b"if1")
+    st, _, body = request(px.port, "PUT", "/i2", b"if2", fenced_headers("inflight-2", 1))
+    tap.check(st == 503 and body.startswith(b"BUSY"), "a third request with --max-inflight 2: 503 BUSY",
+              (st, body))
+    for th in ths:
+        th.join(10)
+    tap.eq((200, 200), (res.get(0, (None,))[0], res.get(1, (None,))[0]), "the two in flight answered 200")
+    st, _, _ = request(px.port, "PUT", "/i2", b"if2b", fenced_headers("inflight-2", 1))
+    tap.eq(200, st, "once they finished, a new request is accepted")
+    px.stop()
+
+
 def main():
     up = SlowUpstream()
     px = Proxy(TMP, up.port, args=["--log-level", "debug"]).start()
@@ -173,7 +192,7 @@ def main():
                 tap.check(False, "%s crashed: %r" % (fn.__name__, e))
         tap.check(px.alive(), "the proxy is still up", px.log_text())
         px.stop()
-        for fn in (test_drain_fail, test_drain_proceed):
+        for fn in (test_drain_fail, test_drain_proceed, test_max_inflight):
             try:
                 fn(up)
             except Exception as e:  # noqa: BLE001
