@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """make bench-proxy: small PUTs (64-byte bodies) with wrk, through
 fence-proxy and straight to the same nginx, in the same run, with 1 and 64
 clients.  Prints requests/s, p50 and p99 per row, and the proxy's share of

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """fence-proxy in front of a real nginx (WebDAV PUT/DELETE, checks no
 tokens), with tokens from a real fenced:
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """kill -9 of fence-proxy under load: 16 clients PUT through it to nginx,
 each on its own fence with a rising token (so every request raises the
 mark: an fsync, group-committed), while the proxy is killed with SIGKILL

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """fence-proxy's ordering rule, against an upstream we control (a Python
 http.server that sleeps X-Sleep-Ms per request and records when each
 request arrives and ends):

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Tokens from a real ZooKeeper, enforced by fence-proxy (the resource side
 takes any monotonic token, not only fenced's).
 
