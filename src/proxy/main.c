@@ -35,6 +35,9 @@ static const fence_opt proxy_opts[] = {
                        "forward Fencing-Lock and Fencing-Token to the upstream"),
     FENCE_OPT_U64_ROW(C, "drain-timeout-ms", drain_timeout_ms, 1, 3600000, 5000, "<ms>",
                       "longest wait for older in-flight requests of a fence"),
+    FENCE_OPT_U64_ROW(C, "restart-hold-ms", restart_hold_ms, 0, 3600000, 5000, "<ms>",
+                      "after a start, hold fenced requests on fences with a mark this long "
+                      "(the last run's requests may still be at the upstream)"),
     FENCE_OPT_STR_ROW(C, "drain-action", drain_action_str, "fail", "<fail|proceed>",
                       "after a drain timeout (older ones aborted): refuse (503) or forward"),
     FENCE_OPT_U64_ROW(C, "max-connections", max_connections, 1, FENCE_PROXY_CONNECTIONS_MAX,

@@ -70,6 +70,7 @@ struct fp_fence {
     uint64_t running_token;   /* the token of requests now at the upstream */
     uint32_t running;         /* requests now at the upstream */
     bool raising;             /* a guard admit is out for this fence */
+    bool had_mark;            /* it had a mark when the proxy started */
     bool pumping;             /* pump() is working this fence's queue */
     h2o_linklist_t waiting;   /* fp_req queued, arrival order */
     h2o_linklist_t inflight;  /* fp_req at the upstream */
@@ -108,6 +109,8 @@ typedef struct fp_server {
     uint64_t nfences;                 /* fences known */
     uint64_t nconns;                  /* client connections open */
     uint64_t inflight;                /* fp_req alive (queued or running) */
+    bool holding;                     /* within --restart-hold-ms of start */
+    uv_timer_t hold_timer;            /* ends the restart hold */
 } fp_server;
 
 static fp_server srv;
@@ -276,6 +279,7 @@ static fp_fence *fence_get(const char *name, size_t n, const char **why)
     f->len = (uint16_t)n;
     f->high = high;
     f->seen = high;
+    f->had_mark = high > 0;
     h2o_linklist_init_anchor(&f->waiting);
     h2o_linklist_init_anchor(&f->inflight);
     f->next = srv.buckets[b];
@@ -324,6 +328,8 @@ static void pump(fp_fence *f)
             }
             break;
         }
+        if (srv.holding && f->had_mark)
+            break; /* on_hold_end() pumps it */
         h2o_linklist_unlink(&fr->link);
         if (h2o_timeout_is_linked(&fr->drain))
             h2o_timeout_unlink(&fr->drain);
@@ -760,6 +766,18 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
+/* The restart hold is over: forward what waited for it. */
+static void on_hold_end(uv_timer_t *t)
+{
+    (void)t;
+    srv.holding = false;
+    FENCE_LOG_I("restart hold over: forwarding fenced requests");
+    for (size_t b = 0; b < srv.nbuckets; b++)
+        for (fp_fence *f = srv.buckets[b]; f != NULL; f = f->next)
+            if (!h2o_linklist_is_empty(&f->waiting))
+                pump(f);
+}
+
 /* ---- Connections and signals ----------------------------------------- */
 
 /* A client connection closed (H2O's socket or one refused at accept). */
@@ -923,6 +941,18 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     uv_signal_init(&srv.loop, &srv.sig_hup);
     uv_signal_start(&srv.sig_hup, on_hup, SIGHUP);
 
+    fence_guard_stats gs;
+    fence_guard_stats_get(srv.guard, &gs);
+    if (gs.fences > 0 && cfg->restart_hold_ms > 0) {
+        /* The last run may have left requests at the upstream that the
+         * ordering rule can no longer see. */
+        srv.holding = true;
+        uv_timer_init(&srv.loop, &srv.hold_timer);
+        uv_timer_start(&srv.hold_timer, on_hold_end, cfg->restart_hold_ms, 0);
+        FENCE_LOG_I("restart: %" PRIu64 " fences have marks; their fenced requests wait %" PRIu64
+                    " ms (--restart-hold-ms) for what the last run may have left in flight",
+                    gs.fences, cfg->restart_hold_ms);
+    }
     FENCE_LOG_I("fence-proxy listening on %s, upstream %s, data dir %s, drain %" PRIu64
                 " ms (%s)",
                 cfg->listen, cfg->upstream, cfg->data_dir, cfg->drain_timeout_ms,

@@ -20,6 +20,10 @@
  * A request counts as in flight from the moment it is forwarded until the
  * upstream's whole response has arrived or its connection failed.
  *
+ * After a restart the proxy cannot know what the previous process left in
+ * flight, so for --restart-hold-ms it forwards no fenced request on a
+ * fence that already had a mark (marks are still raised meanwhile).
+ *
  * Threads: everything runs on one libuv loop except the guard admits,
  * which run in libuv's thread pool (uv_queue_work) and touch only the
  * guard and their own job. */
@@ -55,6 +59,7 @@ typedef struct fence_proxy_config {
     uint64_t max_response_bytes; /* --max-response-bytes */
     uint64_t max_fences;        /* --max-fences */
     uint64_t drain_timeout_ms;  /* --drain-timeout-ms */
+    uint64_t restart_hold_ms;   /* --restart-hold-ms */
     uint64_t upstream_timeout_ms; /* --upstream-timeout-ms (I/O timeout) */
     uint64_t request_timeout_ms;  /* --request-timeout-ms (client head/body) */
     uint64_t guard_threads;     /* --guard-threads */

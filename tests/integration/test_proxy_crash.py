@@ -7,7 +7,10 @@ twice and restarted on the same data dir.  Afterwards, for every fence:
 - the mark survived: a token below the highest acknowledged one is refused
   (409) with a Fencing-Highest of at least that token;
 - nothing acknowledged is lost: nginx's file holds the write of the
-  highest acknowledged token or of a later one.
+  highest acknowledged token or of a later one;
+- after the restart, fenced requests on fences that had a mark wait
+  --restart-hold-ms (the killed process's requests may still be at the
+  upstream); a new fence is served at once.
 """
 import os
 import signal
@@ -28,7 +31,7 @@ CLIENTS = 16
 
 def main():
     ng = Nginx(TMP).start()
-    px = Proxy(TMP, ng.port).start()
+    px = Proxy(TMP, ng.port, args=["--restart-hold-ms", "300"]).start()
     acked = {}          # fence -> highest token acknowledged (2xx)
     tried = {}          # fence -> highest token sent
     stop = threading.Event()
@@ -68,7 +71,19 @@ def main():
     stop.set()
     for th in threads:
         th.join(10)
-    px.start()
+    px.start(extra=["--restart-hold-ms", "1500"])
+    t0 = time.monotonic()
+    st, _, _ = request(px.port, "PUT", "/c/new.txt", b"new", fenced_headers("brand-new", 1))
+    t_new = time.monotonic() - t0
+    st2, _, _ = request(px.port, "PUT", "/c/crash0.txt", b"crash0-%d" % (tried["crash0"] + 1),
+                        fenced_headers("crash0", tried["crash0"] + 1))
+    t_old = time.monotonic() - t0
+    tap.check(st in (201, 204) and t_new < 1.0,
+              "after the restart a fence without a mark is served at once (%.2f s)" % t_new)
+    tap.check(st2 in (201, 204) and t_old >= 1.3,
+              "a fence with a mark waits --restart-hold-ms (1.5 s) for what the killed process "
+              "may have left at the upstream (%.2f s)" % t_old, st2)
+    acked["crash0"] = tried["crash0"] + 1
     tap.eq([], bad, "every answer under load was 2xx or 409 (no 5xx)")
     tap.check(sum(acked.values()) > CLIENTS * 5, "clients got writes acknowledged (%d in all)"
               % sum(acked.values()))
