@@ -14,8 +14,9 @@ workers (this file with --worker, one process each).  A worker loops:
 and writes every step into its history file (the same JSON-lines events as
 fence-torture-worker: grant, lock, admit, write, unlock).  The nemesis
 SIGSTOPs a worker inside its critical section for 1.5-3 TTLs (the seed's
-pause: its lease expires, another worker takes the lock and writes), at a
-random interval drawn from the seed.  At the end the counter is read
+pause: its lease expires, another worker takes the lock and writes), or
+(--kill-pct of the faults) kills the proxy with SIGKILL and restarts it on
+the same data dir, at random intervals drawn from the seed.  At the end the counter is read
 straight from nginx, and the history checker (tools/torture_check.py) runs
 over everything: fence-order and lost-update find nothing when the workers
 go through the proxy.
@@ -201,10 +202,10 @@ def run(a):
         ng = Proc("nginx", [a.nginx, "-p", out, "-c", os.path.join(out, "nginx.conf")],
                   os.path.join(out, "nginx.log"))
         procs.append(ng)
-        px = Proc("fence-proxy", [a.proxy_bin, "--listen", "127.0.0.1:%d" % pport,
-                                  "--upstream", "http://127.0.0.1:%d" % nport,
-                                  "--data-dir", os.path.join(out, "proxy")],
-                  os.path.join(out, "proxy.log"))
+        px_argv = [a.proxy_bin, "--listen", "127.0.0.1:%d" % pport,
+                   "--upstream", "http://127.0.0.1:%d" % nport,
+                   "--data-dir", os.path.join(out, "proxy"), "--restart-hold-ms", "300"]
+        px = Proc("fence-proxy", px_argv, os.path.join(out, "proxy.log"))
         procs.append(px)
         if not (tc.wait_port(fport) and tc.wait_port(nport) and tc.wait_port(pport)
                 and tc.wait_fenced_ready(fport)):
@@ -233,10 +234,23 @@ def run(a):
             % ("direct (control)" if a.direct else "proxy", a.workers, a.duration, a.seed, out))
         end = time.monotonic() + a.duration
         pauses = 0
+        kills = 0
         # A quiet period at the end for the checker's liveness bound.
         quiet = (a.ttl_ms + a.hold_max_ms + 2500) / 1000.0
         while time.monotonic() + 3.0 * a.ttl_ms / 1000.0 < end - quiet:
             time.sleep(rnd.uniform(0.3, 1.2) * a.interval_ms / 1000.0)
+            if not a.direct and rnd.random() < a.kill_pct / 100.0:
+                # kill -9 the proxy and restart it on the same data dir.
+                n = hist.event("fault", "start", kind="kill-proxy", target="fence-proxy")
+                px.stop(signal.SIGKILL)
+                procs.remove(px)
+                time.sleep(rnd.uniform(0.05, 0.3))
+                px = Proc("fence-proxy", px_argv, os.path.join(out, "proxy.log"))
+                procs.append(px)
+                up = tc.wait_port(pport)
+                hist.event("fault", "end", n=n, kind="kill-proxy", target="fence-proxy", up=up)
+                kills += 1
+                continue
             holders = [w for w in workers if open(w.state).read() == "hold"]
             if not holders:
                 continue
@@ -267,7 +281,7 @@ def run(a):
         torture_check.summary_table(res, title="torture proxy summary (%s)"
                                     % ("direct" if a.direct else "proxy"))
         kinds = sorted(set(v.kind for v in res.violations))
-        log("%d pauses; violations: %s" % (pauses, ", ".join(kinds) or "none"))
+        log("%d pauses, %d proxy kills; violations: %s" % (pauses, kills, ", ".join(kinds) or "none"))
         if a.expect_violation:
             ok = bool(res.violations)
         else:
@@ -297,6 +311,8 @@ def main(argv=None):
     ap.add_argument("--wait-ms", type=int, default=5000, help="LOCK WAIT (default 5000)")
     ap.add_argument("--hold-max-ms", type=int, default=100, help="longest hold in a worker (default 100)")
     ap.add_argument("--interval-ms", type=int, default=1000, help="mean time between pauses (default 1000)")
+    ap.add_argument("--kill-pct", type=int, default=20, help="percent of faults that kill -9 and "
+                    "restart the proxy instead of pausing a holder (default 20; never with --direct)")
     ap.add_argument("--out", help="keep histories and logs in this directory")
     ap.add_argument("--keep", action="store_true", help="keep the temp run dir")
     ap.add_argument("--bin-dir", default=here, help="where fenced and fence-proxy are")
