@@ -12,7 +12,9 @@ LIBS_OUT += $(CORE_LIB)
 # Unit tests: one program per tests/unit/test_core*.c, linked with the core.
 CORE_TEST_SRC := $(wildcard tests/unit/test_core*.c)
 CORE_TESTS    := $(CORE_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-$(CORE_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CORE_LIB)
+# Anything linking the core links libfencecommon.a after it (FENCE_ASSERT's
+# handler and fence__fatal live there).
+$(CORE_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CORE_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 UNIT_TESTS += $(CORE_TESTS)

@@ -1,7 +1,7 @@
 # src/guard: libfence-guard, the resource-side fencing-token guard
 # (include/fence_guard.h), as a static and a shared library.
 GUARD_SRC := $(filter-out src/guard/bench.c,$(wildcard src/guard/*.c))
-GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o)
+GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/common/crc32c.o
 GUARD_LIB := $(BUILD)/libfence-guard.a
 GUARD_SO  := $(BUILD)/libfence-guard.so
 # -fPIC so one set of objects serves both libraries.

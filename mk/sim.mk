@@ -9,7 +9,7 @@ SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
-$(SIM_BIN): $(SIM_OBJ) $(CORE_LIB)
+$(SIM_BIN): $(SIM_OBJ) $(CORE_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(SIM_LIBS) $(LDFLAGS)
 
@@ -27,7 +27,7 @@ $(BUILD)/sim-bug/src/core/%.o: src/core/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DFENCE_BUG_GRANT_EXPIRED -c $< -o $@
 
-$(SIM_BUG_BIN): $(SIM_OBJ) $(SIM_BUG_CORE_OBJ)
+$(SIM_BUG_BIN): $(SIM_OBJ) $(SIM_BUG_CORE_OBJ) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(SIM_LIBS) $(LDFLAGS)
 

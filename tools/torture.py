@@ -549,6 +549,7 @@ def parse_args(argv):
     here = tc.tool_dir()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--version", action="version", version="fence-torture 0.1.0")
     ap.add_argument("--proxy", action="store_true", help="proxy mode: read-modify-write over HTTP through "
                     "fence-proxy to nginx (fence-torture --proxy --help lists its options)")
     ap.add_argument("--duration", type=float, default=60, help="seconds of faults (default 60)")

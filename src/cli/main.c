@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/version.h"
 
 /* Map library errors to the documented exit codes. */
 int fencectl_exit_code(int rc)
@@ -249,6 +250,10 @@ int main(int argc, char **argv)
 {
     fencectl_args a;
     char err[256];
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("fencectl %s\n", FENCE_VERSION);
+        return 0;
+    }
     if (fencectl_is_cluster(argc, argv)) /* src/cli/cluster.c */
         return fencectl_cmd_cluster(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));

@@ -23,16 +23,18 @@
  *     fence__net_close_after_flush.
  *
  * Under every connection is a small transport vtable (read_start,
- * read_stop, write, shutdown, close), after Redis's connection.h, so a TLS
+ * read_stop, write, shutdown, queued, close), after Redis's connection.h, so a TLS
  * transport can be added beside the plain stream one (TCP and Unix) without
  * touching the rest.  A transport moves bytes only: it hands plaintext in
  * through fence__net_conn_rbuf / fence__net_conn_input / fence__net_conn_eof
  * and reports finished writes with fence__net_conn_written.
  *
  * Lifetimes.  A connection lives from accept until its handle's close
- * callback; fence__net_conn_close may be called any number of times.  When
- * it closes with slots still unanswered, each goes to the on_slot_orphan
- * hook: the daemon either keeps it (return true: the slot's conn becomes
+ * callback; fence__net_conn_close may be called any number of times.  A
+ * daemon with per-connection state embeds fence_net_conn first in its own
+ * struct (limits.conn_size), set up in on_open.  When a connection closes,
+ * on_close runs first, then each slot still unanswered goes to the
+ * on_slot_orphan hook: the daemon either keeps it (return true: the slot's conn becomes
  * NULL, and the later fence__net_slot_reply frees it) or lets the layer
  * free it now (false).  Reply bytes are always copied.
  *
@@ -70,6 +72,9 @@ struct fence_net_transport {
     int (*write)(fence_net_conn *c, char *buf, size_t len);
     /* Half-close: no more output after what is queued. */
     int (*shutdown)(fence_net_conn *c);
+    /* Bytes given to write that the peer has not taken yet (the backlog a
+     * slow reader grows; the kernel's socket buffer does not count). */
+    size_t (*queued)(fence_net_conn *c);
     /* Close the handle; the layer frees the connection in the callback
      * the transport passes to uv_close (fence__net_conn_closed). */
     void (*close)(fence_net_conn *c);
@@ -135,6 +140,8 @@ typedef struct fence_net_limits {
     uint32_t max_pipeline;   /* unanswered slots before reading pauses */
     uint64_t max_obuf;       /* unsent reply bytes before a disconnect */
     size_t slot_size;        /* bytes per slot, >= sizeof(fence_net_slot) */
+    size_t conn_size;        /* bytes per connection, >= sizeof(fence_net_conn)
+                              * (a daemon's struct embedding it first) */
     bool eof_flush;          /* on EOF: send what is owed, then close (a
                               * half-closed client gets its replies);
                               * false: close at once */
@@ -158,8 +165,11 @@ typedef struct fence_net_hooks {
      * it (it is orphaned: conn NULL; fence__net_slot_reply frees it later)
      * or false to have it freed now.  NULL hook: always freed. */
     bool (*on_slot_orphan)(void *ctx, fence_net_slot *slot);
-    /* A connection is closing (after its slots were handed over), or
-     * NULL. */
+    /* A connection was accepted (also one about to be refused), before
+     * any request: set up the daemon's part of it.  Or NULL. */
+    void (*on_open)(void *ctx, fence_net_conn *c);
+    /* A connection is closing, before its unanswered slots go to
+     * on_slot_orphan (c->closing is already true), or NULL. */
     void (*on_close)(void *ctx, fence_net_conn *c);
     /* The -LIMIT message for a refused connection ("max clients ..."). */
     const char *refuse_msg;
@@ -204,6 +214,9 @@ int fence__net_listen_tcp(fence_net *net, const char *bind, unsigned port,
 int fence__net_listen_unix(fence_net *net, const char *path, char *err,
                            size_t cap);
 
+/* Close the listeners (no more accepts; a Unix socket file is removed). */
+void fence__net_close_listeners(fence_net *net);
+
 /* Close the listeners and every connection (shutdown); connections close
  * through the normal path (their slots go to on_slot_orphan). */
 void fence__net_stop(fence_net *net);
@@ -217,6 +230,12 @@ void fence__net_free(fence_net *net);
  * after every earlier reply of c.  On out of memory the connection is
  * closed (the caller need not check). */
 void fence__net_reply(fence_net_conn *c, const char *bytes, size_t len);
+
+/* Room for a reply of exactly need bytes to the current request, in
+ * order after every earlier reply of c, for the caller to encode into at
+ * once (no copy: large values).  NULL if memory ran out (the connection is
+ * then closed) or c is closing. */
+char *fence__net_reply_buf(fence_net_conn *c, size_t need);
 
 /* fence__net_reply of "-CODE msg\r\n". */
 void fence__net_reply_error(fence_net_conn *c, const char *code,

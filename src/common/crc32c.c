@@ -49,11 +49,11 @@ static const uint32_t crc_table[256] = {
     0xbe2da0a5u, 0x4c4623a6u, 0x5f16d052u, 0xad7d5351u,
 };
 
-/* CRC32C of p[0..n) continuing from crc. */
-uint32_t fence__crc32c(uint32_t crc, const void *p, size_t n)
+/* CRC32C of p[0..n). */
+uint32_t fence__crc32c(const void *p, size_t n)
 {
     const unsigned char *b = p;
-    crc = ~crc;
+    uint32_t crc = 0xffffffffu;
     for (size_t i = 0; i < n; i++)
         crc = crc_table[(crc ^ b[i]) & 0xffu] ^ (crc >> 8);
     return ~crc;

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* CRC32C of p[0..n), continuing from crc (start with 0); so
- * fence__crc32c(fence__crc32c(0, a, na), b, nb) is the CRC of a then b. */
-uint32_t fence__crc32c(uint32_t crc, const void *p, size_t n);
+/* CRC32C of p[0..n).  (The same signature as the copy src/core/snapshot.c
+ * still carries, so that copy can go by including this header.) */
+uint32_t fence__crc32c(const void *p, size_t n);
 
 #endif /* FENCE_COMMON_CRC32C_H */

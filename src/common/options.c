@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/log.h"
 #include "common/num.h"
 
 /* Put every row's default into cfg. */
@@ -105,6 +106,21 @@ int fence__opts_set(const fence_opts_spec *sp, void *cfg, const fence_opt *o,
     }
     if (o->type == FENCE_OPT_STR) {
         size_t n = strlen(value);
+        if (n == 0 && (o->flags & FENCE_OPT_F_NONEMPTY)) {
+            snprintf(err, cap, "%s: must not be empty", o->name);
+            return -1;
+        }
+        if (o->flags & FENCE_OPT_F_LOGLEVEL) {
+            if ((o->flags & FENCE_OPT_F_LOGDIGIT) && value[0] >= '0' &&
+                value[0] <= '3' && value[1] == '\0')
+                value = fence__log_level_name(FENCE_LOG_ERROR - (value[0] - '0'));
+            if (fence__log_level_parse(value) < 0) {
+                snprintf(err, cap, "%s: '%.64s' is not debug, info, warn or error",
+                         o->name, value);
+                return -1;
+            }
+            n = strlen(value);
+        }
         if (n >= o->cap) {
             snprintf(err, cap, "%s: value longer than %zu bytes", o->name,
                      o->cap - 1);

@@ -61,7 +61,15 @@ typedef struct fence_opt {
     const char *def_str; /* STR: default; ALIAS: the row it stands for */
     const char *arg;     /* placeholder in --help ("<port>"), or NULL */
     const char *help;    /* one-line description for --help */
+    unsigned flags;      /* FENCE_OPT_F_* */
 } fence_opt;
+
+/* fence_opt.flags. */
+#define FENCE_OPT_F_NONEMPTY 1u /* STR: an empty value is refused */
+#define FENCE_OPT_F_LOGLEVEL 2u /* STR: a log level word (common/log.h) */
+#define FENCE_OPT_F_LOGDIGIT 4u /* with LOGLEVEL: also the deprecated
+                                 * digits 0 (error) .. 3 (debug), stored
+                                 * as the word */
 
 /* Table rows for a config struct type T (use inside the table). */
 #define FENCE_OPT_U64_ROW(T, n, field, lo, hi, d, a, h)                     \
@@ -73,6 +81,12 @@ typedef struct fence_opt {
 #define FENCE_OPT_STR_ROW(T, n, field, d, a, h)                             \
     {(n), FENCE_OPT_STR, offsetof(T, field), sizeof(((T *)0)->field), 0, 0, \
      0, (d), (a), (h)}
+#define FENCE_OPT_STR_REQ_ROW(T, n, field, d, a, h)                         \
+    {(n), FENCE_OPT_STR, offsetof(T, field), sizeof(((T *)0)->field), 0, 0, \
+     0, (d), (a), (h), FENCE_OPT_F_NONEMPTY}
+#define FENCE_OPT_LEVEL_ROW(T, n, field, d, a, h, extra)                    \
+    {(n), FENCE_OPT_STR, offsetof(T, field), sizeof(((T *)0)->field), 0, 0, \
+     0, (d), (a), (h), FENCE_OPT_F_LOGLEVEL | (extra)}
 #define FENCE_OPT_BOOL_ROW(T, n, field, d, h)                               \
     {(n), FENCE_OPT_BOOL, offsetof(T, field), 0, 0, 1, (d), NULL, NULL, (h)}
 #define FENCE_OPT_ALIAS_ROW(n, target)                                      \

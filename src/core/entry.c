@@ -279,6 +279,7 @@ int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
     fence_entry_iter it;
     fence_cmd c;
     int rc;
+    fence__events_reset(f);
     if (fence_entry_open(&it, buf, len) != 0) {
         return -FENCE_ST_INVALID;
     }
@@ -290,13 +291,13 @@ int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
     rc = fence_entry_open(&it, buf, len);
     FENCE_ASSERT(rc == 0);
     if (it.count == 0) {
-        fence_fsm_advance(f, it.timestamp_ms);
+        fence__advance(f, it.timestamp_ms);
         return 0;
     }
     uint32_t i = 0;
     while ((rc = fence_entry_next(&it, &c)) == 1) {
         fence_result r;
-        fence_fsm_apply(f, it.timestamp_ms, &c, &r);
+        fence__apply_one(f, it.timestamp_ms, &c, &r);
         if (i < results_cap) {
             FENCE_ASSERT(results != NULL);
             results[i] = r;

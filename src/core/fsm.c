@@ -5,21 +5,7 @@
 
 #include "core/fsm_int.h"
 
-/* ---- Assertions, allocation, hashing ------------------------------------ */
-
-/* Called by FENCE_ASSERT when an invariant does not hold.  The core has no
- * stdio or logging, so it stops the process; the arguments are kept for a
- * debugger looking at the core dump. */
-void fence__assert_fail(const char *expr, const char *file, int line)
-{
-    volatile const char *e = expr;
-    volatile const char *fl = file;
-    volatile int ln = line;
-    (void)e;
-    (void)fl;
-    (void)ln;
-    abort();
-}
+/* ---- Allocation, hashing ------------------------------------ */
 
 /* Allocate size bytes through the injected allocator; NULL on failure. */
 void *fence__alloc(fence_fsm *f, size_t size)
@@ -803,6 +789,51 @@ fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
 
 /* ---- Grants, releases, failures ------------------------------------------ */
 
+/* Events the array holds from the start. */
+#define EVENTS_INIT 64
+
+/* Append an event to the array of the current call, growing it through the
+ * injected allocator.  The outcome of apply may not depend on the
+ * allocator, so running out of memory here stops the process. */
+static void event_push(fence_fsm *f, uint64_t wait_id, const fence_result *r)
+{
+    if (f->n_events == f->cap_events) {
+        size_t cap = f->cap_events ? f->cap_events * 2 : 16;
+        FENCE_ASSERT(cap > f->cap_events);
+        fence_event *v = fence__alloc(f, cap * sizeof(*v));
+        if (v == NULL) {
+            fence__fatal("out of memory while applying a log entry "
+                         "(event array)");
+        }
+        if (f->n_events > 0) {
+            memcpy(v, f->events, f->n_events * sizeof(*v));
+        }
+        fence__free(f, f->events);
+        f->events = v;
+        f->cap_events = cap;
+    }
+    fence_event *ev = &f->events[f->n_events++];
+    memset(ev, 0, sizeof(*ev));
+    ev->wait_id = wait_id;
+    ev->result = *r;
+}
+
+/* Forget the events of the previous call. */
+void fence__events_reset(fence_fsm *f)
+{
+    f->n_events = 0;
+}
+
+/* The events of the last call (borrowed). */
+const fence_event *fence_fsm_events(const fence_fsm *f, size_t *n)
+{
+    FENCE_ASSERT(f != NULL);
+    FENCE_ASSERT(n != NULL);
+    FENCE_ASSERT(f->n_events <= f->cap_events);
+    *n = f->n_events;
+    return f->events;
+}
+
 /* Report the resolution of wait w and, if it came with a request id,
  * update the remembered result so that a retry sees the outcome. */
 static void emit(fence_fsm *f, const fence__wait *w, const fence_result *r)
@@ -816,13 +847,7 @@ static void emit(fence_fsm *f, const fence__wait *w, const fence_result *r)
             d->result = *r;
         }
     }
-    if (f->on_event != NULL) {
-        fence_event ev;
-        memset(&ev, 0, sizeof(ev));
-        ev.wait_id = w->id;
-        ev.result = *r;
-        f->on_event(f->event_ctx, &ev);
-    }
+    event_push(f, w->id, r);
 }
 
 /* Grant free lock k to lease l: the next token. */
@@ -981,8 +1006,9 @@ static void process_due(fence_fsm *f)
     }
 }
 
-/* Advance fsm time (never backwards) and process what is due. */
-void fence_fsm_advance(fence_fsm *f, uint64_t now_ms)
+/* Advance fsm time (never backwards) and process what is due, keeping the
+ * events collected so far. */
+void fence__advance(fence_fsm *f, uint64_t now_ms)
 {
     FENCE_ASSERT(f != NULL);
     FENCE_ASSERT(now_ms <= FENCE_TIME_MS_MAX);
@@ -990,6 +1016,14 @@ void fence_fsm_advance(fence_fsm *f, uint64_t now_ms)
         f->now_ms = now_ms;
     }
     process_due(f);
+}
+
+/* Advance fsm time; the events are this call's alone. */
+void fence_fsm_advance(fence_fsm *f, uint64_t now_ms)
+{
+    FENCE_ASSERT(f != NULL);
+    fence__events_reset(f);
+    fence__advance(f, now_ms);
 }
 
 /* The earliest pending deadline, or UINT64_MAX. */
@@ -1303,9 +1337,8 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
 /* Apply one command at now_ms: advance time (LEADER_START only moves the
  * clock: it rebases the old deadlines instead of firing them), run the
  * command, then process anything still due (see apply_cmd). */
-
-void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
-                     fence_result *out)
+void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                      fence_result *out)
 {
     FENCE_ASSERT(f != NULL);
     FENCE_ASSERT(cmd != NULL);
@@ -1317,12 +1350,21 @@ void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
             f->now_ms = now_ms;
         }
     } else {
-        fence_fsm_advance(f, now_ms);
+        fence__advance(f, now_ms);
     }
     apply_cmd(f, cmd, out);
     /* A LEADER_START that did not rebase (invalid, or answered from the
      * dedup table) leaves old deadlines due: process them now. */
     process_due(f);
+}
+
+/* Apply one command; the events are this call's alone. */
+void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                     fence_result *out)
+{
+    FENCE_ASSERT(f != NULL);
+    fence__events_reset(f);
+    fence__apply_one(f, now_ms, cmd, out);
 }
 
 /* Dedup lookup, the command itself, dedup record. */
@@ -1407,6 +1449,14 @@ fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed)
         fence__fsm_free(f);
         return NULL;
     }
+    /* Room for the events of a typical call, so that most calls never
+     * grow the array (growth inside apply may only fail fatally). */
+    f->events = fence__alloc(f, EVENTS_INIT * sizeof(*f->events));
+    if (f->events == NULL) {
+        fence__fsm_free(f);
+        return NULL;
+    }
+    f->cap_events = EVENTS_INIT;
     return f;
 }
 
@@ -1445,6 +1495,7 @@ void fence__fsm_free(fence_fsm *f)
     fence__free(f, f->waits.b);
     fence__free(f, f->dedup.b);
     fence__free(f, f->heap);
+    fence__free(f, f->events);
     fence_alloc a = f->alloc;
     a.free(a.ctx, f);
 }
@@ -1459,8 +1510,6 @@ int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out)
     if (f == NULL) {
         return FENCE_ST_LIMIT;
     }
-    f->on_event = opts->on_event;
-    f->event_ctx = opts->event_ctx;
     *out = f;
     return 0;
 }

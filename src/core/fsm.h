@@ -57,8 +57,12 @@
  * the same wait_id while the wait lasts (attach the retrying client to that
  * wait), and the outcome (OK with token/lease, NIL, NOLEASE) once resolved.
  *
- * Events are delivered synchronously from inside apply/advance; the
- * callback must not call back into the state machine.
+ * Events: every call that runs commands or time (fence_fsm_apply_entry,
+ * fence_fsm_apply, fence_fsm_advance) first forgets the events of the
+ * previous call, then collects the events of its own in an array inside the
+ * state machine, in the order they happened; the caller reads them with
+ * fence_fsm_events afterwards.  Nothing calls back into the caller while
+ * the state changes.
  */
 #ifndef FENCE_FSM_H
 #define FENCE_FSM_H
@@ -152,14 +156,10 @@ typedef struct fence_event {
     fence_result result;
 } fence_event;
 
-typedef void (*fence_event_cb)(void *ctx, const fence_event *ev);
-
 typedef struct fence_fsm fence_fsm;
 
 typedef struct fence_fsm_opts {
     fence_alloc alloc;
-    fence_event_cb on_event; /* may be NULL: events are dropped */
-    void *event_ctx;
     /* Keys the internal hash tables so that clients cannot choose lock
      * names or request ids that all land in one bucket.  Any value; it
      * need not match across replicas (it changes no result, event or
@@ -174,14 +174,22 @@ int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out);
 void fence_fsm_destroy(fence_fsm *f); /* NULL is a no-op */
 
 /* Apply one command at time now_ms (see "Time" above).  Always fills *out.
- * Events for other waits (grants handed over by this command) are reported
- * through on_event before this returns. */
+ * Events for other waits (grants handed over by this command, deadlines it
+ * passed) are collected: read them with fence_fsm_events. */
 void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                      fence_result *out);
 
 /* Advance time to now_ms and process everything due (as at the start of
- * every entry).  fence_fsm_apply calls it itself. */
+ * every entry).  fence_fsm_apply calls it itself.  The events are collected
+ * as for fence_fsm_apply. */
 void fence_fsm_advance(fence_fsm *f, uint64_t now_ms);
+
+/* The events of the last fence_fsm_apply_entry, fence_fsm_apply or
+ * fence_fsm_advance call, in order; *n receives their count (0: the array
+ * may be NULL).  The array is borrowed from the state machine: it is valid
+ * only until the next call that changes the state (apply_entry, apply,
+ * advance, restore) or fence_fsm_destroy; copy what must outlive that. */
+const fence_event *fence_fsm_events(const fence_fsm *f, size_t *n);
 
 /* The earliest pending deadline (fsm time), or UINT64_MAX if none.  The
  * leader arms one timer for it and proposes a TICK when it passes. */

@@ -15,24 +15,8 @@
 
 #include <stdlib.h>
 
+#include "common/assert.h"
 #include "core/fsm.h"
-
-/* Assertions that stay on in release builds (NDEBUG does not remove them):
- * a crashed lock server is a liveness problem, a lock granted twice is a
- * safety problem.  The core has no stdio, so a failure just aborts; the
- * message is visible in a debugger or core dump through the string. */
-#define FENCE_ASSERT(cond)                                                  \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fence__assert_fail(#cond, __FILE__, __LINE__);                  \
-        }                                                                   \
-    } while (0)
-
-/* Defensive branch that should never be taken but is cheap to survive
- * (SQLite's NEVER()). */
-#define FENCE_NEVER(cond) (cond)
-
-void fence__assert_fail(const char *expr, const char *file, int line);
 
 /* Kinds of heap items; also the tie-break order at equal deadlines: a wait
  * timeout runs before a lease expiry, so a queued ACQUIRE whose dedicated
@@ -133,8 +117,9 @@ typedef struct fence__dedup {
 
 struct fence_fsm {
     fence_alloc alloc;         /* the injected allocator */
-    fence_event_cb on_event;   /* event sink, may be NULL */
-    void *event_ctx;           /* passed to on_event */
+    fence_event *events;       /* events of the last apply/advance call */
+    size_t n_events;           /* entries used in events */
+    size_t cap_events;         /* entries allocated in events */
     uint64_t hash_seed;        /* keys the hash tables (not state) */
     fence_limits limits;       /* in force */
     uint64_t now_ms;           /* fsm time */
@@ -158,6 +143,15 @@ struct fence_fsm {
     uint32_t heap_len;         /* items in the heap */
     uint32_t heap_cap;         /* >= leases + waits + locks, always */
 };
+
+/* Forget the events of the previous call (keeps the array). */
+void fence__events_reset(fence_fsm *f);
+/* The body of fence_fsm_apply without the events reset (apply_entry runs
+ * a batch through it and keeps every command's events). */
+void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                      fence_result *out);
+/* The body of fence_fsm_advance without the events reset. */
+void fence__advance(fence_fsm *f, uint64_t now_ms);
 
 /* Allocation through the injected allocator. */
 void *fence__alloc(fence_fsm *f, size_t size);

@@ -474,9 +474,17 @@ int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
     /* Swap the contents: f takes the new state, n the old one, which is
      * then freed.  Nothing inside the objects points at the fsm struct. */
     fence_fsm old = *f;
+    fence_event *n_events = n->events;
+    size_t n_cap = n->cap_events;
     *f = *n;
-    f->on_event = old.on_event;
-    f->event_ctx = old.event_ctx;
+    /* The event array is no state: f keeps its own, emptied, and n's goes
+     * with the old state. */
+    f->events = old.events;
+    f->n_events = 0;
+    f->cap_events = old.cap_events;
+    old.events = n_events;
+    old.n_events = 0;
+    old.cap_events = n_cap;
     *n = old;
     fence__fsm_free(n);
     FENCE_ASSERT(f->now_ms <= FENCE_TIME_MS_MAX);

@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/version.h"
+
 /* Most connections proxied at once; more are refused (closed). */
 #define PROXY_CONNS_MAX 256
 /* Most bytes queued in one direction of one connection. */
@@ -344,6 +346,10 @@ static int next_timeout(void)
  * connections whose both directions are finished. */
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("fence-faults %s\n", FENCE_VERSION);
+        return 0;
+    }
     if (argc != 4) {
         fprintf(stderr, "usage: fence-faults <listen-port> <target-host> <target-port>\n"
                         "  control commands on stdin: delay <ms> | partition | heal | reset | quit\n");

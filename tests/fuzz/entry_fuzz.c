@@ -58,26 +58,29 @@ static void fz_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-/* Checks a deferred outcome: a granted wait carries a brand-new token. */
-static void on_event(void *ctx, const fence_event *ev)
+/* Checks the deferred outcomes of the last apply/advance call, in order:
+ * a granted wait carries a brand-new token. */
+static void check_events(struct token_watch *w)
 {
-    struct token_watch *w = ctx;
-    FUZZ_CHECK(ev->wait_id != 0);
-    FUZZ_CHECK(ev->result.status != FENCE_ST_QUEUED);
-    FUZZ_CHECK(ev->result.status <= FENCE_ST_INVALID);
-    if (ev->result.status == FENCE_ST_OK) {
-        FUZZ_CHECK(ev->result.token > w->max_seen);
-        w->max_seen = ev->result.token;
+    size_t n = 0;
+    const fence_event *evs = fence_fsm_events(w->f, &n);
+    for (size_t i = 0; i < n; i++) {
+        const fence_event *ev = &evs[i];
+        FUZZ_CHECK(ev->wait_id != 0);
+        FUZZ_CHECK(ev->result.status != FENCE_ST_QUEUED);
+        FUZZ_CHECK(ev->result.status <= FENCE_ST_INVALID);
+        if (ev->result.status == FENCE_ST_OK) {
+            FUZZ_CHECK(ev->result.token > w->max_seen);
+            w->max_seen = ev->result.token;
+        }
     }
 }
 
-/* Creates an empty state machine whose events go to on_event. */
+/* Creates an empty state machine (check_events reads its events). */
 static fence_fsm *new_fsm(void)
 {
     fence_fsm_opts o = {
         .alloc = {.alloc = fz_alloc, .free = fz_free, .ctx = NULL},
-        .on_event = on_event,
-        .event_ctx = &watch,
     };
     fence_fsm *f = NULL;
     FUZZ_CHECK(fence_fsm_create(&o, &f) == 0);
@@ -148,6 +151,7 @@ static void raw_entry(const uint8_t *data, size_t size)
     size_t before_len;
     uint8_t *before = snapshot(f, &before_len);
     int rc = fence_fsm_apply_entry(f, data, size, results, FENCE_BATCH_MAX);
+    check_events(&watch);
     FUZZ_CHECK(rc == (n >= 0 ? n : -FENCE_ST_INVALID));
     FUZZ_CHECK(fence_fsm_check(f) == NULL);
     if (rc < 0) {
@@ -201,6 +205,7 @@ static void framed_entries(const uint8_t *data, size_t size)
         int decoded = decode(data + off, len, &ts);
         int n = fence_fsm_apply_entry(f, data + off, len, results,
                                       FENCE_BATCH_MAX);
+        check_events(&watch);
         off += len;
         FUZZ_CHECK(n == (decoded >= 0 ? decoded : -FENCE_ST_INVALID));
         const char *why = fence_fsm_check(f);
@@ -236,6 +241,7 @@ static void framed_entries(const uint8_t *data, size_t size)
     uint64_t next = fence_fsm_next_deadline(f);
     if (next != UINT64_MAX && next <= FENCE_TIME_MS_MAX) {
         fence_fsm_advance(f, next);
+        check_events(&watch);
         FUZZ_CHECK(fence_fsm_check(f) == NULL);
         FUZZ_CHECK(fence_fsm_last_token(f) >= last_token);
         FUZZ_CHECK(watch.max_seen <= fence_fsm_last_token(f));

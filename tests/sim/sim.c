@@ -140,8 +140,20 @@ typedef struct sim_ack {
 /* A request id the model has seen applied, with the result it got. */
 typedef struct sim_reqid {
     uint64_t req_id;     /* 0: empty slot */
+    bool forgotten;      /* the core forgot it (its wait was cancelled) */
     fence_result result; /* result of the first application */
 } sim_reqid;
+
+/* A queued wait of a command with a request id, as the model sees it: the
+ * core forgets that request id when a CANCEL fails the wait (fsm.c
+ * cmd_cancel), so a retry with the same id queues afresh. */
+typedef struct sim_mwait {
+    uint64_t wait_id;  /* from the QUEUED result */
+    uint64_t req_id;   /* the request id of the queued command */
+    uint64_t wait_ms;  /* its length (for LEADER_START rebases) */
+    uint64_t deadline; /* fsm time it times out */
+    bool cancelled;    /* a CANCEL failed it (its request id is forgotten) */
+} sim_mwait;
 
 /* Pending asynchronous I/O the wrapper forwarded to the fixture. */
 enum { PEND_APPEND = 1, PEND_SEND, PEND_SNAP_PUT, PEND_SNAP_GET };
@@ -304,6 +316,9 @@ typedef struct sim {
     size_t cap_mleases;        /* capacity of mleases (ids below it) */
     sim_reqid *reqids;         /* open-addressing table */
     size_t cap_reqids;         /* slots in reqids (a power of two) */
+    sim_mwait *mwaits;         /* queued waits with a request id */
+    size_t n_mwaits;           /* entries in mwaits */
+    size_t cap_mwaits;         /* capacity of mwaits */
     uint64_t model_now;        /* model's fsm time */
     uint64_t model_index;      /* last index the model processed */
     uint64_t model_token;      /* highest token in the history */
@@ -913,15 +928,18 @@ static void sim_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-/* Collect an event of the entry being applied. */
-static void on_event(void *ctx, const fence_event *ev)
+/* Collect the events of the entry just applied (fence_fsm_events). */
+static void take_events(sim_node *n)
 {
-    sim_node *n = ctx;
-    if (n->n_events >= SIM_EVENTS_MAX) {
-        n->events_overflow = true;
-        return;
+    size_t k = 0;
+    const fence_event *evs = fence_fsm_events(n->fsm, &k);
+    for (size_t i = 0; i < k; i++) {
+        if (n->n_events >= SIM_EVENTS_MAX) {
+            n->events_overflow = true;
+            return;
+        }
+        n->events[n->n_events++] = evs[i];
     }
-    n->events[n->n_events++] = *ev;
 }
 
 /* Create a fresh fence_fsm for a node. */
@@ -931,8 +949,7 @@ static fence_fsm *node_fsm_new(sim_node *n)
     memset(&fo, 0, sizeof fo);
     fo.alloc.alloc = sim_alloc;
     fo.alloc.free = sim_free;
-    fo.on_event = on_event;
-    fo.event_ctx = n;
+    (void)n;
     fence_fsm *f = NULL;
     int rv = fence_fsm_create(&fo, &f);
     assert(rv == 0 && f != NULL);
@@ -1035,6 +1052,48 @@ static uint64_t mdeadline(const sim_mlease *l, uint64_t now)
     return d;
 }
 
+/* A CANCEL for wait_id ran (not deduplicated) at fsm time now.  The core
+ * forgets the request id of the queued command when the CANCEL is what
+ * failed its wait (fsm.c cmd_cancel), at once: a retry later in the same
+ * entry already queues afresh.  The CANCEL failed the wait iff the entry
+ * reports it ended NIL and it did not time out: timeouts are processed
+ * before the commands (and only there; a LEADER_START entry fires no old
+ * deadline and carries no CANCEL), and anything else that ends a wait
+ * before the CANCEL (a grant, a lease's end) reports OK or NOLEASE. */
+static void model_cancel(sim *s, uint64_t wait_id, uint64_t now, bool starts,
+                         const fence_event *evs, unsigned n_ev)
+{
+    for (size_t j = 0; j < s->n_mwaits; j++) {
+        sim_mwait *w = &s->mwaits[j];
+        if (w->wait_id != wait_id || w->cancelled)
+            continue;
+        bool timed_out = !starts && w->deadline <= now;
+        for (unsigned k = 0; k < n_ev; k++) {
+            if (evs[k].wait_id != wait_id)
+                continue;
+            if (evs[k].result.status == FENCE_ST_NIL && !timed_out) {
+                sim_reqid *r = reqid_slot(s, w->req_id);
+                if (r->req_id == w->req_id)
+                    r->forgotten = true;
+                w->cancelled = true;
+                s->res->model_forgets++;
+            }
+            break;
+        }
+    }
+}
+
+/* Stop tracking the queued waits this entry's events ended. */
+static void model_waits_end(sim *s, const fence_event *evs, unsigned n_ev)
+{
+    for (unsigned k = 0; k < n_ev; k++)
+        for (size_t j = 0; j < s->n_mwaits; j++)
+            if (s->mwaits[j].wait_id == evs[k].wait_id) {
+                s->mwaits[j] = s->mwaits[--s->n_mwaits];
+                break;
+            }
+}
+
 /* The lease model, run once per index (by the first node applying it):
  * check every new grant went to a live lease and keep lease deadlines from
  * the applied commands alone.  Rules (fsm.h "Time"): now = max(previous
@@ -1067,7 +1126,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
         bool dup = false;
         if (c->flags & FENCE_CMD_F_REQID) {
             sim_reqid *slot = reqid_slot(s, c->req_id);
-            if (slot->req_id == c->req_id) {
+            if (slot->req_id == c->req_id && !slot->forgotten) {
                 dup = true;
                 /* A queued wait's stored result becomes its outcome. */
                 if (slot->result.status != FENCE_ST_QUEUED &&
@@ -1085,15 +1144,28 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
                 slot->result = *r;
             } else {
                 slot->req_id = c->req_id;
+                slot->forgotten = false;
                 slot->result = *r;
+                if (r->status == FENCE_ST_QUEUED) {
+                    s->mwaits = grow(s->mwaits, &s->cap_mwaits,
+                                     s->n_mwaits + 1, sizeof *s->mwaits);
+                    sim_mwait *w = &s->mwaits[s->n_mwaits++];
+                    w->wait_id = r->wait_id;
+                    w->req_id = c->req_id;
+                    w->wait_ms = c->wait_ms;
+                    w->deadline = now + c->wait_ms;
+                    w->cancelled = false;
+                }
             }
         }
+        if (c->type == FENCE_CMD_CANCEL && !dup)
+            model_cancel(s, c->wait_id, now, starts, evs, n_ev);
         if (s->o.verbose > 1)
             sim_log(s, "apply %" PRIu64 "/%u now %" PRIu64 ": type %u lease %"
                        PRIu64 " ttl %" PRIu64 " wait %" PRIu64 " token %" PRIu64
                        "%s -> st %u lease %" PRIu64 " token %" PRIu64
                        " wait_id %" PRIu64,
-                    index, k, now, c->type, c->lease, c->ttl_ms, c->wait_ms,
+                    index, k, now, c->type, c->type == FENCE_CMD_CANCEL ? c->wait_id : c->lease, c->ttl_ms, c->wait_ms,
                     c->token, dup ? " (dup)" : "", r->status, r->lease,
                     r->token, r->wait_id);
         if (dup)
@@ -1103,6 +1175,8 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
         case FENCE_CMD_LEADER_START:
             if (r->status != FENCE_ST_OK)
                 break;
+            for (size_t k2 = 0; k2 < s->n_mwaits; k2++)
+                s->mwaits[k2].deadline = now + s->mwaits[k2].wait_ms;
             for (size_t id = 1; id < s->cap_mleases; id++) {
                 sim_mlease *m = &s->mleases[id];
                 if (m->acq_waiting)
@@ -1213,6 +1287,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
             else
                 m->live = false;
         }
+    model_waits_end(s, evs, n_ev);
     if (fence_fsm_now(nd->fsm) != now)
         sim_fail(s, "index %" PRIu64 ": fsm time %" PRIu64 " after the entry, "
                     "expected max(previous %" PRIu64 ", timestamp %" PRIu64 ")",
@@ -1268,6 +1343,7 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     nd->events_overflow = false;
     int n = fence_fsm_apply_entry(nd->fsm, buf->base, buf->len, nd->results,
                                   SIM_RESULTS_MAX);
+    take_events(nd);
     *result = nd->results;
     if (n < 0 || n > SIM_RESULTS_MAX) {
         sim_fail(s, "node %u: entry at index %" PRIu64 " rejected (%d)", nd->i,
@@ -2360,6 +2436,7 @@ static void cluster_teardown(sim *s)
     free(s->acks);
     free(s->mleases);
     free(s->reqids);
+    free(s->mwaits);
 }
 
 /* Run one seeded simulation (see sim.h): set up the cluster, step it with

@@ -55,6 +55,7 @@ typedef struct fence_sim_result {
     uint64_t snapshots_restored; /* fsm restores (install or restart) */
     uint64_t model_adjusts;      /* lease deadlines the model took from the
                                     fsm (rules it does not model) */
+    uint64_t model_forgets;      /* request ids forgotten by a CANCEL */
 } fence_sim_result;
 
 /* Run one simulation.  Returns 0 when every invariant held, 1 when one was

@@ -14,7 +14,7 @@ flags="-std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -DFENCE_BUG_GRANT_EXPIRED"
 fails=0
 for t in test_core test_core_model; do
     # shellcheck disable=SC2086
-    if ! ${CC:-cc} $flags -o "$tmp/$t" "tests/unit/$t.c" src/core/*.c 2>"$tmp/$t.cc.log"; then
+    if ! ${CC:-cc} $flags -o "$tmp/$t" "tests/unit/$t.c" src/core/*.c src/common/assert.c 2>"$tmp/$t.cc.log"; then
         sed 's/^/# /' "$tmp/$t.cc.log" | tail -n 20
         echo "not ok - $t builds with FENCE_BUG_GRANT_EXPIRED"
         fails=$((fails + 1))

@@ -47,18 +47,22 @@ typedef struct fx {
     int nev;                 /* events recorded */
 } fx;
 
-static void on_event(void *ctx, const fence_event *ev)
+/* Append the events of the last apply/advance call to x->ev. */
+static void take_events(fx *x)
 {
-    fx *x = ctx;
-    REQUIRE(x->nev < MAX_EV);
-    x->ev[x->nev++] = *ev;
+    size_t n = 0;
+    const fence_event *ev = fence_fsm_events(x->f, &n);
+    for (size_t i = 0; i < n; i++) {
+        REQUIRE(x->nev < MAX_EV);
+        x->ev[x->nev++] = ev[i];
+    }
 }
 
 static void fx_init(fx *x)
 {
     memset(x, 0, sizeof(*x));
     x->ta.budget = -1;
-    fence_fsm_opts o = {{t_alloc, t_free, &x->ta}, on_event, x};
+    fence_fsm_opts o = {{t_alloc, t_free, &x->ta}};
     REQUIRE(fence_fsm_create(&o, &x->f) == 0);
     REQUIRE(x->f != NULL);
 }
@@ -75,6 +79,7 @@ static fence_result run(fx *x, uint64_t now, fence_cmd c)
 {
     fence_result r;
     fence_fsm_apply(x->f, now, &c, &r);
+    take_events(x);
     const char *e = fence_fsm_check(x->f);
     if (e != NULL) {
         printf("#   check failed: %s\n", e);
@@ -757,7 +762,7 @@ static void test_alloc_failures(void)
         fx x;
         memset(&x, 0, sizeof(x));
         x.ta.budget = budget;
-        fence_fsm_opts o = {{t_alloc, t_free, &x.ta}, on_event, &x};
+        fence_fsm_opts o = {{t_alloc, t_free, &x.ta}};
         if (fence_fsm_create(&o, &x.f) != 0) {
             CHECK(x.f == NULL);
             CHECK_EQ_I64(x.ta.live, 0);
@@ -772,6 +777,7 @@ static void test_alloc_failures(void)
         };
         for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
             fence_fsm_apply(x.f, i, &cmds[i], &r);
+            take_events(&x);
             CHECK(r.status != FENCE_ST_INVALID);
             CHECK(fence_fsm_check(x.f) == NULL);
         }

@@ -643,18 +643,22 @@ typedef struct evlog {
     int n;
 } evlog;
 
-static void on_event(void *ctx, const fence_event *ev)
+/* Append the events of f's last apply/advance call to l. */
+static void take_events(fence_fsm *f, evlog *l)
 {
-    evlog *l = ctx;
-    REQUIRE(l->n < MAXEV);
-    l->ev[l->n++] = *ev;
+    size_t n = 0;
+    const fence_event *ev = fence_fsm_events(f, &n);
+    for (size_t i = 0; i < n; i++) {
+        REQUIRE(l->n < MAXEV);
+        l->ev[l->n++] = ev[i];
+    }
 }
 
 /* A real state machine; hash_seed differs between the machines of a run
  * (it must change nothing observable). */
-static fence_fsm *new_fsm(evlog *l, uint64_t hash_seed)
+static fence_fsm *new_fsm(uint64_t hash_seed)
 {
-    fence_fsm_opts o = {{t_alloc, t_free, NULL}, on_event, l, hash_seed};
+    fence_fsm_opts o = {{t_alloc, t_free, NULL}, hash_seed};
     fence_fsm *f = NULL;
     REQUIRE(fence_fsm_create(&o, &f) == 0);
     return f;
@@ -933,8 +937,8 @@ static bool run_seed(uint64_t seed, int steps)
     M->next_wait = 1;
     fence_limits_default(&M->lim);
     LA->n = LB->n = 0;
-    fence_fsm *a = new_fsm(LA, seed * 0x9e3779b97f4a7c15ULL);
-    fence_fsm *b = new_fsm(LB, 0);
+    fence_fsm *a = new_fsm(seed * 0x9e3779b97f4a7c15ULL);
+    fence_fsm *b = new_fsm(0);
     bool ok = true;
     uint64_t now = 0;
     int ev_seen = 0;
@@ -958,6 +962,7 @@ static bool run_seed(uint64_t seed, int steps)
             fence_result ra[5];
             int ma = M->nev, la = LA->n, lb = LB->n;
             int rc = fence_fsm_apply_entry(a, buf, len, ra, 5);
+            take_events(a, LA);
             if (rc != (int)n) {
                 snprintf(fail_msg, sizeof(fail_msg), "apply_entry = %d", rc);
                 ok = false;
@@ -967,6 +972,7 @@ static bool run_seed(uint64_t seed, int steps)
                 fence_result rm = m_apply(M, now, &cmds[i]);
                 fence_result rb;
                 fence_fsm_apply(b, now, &cmds[i], &rb);
+                take_events(b, LB);
                 if (!same_result(&rm, &ra[i]) || !same_result(&rm, &rb)) {
                     snprintf(fail_msg, sizeof(fail_msg),
                              "batch cmd %u type %u: status %u/%u vs model %u, "
@@ -995,7 +1001,9 @@ static bool run_seed(uint64_t seed, int steps)
             n_result[rm.status & 7]++;
             fence_result ra, rb;
             fence_fsm_apply(a, now, &c, &ra);
+            take_events(a, LA);
             fence_fsm_apply(b, now, &c, &rb);
+            take_events(b, LB);
             if (!same_result(&rm, &ra) || !same_result(&rm, &rb)) {
                 snprintf(fail_msg, sizeof(fail_msg),
                          "cmd type %u at %llu: status %u lease %llu token "
@@ -1023,7 +1031,7 @@ static bool run_seed(uint64_t seed, int steps)
             /* Snapshot a, restore into a fresh state machine, go on. */
             size_t n;
             uint8_t *s = snap(a, &n);
-            fence_fsm *c = new_fsm(LA, seed + (uint64_t)step);
+            fence_fsm *c = new_fsm(seed + (uint64_t)step);
             int rc = fence_fsm_restore(c, s, n);
             free(s);
             if (rc != 0) {
@@ -1159,7 +1167,7 @@ static void test_alloc_failure_random(void)
         M->next_wait = 1;
         fence_limits_default(&M->lim);
         flaky fl = {3 + rnd_below(30), 0, 0};
-        fence_fsm_opts o = {{flaky_alloc, flaky_free, &fl}, NULL, NULL, seed};
+        fence_fsm_opts o = {{flaky_alloc, flaky_free, &fl}, seed};
         fence_fsm *f = NULL;
         while (fence_fsm_create(&o, &f) != 0) {
             CHECK(f == NULL);
