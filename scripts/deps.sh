@@ -8,7 +8,7 @@ set -euo pipefail
 run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhiredis-dev redis-tools)
 test_pkgs=("${run_pkgs[@]}" redis-server postgresql python3 python3-redis
            python3-psycopg2 faketime libfaketime iproute2 procps clang libclang-rt-14-dev
-           valgrind)
+           valgrind libh2o-dev nginx zookeeper python3-kazoo wrk)
 
 case "${1:-test}" in
     run)  want=("${run_pkgs[@]}") ;;

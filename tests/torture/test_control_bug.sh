@@ -7,7 +7,7 @@
 # expired lease.  The same schedule against the correct fenced must pass.
 . "$(dirname "$0")/../lib/lib.sh"
 BUG_FENCED=${BUG_FENCED:-$BUILD/mutant/grant_expired/fenced}
-for b in fenced fence-store fence-proxy fence-torture-worker fence-torture; do
+for b in fenced fence-store fence-faults fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "control planted bug: $BUILD/$b is missing"; finish; }
 done
 if [ ! -x "$BUG_FENCED" ]; then

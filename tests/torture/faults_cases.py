@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of fence-proxy, the torture harness's TCP fault proxy, against a
+"""Tests of fence-faults, the torture harness's TCP fault proxy, against a
 small echo server: plain forwarding, delay, partition and heal, reset, and
 bad control input.  Timing checks are only lower bounds (a delay of D ms
 never answers sooner than D), never upper bounds."""
@@ -14,7 +14,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from fencetest import Tap, binary, free_port  # noqa: E402
 
-PROXY = binary("fence-proxy")
+PROXY = binary("fence-faults")
 T = Tap()
 report = T.check  # report(ok, name): one "ok - name" / "not ok - name" line
 

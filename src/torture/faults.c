@@ -1,4 +1,4 @@
-/* fence-proxy: a small TCP fault proxy for the torture harness.
+/* fence-faults: a small TCP fault proxy for the torture harness.
  *
  * It forwards connections accepted on 127.0.0.1:<listen> to <host>:<port>
  * and lets a controller inject network faults by writing one command per
@@ -289,7 +289,7 @@ static void resolve_target(const char *host, const char *port)
     hints.ai_socktype = SOCK_STREAM;
     int rc = getaddrinfo(host, port, &hints, &res);
     if (rc != 0) {
-        fprintf(stderr, "fence-proxy: cannot resolve %s:%s: %s\n", host, port, gai_strerror(rc));
+        fprintf(stderr, "fence-faults: cannot resolve %s:%s: %s\n", host, port, gai_strerror(rc));
         exit(2);
     }
     memcpy(&target, res->ai_addr, res->ai_addrlen);
@@ -302,7 +302,7 @@ static int listen_on(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        perror("fence-proxy: socket");
+        perror("fence-faults: socket");
         exit(2);
     }
     int one = 1;
@@ -312,7 +312,7 @@ static int listen_on(int port)
     sa.sin_port = htons((uint16_t)port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 128) != 0) {
-        fprintf(stderr, "fence-proxy: cannot listen on 127.0.0.1:%d: %s\n", port, strerror(errno));
+        fprintf(stderr, "fence-faults: cannot listen on 127.0.0.1:%d: %s\n", port, strerror(errno));
         exit(2);
     }
     return fd;
@@ -347,11 +347,11 @@ static int next_timeout(void)
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-        printf("fence-proxy %s\n", FENCE_VERSION);
+        printf("fence-faults %s\n", FENCE_VERSION);
         return 0;
     }
     if (argc != 4) {
-        fprintf(stderr, "usage: fence-proxy <listen-port> <target-host> <target-port>\n"
+        fprintf(stderr, "usage: fence-faults <listen-port> <target-host> <target-port>\n"
                         "  control commands on stdin: delay <ms> | partition | heal | reset | quit\n");
         return 2;
     }
@@ -359,7 +359,7 @@ int main(int argc, char **argv)
     char *end;
     long lport = strtol(argv[1], &end, 10);
     if (*end != '\0' || lport <= 0 || lport > 65535) {
-        fprintf(stderr, "fence-proxy: bad listen port '%s'\n", argv[1]);
+        fprintf(stderr, "fence-faults: bad listen port '%s'\n", argv[1]);
         return 2;
     }
     resolve_target(argv[2], argv[3]);
@@ -402,7 +402,7 @@ int main(int argc, char **argv)
         }
         int rc = poll(pfds, (nfds_t)np, next_timeout());
         if (rc < 0 && errno != EINTR) {
-            perror("fence-proxy: poll");
+            perror("fence-faults: poll");
             return 1;
         }
         if (pfds[0].revents & (POLLIN | POLLHUP)) {
