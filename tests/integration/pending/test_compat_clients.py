@@ -65,12 +65,12 @@ def handshakes(name, port, own_cmd):
     tap.eq("hi there", r.echo("hi there"), "%s: ECHO" % name)
     t = r.time()
     tap.check(abs(t[0] - time.time()) < 60, "%s: TIME is the wall clock" % name, t)
-    n = r.execute_command("COMMAND", "COUNT")
+    n = r.execute_command("COMMAND COUNT")
     tap.check(isinstance(n, int) and n > 10, "%s: COMMAND COUNT" % name, n)
-    info = r.execute_command("COMMAND", "INFO", own_cmd)
+    info = r.execute_command("COMMAND INFO", own_cmd)
     tap.check(isinstance(info, list) and info[0][0] == own_cmd.lower(),
               "%s: COMMAND INFO %s" % (name, own_cmd), info)
-    docs = r.execute_command("COMMAND", "DOCS", own_cmd)
+    docs = r.execute_command("COMMAND DOCS", own_cmd)
     tap.check(isinstance(docs, list) and docs[0] == own_cmd.lower() and "summary" in docs[1],
               "%s: COMMAND DOCS %s" % (name, own_cmd), docs)
     tap.eq("RESET", r.execute_command("RESET"), "%s: RESET" % name)
@@ -85,11 +85,11 @@ def handshakes(name, port, own_cmd):
     try:
         pw.ping()
         tap.check(False, "%s: password= fails (no passwords exist yet)" % name)
-    except redis.exceptions.AuthenticationError as e:
-        tap.check("without any password configured" in str(e),
-                  "%s: password= fails with AuthenticationError" % name, e)
     except redis.exceptions.RedisError as e:
-        tap.check(False, "%s: password= fails with AuthenticationError" % name, repr(e))
+        # Redis' own sentence: redis-py 4.3 raises ResponseError with it,
+        # newer ones map it to AuthenticationError.
+        tap.check("without any password configured" in str(e),
+                  "%s: password= fails with Redis' no-password error" % name, repr(e))
     pw.close()
 
 
@@ -132,7 +132,7 @@ def fenced_transactions(f):
     tap.check(res[0][0] == tok and res[1] is True, "fenced: pipeline(transaction=False) works", res)
     tap.check(expect_error(lambda: r.execute_command("WATCH", "k"), "WATCH is not supported")
               is not None, "fenced: WATCH is refused")
-    tap.eq("OK", r.execute_command("UNWATCH"), "fenced: UNWATCH is a no-op")
+    tap.check(r.execute_command("UNWATCH") in ("OK", True), "fenced: UNWATCH is a no-op")
     r.close()
 
 

@@ -51,13 +51,15 @@ for target in "fenced $FP LEASE.GRANT 60000" "fence-store $SP FSET f 1 k v"; do
 done
 
 # The interactive help comes from COMMAND DOCS (the same table gives hints).
-out=$(printf 'help LOCK\nhelp ACQUIRE\n' | redis-cli -p "$FP" 2>&1)
+# (redis-cli colours its help even into a pipe: strip the escapes.)
+nocolor() { sed 's/\x1b\[[0-9;]*m//g'; }
+out=$(printf 'help LOCK\nhelp ACQUIRE\n' | redis-cli -p "$FP" 2>&1 | nocolor)
 check "fenced: redis-cli help LOCK shows the arguments from COMMAND DOCS" \
     grep -q 'LOCK name lease \[WAIT ms\] \[REQID id\]' <<<"$out"
 check "fenced: redis-cli help ACQUIRE shows the summary" \
     grep -q 'Grants a lease and locks name' <<<"$out"
 [ $_failures -eq 0 ] || echo "# $out"
-out=$(printf 'help FSET\n' | redis-cli -p "$SP" 2>&1)
+out=$(printf 'help FSET\n' | redis-cli -p "$SP" 2>&1 | nocolor)
 check "fence-store: redis-cli help FSET shows the arguments" \
     grep -q 'FSET fence token key value' <<<"$out"
 # Nothing of the refused blocks ran on fenced: no lease was granted.
