@@ -214,6 +214,7 @@ class Client:
         refusals = 0          # connection attempts refused in a row
         backoff = 0.02
         last: Optional[Exception] = None
+        answered: Optional[FencedError] = None  # the last TRYAGAIN/NOTLEADER reply
         while True:
             try:
                 return self._once(args, deadline)
@@ -226,9 +227,9 @@ class Client:
                     self._follow(err.leader)
                     if err.leader:
                         continue
-                    last = err
+                    last = answered = err
                 elif isinstance(err, TryAgain):
-                    last = err
+                    last = answered = err
                 else:
                     raise err from None
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
@@ -247,10 +248,12 @@ class Client:
                 break
             time.sleep(min(left, backoff * (0.5 + random.random())))
             backoff = min(backoff * 2, 0.5)
-        if isinstance(last, TryAgain):
-            raise TryAgain("%s: %s (for %d ms)" % (args[0], last, budget)) from None
-        if isinstance(last, NotLeader):
-            raise last
+        if answered is not None and not isinstance(last, redis.exceptions.ConnectionError):
+            # The servers kept answering TRYAGAIN (no leader, no quorum) or
+            # NOTLEADER without a leader until the time was up.
+            if isinstance(answered, TryAgain):
+                raise TryAgain("%s: %s (for %d ms)" % (args[0], answered, budget)) from None
+            raise answered
         raise Unreachable("%s: no reply from %s within %d ms (%s)" % (
             args[0], self.server, budget, last)) from None
 
