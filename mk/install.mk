@@ -161,8 +161,12 @@ install-systemd:
 	        dist/systemd/$$u.service.in >$(DESTDIR)$(UNITDIR)/$$u.service && \
 	    chmod 644 $(DESTDIR)$(UNITDIR)/$$u.service || exit 1; \
 	done
-	$(INSTALL_DATA) dist/sysusers.d/fenced.conf dist/sysusers.d/fence-store.conf \
+	$(INSTALL_DATA) dist/sysusers/fenced.conf dist/sysusers/fence-store.conf \
 	    $(DESTDIR)$(SYSUSERSDIR)/
 
 .PHONY: install install-bin install-lib install-guard install-cli install-torture \
         install-adapters install-man install-conf install-systemd
+
+# The Debian packages, built and installed into a scratch root; opt-in
+# (FENCE_TEST_PACKAGES=1), see the test's head.
+INTEG_TESTS += tests/integration/test_packages.sh
