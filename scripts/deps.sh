@@ -2,6 +2,8 @@
 # Install the Debian packages a target needs, when they are missing.
 #   scripts/deps.sh run    packages to build and run fenced and fence-store
 #   scripts/deps.sh test   everything make test needs (servers, clients, tools)
+#   scripts/deps.sh packages   what building the Debian packages needs
+#                              (tests/integration/test_packages.sh)
 set -euo pipefail
 
 # redis-tools is in run too: the README's tour talks to `make run` with redis-cli.
@@ -10,10 +12,14 @@ test_pkgs=("${run_pkgs[@]}" redis-server postgresql python3 python3-redis
            python3-psycopg2 faketime libfaketime iproute2 procps clang libclang-rt-14-dev
            valgrind libh2o-dev nginx zookeeper python3-kazoo wrk)
 
+# Only for dpkg-buildpackage (FENCE_TEST_PACKAGES=1 make test, or by hand).
+pkg_pkgs=("${run_pkgs[@]}" dpkg-dev debhelper devscripts lintian fakeroot)
+
 case "${1:-test}" in
     run)  want=("${run_pkgs[@]}") ;;
     test) want=("${test_pkgs[@]}") ;;
-    *) echo "usage: $0 run|test" >&2; exit 2 ;;
+    packages) want=("${pkg_pkgs[@]}") ;;
+    *) echo "usage: $0 run|test|packages" >&2; exit 2 ;;
 esac
 
 missing=()

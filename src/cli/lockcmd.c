@@ -209,6 +209,7 @@ int fencectl_cmd_lock(const fencectl_args *a)
 
     fence_client *c = fencectl_open(a);
     fence_lock *l = NULL;
+    fencectl_say_waiting(c, a->name, a->wait_ms);
     int rc = fence_lock_acquire(c, a->name, a->ttl_ms, a->wait_ms, &l);
     if (rc != 0) {
         const char *msg = fence_client_errmsg(c);

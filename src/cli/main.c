@@ -61,6 +61,17 @@ fence_client *fencectl_open(const fencectl_args *a)
     return c;
 }
 
+void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms)
+{
+    if (wait_ms == 0 || !isatty(2))
+        return;
+    fence_lock_info info;
+    if (fence_lock_info_get(c, name, &info) != 0 || !info.held)
+        return;
+    fprintf(stderr, "fencectl: waiting for lock %s held by lease %" PRIu64 " (up to %" PRIu32
+            " ms)\n", name, info.lease, wait_ms);
+}
+
 /* Print a failed call and return its exit code. */
 static int fail(const char *what, int rc)
 {
@@ -88,6 +99,7 @@ static int cmd_acquire(const fencectl_args *a, fence_client *c)
 {
     uint64_t token = 0, lease = a->lease;
     int rc;
+    fencectl_say_waiting(c, a->name, a->wait_ms);
     if (a->lease_set)
         rc = fence_lease_lock(c, a->lease, a->name, a->wait_ms, &token);
     else

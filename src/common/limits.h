@@ -74,4 +74,18 @@ _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value 
 _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
                "a request's other arguments must fit the slack");
 
+/* ---- Redis-client compatibility (src/common/compat.c) ------------------- */
+
+/* Longest client name (CLIENT SETNAME, HELLO SETNAME) and AUTH user name. */
+#define FENCE_COMPAT_NAME_MAX 128
+/* Longest CLIENT SETINFO LIB-NAME / LIB-VER value. */
+#define FENCE_COMPAT_LIB_MAX 64
+/* Largest reply the compat module builds (CLIENT LIST of every connection,
+ * COMMAND DOCS); above it the reply is an error instead. */
+#define FENCE_COMPAT_REPLY_MAX (16 * 1024 * 1024)
+
+_Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_INLINE_MAX, "a name must fit a request");
+_Static_assert(FENCE_COMPAT_LIB_MAX <= FENCE_COMPAT_NAME_MAX, "lib fields are names");
+_Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
+
 #endif /* FENCE_LIMITS_H */
