@@ -195,6 +195,24 @@ FENCE_API int fence_lock_acquire(fence_client *c, const char *name,
                                  uint32_t ttl_ms, uint32_t wait_ms,
                                  fence_lock **out);
 
+/* Flags of fence_lock_acquire_ex(). */
+/* Ask for a signed token (LOCK/ACQUIRE ... SIGNED): the grant carries, beside
+ * its number, a string "<token>.<key id>.<signature>" that a resource with
+ * fenced's verify keys can check on its own (docs/security.md).  The server
+ * must have a signing key (fenced --token-signing-key); otherwise the call
+ * fails with the server's error (FENCE_ESERVER) and nothing is granted. */
+#define FENCE_LOCK_SIGNED 0x1u
+
+/* Bytes that hold any signed token string and its NUL. */
+#define FENCE_SIGNED_TOKEN_BUF_SIZE 192
+
+/* fence_lock_acquire() with flags (0 or FENCE_LOCK_SIGNED); the same
+ * errors, plus FENCE_EINVAL for an unknown flag and FENCE_EPROTO if a signed
+ * reply does not have the signed token's shape. */
+FENCE_API int fence_lock_acquire_ex(fence_client *c, const char *name,
+                                    uint32_t ttl_ms, uint32_t wait_ms,
+                                    unsigned flags, fence_lock **out);
+
 /* fence_lock_acquire() with wait_ms = 0. */
 FENCE_API int fence_lock_try(fence_client *c, const char *name,
                              uint32_t ttl_ms, fence_lock **out);
@@ -213,6 +231,10 @@ FENCE_API int fence_lock_release(fence_lock *l);
 
 /* The fencing token of the grant (> 0).  Pass it to the resource. */
 FENCE_API uint64_t fence_lock_token(const fence_lock *l);
+/* The signed token string of the grant (acquired with FENCE_LOCK_SIGNED),
+ * or NULL.  Valid as long as the handle.  Its leading decimal is
+ * fence_lock_token(l).  Pass it to resources that verify signed tokens. */
+FENCE_API const char *fence_lock_signed_token(const fence_lock *l);
 /* The lease id the lock is held under. */
 FENCE_API uint64_t fence_lock_lease(const fence_lock *l);
 /* The lock's name (valid as long as the handle). */
@@ -263,6 +285,13 @@ FENCE_API int fence_lease_info_get(fence_client *c, uint64_t lease,
 FENCE_API int fence_lease_lock(fence_client *c, uint64_t lease,
                                const char *name, uint32_t wait_ms,
                                uint64_t *token_out);
+/* LOCK name lease [WAIT wait_ms] SIGNED: as fence_lease_lock(), and the
+ * signed token string goes into signed_out (signed_cap bytes, at least
+ * FENCE_SIGNED_TOKEN_BUF_SIZE). */
+FENCE_API int fence_lease_lock_signed(fence_client *c, uint64_t lease,
+                                      const char *name, uint32_t wait_ms,
+                                      uint64_t *token_out, char *signed_out,
+                                      size_t signed_cap);
 /* UNLOCK name token: *released_out (may be NULL) is true if that token held
  * the lock and it is now released. */
 FENCE_API int fence_token_unlock(fence_client *c, const char *name,
@@ -272,6 +301,16 @@ FENCE_API int fence_token_unlock(fence_client *c, const char *name,
 FENCE_API int fence_lock_acquire_raw(fence_client *c, const char *name,
                                      uint32_t ttl_ms, uint32_t wait_ms,
                                      uint64_t *token_out, uint64_t *lease_out);
+
+/* ACQUIRE name ttl [WAIT wait_ms] SIGNED: as fence_lock_acquire_raw(), and
+ * the signed token string goes into signed_out (signed_cap bytes, at least
+ * FENCE_SIGNED_TOKEN_BUF_SIZE). */
+FENCE_API int fence_lock_acquire_raw_signed(fence_client *c, const char *name,
+                                            uint32_t ttl_ms, uint32_t wait_ms,
+                                            uint64_t *token_out,
+                                            uint64_t *lease_out,
+                                            char *signed_out,
+                                            size_t signed_cap);
 
 typedef struct fence_lock_info {
     bool held;             /* false: free (the other fields are 0) */

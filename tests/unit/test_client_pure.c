@@ -112,6 +112,26 @@ static void test_stale(void)
 }
 
 /* Decimal parsing rejects signs, spaces, overflow. */
+/* The shape check of signed token replies. */
+static void test_parse_signed(void)
+{
+    char buf[32];
+    uint64_t t = 0;
+    CHECK(fence__parse_signed("34.k1.abc", 9, &t, buf, sizeof(buf)) && t == 34);
+    CHECK(strcmp(buf, "34.k1.abc") == 0);
+    CHECK(fence__parse_signed("18446744073709551615.h.x", 24, &t, buf, sizeof(buf)));
+    CHECK(t == UINT64_MAX);
+    CHECK(!fence__parse_signed("18446744073709551616.h.x", 24, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("034.k1.abc", 10, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("0.k1.abc", 8, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34", 2, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed(".k1.abc", 7, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34.k1 abc", 9, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34.k1\nabc", 9, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("", 0, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34.k1.abc", 9, &t, buf, 9)); /* no room for NUL */
+}
+
 static void test_parse_u64(void)
 {
     uint64_t v;
@@ -234,6 +254,7 @@ static void test_env_default(void)
 int main(void)
 {
     TEST_RUN(test_addr_parse_forms);
+    TEST_RUN(test_parse_signed);
     TEST_RUN(test_addr_parse_rejects);
     TEST_RUN(test_addr_list);
     TEST_RUN(test_error_codes);
