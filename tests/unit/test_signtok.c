@@ -438,6 +438,32 @@ static void test_load_files(void)
     rmdir(dir);
 }
 
+/* A fixed HMAC-SHA256 vector, computed independently (Python's hmac over
+ * the message as docs/security.md describes it), pins the format that the
+ * PostgreSQL adapter and other implementations must match. */
+static void test_hmac_vector(void)
+{
+    const char *line = "h1 hmac-sha256 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8\n";
+    fence_signtok_signer s;
+    char err[256], tok[FENCE_SIGNTOK_BUF_SIZE];
+    REQUIRE(fence_signtok_signer_parse(line, strlen(line), &s, err,
+                                       sizeof(err)) == 0);
+    for (int i = 0; i < 32; i++)
+        CHECK(s.key.key[i] == i);
+    REQUIRE(fence_signtok_sign(&s, "orders", 6, 34, tok, sizeof(tok)) > 0);
+    CHECK_STR(tok, "34.h1.A1Zr2CtyXCvUl2d_nN9VRTigQ38JQsGvdXmYmVIo0ls");
+    fence_signtok_key k[1];
+    size_t n;
+    REQUIRE(fence_signtok_keys_parse(line, strlen(line), k, 1, &n, err,
+                                     sizeof(err)) == 0);
+    fence_signtok_verifier *v = verifier(k, 1);
+    uint64_t t = 0;
+    CHECK(check(v, "orders", "34.h1.A1Zr2CtyXCvUl2d_nN9VRTigQ38JQsGvdXmYmVIo0ls",
+                &t) == 0);
+    CHECK_EQ_U64(t, 34);
+    fence_signtok_verifier_free(v);
+}
+
 /* Error strings. */
 static void test_strerror(void)
 {
@@ -460,6 +486,7 @@ int main(void)
     TEST_RUN(test_cache);
     TEST_RUN(test_key_files);
     TEST_RUN(test_load_files);
+    TEST_RUN(test_hmac_vector);
     TEST_RUN(test_strerror);
     return TEST_DONE();
 }
