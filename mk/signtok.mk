@@ -47,3 +47,6 @@ FUZZ_signtok_FLAGS := -max_len=4096
 
 signtok: $(COMMON_LIB) $(SIGNTOK_TESTS)
 .PHONY: signtok
+
+# PostgreSQL's signed admit (adapters/postgres/fence_signed.sql).
+INTEG_TESTS += tests/integration/test_pg_adapter_signed.py
