@@ -82,7 +82,8 @@ extern "C" {
     X(NOTLEADER, "no leader could be found")                                 \
     X(SERVER, "the server refused the request")                              \
     X(STALE, "fencing token is older than one the resource has seen")        \
-    X(TOOBIG, "value exceeds a limit")
+    X(TOOBIG, "value exceeds a limit")                                       \
+    X(BADTOKEN, "the resource refused the token: unsigned, forged or for another fence")
 
 /* Positions in the map (1, 2, ...); the codes are their negatives. */
 enum fence_errno_index_ {
@@ -352,7 +353,8 @@ FENCE_API const char *fence_store_errmsg(fence_store *s);
  * FENCE_ESTALE when token is below the fence's highest token; then
  * *highest_out (may be NULL) is that highest token and nothing was written.
  * FENCE_EUNREACHABLE, FENCE_ETIMEOUT / FENCE_EIO (outcome unknown; not
- * retried), FENCE_ESERVER, FENCE_EINVAL. */
+ * retried), FENCE_EBADTOKEN (a fence-store that verifies signed tokens
+ * refuses plain numbers), FENCE_ESERVER, FENCE_EINVAL. */
 FENCE_API int fence_store_set(fence_store *s, const char *fence,
                               uint64_t token, const void *key, size_t key_len,
                               const void *value, size_t value_len,

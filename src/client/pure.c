@@ -140,6 +140,8 @@ int fence__error_code(const char *err)
         return FENCE_ENOTLEADER;
     if (starts_with_word(err, "STALE"))
         return FENCE_ESTALE;
+    if (starts_with_word(err, "BADTOKEN"))
+        return FENCE_EBADTOKEN;
     return FENCE_ESERVER;
 }
 

@@ -40,7 +40,8 @@ void fence__addr_format(const fence__addr *a, char *buf, size_t cap);
 bool fence__addr_equal(const fence__addr *a, const fence__addr *b);
 
 /* Map a RESP error reply text (e.g. "NOLEASE no such lease") to a FENCE_E*
- * code by its first word: NOLEASE, LIMIT, TRYAGAIN, NOTLEADER, STALE; any
+ * code by its first word: NOLEASE, LIMIT, TRYAGAIN, NOTLEADER, STALE,
+ * BADTOKEN; any
  * other (ERR, ...) is FENCE_ESERVER. */
 int fence__error_code(const char *err);
 

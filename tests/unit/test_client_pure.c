@@ -74,6 +74,7 @@ static void test_error_codes(void)
     CHECK(fence__error_code("NOLEASE the lease is gone") == FENCE_ENOLEASE);
     CHECK(fence__error_code("NOLEASE") == FENCE_ENOLEASE);
     CHECK(fence__error_code("LIMIT too many leases") == FENCE_ELIMIT);
+    CHECK(fence__error_code("BADTOKEN token 9 is not signed") == FENCE_EBADTOKEN);
     CHECK(fence__error_code("TRYAGAIN retry") == FENCE_ETRYAGAIN);
     CHECK(fence__error_code("NOTLEADER 1.2.3.4:5") == FENCE_ENOTLEADER);
     CHECK(fence__error_code("STALE 3 4") == FENCE_ESTALE);
