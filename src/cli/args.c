@@ -48,7 +48,7 @@ static const cmd_spec specs[] = {
     {FENCECTL_LEASE_INFO, "lease", "info", 1, OPT_COMMON},
     {FENCECTL_STATUS, "status", NULL, 0, OPT_COMMON},
     {FENCECTL_BENCH, "bench", NULL, 0, OPT_COMMON | OPT_TTL | OPT_DURATION | OPT_CONNS |
-                                         OPT_MODE | OPT_PREFIX},
+                                         OPT_MODE | OPT_PREFIX | OPT_SIGNED},
     {FENCECTL_DEMO, "demo", NULL, 0, 0},
 };
 
@@ -150,7 +150,7 @@ static const char usage_status[] =
 
 static const char usage_bench[] =
     "usage: fencectl bench [--duration S] [--conns N,N,...] [--mode M] [--ttl MS]\n"
-    "                      [--prefix NAME]\n"
+    "                      [--prefix NAME] [--signed]\n"
     "\n"
     "For each connection count, run acquire+release cycles for --duration seconds,\n"
     "uncontended (a lock per connection) and contended (all on one lock), and\n"
@@ -162,6 +162,7 @@ static const char usage_bench[] =
     "  --mode M       both|uncontended|contended (default both)\n"
     "  --ttl MS       lease TTL of each acquire (default 10000)\n"
     "  --prefix NAME  lock name prefix (default bench.<pid>)\n"
+    "  --signed       ask for signed grants (the server needs a signing key)\n"
     SERVER_HELP;
 
 static const char usage_demo[] =

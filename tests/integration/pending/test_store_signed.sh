@@ -56,6 +56,7 @@ done
 check_eq "the mark is unchanged" "$t1" "$(rc FENCE.HIGH acct)"
 check_eq "the data is unchanged" 100 "$(rc FGET balance)"
 check_eq "the real holder still writes" OK "$(rc FSET acct "$s1" balance 101)"
+redis-cli -h 127.0.0.1 -p "$port" UNLOCK acct "$t1" >/dev/null
 s2=$(grant "$port" acct)
 check_eq "a newer holder writes" OK "$(rc FSET acct "$s2" balance 200)"
 out=$(rc FSET acct "$s1" balance 1 2>&1)
