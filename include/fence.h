@@ -364,6 +364,18 @@ FENCE_API int fence_store_set(fence_store *s, const char *fence,
  * fence_store_set(). */
 FENCE_API int fence_store_admit(fence_store *s, const char *fence,
                                 uint64_t token, uint64_t *highest_out);
+/* fence_store_set() and fence_store_admit() with a signed token string
+ * (fence_lock_signed_token(), $FENCE_SIGNED_TOKEN) instead of the number,
+ * for a fence-store started with --token-verify-keys.  FENCE_EINVAL if
+ * signed_token does not have a signed token's shape; FENCE_EBADTOKEN if the
+ * store refuses it (forged, altered, another lock's, an unlisted key). */
+FENCE_API int fence_store_set_signed(fence_store *s, const char *fence,
+                                     const char *signed_token, const void *key,
+                                     size_t key_len, const void *value,
+                                     size_t value_len, uint64_t *highest_out);
+FENCE_API int fence_store_admit_signed(fence_store *s, const char *fence,
+                                       const char *signed_token,
+                                       uint64_t *highest_out);
 /* FGET key: *value_out (NUL-terminated, free with fence_free()) and
  * *len_out.  *value_out is NULL when the key does not exist. */
 FENCE_API int fence_store_get(fence_store *s, const void *key, size_t key_len,

@@ -676,6 +676,43 @@ static const char *h_store(fake *f, int n, int argc, char argv[][ARG_LEN])
     return "-ERR unknown command\r\n";
 }
 
+/* The signed token the fake hands out (shape only; nothing verifies it). */
+#define FAKE_SIGNED "34.k1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+/* A verifying fence-store: a token with a '.' is "signed" (FAKE_SIGNED is
+ * good, anything else BADTOKEN); a plain number is BADTOKEN too. */
+static const char *h_store_signed(fake *f, int n, int argc, char argv[][ARG_LEN])
+{
+    (void)f;
+    (void)n;
+    (void)argc;
+    if (strcmp(argv[0], "FSET") == 0 || strcmp(argv[0], "FENCE.ADMIT") == 0)
+        return strcmp(argv[2], FAKE_SIGNED) == 0
+                   ? "+OK\r\n"
+                   : "-BADTOKEN the signature does not match\r\n";
+    return "-ERR unknown command\r\n";
+}
+
+/* The signed-token store calls send the string as is and map BADTOKEN. */
+static void test_store_signed(void)
+{
+    fake *f = fake_start(h_store_signed);
+    char a[64];
+    fence_store *s = NULL;
+    REQUIRE(fence_store_open(addr_of(f, a), 1000, &s) == 0);
+    CHECK(fence_store_set_signed(s, "orders", FAKE_SIGNED, "k", 1, "v", 1, NULL) == 0);
+    CHECK(log_count(f, "FSET orders 34.k1.AAAA") == 1);
+    CHECK(fence_store_admit_signed(s, "orders", FAKE_SIGNED, NULL) == 0);
+    CHECK(fence_store_set_signed(s, "orders", "35.k1.AAAA", "k", 1, "v", 1, NULL) ==
+          FENCE_EBADTOKEN);
+    CHECK(strstr(fence_store_errmsg(s), "BADTOKEN") != NULL);
+    CHECK(fence_store_set(s, "orders", 34, "k", 1, "v", 1, NULL) == FENCE_EBADTOKEN);
+    CHECK(fence_store_admit_signed(s, "orders", "34", NULL) == FENCE_EINVAL);
+    CHECK(fence_store_admit_signed(s, "orders", NULL, NULL) == FENCE_EINVAL);
+    CHECK(log_count(f, "FENCE.ADMIT orders 34 ") == 0);
+    fence_store_close(s);
+}
+
 static void test_store(void)
 {
     fake *f = fake_start(h_store);
@@ -701,9 +738,6 @@ static void test_store(void)
     fence_store_close(s);
     CHECK(fence_store_open("bad address", 0, &s) == FENCE_EINVAL);
 }
-
-/* The signed token the fake hands out (shape only; nothing verifies it). */
-#define FAKE_SIGNED "34.k1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
 /* A signing leader: a request ending in SIGNED gets a signed token string
  * (ACQUIRE: [string, lease]); lock names "bad-*" get malformed replies. */
@@ -826,5 +860,6 @@ int main(void)
     TEST_RUN(test_threads_share_client);
     TEST_RUN(test_store);
     TEST_RUN(test_signed);
+    TEST_RUN(test_store_signed);
     return TEST_DONE();
 }
