@@ -34,4 +34,11 @@ bool fencectl_is_cluster(int argc, char **argv);
  * command line.  Parses its own options; returns the exit code. */
 int fencectl_cmd_cluster(int argc, char **argv);
 
+/* Whether the command line is `fencectl [opts] keygen ...` (src/cli/keygen.c). */
+bool fencectl_is_keygen(int argc, char **argv);
+
+/* `fencectl keygen DIR ...`: write a token signing key pair; argv is the
+ * whole command line.  Returns the exit code. */
+int fencectl_cmd_keygen(int argc, char **argv);
+
 #endif /* FENCECTL_CLI_H */

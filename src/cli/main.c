@@ -98,10 +98,17 @@ static void print_quoted(const char *s)
 static int cmd_acquire(const fencectl_args *a, fence_client *c)
 {
     uint64_t token = 0, lease = a->lease;
+    char stok[FENCE_SIGNED_TOKEN_BUF_SIZE] = "";
     int rc;
     fencectl_say_waiting(c, a->name, a->wait_ms);
-    if (a->lease_set)
+    if (a->lease_set && a->signed_token)
+        rc = fence_lease_lock_signed(c, a->lease, a->name, a->wait_ms, &token, stok,
+                                     sizeof(stok));
+    else if (a->lease_set)
         rc = fence_lease_lock(c, a->lease, a->name, a->wait_ms, &token);
+    else if (a->signed_token)
+        rc = fence_lock_acquire_raw_signed(c, a->name, a->ttl_ms, a->wait_ms, &token,
+                                           &lease, stok, sizeof(stok));
     else
         rc = fence_lock_acquire_raw(c, a->name, a->ttl_ms, a->wait_ms, &token, &lease);
     if (rc != 0)
@@ -110,6 +117,10 @@ static int cmd_acquire(const fencectl_args *a, fence_client *c)
         printf("FENCE_TOKEN=%" PRIu64 "\nFENCE_LEASE=%" PRIu64 "\nFENCE_LOCK=", token, lease);
         print_quoted(a->name);
         printf("\n");
+        if (stok[0] != '\0')
+            printf("FENCE_SIGNED_TOKEN=%s\n", stok); /* printable, no quotes */
+    } else if (stok[0] != '\0') {
+        printf("%" PRIu64 " %" PRIu64 " %s\n", token, lease, stok);
     } else {
         printf("%" PRIu64 " %" PRIu64 "\n", token, lease);
     }
@@ -268,6 +279,8 @@ int main(int argc, char **argv)
     }
     if (fencectl_is_cluster(argc, argv)) /* src/cli/cluster.c */
         return fencectl_cmd_cluster(argc, argv);
+    if (fencectl_is_keygen(argc, argv)) /* src/cli/keygen.c */
+        return fencectl_cmd_keygen(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {
         fprintf(stderr, "fencectl: %s\n", err);
