@@ -430,7 +430,7 @@ static int wait_once(fence_client *c, const char *cmd, const char *name,
     argv[argc++] = id_s;
     if (sign)
         argv[argc++] = "SIGNED";
-    assert(argc <= (int)(sizeof(argv) / sizeof(argv[0])));
+    FENCE_ASSERT(argc <= (int)(sizeof(argv) / sizeof(argv[0])));
     redisReply *r;
     rc = simple_call(c, wait_ms, argc, argv, &r);
     if (rc != 0)
@@ -837,7 +837,7 @@ uint64_t fence_lock_token(const fence_lock *l)
 /* Return the signed token string, or NULL when not asked for. */
 const char *fence_lock_signed_token(const fence_lock *l)
 {
-    assert(l != NULL);
+    FENCE_ASSERT(l != NULL);
     return l->signed_token;
 }
 
