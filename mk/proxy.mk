@@ -5,7 +5,7 @@
 #   make build/fence-proxy
 #   make bench-proxy        requests/s, p50/p99: through the proxy vs nginx
 CFLAGS_src_proxy_ := $(shell pkg-config --cflags libh2o libuv 2>/dev/null)
-PROXY_LIBS := $(shell pkg-config --libs libh2o libuv 2>/dev/null) -lssl -lcrypto -pthread
+PROXY_LIBS = $(shell pkg-config --libs libh2o libuv 2>/dev/null) $(SODIUM_LIBS) -lssl -lcrypto -pthread
 
 PROXY_SRC := $(wildcard src/proxy/*.c)
 PROXY_OBJ := $(PROXY_SRC:%.c=$(BUILD)/%.o)
