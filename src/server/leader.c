@@ -483,8 +483,13 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
     if (r == NULL) {
         if (it->cmd.type == FENCE_CMD_TICK)
             l->tick_pending = false;
-        if (it->cmd.type == FENCE_CMD_LEADER_START && l->phase == PH_STARTING &&
-            l->ops.is_leader(l->ops.ctx)) {
+        if (it->cmd.type == FENCE_CMD_LEADER_START && l->phase == PH_STARTING) {
+            if (!l->ops.is_leader(l->ops.ctx)) {
+                /* Applied, but raft no longer leads: start over at the
+                 * next step (a new barrier if it leads again). */
+                l->phase = PH_NONE;
+                return;
+            }
             l->phase = PH_READY;
             l->rearm = true;
             llog(l, FENCE_LLOG_INFO, "leader ready: term %llu, last token %llu",
@@ -524,6 +529,16 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
         if (!wait_has(l, res->wait_id))
             cancel_wait(l, res->wait_id);
         req_release(r);
+        return;
+    }
+    if (!fence_fsm_wait_exists(l->fsm, res->wait_id)) {
+        /* QUEUED for a wait that is gone (a deduplicated retry whose
+         * request joined another request's wait: the core kept its record
+         * QUEUED when that wait ended).  No event will ever come: answer
+         * rather than hang. */
+        llog(l, FENCE_LLOG_WARN, "QUEUED for wait %llu, which no longer "
+             "exists; answering TRYAGAIN", (unsigned long long)res->wait_id);
+        answer_error(l, req_release(r), FENCE_LERR_UNKNOWN);
         return;
     }
     wait_insert(l, r, res->wait_id);

@@ -56,6 +56,10 @@ typedef struct fence_sim_result {
     uint64_t model_adjusts;      /* lease deadlines the model took from the
                                     fsm (rules it does not model) */
     uint64_t model_forgets;      /* request ids forgotten by a CANCEL */
+    uint64_t reads;              /* reads answered and checked */
+    uint64_t wait_answers;       /* answers that were a wait's outcome */
+    uint64_t disconnects;        /* connections closed with requests out */
+    uint64_t unknown_batches;    /* proposals completed without an outcome */
 } fence_sim_result;
 
 /* Run one simulation.  Returns 0 when every invariant held, 1 when one was
