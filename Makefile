@@ -22,7 +22,8 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -Iinclude -Isrc $(EXTRA_CFLAGS) \
             -MMD -MP
 LDFLAGS  ?=
-# EXTRA_CFLAGS: e.g. -DFENCE_BUG_GRANT_EXPIRED for the torture control build.
+# EXTRA_CFLAGS: extra compiler flags (the fuzz build adds its own).  Planted
+# bugs are patches built by tests/mutants/build.sh, never flags.
 EXTRA_CFLAGS ?=
 ifeq ($(SAN),1)
 CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

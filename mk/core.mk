@@ -21,6 +21,7 @@ UNIT_TESTS += $(CORE_TESTS)
 
 # Integration-style checks of the core (scripts; run once from the normal
 # build): banned calls/includes/globals, test_core under valgrind, and the
-# control run (the tests must fail against -DFENCE_BUG_GRANT_EXPIRED).
+# control run (the tests must fail against the grant_expired mutant,
+# tests/mutants/grant_expired.patch built by tests/mutants/build.sh).
 INTEG_TESTS += tests/tidy.sh tests/unit/valgrind_core.sh \
                tests/unit/core_bug_control.sh

@@ -17,30 +17,26 @@ $(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
 
 UNIT_TESTS += $(SIM_BIN)
 
-# Control: the same simulation against a core compiled with the planted bug
-# FENCE_BUG_GRANT_EXPIRED must report an invariant violation.  Wired only
-# when src/core has that flag.
-ifneq ($(shell grep -l FENCE_BUG_GRANT_EXPIRED src/core/*.c 2>/dev/null),)
-SIM_BUG_CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/sim-bug/%.o)
-SIM_BUG_BIN      := $(BUILD)/tests/fence_sim_bug
-SIM_BUG_CHECK    := $(BUILD)/tests/fence_sim_bug_check.sh
+# Control: the same simulation against the grant_expired mutant (the core
+# with tests/mutants/grant_expired.patch applied, built by
+# tests/mutants/build.sh in a scratch copy) must report an invariant
+# violation.  The build script decides what is out of date; it fails loudly
+# when the patch no longer applies.
+SIM_BUG_DIR   := $(BUILD)/mutant/grant_expired
+SIM_BUG_BIN   := $(SIM_BUG_DIR)/tests/fence_sim
+SIM_BUG_CHECK := $(BUILD)/tests/fence_sim_bug_check.sh
 
-$(BUILD)/sim-bug/src/core/%.o: src/core/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DFENCE_BUG_GRANT_EXPIRED -c $< -o $@
-
-$(SIM_BUG_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(SIM_BUG_CORE_OBJ) $(COMMON_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(SIM_LIBS) $(LDFLAGS)
+$(SIM_BUG_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh grant_expired $(SIM_BUG_DIR) tests/fence_sim
+FORCE_SIM_BUG:
 
 # A tiny wrapper so the runner sees a program without arguments.
 $(SIM_BUG_CHECK): $(SIM_BUG_BIN) mk/sim.mk
 	@mkdir -p $(dir $@)
-	@printf '#!/bin/sh\n# control: the sim must catch the planted core bug\nexec "$$(dirname "$$0")/fence_sim_bug" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@printf '#!/bin/sh\n# control: the sim must catch the planted core bug (tests/mutants/grant_expired.patch)\nexec "$$(dirname "$$0")/../mutant/grant_expired/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
 	@chmod +x $@
 
 UNIT_TESTS += $(SIM_BUG_CHECK)
-endif
 
 SEEDS ?= 20
 SEED_START ?= 1
@@ -48,4 +44,4 @@ SIM_ARGS ?=
 sim: $(SIM_BIN)
 	$(SIM_BIN) --seeds $(SEEDS) --start $(SEED_START) $(SIM_ARGS)
 
-.PHONY: sim
+.PHONY: sim FORCE_SIM_BUG

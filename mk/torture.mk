@@ -15,8 +15,9 @@ FENCE_PROXY    := $(BUILD)/fence-proxy
 TORTURE_PY     := $(BUILD)/fence-torture $(BUILD)/fence-demo $(BUILD)/torture_check.py \
                   $(BUILD)/torture_common.py
 # fenced built with the planted etcd#11456 bug (grant to an expired lease),
-# for the checker's second control.
-BUG_FENCED     := $(BUILD)/bug/fenced
+# for the checker's second control: the grant_expired mutant
+# (tests/mutants/grant_expired.patch, built by tests/mutants/build.sh).
+BUG_FENCED     := $(BUILD)/mutant/grant_expired/fenced
 
 $(TORTURE_WORKER): $(BUILD)/src/torture/worker.o
 	@mkdir -p $(dir $@)
@@ -40,8 +41,7 @@ $(BUILD)/torture_common.py: tools/torture_common.py
 	install -m 644 $< $@
 
 $(BUG_FENCED): FORCE_BUG_FENCED
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/bug \
-	    EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DFENCE_BUG_GRANT_EXPIRED" $(BUILD)/bug/fenced
+	+@bash tests/mutants/build.sh grant_expired $(BUILD)/mutant/grant_expired fenced
 FORCE_BUG_FENCED:
 
 BINS += $(TORTURE_WORKER) $(FENCE_PROXY) $(TORTURE_PY)

@@ -563,7 +563,7 @@ def parse_args(argv):
     ap.add_argument("--out", help="keep histories and logs in this directory (default: temp, removed if ok)")
     ap.add_argument("--bin-dir", default=here, help="where fenced, fence-store, fence-proxy, "
                     "fence-torture-worker are (default: this script's directory)")
-    ap.add_argument("--fenced", help="fenced binary (default BIN_DIR/fenced); e.g. build/bug/fenced")
+    ap.add_argument("--fenced", help="fenced binary (default BIN_DIR/fenced); e.g. build/mutant/grant_expired/fenced")
     ap.add_argument("--fence-store", help="fence-store binary (default BIN_DIR/fence-store)")
     ap.add_argument("--store-ignore-tokens", action="store_true",
                     help="control: run fence-store --ignore-tokens (lease only)")

@@ -48,8 +48,12 @@
  * the lease.  Lease ids are consumed only by leases that come into being
  * (an ACQUIRE answered NIL or LIMIT consumes none).
  *
- * LEADER_START answers INVALID when leases_max, locks_max or waiters_max
- * is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
+ * Limits count objects, never bytes: leases_max live leases, locks_max lock
+ * objects, waiters_max waits on one lock, waits_max waits in all, dedup_max
+ * request ids.  A command that would pass one answers LIMIT.
+ *
+ * LEADER_START answers INVALID when leases_max, locks_max, waiters_max or
+ * waits_max is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
  * deadlines are processed as for any other command.  Lowering dedup_max
  * evicts the oldest records at once.
  *
@@ -93,6 +97,7 @@ typedef struct fence_limits {
     uint32_t locks_max;   /* locks held or with waiters */
     uint32_t waiters_max; /* waiters queued on one lock */
     uint32_t dedup_max;   /* client request ids remembered */
+    uint32_t waits_max;   /* waits queued, across all locks */
 } fence_limits;
 
 void fence_limits_default(fence_limits *l);
@@ -169,7 +174,15 @@ typedef struct fence_fsm_opts {
 } fence_fsm_opts;
 
 /* Create an empty state machine.  Returns 0, or FENCE_ST_LIMIT if memory
- * could not be had. */
+ * could not be had.
+ *
+ * Memory: creating a state machine, and restoring a snapshot into one that
+ * has never applied anything, report a failed allocation (FENCE_ST_LIMIT).
+ * Once it has applied an entry (apply_entry, apply, advance) or restored a
+ * snapshot, a failed allocation stops the process (fence__fatal, "out of
+ * memory while applying a log entry ..."): apply's outcome is a function of
+ * (state, entry) alone, so that every replica answers every entry alike;
+ * every limit (FENCE_ST_LIMIT) depends on counts only. */
 int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out);
 void fence_fsm_destroy(fence_fsm *f); /* NULL is a no-op */
 
@@ -205,25 +218,34 @@ uint64_t fence_fsm_last_token(const fence_fsm *f); /* 0 before any grant */
  * event there. */
 bool fence_fsm_wait_exists(const fence_fsm *f, uint64_t wait_id);
 
-typedef struct fence_lease_info {
-    uint64_t ttl_ms;
-    uint64_t deadline_ms;   /* fsm time */
-    uint32_t locks_held;
-    uint64_t lock_delay_ms;
-} fence_lease_info;
+/* A live lease as the state machine sees it (not include/fence.h's
+ * fence_lease_info, which is the client's view). */
+typedef struct fence_fsm_lease_state {
+    uint64_t ttl_ms;        /* granted TTL */
+    uint64_t deadline_ms;   /* expiry, fsm time */
+    uint32_t locks_held;    /* locks it holds */
+    uint64_t lock_delay_ms; /* lock-delay applied when it expires */
+} fence_fsm_lease_state;
 /* 0, or FENCE_ST_NOLEASE when the lease is unknown or expired at now_ms. */
 int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
-                         fence_lease_info *out);
+                         fence_fsm_lease_state *out);
 
-typedef struct fence_lock_info {
-    uint64_t token;
-    uint64_t lease;
+/* A held lock as the state machine sees it (not include/fence.h's
+ * fence_lock_info). */
+typedef struct fence_fsm_lock_state {
+    uint64_t token;         /* token of the holder's grant */
+    uint64_t lease;         /* the holder lease */
     uint64_t deadline_ms;   /* holder lease deadline, fsm time */
-    uint32_t waiters;
-} fence_lock_info;
+    uint32_t waiters;       /* waits queued on it */
+} fence_fsm_lock_state;
 /* true and *out filled when the lock is held; false when free. */
 bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
-                         uint16_t name_len, fence_lock_info *out);
+                         uint16_t name_len, fence_fsm_lock_state *out);
+
+/* NULL in a normal build.  A build with a planted bug (tests/mutants/)
+ * returns a line saying so, which fenced prints at start-up and in INFO so
+ * that such a binary cannot be mistaken for a real one. */
+const char *fence_fsm_build_note(void);
 
 typedef struct fence_fsm_stats {
     uint64_t leases;
@@ -235,60 +257,9 @@ typedef struct fence_fsm_stats {
 void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out);
 
 /* Check every invariant; returns NULL if all hold, else a static message.
- * Tests call it after every step; apply asserts the cheap ones itself. */
+ * Tests call it after every step; apply asserts the cheap ones itself.
+ *
+ * The codecs are in core/entry.h (log entries) and core/snapshot.h. */
 const char *fence_fsm_check(const fence_fsm *f);
-
-/* ---- Snapshots ------------------------------------------------------------
- * The whole state, deterministic (sorted by key), versioned, checksummed. */
-
-/* Bytes needed for a snapshot of the current state. */
-size_t fence_fsm_snapshot_size(const fence_fsm *f);
-/* Write the snapshot into buf (cap >= fence_fsm_snapshot_size); returns the
- * length written. */
-size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap);
-/* Snapshot layout: see snapshot.c.  Leases in id order, locks in order of
- * their current token (unique: it is the key the snapshot sorts by), waits
- * in id order (which is each lock's FIFO order), dedup records oldest first
- * (the eviction order), then a CRC32C.  The event callback is not part of
- * the state and is kept across a restore. */
-/* Replace the state with a decoded snapshot.  0 on success; FENCE_ST_INVALID
- * for a malformed or corrupt buffer (the state is then unchanged);
- * FENCE_ST_LIMIT for lack of memory. */
-int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len);
-
-/* ---- Log entries -----------------------------------------------------------
- * One raft entry = one group-commit batch:
- *   u8 version (1) | u64 timestamp_ms | u32 count | count x command
- * command = u8 type | u8 flags | u64 req_id | type-specific fields,
- * integers little-endian, names as u16 length + bytes.  See entry.c. */
-
-#define FENCE_ENTRY_VERSION 1
-
-/* Bytes the encoding of these commands needs. */
-size_t fence_entry_size(const fence_cmd *cmds, uint32_t n);
-/* Encode; returns the length written, or 0 if cap is too small. */
-size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
-                          uint32_t n, uint8_t *buf, size_t cap);
-
-typedef struct fence_entry_iter {
-    const uint8_t *p;
-    const uint8_t *end;
-    uint64_t timestamp_ms;
-    uint32_t count;
-    uint32_t index;
-} fence_entry_iter;
-
-/* 0, or FENCE_ST_INVALID if the header is malformed. */
-int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len);
-/* 1 and *out filled (name borrowed from buf), 0 at the end, or
- * -FENCE_ST_INVALID if malformed. */
-int fence_entry_next(fence_entry_iter *it, fence_cmd *out);
-
-/* Decode and apply a whole entry: advance to its timestamp, then apply each
- * command, writing the i-th result to results[i] when i < results_cap.
- * Returns the number of commands, or -FENCE_ST_INVALID for a malformed
- * entry (nothing applied: the entry is validated before anything runs). */
-int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
-                          fence_result *results, uint32_t results_cap);
 
 #endif /* FENCE_FSM_H */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/bytes.h"
 #include "fence_guard.h"
 
 /* CRC32C lookup table for the reflected polynomial 0x82F63B78. */
@@ -67,57 +68,12 @@ uint32_t fence__guard_crc32c(uint32_t crc, const void *p, size_t n)
     return ~crc;
 }
 
-/* Store v little-endian at p. */
-static void put_u16(unsigned char *p, uint16_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-}
-
-/* Store v little-endian at p. */
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-/* Store v little-endian at p. */
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-/* Load a little-endian u16 from p. */
-static uint16_t get_u16(const unsigned char *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-/* Load a little-endian u32 from p. */
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-/* Load a little-endian u64 from p. */
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 /* Write the file header: magic, version and a checksum over both. */
 void fence__guard_file_header(unsigned char out[FENCE__GUARD_FILE_HDR])
 {
     memcpy(out, FENCE__GUARD_MAGIC, 8);
-    put_u32(out + 8, FENCE__GUARD_VERSION);
-    put_u32(out + 12, fence__guard_crc32c(0, out, 12));
+    fence__put_u32(out + 8, FENCE__GUARD_VERSION);
+    fence__put_u32(out + 12, fence__guard_crc32c(0, out, 12));
 }
 
 /* Encode one record (length, token, name bytes) at p. */
@@ -127,8 +83,8 @@ size_t fence__guard_rec_encode(unsigned char *p, const char *name, size_t len,
     assert(name != NULL);
     assert(len >= 1);
     assert(len <= FENCE_GUARD_NAME_MAX);
-    put_u16(p, (uint16_t)len);
-    put_u64(p + 2, token);
+    fence__put_u16(p, (uint16_t)len);
+    fence__put_u64(p + 2, token);
     memcpy(p + FENCE__GUARD_REC_FIXED, name, len);
     return FENCE__GUARD_REC_FIXED + len;
 }
@@ -139,9 +95,9 @@ void fence__guard_frame_header(unsigned char hdr[FENCE__GUARD_FRAME_HDR],
 {
     assert(len >= 1);
     assert(len <= FENCE__GUARD_PAYLOAD_MAX);
-    put_u32(hdr, (uint32_t)len);
-    put_u32(hdr + 4, fence__guard_crc32c(0, payload, len));
-    put_u32(hdr + 8, fence__guard_crc32c(0, hdr, 8));
+    fence__put_u32(hdr, (uint32_t)len);
+    fence__put_u32(hdr + 4, fence__guard_crc32c(0, payload, len));
+    fence__put_u32(hdr + 8, fence__guard_crc32c(0, hdr, 8));
 }
 
 /* True if p[0..n) is all zero bytes. */
@@ -168,8 +124,8 @@ static int scan_payload(const unsigned char *p, size_t len, uint64_t at,
                      at + (uint64_t)off);
             return FENCE_GUARD_ECORRUPT;
         }
-        size_t nlen = get_u16(p + off);
-        uint64_t token = get_u64(p + off + 2);
+        size_t nlen = fence__get_u16(p + off);
+        uint64_t token = fence__get_u64(p + off + 2);
         if (nlen < 1 || nlen > FENCE_GUARD_NAME_MAX ||
             nlen > len - off - FENCE__GUARD_REC_FIXED) {
             snprintf(res->err, sizeof(res->err),
@@ -206,13 +162,13 @@ int fence__guard_scan(const unsigned char *buf, size_t len,
                  "not a guard file (bad magic at offset 0)");
         return FENCE_GUARD_ECORRUPT;
     }
-    if (get_u32(buf + 12) != fence__guard_crc32c(0, buf, 12)) {
+    if (fence__get_u32(buf + 12) != fence__guard_crc32c(0, buf, 12)) {
         snprintf(res->err, sizeof(res->err), "file header checksum mismatch");
         return FENCE_GUARD_ECORRUPT;
     }
-    if (get_u32(buf + 8) != FENCE__GUARD_VERSION) {
+    if (fence__get_u32(buf + 8) != FENCE__GUARD_VERSION) {
         snprintf(res->err, sizeof(res->err),
-                 "unsupported format version %" PRIu32, get_u32(buf + 8));
+                 "unsupported format version %" PRIu32, fence__get_u32(buf + 8));
         return FENCE_GUARD_ECORRUPT;
     }
     size_t off = FENCE__GUARD_FILE_HDR;
@@ -221,7 +177,7 @@ int fence__guard_scan(const unsigned char *buf, size_t len,
         const unsigned char *h = buf + off;
         if (rem < FENCE__GUARD_FRAME_HDR)
             break; /* partial frame header: torn */
-        if (get_u32(h + 8) != fence__guard_crc32c(0, h, 8)) {
+        if (fence__get_u32(h + 8) != fence__guard_crc32c(0, h, 8)) {
             if (all_zero(h, FENCE__GUARD_FRAME_HDR) &&
                 rem <= FENCE__GUARD_FRAME_HDR + FENCE__GUARD_PAYLOAD_MAX)
                 break; /* never-written blocks at the end: torn */
@@ -230,7 +186,7 @@ int fence__guard_scan(const unsigned char *buf, size_t len,
                      "(%zu bytes follow)", off, rem);
             return FENCE_GUARD_ECORRUPT;
         }
-        uint32_t plen = get_u32(h);
+        uint32_t plen = fence__get_u32(h);
         if (plen < 1 || plen > FENCE__GUARD_PAYLOAD_MAX) {
             snprintf(res->err, sizeof(res->err),
                      "frame at offset %zu has impossible length %" PRIu32,
@@ -240,7 +196,7 @@ int fence__guard_scan(const unsigned char *buf, size_t len,
         if ((size_t)plen > rem - FENCE__GUARD_FRAME_HDR)
             break; /* payload runs past the end: torn */
         const unsigned char *payload = h + FENCE__GUARD_FRAME_HDR;
-        if (get_u32(h + 4) != fence__guard_crc32c(0, payload, plen)) {
+        if (fence__get_u32(h + 4) != fence__guard_crc32c(0, payload, plen)) {
             if (off + FENCE__GUARD_FRAME_HDR + plen == len)
                 break; /* the last frame's write was torn */
             snprintf(res->err, sizeof(res->err),

@@ -303,7 +303,7 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
 {
     uint64_t now = fence__server_now(s);
     if (slot->op == OP_LEASE_INFO) {
-        fence_lease_info li;
+        fence_fsm_lease_state li;
         if (fence_fsm_lease_info(s->fsm, cmd->lease, now, &li) != 0) {
             fence__slot_error(slot, "NOLEASE", "the lease is unknown, expired or revoked");
             return;
@@ -313,7 +313,7 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
         return;
     }
     FENCE_ASSERT(slot->op == OP_LOCK_INFO);
-    fence_lock_info ki;
+    fence_fsm_lock_state ki;
     if (!fence_fsm_lock_info(s->fsm, cmd->name, cmd->name_len, &ki)) {
         reply_nil(slot);
         return;

@@ -73,6 +73,8 @@ static const opt options[] = {
         "locks held or waited on"),
     U64("max-waiters", max_waiters, 1, 100000000, FENCE_WAITERS_DEFAULT, "<n>",
         "waiters queued on one lock"),
+    U64("max-waits", max_waits, 1, 100000000, FENCE_WAITS_DEFAULT, "<n>",
+        "waits queued across all locks"),
     U64("max-dedup", max_dedup, 16, 100000000, FENCE_DEDUP_DEFAULT, "<n>",
         "client request ids (REQID) remembered for retries"),
     U64("max-bulk", max_bulk, 512, FENCE_RBUF_MAX / 2, FENCE_BULK_DEFAULT,

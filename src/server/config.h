@@ -45,6 +45,7 @@ typedef struct fence_config {
     uint64_t max_leases;           /* live leases (state machine) */
     uint64_t max_locks;            /* locks held or waited on */
     uint64_t max_waiters;          /* waiters queued on one lock */
+    uint64_t max_waits;            /* waits queued across all locks */
     uint64_t max_dedup;            /* request ids remembered */
     uint64_t max_bulk;             /* longest bulk string in a request */
     uint64_t max_pipeline;         /* unanswered requests per connection */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "core/entry.h"
 
 /* Initial wait-table size (grows by doubling). */
 #define WAIT_TAB_INITIAL 1024

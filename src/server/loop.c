@@ -377,6 +377,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     lim.locks_max = (uint32_t)cfg->max_locks;
     lim.waiters_max = (uint32_t)cfg->max_waiters;
     lim.dedup_max = (uint32_t)cfg->max_dedup;
+    lim.waits_max = (uint32_t)cfg->max_waits;
     if (fence__leader_create(&ops, s->fsm, &lim, &s->leader) != 0) {
         LOG_ERROR("out of memory at start");
         return -1;

@@ -25,7 +25,9 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 #include "proto/resp.h"
 #include "server/config.h"
 #include "server/leader.h"

@@ -21,7 +21,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 
 /* Most entries a scenario has. */
 #define SCEN_ENTRIES_MAX 16

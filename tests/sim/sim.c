@@ -28,7 +28,9 @@
 #include <raft.h>
 #include <raft/fixture.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 #include "server/leader.h"
 
 #define SIM_MAX_NODES 8
@@ -1307,7 +1309,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
      * it, the safe direction, and counts a "model adjust". */
     for (size_t id = 1; id < s->cap_mleases && !s->res->failed; id++) {
         sim_mlease *l = &s->mleases[id];
-        fence_lease_info li;
+        fence_fsm_lease_state li;
         int rv = fence_fsm_lease_info(nd->fsm, id, now, &li);
         if (rv == 0) {
             if (li.deadline_ms <= now || !l->known || !l->live ||
@@ -1522,7 +1524,7 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                                                        "lock2", "lock3",
                                                        "lock4"};
                 for (unsigned L = 0; L < SIM_LOCKS; L++) {
-                    fence_lock_info li;
+                    fence_fsm_lock_state li;
                     if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)names[L],
                                             5, &li) &&
                         li.token == gr[k].token) {
@@ -1874,11 +1876,11 @@ static void op_reply_read(void *ctx, void *req, const fence_cmd *cmd)
     if (q == NULL)
         return;
     if (cmd->name_len == 0) {
-        fence_lease_info li;
+        fence_fsm_lease_state li;
         q->read_ok = fence_fsm_lease_info(n->fsm, cmd->lease,
                                           fence__leader_now(n->leader), &li) == 0;
     } else {
-        fence_lock_info ki;
+        fence_fsm_lock_state ki;
         q->read_ok = fence_fsm_lock_info(n->fsm, cmd->name, cmd->name_len, &ki);
     }
 }

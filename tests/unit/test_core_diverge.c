@@ -27,7 +27,9 @@
 #include <fcntl.h>
 #include <stdbool.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 
 /* ---- A counting allocator that fails once -------------------------------- */
 
