@@ -38,6 +38,24 @@ $(SIM_BUG_CHECK): $(SIM_BUG_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_BUG_CHECK)
 
+# Control: the same simulation against the leader_read_early mutant (the
+# leader module answers a read as soon as its batch is proposed, before the
+# writes ahead of it in its pipeline are applied) must report a violation:
+# the sim runs the daemon's leader module, not a copy of its own.
+SIM_LMUT_DIR   := $(BUILD)/mutant/leader_read_early
+SIM_LMUT_BIN   := $(SIM_LMUT_DIR)/tests/fence_sim
+SIM_LMUT_CHECK := $(BUILD)/tests/fence_sim_leader_mutant_check.sh
+
+$(SIM_LMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh leader_read_early $(SIM_LMUT_DIR) tests/fence_sim
+
+$(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted leader-module bug (tests/mutants/leader_read_early.patch)\nexec "$$(dirname "$$0")/../mutant/leader_read_early/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_LMUT_CHECK)
+
 SEEDS ?= 20
 SEED_START ?= 1
 SIM_ARGS ?=
