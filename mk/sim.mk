@@ -17,6 +17,15 @@ $(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
 
 UNIT_TESTS += $(SIM_BIN)
 
+# Unit tests of the leader module through its ops table (fake raft, real
+# core): phases, group commit and its cuts, orphans, waits, the rule.
+LEADER_TEST := $(BUILD)/tests/test_leader
+$(LEADER_TEST): $(BUILD)/tests/sim/test_leader.o $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+
+UNIT_TESTS += $(LEADER_TEST)
+
 # Control: the same simulation against the grant_expired mutant (the core
 # with tests/mutants/grant_expired.patch applied, built by
 # tests/mutants/build.sh in a scratch copy) must report an invariant

@@ -132,10 +132,10 @@ uint64_t fence__leader_now(const fence_leader *l)
     return t > applied ? t : applied;
 }
 
-/* Whether writes are served. */
+/* Whether this server is a ready leader (LEADER_START applied). */
 bool fence__leader_ready(const fence_leader *l)
 {
-    return l->phase == PH_READY && !l->stopping;
+    return l->phase == PH_READY;
 }
 
 /* Copy the counters out. */
