@@ -311,8 +311,11 @@ static void batch_free(lbatch *b)
 
 /* Append a command or read to the pending batch, cutting it first when
  * it is full or when a write follows a read of the same connection c (see
- * leader.h "Group commit").  The cut batch goes out at the next step.
- * Returns the item, or NULL if memory ran out. */
+ * leader.h "Group commit").  The cut batch goes out at the next step, so
+ * nothing here proposes or replies: a failed proposal's reply can no
+ * longer close a connection (for lack of memory) under the request being
+ * added, as it could when a cut batch was proposed on the spot.  Returns
+ * the item, or NULL if memory ran out. */
 static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
                         fence_lreq *r, fence_lconn *c)
 {

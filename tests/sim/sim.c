@@ -3,16 +3,20 @@
  *
  *   1. random numbers, hashing, failure reporting
  *   2. a crash-stop raft_io wrapper with a shadow "disk" (restarts)
- *   3. the raft_fsm of a node: the real fence_fsm, plus the apply-time checks
+ *   3. the raft_fsm of a node: fenced's leader module applying to the real
+ *      fence_fsm, plus the apply-time checks
  *   4. the global history and the independent lease model
- *   5. the leader procedure of src/server (barrier, LEADER_START, batches)
- *   6. simulated clients
+ *   5. the server: src/server/leader.c on each node (the same module fenced
+ *      runs), with the sim as its shell
+ *   6. simulated clients: connections with pipelines, reads, waits,
+ *      disconnects and REQID retries
  *   7. faults
  *   8. the run loop and the final checks
  *
- * Rule for raft callbacks: they only record what happened; every call into
- * raft (apply, barrier, transfer, close, start) is made by the driver between
- * fixture steps, never from inside a callback.
+ * Rule for raft callbacks (leader.h's, which the module asserts and the sim
+ * checks): they only record what happened and deliver replies; every call
+ * into raft (apply, barrier, transfer, close, start) is made between fixture
+ * steps, by the module's step or by the driver, never from inside a callback.
  */
 #include "sim.h"
 

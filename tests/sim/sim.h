@@ -2,16 +2,21 @@
  *
  * One run builds an N-node raft cluster (libraft's in-memory fixture: fake
  * clock, fake network, fake disk), gives every node a real fence_fsm behind
- * its raft_fsm, drives it the way src/server does (barrier, then
- * LEADER_START, then group-committed client batches and TICKs), lets
- * simulated clients send random commands, injects faults on a schedule drawn
- * from one seed, and checks the safety invariants after every step:
+ * its raft_fsm, runs fenced's own leader module (src/server/leader.c:
+ * barrier, LEADER_START, group commit, TICKs, the wait table) on every node,
+ * lets simulated clients pipeline random commands and reads over
+ * connections that come and go, injects faults on a schedule drawn from one
+ * seed, and checks the safety invariants after every step:
  *
  *   - tokens strictly increase and no token is issued twice; every node
  *     applies the same entry with the same results at the same index, so all
  *     nodes' grant sequences are prefixes of one sequence;
  *   - fence_fsm_check() holds on every node after every applied entry;
  *   - every grant a client saw acknowledged is in the final history;
+ *   - a read sees exactly the writes ahead of it in its pipeline and every
+ *     write acknowledged before it was sent; each request is answered once,
+ *     and only while its connection is open;
+ *   - raft is never called from inside a raft callback;
  *   - no grant goes to a lease that an independent model says was expired,
  *     revoked or unknown at the grant's entry time;
  *   - snapshots are byte-identical across nodes at equal applied index, and
