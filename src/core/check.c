@@ -11,6 +11,7 @@
  * with a pending deadline. */
 static const char *check_heap(const fence_fsm *f, uint64_t expect)
 {
+    FENCE_ASSERT(f->heap.len == 0 || f->heap.items != NULL);
     const fence__heap *h = &f->heap;
     if (h->len > h->cap) {
         return "heap longer than its capacity";
@@ -39,6 +40,7 @@ static const char *check_heap(const fence_fsm *f, uint64_t expect)
 /* Check the leases and their held and wait lists. */
 static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
 {
+    FENCE_ASSERT(nwaits_out != NULL);
     uint64_t n = 0;
     uint64_t nwaits = 0;
     const fence__lease *prev = NULL;
@@ -125,6 +127,7 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
 /* Check the locks, their FIFOs and the token order. */
 static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
 {
+    FENCE_ASSERT(ndelay_out != NULL);
     uint64_t n = 0;
     uint64_t nheld = 0;
     uint64_t ndelay = 0;
@@ -289,6 +292,7 @@ static const char *check_dedup(const fence_fsm *f)
 /* Check every invariant; NULL when all hold. */
 const char *fence_fsm_check(const fence_fsm *f)
 {
+    FENCE_ASSERT(f != NULL);
     const char *e;
     uint64_t nwaits = 0;
     uint64_t ndelay = 0;

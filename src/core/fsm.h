@@ -2,10 +2,12 @@
  * global fencing-token counter.
  *
  * Deterministic: no I/O, no clock, no randomness, no globals.  Memory comes
- * from an injected allocator and every allocation is checked against a
- * limit first.  Time enters only as the timestamp the leader wrote into each
- * log entry.  Two state machines fed the same entries end in byte-identical
- * snapshots.
+ * from an injected allocator; every object is counted against a limit
+ * first, and the outcome of apply is a function of (state, entry) alone:
+ * never of the allocator (a failed allocation inside apply stops the
+ * process, see fence_fsm_create).  Time enters only as the timestamp the
+ * leader wrote into each log entry.  Two state machines fed the same
+ * entries end in byte-identical snapshots.
  *
  * Vocabulary:
  *   - A lease has an id (assigned here, from 1), a TTL, a deadline (fsm

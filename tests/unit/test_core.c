@@ -1108,6 +1108,76 @@ static void test_entry_round_trip(void)
     free(buf);
 }
 
+/* Logs and snapshots written before the global bound on waits still
+ * load: a version-1 entry's LEADER_START decodes with waits_max =
+ * UINT32_MAX (no bound, what it meant), and a version-2 snapshot restores
+ * with the same. */
+static void test_old_versions_load(void)
+{
+    /* Version 1: u8 1 | u64 ts | u32 1 | LEADER_START (type 1, flags 0,
+     * req_id 0) | 4 x u32 limits. */
+    uint8_t v1[13 + 10 + 16];
+    memset(v1, 0, sizeof(v1));
+    v1[0] = 1;
+    v1[1] = 7; /* timestamp 7 */
+    v1[9] = 1; /* one command */
+    v1[13] = FENCE_CMD_LEADER_START;
+    const uint32_t lim[4] = {5, 6, 7, 8};
+    for (int i = 0; i < 4; i++) {
+        v1[23 + 4 * i] = (uint8_t)lim[i];
+    }
+    fence_entry_iter it;
+    REQUIRE(fence_entry_open(&it, v1, sizeof(v1)) == 0);
+    CHECK_EQ_U64(it.version, 1);
+    CHECK_EQ_U64(it.timestamp_ms, 7);
+    fence_cmd c;
+    REQUIRE(fence_entry_next(&it, &c) == 1);
+    CHECK_EQ_U64(c.limits.leases_max, 5);
+    CHECK_EQ_U64(c.limits.locks_max, 6);
+    CHECK_EQ_U64(c.limits.waiters_max, 7);
+    CHECK_EQ_U64(c.limits.dedup_max, 8);
+    CHECK_EQ_U64(c.limits.waits_max, UINT32_MAX);
+    CHECK_EQ_I64(fence_entry_next(&it, &c), 0);
+    fx x;
+    fx_init(&x);
+    fence_result r;
+    CHECK_EQ_I64(fence_fsm_apply_entry(x.f, v1, sizeof(v1), &r, 1), 1);
+    CHECK_EQ_U64(r.status, FENCE_ST_OK);
+    /* A version-2 snapshot: the version-3 one without waits_max. */
+    uint64_t l = lease(&x, 10, 1000, 0);
+    run(&x, 10, c_lock("old", l, 0));
+    size_t n = fence_fsm_snapshot_size(x.f);
+    uint8_t *v3 = malloc(n);
+    REQUIRE(v3 != NULL);
+    REQUIRE(fence_fsm_snapshot(x.f, v3, n) == n);
+    CHECK_EQ_U64(v3[4], 3);
+    /* The limits start at byte 4 + 4 + 32; waits_max is the fifth u32. */
+    size_t at = 4 + 4 + 32 + 16;
+    CHECK_EQ_U64(v3[at] & v3[at + 1] & v3[at + 2] & v3[at + 3], 0xff);
+    uint8_t *v2 = malloc(n - 4);
+    REQUIRE(v2 != NULL);
+    memcpy(v2, v3, at);
+    memcpy(v2 + at, v3 + at + 4, n - at - 4);
+    v2[4] = 2;
+    uint32_t crc = fence__crc32c(v2, n - 8);
+    for (int i = 0; i < 4; i++) {
+        v2[n - 8 + (size_t)i] = (uint8_t)(crc >> (8 * i));
+    }
+    fx y;
+    fx_init(&y);
+    REQUIRE(fence_fsm_restore(y.f, v2, n - 4) == 0);
+    uint8_t *again = malloc(n);
+    REQUIRE(again != NULL);
+    REQUIRE(fence_fsm_snapshot_size(y.f) == n);
+    fence_fsm_snapshot(y.f, again, n);
+    CHECK(memcmp(again, v3, n) == 0);
+    free(again);
+    free(v2);
+    free(v3);
+    fx_done(&y);
+    fx_done(&x);
+}
+
 static void test_apply_entry(void)
 {
     fx x;
@@ -1200,5 +1270,6 @@ int main(void)
     TEST_RUN(test_snapshot_corrupt_rejected);
     TEST_RUN(test_entry_round_trip);
     TEST_RUN(test_apply_entry);
+    TEST_RUN(test_old_versions_load);
     return TEST_DONE();
 }
