@@ -4,8 +4,21 @@
  * every step; snapshot restore runs it as its last gate. */
 #include "core/fsm_int.h"
 
-/* The link of an object that may be NULL. */
-#define LINK(obj, member) ((obj) != NULL ? &(obj)->member : NULL)
+/* True when list l is well linked (every link's prev is the link before
+ * it, last is the final link) and holds exactly count links. */
+static bool list_ok(const fence__list *l, uint64_t count)
+{
+    uint64_t n = 0;
+    const fence__link *prev = NULL;
+    for (const fence__link *p = l->first; p != NULL; p = p->next) {
+        if (p->prev != prev || n == count) {
+            return false;
+        }
+        prev = p;
+        n++;
+    }
+    return l->last == prev && n == count;
+}
 
 /* Check the heap: positions, order, and that it holds exactly the objects
  * with a pending deadline. */
@@ -41,15 +54,13 @@ static const char *check_heap(const fence_fsm *f, uint64_t expect)
 static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
 {
     FENCE_ASSERT(nwaits_out != NULL);
-    uint64_t n = 0;
+    if (!list_ok(&f->lease_list, f->leases.count)) {
+        return "lease list broken or not the size of the lease table";
+    }
     uint64_t nwaits = 0;
     const fence__lease *prev = NULL;
     for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
         const fence__lease *l = LEASE_OF(p);
-        n++;
-        if (l->link.prev != LINK(prev, link)) {
-            return "lease list broken";
-        }
         if (prev != NULL && prev->id >= l->id) {
             return "leases not in id order";
         }
@@ -65,11 +76,12 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
         if (l->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX) {
             return "lease lock-delay out of range";
         }
-        uint32_t held = 0;
+        if (!list_ok(&l->held, l->nheld)) {
+            return "lease held list broken or its count wrong";
+        }
         uint64_t last = 0;
         for (const fence__link *q = l->held.first; q != NULL; q = q->next) {
             const fence__lock *k = HELD_OF(q);
-            held++;
             if (k->holder != l) {
                 return "held lock names another holder";
             }
@@ -78,15 +90,13 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
             }
             last = k->token;
         }
-        if (held != l->nheld) {
-            return "lease held count wrong";
+        if (!list_ok(&l->waits, l->nwaits)) {
+            return "lease wait list broken or its count wrong";
         }
-        uint32_t waits = 0;
         uint64_t lastw = 0;
         bool acq_seen = false;
         for (const fence__link *q = l->waits.first; q != NULL; q = q->next) {
             const fence__wait *w = LWAIT_OF(q);
-            waits++;
             if (w->lease != l) {
                 return "lease wait names another lease";
             }
@@ -101,9 +111,6 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
                 acq_seen = true;
             }
         }
-        if (waits != l->nwaits) {
-            return "lease wait count wrong";
-        }
         if ((l->acq_wait != NULL) != acq_seen) {
             return "dedicated lease's ACQUIRE wait missing";
         }
@@ -111,14 +118,8 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
             l->hi.deadline_ms < l->acq_wait->hi.deadline_ms) {
             return "dedicated lease would expire before its ACQUIRE wait";
         }
-        nwaits += waits;
+        nwaits += l->nwaits;
         prev = l;
-    }
-    if (f->lease_list.last != LINK(prev, link)) {
-        return "lease list tail wrong";
-    }
-    if (n != f->leases.count) {
-        return "lease count does not match the table";
     }
     *nwaits_out = nwaits;
     return NULL;
@@ -128,17 +129,15 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
 static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
 {
     FENCE_ASSERT(ndelay_out != NULL);
-    uint64_t n = 0;
+    if (!list_ok(&f->lock_list, f->locks.count)) {
+        return "lock list broken or not the size of the lock table";
+    }
     uint64_t nheld = 0;
     uint64_t ndelay = 0;
     uint64_t nwaiters = 0;
     const fence__lock *prev = NULL;
     for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
         const fence__lock *k = LOCK_OF(p);
-        n++;
-        if (k->tlink.prev != LINK(prev, tlink)) {
-            return "lock list broken";
-        }
         if (k->token == 0 || k->token > f->last_token) {
             return "lock token out of range";
         }
@@ -172,15 +171,12 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
         } else if (k->hi.idx != FENCE__NOT_IN_HEAP) {
             return "lock in the heap without lock-delay";
         }
-        uint32_t q = 0;
+        if (!list_ok(&k->queue, k->nwaiters)) {
+            return "lock FIFO broken or its count wrong";
+        }
         uint64_t lastw = 0;
-        const fence__wait *wp = NULL;
         for (const fence__link *x = k->queue.first; x != NULL; x = x->next) {
             const fence__wait *w = QWAIT_OF(x);
-            q++;
-            if (w->qlink.prev != LINK(wp, qlink)) {
-                return "lock FIFO broken";
-            }
             if (w->lock != k) {
                 return "waiter names another lock";
             }
@@ -194,22 +190,9 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
                 return "waiter's lease does not exist";
             }
             lastw = w->id;
-            wp = w;
         }
-        if (k->queue.last != LINK(wp, qlink)) {
-            return "lock FIFO tail wrong";
-        }
-        if (q != k->nwaiters) {
-            return "lock waiter count wrong";
-        }
-        nwaiters += q;
+        nwaiters += k->nwaiters;
         prev = k;
-    }
-    if (f->lock_list.last != LINK(prev, tlink)) {
-        return "lock list tail wrong";
-    }
-    if (n != f->locks.count) {
-        return "lock count does not match the table";
     }
     if (nheld != f->nheld) {
         return "held lock count wrong";
@@ -224,14 +207,12 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
 /* Check the global wait list. */
 static const char *check_waits(const fence_fsm *f)
 {
-    uint64_t n = 0;
+    if (!list_ok(&f->wait_list, f->waits.count)) {
+        return "wait list broken or not the size of the wait table";
+    }
     const fence__wait *prev = NULL;
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
         const fence__wait *w = WAIT_OF(p);
-        n++;
-        if (w->wlink.prev != LINK(prev, wlink)) {
-            return "wait list broken";
-        }
         if (prev != NULL && prev->id >= w->id) {
             return "waits not in id order";
         }
@@ -249,41 +230,25 @@ static const char *check_waits(const fence_fsm *f)
         }
         prev = w;
     }
-    if (f->wait_list.last != LINK(prev, wlink)) {
-        return "wait list tail wrong";
-    }
-    if (n != f->waits.count) {
-        return "wait count does not match the table";
-    }
     return NULL;
 }
 
 /* Check the dedup table. */
 static const char *check_dedup(const fence_fsm *f)
 {
-    uint64_t n = 0;
-    const fence__dedup *prev = NULL;
+    if (!list_ok(&f->dedup_list, f->dedup.count)) {
+        return "dedup list broken or not the size of the dedup table";
+    }
     for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
         const fence__dedup *d = DEDUP_OF(p);
-        n++;
-        if (d->link.prev != LINK(prev, link)) {
-            return "dedup list broken";
-        }
         if (fence__dedup_find(f, d->req_id) != d) {
             return "dedup record not found by req_id";
         }
         if (d->result.status > FENCE_ST_INVALID) {
             return "dedup result status out of range";
         }
-        prev = d;
     }
-    if (f->dedup_list.last != LINK(prev, link)) {
-        return "dedup list tail wrong";
-    }
-    if (n != f->dedup.count) {
-        return "dedup count does not match the table";
-    }
-    if (n > f->limits.dedup_max) {
+    if (f->dedup.count > f->limits.dedup_max) {
         return "dedup table above its limit";
     }
     return NULL;

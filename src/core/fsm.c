@@ -105,36 +105,28 @@ fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed,
     return f;
 }
 
+/* Free every object on list l, whose link sits at link_offset inside it. */
+static void free_all(fence_fsm *f, fence__list *l, size_t link_offset)
+{
+    fence__link *p = l->first;
+    while (p != NULL) {
+        fence__link *next = p->next;
+        fence__free(f, (char *)p - link_offset);
+        p = next;
+    }
+    l->first = l->last = NULL;
+}
+
 /* Free every object and the state itself. */
 void fence__fsm_free(fence_fsm *f)
 {
     if (f == NULL) {
         return;
     }
-    fence__link *p = f->wait_list.first;
-    while (p != NULL) {
-        fence__link *next = p->next;
-        fence__free(f, WAIT_OF(p));
-        p = next;
-    }
-    p = f->lock_list.first;
-    while (p != NULL) {
-        fence__link *next = p->next;
-        fence__free(f, LOCK_OF(p));
-        p = next;
-    }
-    p = f->lease_list.first;
-    while (p != NULL) {
-        fence__link *next = p->next;
-        fence__free(f, LEASE_OF(p));
-        p = next;
-    }
-    p = f->dedup_list.first;
-    while (p != NULL) {
-        fence__link *next = p->next;
-        fence__free(f, DEDUP_OF(p));
-        p = next;
-    }
+    free_all(f, &f->wait_list, offsetof(fence__wait, wlink));
+    free_all(f, &f->lock_list, offsetof(fence__lock, tlink));
+    free_all(f, &f->lease_list, offsetof(fence__lease, link));
+    free_all(f, &f->dedup_list, offsetof(fence__dedup, link));
     fence__htab_free(f, &f->leases);
     fence__htab_free(f, &f->locks);
     fence__htab_free(f, &f->waits);

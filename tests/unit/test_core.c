@@ -1,6 +1,7 @@
 /* Unit tests of the deterministic core (src/core): commands, time, events,
  * dedup, limits, snapshots and the entry codec. */
 #include "../lib/test.h"
+#include "test_core_fork.h"
 
 #include "core/entry.h"
 #include "core/fsm.h"
@@ -855,6 +856,28 @@ static void alloc_scenario(long budget, uint8_t **snap_out, size_t *len_out)
     *len_out = n;
 }
 
+/* The reference run's final snapshot, for alloc_child. */
+static const uint8_t *alloc_ref;
+static size_t alloc_ref_len;
+
+/* The child's side of one budget: exits 10 when the failure was reported
+ * (nothing to compare), 1 on a failed check, 0 when it ran to the end
+ * with the reference's state. */
+static void alloc_child(void *arg)
+{
+    test__failures_in_case = 0;
+    uint8_t *s = NULL;
+    size_t n = 0;
+    alloc_scenario(*(const long *)arg, &s, &n);
+    if (s != NULL) {
+        CHECK(n == alloc_ref_len && memcmp(s, alloc_ref, n) == 0);
+    }
+    bool reported = s == NULL;
+    free(s);
+    fflush(stdout);
+    _exit(test__failures_in_case ? 1 : reported ? 10 : 0);
+}
+
 /* Every allocation failure, wherever it happens, either is reported
  * (fence_fsm_create, a restore into a fresh state machine: nothing
  * changed, nothing leaked) or stops the process with "fatal: out of memory
@@ -867,46 +890,17 @@ static void test_alloc_failures(void)
     size_t ref_len = 0;
     alloc_scenario(-1, &ref, &ref_len);
     REQUIRE(ref != NULL);
+    alloc_ref = ref;
+    alloc_ref_len = ref_len;
     long stopped = 0, reported = 0, survived = 0;
     for (long budget = 0; budget < 80; budget++) {
-        int pfd[2];
-        REQUIRE(pipe(pfd) == 0);
-        fflush(stdout);
-        pid_t pid = fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            close(pfd[0]);
-            dup2(pfd[1], 2);
-            close(pfd[1]);
-            test__failures_in_case = 0;
-            uint8_t *s = NULL;
-            size_t n = 0;
-            alloc_scenario(budget, &s, &n);
-            if (s != NULL) {
-                CHECK(n == ref_len && memcmp(s, ref, n) == 0);
-            }
-            free(s);
-            fflush(stdout);
-            _exit(test__failures_in_case ? 1 : s == NULL ? 10 : 0);
-        }
-        close(pfd[1]);
         char err[512];
-        size_t len = 0;
-        ssize_t got;
-        while (len < sizeof(err) - 1 &&
-               (got = read(pfd[0], err + len, sizeof(err) - 1 - len)) > 0) {
-            len += (size_t)got;
-        }
-        err[len] = '\0';
-        close(pfd[0]);
-        int status = 0;
-        REQUIRE(waitpid(pid, &status, 0) == pid);
-        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
-            strstr(err, "fatal: out of memory while") != NULL) {
+        int status = fork_case(alloc_child, &budget, err, sizeof(err));
+        if (stopped_for_oom(status, err)) {
             stopped++;
-        } else if (WIFEXITED(status) && WEXITSTATUS(status) == 10) {
+        } else if (exited_with(status, 10)) {
             reported++;
-        } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        } else if (exited_with(status, 0)) {
             survived++;
         } else {
             printf("#   budget %ld: status 0x%x: %s\n", budget,

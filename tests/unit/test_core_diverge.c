@@ -23,8 +23,8 @@
  * restored into the live state machines.
  */
 #include "../lib/test.h"
+#include "test_core_fork.h"
 
-#include <fcntl.h>
 #include <stdbool.h>
 
 #include "core/entry.h"
@@ -285,45 +285,30 @@ static long run(long fail_at)
     return ab.count;
 }
 
-/* One case in a child: 'd' diverged (printed when verbose), 'a' aborted with the out-of-memory
- * message, 's' same states to the end, 'x' anything else. */
+/* The child's side of one case: the scenario with allocation *arg
+ * failing. */
+static void child_run(void *arg)
+{
+    run(*(const long *)arg);
+}
+
+/* One case in a child: 'd' diverged (printed when verbose), 'a' aborted
+ * with the out-of-memory message, 's' same states to the end, 'x'
+ * anything else. */
 static char one_case(long k, bool verbose)
 {
-    int pfd[2];
-    REQUIRE(pipe(pfd) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        dup2(pfd[1], 2);
-        close(pfd[1]);
-        run(k);
-        _exit(0);
-    }
-    close(pfd[1]);
     char err[512];
-    size_t len = 0;
-    ssize_t r;
-    while (len < sizeof(err) - 1 &&
-           (r = read(pfd[0], err + len, sizeof(err) - 1 - len)) > 0) {
-        len += (size_t)r;
-    }
-    err[len] = '\0';
-    close(pfd[0]);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    int status = fork_case(child_run, &k, err, sizeof(err));
+    if (exited_with(status, 0)) {
         return 's';
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+    if (exited_with(status, 3)) {
         if (verbose) {
             printf("#   %s", err);
         }
         return 'd';
     }
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
-        strstr(err, "fatal: out of memory while") != NULL) {
+    if (stopped_for_oom(status, err)) {
         return 'a';
     }
     printf("#   allocation %ld: child ended otherwise (status 0x%x): %s\n", k,

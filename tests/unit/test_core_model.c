@@ -15,6 +15,7 @@
  *   FENCE_STEPS=<n>   steps per seed
  */
 #include "../lib/test.h"
+#include "test_core_fork.h"
 
 #include "core/entry.h"
 #include "core/fsm.h"
@@ -1234,6 +1235,12 @@ static void flaky_seed(uint64_t seed)
     REQUIRE(fl.live == 0);
 }
 
+/* The child's side of one seed. */
+static void flaky_child(void *arg)
+{
+    flaky_seed(*(const uint64_t *)arg);
+}
+
 /* Random commands, snapshots and restores with allocations failing at
  * random on one of two replicas: every seed ends either with the two
  * answering alike all along (no failure hit, or a harmless one) or with
@@ -1246,34 +1253,11 @@ static void test_alloc_failure_random(void)
     uint64_t seeds = env_u64("FENCE_SEEDS", DEFAULT_SEEDS) / 10 + 1;
     uint64_t stopped = 0, agreed = 0;
     for (uint64_t seed = 1; seed <= seeds; seed++) {
-        int pfd[2];
-        REQUIRE(pipe(pfd) == 0);
-        fflush(stdout);
-        pid_t pid = fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            close(pfd[0]);
-            dup2(pfd[1], 2);
-            close(pfd[1]);
-            flaky_seed(seed);
-            _exit(0);
-        }
-        close(pfd[1]);
         char err[512];
-        size_t len = 0;
-        ssize_t got;
-        while (len < sizeof(err) - 1 &&
-               (got = read(pfd[0], err + len, sizeof(err) - 1 - len)) > 0) {
-            len += (size_t)got;
-        }
-        err[len] = '\0';
-        close(pfd[0]);
-        int status = 0;
-        REQUIRE(waitpid(pid, &status, 0) == pid);
-        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
-            strstr(err, "fatal: out of memory while") != NULL) {
+        int status = fork_case(flaky_child, &seed, err, sizeof(err));
+        if (stopped_for_oom(status, err)) {
             stopped++;
-        } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        } else if (exited_with(status, 0)) {
             agreed++;
         } else {
             printf("#   seed %llu: status 0x%x %s\n", (unsigned long long)seed,
