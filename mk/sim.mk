@@ -1,5 +1,6 @@
 # tests/sim: deterministic cluster simulation on libraft's raft_fixture,
-# running the real state machine (src/core).  See docs/testing.md.
+# running the real state machine (src/core) under the same leader module
+# as fenced (src/server/leader.c).  See docs/testing.md.
 #
 #   make sim SEEDS=N [SEED_START=S] [SIM_ARGS='--nodes 5 --duration 60000']
 #   FENCE_SIM_SEED=n build/tests/fence_sim --verbose      replay one seed
@@ -7,13 +8,23 @@ CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft 2>/dev/null)
 SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
 SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
+SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
-$(SIM_BIN): $(SIM_OBJ) $(CORE_LIB) $(COMMON_LIB)
+$(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(SIM_LIBS) $(LDFLAGS)
 
 UNIT_TESTS += $(SIM_BIN)
+
+# Unit tests of the leader module through its ops table (fake raft, real
+# core): phases, group commit and its cuts, orphans, waits, the rule.
+LEADER_TEST := $(BUILD)/tests/test_leader
+$(LEADER_TEST): $(BUILD)/tests/sim/test_leader.o $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+
+UNIT_TESTS += $(LEADER_TEST)
 
 # Control: the same simulation against the grant_expired mutant (the core
 # with tests/mutants/grant_expired.patch applied, built by
@@ -35,6 +46,24 @@ $(SIM_BUG_CHECK): $(SIM_BUG_BIN) mk/sim.mk
 	@chmod +x $@
 
 UNIT_TESTS += $(SIM_BUG_CHECK)
+
+# Control: the same simulation against the leader_read_early mutant (the
+# leader module answers a read as soon as its batch is proposed, before the
+# writes ahead of it in its pipeline are applied) must report a violation:
+# the sim runs the daemon's leader module, not a copy of its own.
+SIM_LMUT_DIR   := $(BUILD)/mutant/leader_read_early
+SIM_LMUT_BIN   := $(SIM_LMUT_DIR)/tests/fence_sim
+SIM_LMUT_CHECK := $(BUILD)/tests/fence_sim_leader_mutant_check.sh
+
+$(SIM_LMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh leader_read_early $(SIM_LMUT_DIR) tests/fence_sim
+
+$(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted leader-module bug (tests/mutants/leader_read_early.patch)\nexec "$$(dirname "$$0")/../mutant/leader_read_early/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_LMUT_CHECK)
 
 SEEDS ?= 20
 SEED_START ?= 1

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "core/entry.h"
 
 /* Initial wait-table size (grows by doubling). */
 #define WAIT_TAB_INITIAL 1024
@@ -132,10 +133,10 @@ uint64_t fence__leader_now(const fence_leader *l)
     return t > applied ? t : applied;
 }
 
-/* Whether writes are served. */
+/* Whether this server is a ready leader (LEADER_START applied). */
 bool fence__leader_ready(const fence_leader *l)
 {
-    return l->phase == PH_READY && !l->stopping;
+    return l->phase == PH_READY;
 }
 
 /* Copy the counters out. */
@@ -311,8 +312,11 @@ static void batch_free(lbatch *b)
 
 /* Append a command or read to the pending batch, cutting it first when
  * it is full or when a write follows a read of the same connection c (see
- * leader.h "Group commit").  The cut batch goes out at the next step.
- * Returns the item, or NULL if memory ran out. */
+ * leader.h "Group commit").  The cut batch goes out at the next step, so
+ * nothing here proposes or replies: a failed proposal's reply can no
+ * longer close a connection (for lack of memory) under the request being
+ * added, as it could when a cut batch was proposed on the spot.  Returns
+ * the item, or NULL if memory ran out. */
 static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
                         fence_lreq *r, fence_lconn *c)
 {
@@ -484,8 +488,13 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
     if (r == NULL) {
         if (it->cmd.type == FENCE_CMD_TICK)
             l->tick_pending = false;
-        if (it->cmd.type == FENCE_CMD_LEADER_START && l->phase == PH_STARTING &&
-            l->ops.is_leader(l->ops.ctx)) {
+        if (it->cmd.type == FENCE_CMD_LEADER_START && l->phase == PH_STARTING) {
+            if (!l->ops.is_leader(l->ops.ctx)) {
+                /* Applied, but raft no longer leads: start over at the
+                 * next step (a new barrier if it leads again). */
+                l->phase = PH_NONE;
+                return;
+            }
             l->phase = PH_READY;
             l->rearm = true;
             llog(l, FENCE_LLOG_INFO, "leader ready: term %llu, last token %llu",
@@ -525,6 +534,16 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
         if (!wait_has(l, res->wait_id))
             cancel_wait(l, res->wait_id);
         req_release(r);
+        return;
+    }
+    if (!fence_fsm_wait_exists(l->fsm, res->wait_id)) {
+        /* QUEUED for a wait that is gone (a deduplicated retry whose
+         * request joined another request's wait: the core kept its record
+         * QUEUED when that wait ended).  No event will ever come: answer
+         * rather than hang. */
+        llog(l, FENCE_LLOG_WARN, "QUEUED for wait %llu, which no longer "
+             "exists; answering TRYAGAIN", (unsigned long long)res->wait_id);
+        answer_error(l, req_release(r), FENCE_LERR_UNKNOWN);
         return;
     }
     wait_insert(l, r, res->wait_id);

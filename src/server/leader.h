@@ -212,7 +212,7 @@ void fence__leader_barrier_done(fence_leader *l, int status);
 
 /* ---- Queries ---- */
 
-bool fence__leader_ready(const fence_leader *l); /* serving writes */
+bool fence__leader_ready(const fence_leader *l); /* LEADER_START applied */
 uint64_t fence__leader_now(const fence_leader *l); /* fsm time, see above */
 void fence__leader_stats_get(const fence_leader *l, fence_leader_stats *out);
 

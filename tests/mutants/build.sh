@@ -23,6 +23,9 @@
 # `git diff`):
 #   grant_expired  etcd#11456: a waiter whose lease expired while queued is
 #                  not reaped, and the hand-off skips the liveness check
+#   leader_read_early  the leader module (src/server/leader.c) answers a read
+#                  as soon as its batch is proposed, before the writes ahead
+#                  of it in its pipeline are applied
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

@@ -13,7 +13,8 @@
  * --duration MS (simulated time with faults, default 30000), --clients C,
  * --verbose (faults, leaderships), --trace (also every applied command).
  * Environment: FENCE_SIM_NO_PRE_VOTE=1 turns raft pre-vote off,
- * FENCE_SIM_VOTE_FAULTS=1 lets disk faults hit set_term/set_vote too.  Every seed runs in a forked child, so an assert inside raft or
+ * FENCE_SIM_VOTE_FAULTS=1 lets disk faults hit set_term/set_vote too,
+ * FENCE_SIM_DEBUG=1 dumps node and client state when a run does not settle.  Every seed runs in a forked child, so an assert inside raft or
  * the core fails that seed (its number is printed) and not the whole run.
  */
 #include <errno.h>
@@ -128,12 +129,14 @@ static void print_stats(uint64_t seed, unsigned nodes, const fence_sim_result *r
            " unknown, %" PRIu64 " leaderships, %" PRIu64 " faults, %" PRIu64
            " restarts (%" PRIu64 " crash-stops), snapshots %" PRIu64
            " taken/%" PRIu64 " restored, %" PRIu64 " model adjusts, %" PRIu64
-           " forgotten reqids, %" PRIu64
+           " forgotten reqids, %" PRIu64 " reads, %" PRIu64 " wait answers, %"
+           PRIu64 " disconnects, %" PRIu64 " unknown batches, %" PRIu64
            " steps\n",
            seed, nodes, r->entries, r->grants, r->acked_grants, r->acked_cmds,
            r->unknown_outcomes, r->leader_terms, r->faults, r->restarts,
            r->crashes, r->snapshots_taken, r->snapshots_restored,
-           r->model_adjusts, r->model_forgets, r->step);
+           r->model_adjusts, r->model_forgets, r->reads, r->wait_answers,
+           r->disconnects, r->unknown_batches, r->step);
 }
 
 /* Parse an unsigned number or exit with a message. */
