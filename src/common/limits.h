@@ -88,4 +88,25 @@ _Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_INLINE_MAX, "a name must fit a requ
 _Static_assert(FENCE_COMPAT_LIB_MAX <= FENCE_COMPAT_NAME_MAX, "lib fields are names");
 _Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 
+/* ---- Users and permissions (src/common/acl.c) ---------------------------- */
+
+/* Users in one ACL file. */
+#define FENCE_ACL_USERS_MAX 1024
+/* Passwords (hashes) of one user. */
+#define FENCE_ACL_PASSWORDS_MAX 8
+/* ~patterns of one user. */
+#define FENCE_ACL_PATTERNS_MAX 64
+/* +/- command and category rules of one user. */
+#define FENCE_ACL_RULES_MAX 64
+/* Longest command name in a +COMMAND rule. */
+#define FENCE_ACL_CMD_MAX 31
+/* Longest line of an ACL file. */
+#define FENCE_ACL_LINE_MAX 4096
+/* Largest ACL file. */
+#define FENCE_ACL_FILE_MAX (1024 * 1024)
+
+_Static_assert(FENCE_ACL_LINE_MAX <= FENCE_ACL_FILE_MAX, "a line fits the file");
+_Static_assert(FENCE_NAME_MAX < FENCE_ACL_LINE_MAX, "a pattern as long as a name fits a line");
+_Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_ACL_LINE_MAX, "a user name fits a line");
+
 #endif /* FENCE_LIMITS_H */

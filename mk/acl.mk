@@ -1,0 +1,15 @@
+# Users and permissions (src/common/acl.c, docs/security.md): part of
+# libfencecommon.a (mk/common.mk globs src/common/*.c); it hashes with
+# libsodium, so every program that links acl.o adds $(SODIUM_LIBS).
+
+# Unit test of the parser, logins and checks.
+$(BUILD)/tests/test_acl: $(BUILD)/tests/unit/test_acl.o $(BUILD)/libfencecommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(SODIUM_LIBS)
+UNIT_TESTS += $(BUILD)/tests/test_acl
+
+# Fuzz target tests/fuzz/acl_fuzz.c (mk/fuzz.mk).
+FUZZ_TARGETS += acl
+FUZZ_acl_LIBS := $(BUILD)/libfencecommon.a
+FUZZ_acl_LDLIBS = $(SODIUM_LIBS)
+FUZZ_acl_FLAGS := -max_len=8192

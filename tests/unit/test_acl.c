@@ -1,0 +1,236 @@
+/* src/common/acl: the ACL file parser, logins, command and name checks. */
+#include <string.h>
+
+#include "common/acl.h"
+#include "../lib/test.h"
+
+/* Parse a C string, or fail the case. */
+static fence_acl *parse_ok(const char *text)
+{
+    fence_acl *acl = NULL;
+    char err[256];
+    int rc = fence_acl_parse(text, strlen(text), "t.acl", &acl, err, sizeof(err));
+    if (rc != 0)
+        printf("#   unexpected error: %s\n", err);
+    REQUIRE(rc == 0);
+    REQUIRE(acl != NULL);
+    return acl;
+}
+
+/* Parse a C string that must fail; the error must start with want. */
+static void parse_bad(const char *text, const char *want)
+{
+    fence_acl *acl = (fence_acl *)1;
+    char err[256];
+    int rc = fence_acl_parse(text, strlen(text), "t.acl", &acl, err, sizeof(err));
+    CHECK(rc == -1);
+    CHECK(acl == NULL);
+    if (strncmp(err, want, strlen(want)) != 0)
+        printf("#   error \"%s\" does not start with \"%s\"\n", err, want);
+    CHECK(strncmp(err, want, strlen(want)) == 0);
+}
+
+/* AUTH as user with password. */
+static const fence_acl_user *auth(const fence_acl *acl, const char *user, const char *pass)
+{
+    return fence_acl_auth(acl, user, user ? strlen(user) : 0, pass, strlen(pass));
+}
+
+/* Logins: passwords, hashes, on/off, nopass, default. */
+static void test_auth(void)
+{
+    /* sha256("hunter2") */
+    fence_acl *acl = parse_ok(
+        "# a comment\n"
+        "\n"
+        "user alice on >secret ~orders:* +@all\n"
+        "user bob on #f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7 ~* +@lock\r\n"
+        "user carol off >pw ~* +@all\n"
+        "user dave on nopass ~* +@all\n");
+    CHECK_EQ_U64(fence_acl_count(acl), 4);
+    const fence_acl_user *a = auth(acl, "alice", "secret");
+    REQUIRE(a != NULL);
+    CHECK_STR(fence_acl_user_name(a), "alice");
+    CHECK(auth(acl, "alice", "secreT") == NULL);
+    CHECK(auth(acl, "alice", "") == NULL);
+    CHECK(auth(acl, "bob", "hunter2") != NULL);
+    CHECK(auth(acl, "bob", "secret") == NULL);
+    CHECK(auth(acl, "carol", "pw") == NULL); /* off */
+    CHECK(auth(acl, "dave", "anything") != NULL);
+    CHECK(auth(acl, "eve", "secret") == NULL);
+    CHECK(auth(acl, NULL, "secret") == NULL); /* no default user */
+    CHECK(fence_acl_auto_user(acl) == NULL);
+    fence_acl_free(acl);
+
+    acl = fence_acl_new_default();
+    REQUIRE(acl != NULL);
+    CHECK(fence_acl_auto_user(acl) != NULL);
+    CHECK(auth(acl, NULL, "whatever") != NULL);
+    const fence_acl_user *d = fence_acl_auto_user(acl);
+    CHECK(fence_acl_cmd_allowed(d, "CLUSTER.REMOVE", fence_acl_command_cats("CLUSTER.REMOVE", NULL)));
+    CHECK(fence_acl_key_allowed(d, "anything", 8));
+    CHECK(fence_acl_is_admin(d));
+    fence_acl_free(acl);
+
+    /* Later rules win: resetpass, reset, and a password after nopass. */
+    acl = parse_ok("user x on nopass >a\nuser y on >a resetpass >b\nuser z on >a ~* +@all reset\n"
+                   "user default on >pw +@all ~*\n");
+    CHECK(auth(acl, "x", "a") != NULL);
+    CHECK(auth(acl, "x", "b") == NULL);
+    CHECK(auth(acl, "y", "a") == NULL);
+    CHECK(auth(acl, "y", "b") != NULL);
+    CHECK(auth(acl, "z", "a") == NULL);
+    CHECK(auth(acl, NULL, "pw") != NULL);
+    CHECK(fence_acl_auto_user(acl) == NULL); /* default has a password */
+    fence_acl_free(acl);
+}
+
+/* Command rules: categories, commands, last one wins. */
+static void test_commands(void)
+{
+    fence_acl *acl = parse_ok("user u on nopass +@all -@admin\n"
+                              "user l on nopass +@lock +LEASE.GRANT\n"
+                              "user r on nopass +@all -@write +LOCK\n"
+                              "user n on nopass\n"
+                              "user a on nopass -@all +@admin\n");
+    const fence_acl_user *u = fence_acl_find(acl, "u", 1);
+    const fence_acl_user *l = fence_acl_find(acl, "l", 1);
+    const fence_acl_user *r = fence_acl_find(acl, "r", 1);
+    const fence_acl_user *n = fence_acl_find(acl, "n", 1);
+    const fence_acl_user *a = fence_acl_find(acl, "a", 1);
+    REQUIRE(u && l && r && n && a);
+#define OK(usr, cmd) fence_acl_cmd_allowed((usr), (cmd), fence_acl_command_cats((cmd), NULL))
+    CHECK(OK(u, "LOCK"));
+    CHECK(OK(u, "lease.grant"));
+    CHECK(!OK(u, "CLUSTER.REMOVE"));
+    CHECK(!OK(u, "CLUSTER.INFO"));
+    CHECK(!fence_acl_cmd_allowed(u, "ACL", fence_acl_command_cats("ACL", "LOAD")));
+    CHECK(fence_acl_cmd_allowed(u, "ACL", fence_acl_command_cats("ACL", "WHOAMI")));
+    CHECK(!fence_acl_is_admin(u));
+    CHECK(OK(l, "LOCK"));
+    CHECK(OK(l, "UNLOCK"));
+    CHECK(OK(l, "LOCK.INFO"));
+    CHECK(OK(l, "LEASE.GRANT"));
+    CHECK(!OK(l, "LEASE.REVOKE"));
+    CHECK(!OK(l, "FSET"));
+    CHECK(OK(r, "LOCK"));
+    CHECK(!OK(r, "UNLOCK"));
+    CHECK(OK(r, "LOCK.INFO"));
+    CHECK(!OK(n, "PING"));
+    CHECK(!OK(n, "LOCK"));
+    CHECK(OK(a, "CLUSTER.TRANSFER"));
+    CHECK(!OK(a, "LOCK"));
+    CHECK(fence_acl_is_admin(a));
+    CHECK(!OK(u, "NOSUCH") == false); /* +@all covers unknown commands */
+    CHECK(!OK(l, "NOSUCH"));
+#undef OK
+    fence_acl_free(acl);
+}
+
+/* Name patterns and the glob. */
+static void test_patterns(void)
+{
+    CHECK(fence_acl_glob("*", 1, "", 0));
+    CHECK(fence_acl_glob("orders:*", 8, "orders:1", 8));
+    CHECK(!fence_acl_glob("orders:*", 8, "orders", 6));
+    CHECK(fence_acl_glob("a?c", 3, "abc", 3));
+    CHECK(!fence_acl_glob("a?c", 3, "ac", 2));
+    CHECK(fence_acl_glob("[a-c]x", 6, "bx", 2));
+    CHECK(!fence_acl_glob("[a-c]x", 6, "dx", 2));
+    CHECK(fence_acl_glob("[^a-c]x", 7, "dx", 2));
+    CHECK(fence_acl_glob("a\\*b", 4, "a*b", 3));
+    CHECK(!fence_acl_glob("a\\*b", 4, "axb", 3));
+    CHECK(fence_acl_glob("*a*b*c", 6, "xxaxxbxxc", 9));
+    CHECK(!fence_acl_glob("*a*b*c", 6, "xxaxxbxx", 8));
+    CHECK(fence_acl_glob("**", 2, "abc", 3));
+    /* A pathological pattern finishes quickly (no exponential backtracking). */
+    char s[4001], p[201];
+    memset(s, 'a', 4000);
+    s[4000] = '\0';
+    for (int i = 0; i < 100; i++) {
+        p[2 * i] = '*';
+        p[2 * i + 1] = 'a';
+    }
+    p[200] = 'b';
+    CHECK(!fence_acl_glob(p, 201, s, 4000));
+
+    fence_acl *acl = parse_ok("user u on nopass ~orders:* ~billing +@all\n"
+                              "user k on nopass allkeys\nuser z on nopass ~* resetkeys\n");
+    const fence_acl_user *u = fence_acl_find(acl, "u", 1);
+    CHECK(fence_acl_key_allowed(u, "orders:7", 8));
+    CHECK(fence_acl_key_allowed(u, "billing", 7));
+    CHECK(!fence_acl_key_allowed(u, "billing2", 8));
+    CHECK(!fence_acl_key_allowed(u, "payroll", 7));
+    CHECK(fence_acl_key_allowed(fence_acl_find(acl, "k", 1), "x", 1));
+    CHECK(!fence_acl_key_allowed(fence_acl_find(acl, "z", 1), "x", 1));
+    fence_acl_free(acl);
+}
+
+/* Bad files: each error names the file and line; no password is shown. */
+static void test_errors(void)
+{
+    parse_bad("user\n", "t.acl:1: 'user' without a name");
+    parse_bad("\nusr alice\n", "t.acl:2: a line must start with 'user'");
+    parse_bad("user al ice\n", "t.acl:1: word 3: unknown rule (not shown");
+    parse_bad("user alice on mysecret\n", "t.acl:1: word 4: unknown rule (not shown");
+    parse_bad("user a\nuser a\n", "t.acl:2: user 'a' is defined twice");
+    parse_bad("user a +@nosuch\n", "t.acl:1: word 3: unknown category '+@nosuch'");
+    parse_bad("user a #abc\n", "t.acl:1: word 3: '#' must be followed by 64 hex digits");
+    parse_bad("user a #zz2fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7\n",
+              "t.acl:1: word 3: '#' must be followed");
+    parse_bad("user a +LO/CK\n", "t.acl:1: word 3: bad command name");
+    parse_bad("user a\x01\n", "t.acl:1: control character");
+    parse_bad("user b@d!\n", "t.acl:1: bad user name");
+    parse_bad("user a >1 >2 >3 >4 >5 >6 >7 >8 >9\n", "t.acl:1: word 11: more than 8 passwords");
+    char big[5000];
+    memset(big, 'a', sizeof(big));
+    memcpy(big, "user x ~", 8);
+    big[sizeof(big) - 1] = '\0';
+    parse_bad(big, "t.acl:1: line longer than 4096 bytes");
+    /* An error never contains a password. */
+    fence_acl *acl;
+    char err[256];
+    const char *t = "user a on >topsecret\nuser b on topsecret2\n";
+    CHECK(fence_acl_parse(t, strlen(t), "t.acl", &acl, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "topsecret") == NULL);
+    /* A missing file. */
+    CHECK(fence_acl_load_file("/nonexistent/x.acl", &acl, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "/nonexistent/x.acl: cannot open") == err);
+}
+
+/* ACL LIST lines: hashes, never passwords, and they parse back the same. */
+static void test_describe(void)
+{
+    fence_acl *acl = parse_ok("user alice on >secret ~orders:* +@all -@admin -CLUSTER.INFO\n"
+                              "user n off\n");
+    char line[1024];
+    fence_acl_user_describe(fence_acl_find(acl, "alice", 5), line, sizeof(line));
+    CHECK(strstr(line, "secret") == NULL);
+    CHECK_STR(line, "user alice on "
+                    "#2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b "
+                    "~orders:* +@all -@admin -CLUSTER.INFO");
+    fence_acl *again = parse_ok(line);
+    CHECK(fence_acl_auth(again, "alice", 5, "secret", 6) != NULL);
+    char line2[1024];
+    fence_acl_user_describe(fence_acl_find(again, "alice", 5), line2, sizeof(line2));
+    CHECK_STR(line, line2);
+    fence_acl_user_describe(fence_acl_find(acl, "n", 1), line, sizeof(line));
+    CHECK_STR(line, "user n off resetkeys -@all");
+    /* Truncation keeps a terminated string and reports the needed size. */
+    char small[10];
+    size_t need = fence_acl_user_describe(fence_acl_find(acl, "n", 1), small, sizeof(small));
+    CHECK_EQ_U64(need, strlen("user n off resetkeys -@all"));
+    CHECK_EQ_U64(strlen(small), 9);
+    fence_acl_free(again);
+    fence_acl_free(acl);
+}
+
+int main(void)
+{
+    TEST_RUN(test_auth);
+    TEST_RUN(test_commands);
+    TEST_RUN(test_patterns);
+    TEST_RUN(test_errors);
+    TEST_RUN(test_describe);
+    return TEST_DONE();
+}
