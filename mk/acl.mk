@@ -13,3 +13,7 @@ FUZZ_TARGETS += acl
 FUZZ_acl_LIBS := $(BUILD)/libfencecommon.a
 FUZZ_acl_LDLIBS = $(SODIUM_LIBS)
 FUZZ_acl_FLAGS := -max_len=8192
+
+# The daemons check logins with libsodium (acl.o).
+ACL_SODIUM := $(shell pkg-config --libs libsodium 2>/dev/null || echo -lsodium)
+$(BUILD)/fenced $(BUILD)/fence-store: LDFLAGS += $(ACL_SODIUM)

@@ -673,6 +673,7 @@ size_t fence_acl_user_describe(const fence_acl_user *u, char *buf, size_t buf_le
 static const struct {
     const char *name; /* upper case */
     uint32_t cats;    /* FENCE_ACL_CAT_* */
+    uint32_t key;     /* index of its lock/fence name argument, 0: none */
 } command_cats[] = {
     {"PING", FENCE_ACL_CAT_CONNECTION},
     {"QUIT", FENCE_ACL_CAT_CONNECTION},
@@ -681,20 +682,20 @@ static const struct {
     {"LEASE.KEEPALIVE", FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE},
     {"LEASE.REVOKE", FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE},
     {"LEASE.INFO", FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_READ},
-    {"LOCK", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_WRITE},
-    {"UNLOCK", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_WRITE},
-    {"ACQUIRE", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE},
-    {"LOCK.INFO", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_READ},
+    {"LOCK", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_WRITE, 1},
+    {"UNLOCK", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_WRITE, 1},
+    {"ACQUIRE", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE, 1},
+    {"LOCK.INFO", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_READ, 1},
     {"CLUSTER.INFO", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_READ},
     {"CLUSTER.ADD", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE},
     {"CLUSTER.REMOVE", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE},
     {"CLUSTER.TRANSFER", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE},
-    {"FSET", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE},
-    {"FDEL", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE},
-    {"FINCR", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE},
+    {"FSET", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE, 1},
+    {"FDEL", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE, 1},
+    {"FINCR", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE, 1},
     {"FGET", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_READ},
-    {"FENCE.HIGH", FENCE_ACL_CAT_FENCE | FENCE_ACL_CAT_READ},
-    {"FENCE.ADMIT", FENCE_ACL_CAT_FENCE | FENCE_ACL_CAT_WRITE},
+    {"FENCE.HIGH", FENCE_ACL_CAT_FENCE | FENCE_ACL_CAT_READ, 1},
+    {"FENCE.ADMIT", FENCE_ACL_CAT_FENCE | FENCE_ACL_CAT_WRITE, 1},
 };
 
 uint32_t fence_acl_command_cats(const char *name, const char *sub)
@@ -709,5 +710,13 @@ uint32_t fence_acl_command_cats(const char *name, const char *sub)
     for (size_t i = 0; i < sizeof(command_cats) / sizeof(command_cats[0]); i++)
         if (strcasecmp(command_cats[i].name, name) == 0)
             return command_cats[i].cats;
+    return 0;
+}
+
+uint32_t fence_acl_command_key(const char *name)
+{
+    for (size_t i = 0; i < sizeof(command_cats) / sizeof(command_cats[0]); i++)
+        if (strcasecmp(command_cats[i].name, name) == 0)
+            return command_cats[i].key;
     return 0;
 }

@@ -144,4 +144,9 @@ bool fence_acl_glob(const char *p, size_t plen, const char *s, size_t slen);
  * get 0 (only +@all or +NAME allow them). */
 uint32_t fence_acl_command_cats(const char *name, const char *sub);
 
+/* Index of the argument of command name that is a lock or fence name (the
+ * one ~patterns check), or 0 when it has none.  FGET names a key, not a
+ * fence: it has none (docs/security.md). */
+uint32_t fence_acl_command_key(const char *name);
+
 #endif /* FENCE_COMMON_ACL_H */

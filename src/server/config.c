@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/acl_srv.h"
 #include "common/assert.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -70,6 +71,12 @@ static const fence_opt options[] = {
                         "debug, info, warn or error", 0),
     STR("log-file", log_file, "", "<file>",
         "append logs here instead of stderr (reopened on SIGHUP)"),
+    STR("acl-file", acl_file, "", "<file>",
+        "users, passwords and permissions (Redis users.acl subset; docs/security.md; "
+        "reloaded by ACL LOAD and SIGHUP)"),
+    FENCE_OPT_BOOL_ROW(T, "insecure", insecure, 0,
+                       "allow a non-loopback --bind without --acl-file (anyone who reaches "
+                       "the port owns every lock)"),
 };
 
 #undef U64
@@ -82,7 +89,8 @@ static const fence_opts_spec spec = {
     "fenced: a lock service with leases, FIFO locks and fencing tokens.\n"
     "Every option can also be a directive in the --config file\n"
     "(\"name value\", one a line, '#' starts a comment); flags win.\n",
-    "Signals: SIGTERM and SIGINT stop cleanly; SIGHUP reopens the --log-file.\n"
+    "Signals: SIGTERM and SIGINT stop cleanly; SIGHUP reopens the --log-file\n"
+    "and reloads the --acl-file (a bad file keeps the old users).\n"
     "\nTest-only environment: FENCED_TEST_FAIL_APPEND=N makes the Nth raft\n"
     "log append report a disk error (the daemon must abort).\n",
     options,
@@ -174,6 +182,9 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                  (unsigned long long)cfg->election_timeout_ms);
         return -1;
     }
+    if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', cfg->insecure, err,
+                                  err_cap) != 0)
+        return -1;
     if (parse_peers(cfg, err, err_cap) != 0)
         return -1;
     if (cfg->n_peers == 0) {

@@ -51,6 +51,8 @@ typedef struct fence_config {
     uint64_t max_obuf;             /* unsent reply bytes per connection */
     char log_level[16];            /* debug, info, warn, error */
     char log_file[1024];           /* "" for stderr */
+    char acl_file[1024];           /* users and permissions, "" for none */
+    bool insecure;                 /* serve a non-loopback bind without users */
 
     /* Derived by validation (not options themselves). */
     unsigned n_peers;                   /* entries in peer[] */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/acl_srv.h"
 #include "common/assert.h"
 #include "common/limits.h"
 #include "common/log.h"
@@ -51,6 +52,13 @@ static const fence_opt opts[] = {
     FENCE_OPT_STR_ROW(T, "log-file", log_file, "", "<file>",
                       "append logs here instead of stderr (reopened on "
                       "SIGHUP)"),
+    FENCE_OPT_STR_ROW(T, "acl-file", acl_file, "", "<file>",
+                      "users, passwords and per-fence permissions (Redis "
+                      "users.acl subset; docs/security.md; reloaded by ACL "
+                      "LOAD and SIGHUP)"),
+    FENCE_OPT_BOOL_ROW(T, "insecure", insecure, 0,
+                       "allow a non-loopback --bind without --acl-file "
+                       "(anyone who reaches the port may admit any token)"),
     FENCE_OPT_BOOL_ROW(T, "ignore-tokens", ignore_tokens, 0,
                        "CONTROL MODE, UNSAFE: admit every token (lease "
                        "only, no fencing); for demos and the torture "
@@ -81,6 +89,9 @@ static int validate(fence_store_config *cfg, char *err, size_t cap)
     FENCE_ASSERT(cfg->log_level_num >= 0);
     FENCE_ASSERT(cfg->data_dir[0] != '\0');
     FENCE_ASSERT(cfg->bind[0] != '\0');
+    if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', cfg->insecure, err,
+                                  cap) != 0)
+        return -1;
     if (cfg->max_obuf < cfg->max_value + 4096) {
         snprintf(err, cap,
                  "max-obuf: %llu must exceed max-value %llu by at least 4096, "

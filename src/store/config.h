@@ -24,6 +24,8 @@ typedef struct fence_store_config {
     bool ignore_tokens;      /* control mode: admit every token */
     char log_level[16];      /* debug, info, warn, error (or 0..3, old) */
     char log_file[1024];     /* "" for stderr */
+    char acl_file[1024];     /* users and permissions, "" for none */
+    bool insecure;           /* serve a non-loopback bind without users */
 
     /* Derived by validation. */
     int log_level_num;       /* enum fence_log_level of log_level */

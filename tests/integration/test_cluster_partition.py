@@ -114,7 +114,7 @@ def inner(prefix):
     from test_cluster_lib import Client, Cluster, Tap
     hub, nss = ns_names(prefix)
     t = Tap()
-    cl = Cluster(NODES, args=["--election-timeout-ms", "400"],
+    cl = Cluster(NODES, args=["--election-timeout-ms", "400", "--insecure"],
                  hosts=["10.77.1.%d" % k for k in range(1, NODES + 1)],
                  prefixes=[["ip", "netns", "exec", ns] for ns in nss],
                  bind="0.0.0.0", ports=(CLIENT_PORT, RAFT_PORT)).start()

@@ -1,0 +1,30 @@
+/* Safe defaults (acl_srv.h, fence__acl_srv_check_bind): a daemon that
+ * serves a non-loopback address must have users, unless told --insecure.
+ * Kept apart from acl_srv.c so the option parsers link it alone. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/acl_srv.h"
+
+/* See acl_srv.h. */
+int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool insecure, char *err,
+                              size_t err_len)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    bool loopback = strcmp(host, "localhost") == 0;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        loopback = (ntohl(a4.s_addr) >> 24) == 127;
+    else if (inet_pton(AF_INET6, host, &a6) == 1)
+        loopback = IN6_IS_ADDR_LOOPBACK(&a6);
+    if (loopback || has_acl_file || insecure)
+        return 0;
+    snprintf(err, err_len,
+             "bind: %s is not a loopback address and no --acl-file is given: anyone who "
+             "can reach the port would own every lock; give --acl-file FILE, or --insecure "
+             "to serve without users anyway (docs/security.md)",
+             host);
+    return -1;
+}

@@ -1,0 +1,95 @@
+/* A daemon's users (src/common/acl.h) at run time, shared by fenced and
+ * fence-store: the current ACL, its reload (ACL LOAD, SIGHUP), the AUTH
+ * check behind the compat module's callback, and the gate every request
+ * passes before anything else runs.
+ *
+ * The gate, for request m of a connection whose compat state is cc:
+ *   - not logged in: AUTH, HELLO, PING and QUIT pass (the compat module
+ *     or the daemon answers them); everything else gets
+ *     -NOAUTH Authentication required.
+ *   - logged in (cc->authenticated, cc->user names a user of the CURRENT
+ *     ACL that is on; a user removed or turned off by a reload is logged
+ *     out): PING, QUIT and the compat commands (CLIENT, HELLO, ...) pass;
+ *     ACL WHOAMI|USERS|LIST|LOAD is answered here (USERS, LIST, LOAD need
+ *     @admin); a daemon command needs its categories
+ *     (fence_acl_command_cats) -> else -NOPERM User <u> has no permissions
+ *     to run the '<cmd>' command; its lock/fence name argument needs a
+ *     matching ~pattern -> else -NOPERM No permissions to access a key.
+ * Commands the table does not know pass, so the daemon answers them as it
+ * does today (unknown command).
+ *
+ * Without --acl-file the ACL is fence_acl_new_default() (default user,
+ * nopass, +@all ~*): every connection starts logged in as "default", and
+ * the daemon keeps the compat module's AUTH answer for a server without
+ * passwords (it leaves ctx->auth NULL: fence__acl_srv_has_file() is false).
+ */
+#ifndef FENCE_COMMON_ACL_SRV_H
+#define FENCE_COMMON_ACL_SRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/acl.h"
+#include "common/compat.h"
+#include "proto/resp.h"
+
+/* The users of one daemon. */
+typedef struct fence_acl_srv {
+    fence_acl *acl;      /* the ACL in force (never NULL once started) */
+    const char *path;    /* --acl-file (borrowed from the config), or NULL */
+    uint64_t loads;      /* successful loads since start (1 after start) */
+} fence_acl_srv;
+
+/* A reply the gate built (heap, freed by fence__acl_out_free). */
+typedef struct fence_acl_out {
+    char *ptr;   /* bytes, or NULL */
+    size_t len;  /* bytes in ptr */
+    size_t cap;  /* room in ptr */
+    bool failed; /* out of memory: the reply is an -ERR instead */
+} fence_acl_out;
+
+/* Load path (NULL: the default ACL).  0, or -1 with err set
+ * ("users.acl:3: reason"); no password ever appears in err. */
+int fence__acl_srv_init(fence_acl_srv *s, const char *path, char *err, size_t err_len);
+
+/* Release the ACL. */
+void fence__acl_srv_free(fence_acl_srv *s);
+
+/* Whether the daemon runs with an --acl-file. */
+bool fence__acl_srv_has_file(const fence_acl_srv *s);
+
+/* Read the file again (ACL LOAD, SIGHUP).  On success the new ACL is in
+ * force (connections keep their user by name); on failure the old one
+ * stays and err says why.  Logs either way.  Without a file: 0, no-op. */
+int fence__acl_srv_reload(fence_acl_srv *s, char *err, size_t err_len);
+
+/* At accept: log the connection in as "default" when that user exists, is
+ * on and nopass (always so without a file). */
+void fence__acl_srv_conn_open(const fence_acl_srv *s, fence_compat_conn *cc);
+
+/* The compat module's AUTH callback (ctx->auth with ctx->arg pointing to a
+ * daemon that passes its fence_acl_srv here): 0 when the credentials are
+ * good. */
+int fence__acl_srv_auth(fence_acl_srv *s, const fence_resp_arg *user,
+                        const fence_resp_arg *pass);
+
+/* The user connection cc is logged in as in the current ACL, or NULL
+ * (valid until the next reload). */
+const fence_acl_user *fence__acl_srv_user(const fence_acl_srv *s, fence_compat_conn *cc);
+
+/* The gate (see the file comment).  Returns true when it answered m (the
+ * reply is in out; m must not run), false when m goes on. */
+bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_resp_msg *m,
+                         fence_acl_out *out);
+
+/* Safe defaults: refuse to serve clients on bind address host (an IP
+ * literal or "localhost") that is not loopback when no --acl-file is
+ * given, unless insecure (--insecure).  Returns 0, or -1 with err set. */
+int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool insecure, char *err,
+                              size_t err_len);
+
+/* Free out's bytes. */
+void fence__acl_out_free(fence_acl_out *out);
+
+#endif /* FENCE_COMMON_ACL_SRV_H */
