@@ -612,6 +612,18 @@ bool fence_acl_key_allowed(const fence_acl_user *u, const char *key, size_t len)
     return false;
 }
 
+uint64_t fence_acl_owner_id(const char *name)
+{
+    if (strcmp(name, "default") == 0)
+        return 0;
+    uint64_t h = 14695981039346656037ULL;
+    for (const char *p = name; *p != '\0'; p++) {
+        h ^= (unsigned char)*p;
+        h *= 1099511628211ULL;
+    }
+    return h != 0 ? h : 1;
+}
+
 bool fence_acl_is_admin(const fence_acl_user *u)
 {
     return fence_acl_cmd_allowed(u, NULL, FENCE_ACL_CAT_ADMIN);

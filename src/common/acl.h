@@ -127,6 +127,13 @@ bool fence_acl_key_allowed(const fence_acl_user *u, const char *key, size_t len)
  * rules allow the category @admin. */
 bool fence_acl_is_admin(const fence_acl_user *u);
 
+/* The owner id a user's leases carry in the log (fence_cmd.owner): 0 for
+ * "default" (so logs and snapshots written before owners existed belong
+ * to it), else a 64-bit FNV-1a hash of the name (never 0).  Names are
+ * chosen by the operator, not by clients, so collisions are not an
+ * attacker's choice. */
+uint64_t fence_acl_owner_id(const char *name);
+
 /* Write u's rules as an ACL file line ("user alice on #<hex> ~orders:*
  * +@all") into buf (NUL-terminated, truncated to buf_len).  Passwords
  * appear only as their hashes.  Returns the length it needed. */

@@ -59,7 +59,7 @@ static void emit(fence_fsm *f, const fence__wait *w, const fence_result *r)
     FENCE_ASSERT(r->wait_id == w->id);
     FENCE_ASSERT(r->status != FENCE_ST_QUEUED);
     if (w->has_req) {
-        fence__dedup *d = fence__dedup_find(f, w->req_id);
+        fence__dedup *d = fence__dedup_find(f, w->req_id, w->owner);
         if (d != NULL && d->result.status == FENCE_ST_QUEUED &&
             d->result.wait_id == w->id) {
             d->result = *r;
@@ -295,10 +295,17 @@ static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_LIMIT;
         return;
     }
+    l->owner = c->owner;
     f->next_lease_id++;
     r->status = FENCE_ST_OK;
     r->lease = l->id;
     r->value = l->ttl_ms;
+}
+
+/* Whether command c may act on lease l: its owner, or an administrator. */
+static bool may_use(const fence_cmd *c, const fence__lease *l)
+{
+    return l->owner == c->owner || (c->flags & FENCE_CMD_F_ADMIN) != 0;
 }
 
 /* LEASE_KEEPALIVE: restart a live lease's full TTL. */
@@ -307,6 +314,10 @@ static void cmd_keepalive(fence_fsm *f, const fence_cmd *c, fence_result *r)
     fence__lease *l = fence__lease_find(f, c->lease);
     if (l == NULL || !fence__lease_live(f, l)) {
         r->status = FENCE_ST_NOLEASE;
+        return;
+    }
+    if (!may_use(c, l)) {
+        r->status = FENCE_ST_NOPERM;
         return;
     }
     fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
@@ -321,6 +332,10 @@ static void cmd_revoke(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
     fence__lease *l = fence__lease_find(f, c->lease);
     if (l != NULL && fence__lease_live(f, l)) {
+        if (!may_use(c, l)) {
+            r->status = FENCE_ST_NOPERM;
+            return;
+        }
         lease_remove(f, l, false);
     }
     r->status = FENCE_ST_OK;
@@ -345,6 +360,7 @@ static fence__wait *enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
         r->status = FENCE_ST_LIMIT;
         return NULL;
     }
+    w->owner = has_req ? c->owner : 0;
     f->next_wait_id++;
     r->status = FENCE_ST_QUEUED;
     r->wait_id = w->id;
@@ -362,6 +378,10 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     fence__lease *l = fence__lease_find(f, c->lease);
     if (l == NULL || !fence__lease_live(f, l)) {
         r->status = FENCE_ST_NOLEASE;
+        return;
+    }
+    if (!may_use(c, l)) {
+        r->status = FENCE_ST_NOPERM;
         return;
     }
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
@@ -418,6 +438,10 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     fence__lease *l = k->holder;
+    if (!may_use(c, l)) {
+        r->status = FENCE_ST_NOPERM;
+        return;
+    }
     fence__held_unlink(f, k);
     handoff(f, k);
     if (l->dedicated) {
@@ -464,6 +488,7 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_LIMIT;
         return;
     }
+    l->owner = c->owner;
     if (free_now) {
         if (k == NULL) {
             k = fence__lock_add(f, c->name, c->name_len, 0, NULL);
@@ -495,6 +520,7 @@ static void cmd_cancel(fence_fsm *f, const fence_cmd *c, fence_result *r)
     if (w != NULL) {
         bool has_req = w->has_req;
         uint64_t req_id = w->req_id;
+        uint64_t owner = w->owner;
         uint64_t id = w->id;
         wait_fail(f, w, FENCE_ST_NIL, true);
         /* The request had no lasting effect (an ACQUIRE's lease is revoked
@@ -502,7 +528,7 @@ static void cmd_cancel(fence_fsm *f, const fence_cmd *c, fence_result *r)
          * connection and retries with the same REQID (after a failover,
          * say) queues afresh instead of being told "timed out" early. */
         if (has_req) {
-            fence__dedup *d = fence__dedup_find(f, req_id);
+            fence__dedup *d = fence__dedup_find(f, req_id, owner);
             if (d != NULL && d->result.wait_id == id &&
                 d->result.status == FENCE_ST_NIL) {
                 fence__dedup_forget(f, d);
@@ -589,7 +615,7 @@ void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
 /* Dedup lookup, the command itself, dedup record. */
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
 {
-    if ((cmd->flags & ~FENCE_CMD_F_REQID) != 0) {
+    if ((cmd->flags & ~FENCE_CMD_F_ALL) != 0) {
         out->status = FENCE_ST_INVALID;
         return;
     }
@@ -597,7 +623,7 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
     uint64_t fp = 0;
     if (cmd->flags & FENCE_CMD_F_REQID) {
         fp = fence__cmd_fp(cmd);
-        fence__dedup *old = fence__dedup_find(f, cmd->req_id);
+        fence__dedup *old = fence__dedup_find(f, cmd->req_id, cmd->owner);
         if (old != NULL) {
             if (old->fp != fp) {
                 /* The same request id for a different request. */
@@ -617,13 +643,14 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
             }
             memset(d, 0, sizeof(*d));
             d->req_id = cmd->req_id;
+            d->owner = cmd->owner;
             d->fp = fp;
         }
     }
     uint64_t token_before = f->last_token;
     dispatch(f, cmd, out);
     FENCE_ASSERT(f->last_token >= token_before);
-    FENCE_ASSERT(out->status <= FENCE_ST_INVALID);
+    FENCE_ASSERT(out->status <= FENCE_ST_LAST);
     FENCE_ASSERT(out->status != FENCE_ST_OK || out->token == 0 ||
                  out->token <= f->last_token);
     if (d != NULL) {

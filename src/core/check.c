@@ -241,10 +241,10 @@ static const char *check_dedup(const fence_fsm *f)
     }
     for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
         const fence__dedup *d = DEDUP_OF(p);
-        if (fence__dedup_find(f, d->req_id) != d) {
+        if (fence__dedup_find(f, d->req_id, d->owner) != d) {
             return "dedup record not found by req_id";
         }
-        if (d->result.status > FENCE_ST_INVALID) {
+        if (d->result.status > FENCE_ST_LAST) {
             return "dedup result status out of range";
         }
     }

@@ -5,18 +5,31 @@
 
 #include "core/fsm_int.h"
 
-/* The dedup record for req_id, or NULL. */
-fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id)
+/* The table hash of key (req_id, owner).  Owner 0 (the default user, and
+ * every record of an older log) hashes as req_id alone did.  Two keys may
+ * share a hash: fence__dedup_find compares both fields. */
+static uint64_t dedup_hash(const fence_fsm *f, uint64_t req_id, uint64_t owner)
 {
-    fence__hnode *h = fence__htab_first(&f->dedup, fence__key_hash(f, req_id));
-    return h ? FENCE__CONTAINER(h, fence__dedup, hn) : NULL;
+    return fence__key_hash(f, req_id ^ (owner * 0x9E3779B97F4A7C15ULL));
+}
+
+/* The dedup record for (req_id, owner), or NULL. */
+fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id, uint64_t owner)
+{
+    uint64_t hash = dedup_hash(f, req_id, owner);
+    for (fence__hnode *h = fence__htab_bucket(&f->dedup, hash); h != NULL; h = h->next) {
+        fence__dedup *d = FENCE__CONTAINER(h, fence__dedup, hn);
+        if (h->hash == hash && d->req_id == req_id && d->owner == owner)
+            return d;
+    }
+    return NULL;
 }
 
 /* Link a filled-in record as the newest. */
 void fence__dedup_link(fence_fsm *f, fence__dedup *d)
 {
-    FENCE_ASSERT(fence__dedup_find(f, d->req_id) == NULL);
-    d->hn.hash = fence__key_hash(f, d->req_id);
+    FENCE_ASSERT(fence__dedup_find(f, d->req_id, d->owner) == NULL);
+    d->hn.hash = dedup_hash(f, d->req_id, d->owner);
     fence__list_append(&f->dedup_list, &d->link);
     fence__htab_insert(f, &f->dedup, &d->hn);
 }
@@ -34,7 +47,7 @@ fence__dedup *fence__dedup_pop_oldest(fence_fsm *f)
 /* Unlink record d from wherever it is in the age list and free it. */
 void fence__dedup_forget(fence_fsm *f, fence__dedup *d)
 {
-    FENCE_ASSERT(fence__dedup_find(f, d->req_id) == d);
+    FENCE_ASSERT(fence__dedup_find(f, d->req_id, d->owner) == d);
     fence__list_remove(&f->dedup_list, &d->link);
     fence__htab_remove(&f->dedup, &d->hn);
     fence__free(f, d);
@@ -74,7 +87,7 @@ uint64_t fence__cmd_fp(const fence_cmd *cmd)
 }
 
 /* Add a record as the newest (restore uses it). */
-fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
+fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t owner, uint64_t fp,
                                const fence_result *r)
 {
     fence__dedup *d = fence__alloc(f, sizeof(*d));
@@ -83,6 +96,7 @@ fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
     }
     memset(d, 0, sizeof(*d));
     d->req_id = req_id;
+    d->owner = owner;
     d->fp = fp;
     d->result = *r;
     fence__dedup_link(f, d);

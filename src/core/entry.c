@@ -1,10 +1,11 @@
 /* Log entries: one raft entry carries one group-commit batch of commands.
  *
  * Layout (integers little-endian):
- *   u8 version (2) | u64 timestamp_ms | u32 count | count x command
- *   command = u8 type | u8 flags | u64 req_id | fields by type:
+ *   u8 version (3) | u64 timestamp_ms | u32 count | count x command
+ *   command = u8 type | u8 flags | u64 req_id | u64 owner (version 3 only)
+ *             | fields by type:
  *     LEADER_START   u32 leases_max | u32 locks_max | u32 waiters_max
- *                    | u32 dedup_max | u32 waits_max (version 2 only)
+ *                    | u32 dedup_max | u32 waits_max (from version 2)
  *     TICK           (nothing)
  *     LEASE_GRANT    u64 ttl_ms | u64 lock_delay_ms
  *     LEASE_KEEPALIVE, LEASE_REVOKE   u64 lease
@@ -21,7 +22,10 @@
  * Version 1 (before the global bound on waits) is still decoded, so that
  * existing logs replay: its LEADER_START has no waits_max and decodes with
  * waits_max = UINT32_MAX, which is what those entries meant (no bound).
- * The encoder writes version 2 only.
+ * Version 2 (before owners: every command decodes with owner 0, the
+ * "default" user, which is what those entries meant) is decoded too.
+ * Flags: FENCE_CMD_F_REQID, and FENCE_CMD_F_ADMIN from version 3 on.
+ * The encoder writes version 3 only.
  */
 #include <string.h>
 
@@ -31,11 +35,13 @@
 
 #define ENTRY_HEADER (1 + 8 + 4)
 #define CMD_FIXED (1 + 1 + 8)
+/* A version-3 command's fixed part: CMD_FIXED and the owner. */
+#define CMD_FIXED_V3 (CMD_FIXED + 8)
 
 /* Bytes of one command's encoding. */
 static size_t cmd_size(const fence_cmd *c)
 {
-    size_t n = CMD_FIXED;
+    size_t n = CMD_FIXED_V3;
     switch (c->type) {
     case FENCE_CMD_LEADER_START:
         return n + 20;
@@ -123,10 +129,11 @@ size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
     put_le(&p, n, 4);
     for (uint32_t i = 0; i < n; i++) {
         const fence_cmd *c = &cmds[i];
-        FENCE_ASSERT((c->flags & ~FENCE_CMD_F_REQID) == 0);
+        FENCE_ASSERT((c->flags & ~FENCE_CMD_F_ALL) == 0);
         put_le(&p, c->type, 1);
         put_le(&p, c->flags, 1);
         put_le(&p, (c->flags & FENCE_CMD_F_REQID) ? c->req_id : 0, 8);
+        put_le(&p, c->owner, 8);
         switch (c->type) {
         case FENCE_CMD_LEADER_START:
             put_le(&p, c->limits.leases_max, 4);
@@ -254,13 +261,19 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
         !get_le(it, 8, &req_id)) {
         return -FENCE_ST_INVALID;
     }
-    if ((flags & ~(uint64_t)FENCE_CMD_F_REQID) != 0 ||
+    uint64_t allowed = it->version >= 3 ? FENCE_CMD_F_ALL : FENCE_CMD_F_REQID;
+    if ((flags & ~allowed) != 0 ||
         (!(flags & FENCE_CMD_F_REQID) && req_id != 0)) {
+        return -FENCE_ST_INVALID;
+    }
+    uint64_t owner = 0;
+    if (it->version >= 3 && !get_le(it, 8, &owner)) {
         return -FENCE_ST_INVALID;
     }
     out->type = (uint8_t)type;
     out->flags = (uint8_t)flags;
     out->req_id = req_id;
+    out->owner = owner;
     bool ok;
     switch (type) {
     case FENCE_CMD_LEADER_START:

@@ -9,14 +9,15 @@
 #include "core/fsm.h"
 
 /* One raft entry = one group-commit batch:
- *   u8 version (2) | u64 timestamp_ms | u32 count | count x command
- * command = u8 type | u8 flags | u64 req_id | type-specific fields,
+ *   u8 version (3) | u64 timestamp_ms | u32 count | count x command
+ * command = u8 type | u8 flags | u64 req_id | u64 owner (v3) | fields,
  * integers little-endian, names as u16 length + bytes.  See entry.c. */
 
 /* The version the encoder writes; the decoder also reads versions from
  * FENCE_ENTRY_VERSION_MIN (1: LEADER_START without waits_max, which then
- * decodes as UINT32_MAX, no bound), so that existing logs replay. */
-#define FENCE_ENTRY_VERSION 2
+ * decodes as UINT32_MAX, no bound; 2: commands without an owner, which
+ * decode with owner 0), so that existing logs replay. */
+#define FENCE_ENTRY_VERSION 3
 #define FENCE_ENTRY_VERSION_MIN 1
 
 /* Bytes the encoding of these commands needs. */

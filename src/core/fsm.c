@@ -196,6 +196,7 @@ int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
     out->deadline_ms = l->hi.deadline_ms;
     out->locks_held = l->nheld;
     out->lock_delay_ms = l->lock_delay_ms;
+    out->owner = l->owner;
     return 0;
 }
 
@@ -219,6 +220,7 @@ bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
     out->lease = k->holder->id;
     out->deadline_ms = k->holder->hi.deadline_ms;
     out->waiters = k->nwaiters;
+    out->owner = k->holder->owner;
     return true;
 }
 

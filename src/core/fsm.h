@@ -59,6 +59,16 @@
  * deadlines are processed as for any other command.  Lowering dedup_max
  * evicts the oldest records at once.
  *
+ * Owners: every lease records the owner of the LEASE_GRANT or ACQUIRE that
+ * created it (cmd.owner: the user, in the log, so every replica agrees).
+ * LEASE_KEEPALIVE, LEASE_REVOKE and LOCK naming a live lease of another
+ * owner, and UNLOCK with the right token of a lock whose holder lease has
+ * another owner, answer NOPERM and change nothing, unless the command
+ * carries FENCE_CMD_F_ADMIN.  (Unknown or expired leases still answer as
+ * before: NOLEASE, or OK for REVOKE; a wrong token still answers 0.)
+ * Request ids are scoped to the owner: the dedup key is (req_id, owner),
+ * so one user cannot read or ride on another's request id.
+ *
  * Dedup: a retry of a request id whose command was QUEUED gets QUEUED with
  * the same wait_id while the wait lasts (attach the retrying client to that
  * wait), and the outcome (OK with token/lease, NIL, NOLEASE) once resolved.
@@ -118,6 +128,9 @@ typedef enum fence_cmd_type {
 
 /* Flags on a command. */
 #define FENCE_CMD_F_REQID 0x1 /* req_id is a client request id: deduplicate */
+#define FENCE_CMD_F_ADMIN 0x2 /* the requesting user is an administrator: it
+                                 may act on other owners' leases and locks */
+#define FENCE_CMD_F_ALL (FENCE_CMD_F_REQID | FENCE_CMD_F_ADMIN)
 
 /* One command.  Fields a type does not use are zero.  name is borrowed: it
  * must stay valid for the duration of the call it is passed to. */
@@ -134,6 +147,9 @@ typedef struct fence_cmd {
     const uint8_t *name;    /* LOCK, UNLOCK, ACQUIRE */
     uint16_t name_len;      /* 1..FENCE_NAME_MAX */
     fence_limits limits;    /* LEADER_START */
+    uint64_t owner;         /* the requesting user (a 64-bit id of its name;
+                               0: "default", and every command of a log
+                               written before owners existed) */
 } fence_cmd;
 
 /* Outcome of one command (also of a deferred wait, see fence_event). */
@@ -144,7 +160,11 @@ typedef enum fence_status {
     FENCE_ST_NOLEASE = 3, /* unknown, expired or revoked lease */
     FENCE_ST_LIMIT = 4,   /* a limit is full */
     FENCE_ST_INVALID = 5, /* a field out of range (ttl, name length, ...) */
+    FENCE_ST_NOPERM = 6,  /* the lease (or the lock's holder lease) belongs
+                             to another owner, and the command is not
+                             FENCE_CMD_F_ADMIN */
 } fence_status;
+#define FENCE_ST_LAST FENCE_ST_NOPERM
 
 typedef struct fence_result {
     uint8_t status;   /* fence_status */
@@ -227,6 +247,7 @@ typedef struct fence_fsm_lease_state {
     uint64_t deadline_ms;   /* expiry, fsm time */
     uint32_t locks_held;    /* locks it holds */
     uint64_t lock_delay_ms; /* lock-delay applied when it expires */
+    uint64_t owner;         /* owner that granted it */
 } fence_fsm_lease_state;
 /* 0, or FENCE_ST_NOLEASE when the lease is unknown or expired at now_ms. */
 int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
@@ -239,6 +260,7 @@ typedef struct fence_fsm_lock_state {
     uint64_t lease;         /* the holder lease */
     uint64_t deadline_ms;   /* holder lease deadline, fsm time */
     uint32_t waiters;       /* waits queued on it */
+    uint64_t owner;         /* owner of the holder lease */
 } fence_fsm_lock_state;
 /* true and *out filled when the lock is held; false when free. */
 bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,

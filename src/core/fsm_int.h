@@ -52,6 +52,7 @@ typedef struct fence__lease {
     uint64_t ttl_ms;        /* granted TTL */
     uint64_t lock_delay_ms; /* lock-delay applied when it expires */
     bool dedicated;         /* created by ACQUIRE */
+    uint64_t owner;         /* owner of the command that created it */
     fence__wait *acq_wait;  /* the ACQUIRE's wait while queued */
     fence__list held;       /* locks held (fence__lock.hlink), by token */
     uint32_t nheld;         /* length of held */
@@ -90,13 +91,16 @@ struct fence__wait {
     bool acquire;                /* an ACQUIRE (its lease is dedicated) */
     bool has_req;                /* req_id is a dedup key */
     uint64_t req_id;             /* client request id */
+    uint64_t owner;              /* with has_req: the request's owner (the
+                                    dedup key is (req_id, owner)) */
 };
 
 /* A remembered command result for idempotent retries. */
 typedef struct fence__dedup {
-    fence__hnode hn;     /* in fsm.dedup, by req_id */
+    fence__hnode hn;     /* in fsm.dedup, by (req_id, owner) */
     fence__link link;    /* in fsm.dedup_list, by age, oldest first */
     uint64_t req_id;     /* the client request id */
+    uint64_t owner;      /* the requesting owner (key: req_id, owner) */
     uint64_t fp;         /* fingerprint of the command (fence__cmd_fp) */
     fence_result result; /* what the command answered */
 } fence__dedup;
@@ -213,12 +217,12 @@ bool fence__is_waiting(const fence__lease *l, const fence__lock *k);
 
 /* ---- dedup.c --------------------------------------------------------------- */
 
-fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id);
+fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id, uint64_t owner);
 /* A fingerprint of everything a command asks for. */
 uint64_t fence__cmd_fp(const fence_cmd *cmd);
 /* Add a record as the newest (restore uses it).  NULL on lack of memory
  * (FENCE__OOM_RETURN mode only). */
-fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
+fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t owner, uint64_t fp,
                                const fence_result *r);
 /* Link a filled-in record as the newest. */
 void fence__dedup_link(fence_fsm *f, fence__dedup *d);

@@ -2,13 +2,14 @@
  * trusts nothing.
  *
  * Layout (integers little-endian):
- *   "FNCS" | u32 version (3)
+ *   "FNCS" | u32 version (4)
  *   u64 now_ms | u64 last_token | u64 next_lease_id | u64 next_wait_id
  *   u32 leases_max | u32 locks_max | u32 waiters_max | u32 dedup_max
  *   | u32 waits_max (version 3 only; a version-2 snapshot, written before
  *   the global bound on waits, restores with UINT32_MAX: no bound)
  *   u32 nleases, then per lease (ascending id):
  *     u64 id | u64 ttl_ms | u64 lock_delay_ms | u64 deadline_ms | u8 dedicated
+ *     | u64 owner (version 4 on; older snapshots restore with owner 0)
  *   u32 nlocks, then per lock (ascending current token; tokens are unique,
  *   and the lock's key in the snapshot):
  *     u16 name_len | name | u64 token | u64 holder lease (0: none)
@@ -16,8 +17,10 @@
  *   u32 nwaits, then per wait (ascending id, which is also FIFO order):
  *     u64 id | u64 lease | u64 lock token | u64 wait_ms | u64 deadline_ms
  *     | u8 flags (1: ACQUIRE, 2: has req_id) | u64 req_id
+ *     | u64 owner (version 4 on; 0 without req_id)
  *   u32 ndedup, then per record (oldest first: the eviction order):
- *     u64 req_id | u64 request fingerprint | u8 status | u64 lease
+ *     u64 req_id | u64 owner (version 4 on) | u64 request fingerprint
+ *     | u8 status | u64 lease
  *     | u64 token | u64 wait_id | u64 value
  *   u32 CRC32C of everything before it.
  */
@@ -28,15 +31,19 @@
 #include "core/snapshot.h"
 
 #define SNAP_MAGIC "FNCS"
-#define SNAP_VERSION 3u
+#define SNAP_VERSION 4u
 #define SNAP_VERSION_MIN 2u
 #define SNAP_HEADER (4 + 4 + 8 * 4 + 5 * 4)
 /* The shortest header (version 2). */
 #define SNAP_HEADER_MIN (4 + 4 + 8 * 4 + 4 * 4)
-#define SNAP_LEASE (8 * 4 + 1)
+#define SNAP_LEASE (8 * 4 + 1 + 8)
 #define SNAP_LOCK_FIXED (2 + 8 + 8 + 1 + 8 + 8)
-#define SNAP_WAIT (8 * 5 + 1 + 8)
-#define SNAP_DEDUP (8 + 8 + 1 + 8 * 4)
+#define SNAP_WAIT (8 * 5 + 1 + 8 + 8)
+#define SNAP_DEDUP (8 + 8 + 8 + 1 + 8 * 4)
+/* Record sizes of versions 2 and 3 (no owners): bounds for their counts. */
+#define SNAP_LEASE_V3 (8 * 4 + 1)
+#define SNAP_WAIT_V3 (8 * 5 + 1 + 8)
+#define SNAP_DEDUP_V3 (8 + 8 + 1 + 8 * 4)
 #define SNAP_WAIT_F_ACQUIRE 0x1
 #define SNAP_WAIT_F_REQ 0x2
 
@@ -154,6 +161,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, l->lock_delay_ms);
         put64(&w, l->hi.deadline_ms);
         put8(&w, l->dedicated ? 1 : 0);
+        put64(&w, l->owner);
     }
     put32(&w, f->locks.count);
     last = 0;
@@ -178,6 +186,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         FENCE_ASSERT(x->id > last);
         FENCE_ASSERT(x->lock->holder != x->lease);
         FENCE_ASSERT(x->has_req || x->req_id == 0);
+        FENCE_ASSERT(x->has_req || x->owner == 0);
         last = x->id;
         put64(&w, x->id);
         put64(&w, x->lease->id);
@@ -187,13 +196,15 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put8(&w, (x->acquire ? SNAP_WAIT_F_ACQUIRE : 0) |
                        (x->has_req ? SNAP_WAIT_F_REQ : 0));
         put64(&w, x->req_id);
+        put64(&w, x->owner);
     }
     put32(&w, f->dedup.count);
     FENCE_ASSERT(f->dedup.count <= f->limits.dedup_max);
     for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
         const fence__dedup *d = DEDUP_OF(p);
-        FENCE_ASSERT(d->result.status <= FENCE_ST_INVALID);
+        FENCE_ASSERT(d->result.status <= FENCE_ST_LAST);
         put64(&w, d->req_id);
+        put64(&w, d->owner);
         put64(&w, d->fp);
         put8(&w, d->result.status);
         put64(&w, d->result.lease);
@@ -214,6 +225,7 @@ typedef struct rbuf {
     const uint8_t *p;   /* next byte to read */
     const uint8_t *end; /* one past the last byte */
     bool ok;            /* false once a read ran past the end */
+    uint32_t version;   /* the snapshot's format version */
 } rbuf;
 
 /* The next n bytes, or NULL (and ok turns false) when short. */
@@ -285,7 +297,7 @@ static bool deadline_ok(uint64_t now, uint64_t d)
 static int read_leases(fence_fsm *n, rbuf *r)
 {
     uint64_t count = get32(r);
-    if (!r->ok || count > left(r) / SNAP_LEASE) {
+    if (!r->ok || count > left(r) / (r->version >= 4 ? SNAP_LEASE : SNAP_LEASE_V3)) {
         return FENCE_ST_INVALID;
     }
     uint64_t last = 0;
@@ -295,16 +307,18 @@ static int read_leases(fence_fsm *n, rbuf *r)
         uint64_t delay = get64(r);
         uint64_t deadline = get64(r);
         uint64_t dedicated = get8(r);
+        uint64_t owner = r->version >= 4 ? get64(r) : 0;
         if (!r->ok || id <= last || id >= n->next_lease_id ||
             ttl < FENCE_TTL_MS_MIN || ttl > FENCE_TTL_MS_MAX ||
             delay > FENCE_LOCK_DELAY_MS_MAX || dedicated > 1 ||
             !deadline_ok(n->now_ms, deadline)) {
             return FENCE_ST_INVALID;
         }
-        if (fence__lease_add(n, id, ttl, delay, deadline, dedicated == 1) ==
-            NULL) {
+        fence__lease *l = fence__lease_add(n, id, ttl, delay, deadline, dedicated == 1);
+        if (l == NULL) {
             return FENCE_ST_LIMIT;
         }
+        l->owner = owner;
         last = id;
     }
     FENCE_ASSERT(n->leases.count == count);
@@ -378,7 +392,7 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
 static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
 {
     uint64_t count = get32(r);
-    if (!r->ok || count > left(r) / SNAP_WAIT) {
+    if (!r->ok || count > left(r) / (r->version >= 4 ? SNAP_WAIT : SNAP_WAIT_V3)) {
         return FENCE_ST_INVALID;
     }
     uint64_t last = 0;
@@ -390,10 +404,11 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
         uint64_t deadline = get64(r);
         uint64_t flags = get8(r);
         uint64_t req_id = get64(r);
+        uint64_t owner = r->version >= 4 ? get64(r) : 0;
         if (!r->ok || id <= last || id >= n->next_wait_id || wait_ms == 0 ||
             wait_ms > FENCE_WAIT_MS_MAX || !deadline_ok(n->now_ms, deadline) ||
             (flags & ~(uint64_t)(SNAP_WAIT_F_ACQUIRE | SNAP_WAIT_F_REQ)) ||
-            (!(flags & SNAP_WAIT_F_REQ) && req_id != 0)) {
+            (!(flags & SNAP_WAIT_F_REQ) && (req_id != 0 || owner != 0))) {
             return FENCE_ST_INVALID;
         }
         fence__lease *l = fence__lease_find(n, lease_id);
@@ -407,10 +422,12 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
                         l->hi.deadline_ms < deadline)) {
             return FENCE_ST_INVALID;
         }
-        if (fence__wait_add(n, id, l, k, wait_ms, deadline, acquire,
-                            (flags & SNAP_WAIT_F_REQ) != 0, req_id) == NULL) {
+        fence__wait *w = fence__wait_add(n, id, l, k, wait_ms, deadline, acquire,
+                                         (flags & SNAP_WAIT_F_REQ) != 0, req_id);
+        if (w == NULL) {
             return FENCE_ST_LIMIT;
         }
+        w->owner = owner;
         last = id;
     }
     FENCE_ASSERT(n->waits.count == count);
@@ -421,7 +438,7 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
 static int read_dedup(fence_fsm *n, rbuf *r)
 {
     uint64_t count = get32(r);
-    if (!r->ok || count > left(r) / SNAP_DEDUP ||
+    if (!r->ok || count > left(r) / (r->version >= 4 ? SNAP_DEDUP : SNAP_DEDUP_V3) ||
         count > n->limits.dedup_max) {
         return FENCE_ST_INVALID;
     }
@@ -429,20 +446,21 @@ static int read_dedup(fence_fsm *n, rbuf *r)
         fence_result res;
         memset(&res, 0, sizeof(res));
         uint64_t req_id = get64(r);
+        uint64_t owner = r->version >= 4 ? get64(r) : 0;
         uint64_t fp = get64(r);
         uint64_t status = get8(r);
         res.lease = get64(r);
         res.token = get64(r);
         res.wait_id = get64(r);
         res.value = get64(r);
-        if (!r->ok || status > FENCE_ST_INVALID ||
+        if (!r->ok || status > FENCE_ST_LAST ||
             res.token > n->last_token || res.lease >= n->next_lease_id ||
             res.wait_id >= n->next_wait_id ||
-            fence__dedup_find(n, req_id) != NULL) {
+            fence__dedup_find(n, req_id, owner) != NULL) {
             return FENCE_ST_INVALID;
         }
         res.status = (uint8_t)status;
-        if (fence__dedup_add(n, req_id, fp, &res) == NULL) {
+        if (fence__dedup_add(n, req_id, owner, fp, &res) == NULL) {
             return FENCE_ST_LIMIT;
         }
     }
@@ -453,7 +471,7 @@ static int read_dedup(fence_fsm *n, rbuf *r)
 /* Decode a whole snapshot into the empty state n. */
 static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
 {
-    rbuf r = {buf, buf + len, true};
+    rbuf r = {buf, buf + len, true, 0};
     if (memcmp(r.p, SNAP_MAGIC, 4) != 0) {
         return FENCE_ST_INVALID;
     }
@@ -462,6 +480,7 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     if (version < SNAP_VERSION_MIN || version > SNAP_VERSION) {
         return FENCE_ST_INVALID;
     }
+    r.version = (uint32_t)version;
     n->now_ms = get64(&r);
     n->last_token = get64(&r);
     n->next_lease_id = get64(&r);

@@ -257,6 +257,11 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         fence__slot_error(slot, "ERR", "invalid request (a value out of range, or "
                                        "a REQID already used for a different request)");
         return;
+    case FENCE_ST_NOPERM:
+        fence__slot_error(slot, "NOPERM",
+                          "this lease belongs to another user (only its owner or an "
+                          "@admin user may use it)");
+        return;
     case FENCE_ST_NIL:
         reply_nil(slot);
         return;

@@ -1137,14 +1137,39 @@ static void test_old_versions_load(void)
     fence_result r;
     CHECK_EQ_I64(fence_fsm_apply_entry(x.f, v1, sizeof(v1), &r, 1), 1);
     CHECK_EQ_U64(r.status, FENCE_ST_OK);
-    /* A version-2 snapshot: the version-3 one without waits_max. */
+    /* A version-3 snapshot: the version-4 one without the owners (one
+     * lease of owner 0, no waits, no dedup records); a version-2 one: the
+     * version-3 one without waits_max.  Both restore to the same state. */
     uint64_t l = lease(&x, 10, 1000, 0);
     run(&x, 10, c_lock("old", l, 0));
-    size_t n = fence_fsm_snapshot_size(x.f);
+    size_t n4 = fence_fsm_snapshot_size(x.f);
+    uint8_t *v4 = malloc(n4);
+    REQUIRE(v4 != NULL);
+    REQUIRE(fence_fsm_snapshot(x.f, v4, n4) == n4);
+    CHECK_EQ_U64(v4[4], 4);
+    /* Header 4 + 4 + 32 + 20, lease count 4, then the lease: 33 bytes and
+     * its owner. */
+    size_t owner_at = 4 + 4 + 32 + 20 + 4 + 33;
+    size_t n = n4 - 8;
     uint8_t *v3 = malloc(n);
     REQUIRE(v3 != NULL);
-    REQUIRE(fence_fsm_snapshot(x.f, v3, n) == n);
-    CHECK_EQ_U64(v3[4], 3);
+    memcpy(v3, v4, owner_at);
+    memcpy(v3 + owner_at, v4 + owner_at + 8, n4 - owner_at - 8);
+    v3[4] = 3;
+    uint32_t crc3 = fence__crc32c(v3, n - 4);
+    for (int i = 0; i < 4; i++) {
+        v3[n - 4 + (size_t)i] = (uint8_t)(crc3 >> (8 * i));
+    }
+    fx z;
+    fx_init(&z);
+    REQUIRE(fence_fsm_restore(z.f, v3, n) == 0);
+    REQUIRE(fence_fsm_snapshot_size(z.f) == n4);
+    uint8_t *again4 = malloc(n4);
+    REQUIRE(again4 != NULL);
+    fence_fsm_snapshot(z.f, again4, n4);
+    CHECK(memcmp(again4, v4, n4) == 0);
+    free(again4);
+    fx_done(&z);
     /* The limits start at byte 4 + 4 + 32; waits_max is the fifth u32. */
     size_t at = 4 + 4 + 32 + 16;
     CHECK_EQ_U64(v3[at] & v3[at + 1] & v3[at + 2] & v3[at + 3], 0xff);
@@ -1160,14 +1185,111 @@ static void test_old_versions_load(void)
     fx y;
     fx_init(&y);
     REQUIRE(fence_fsm_restore(y.f, v2, n - 4) == 0);
-    uint8_t *again = malloc(n);
+    uint8_t *again = malloc(n4);
     REQUIRE(again != NULL);
-    REQUIRE(fence_fsm_snapshot_size(y.f) == n);
-    fence_fsm_snapshot(y.f, again, n);
-    CHECK(memcmp(again, v3, n) == 0);
+    REQUIRE(fence_fsm_snapshot_size(y.f) == n4);
+    fence_fsm_snapshot(y.f, again, n4);
+    CHECK(memcmp(again, v4, n4) == 0);
     free(again);
     free(v2);
     free(v3);
+    free(v4);
+    fx_done(&y);
+    fx_done(&x);
+}
+
+/* Command c as owner o (admin: with FENCE_CMD_F_ADMIN). */
+static fence_cmd as(fence_cmd c, uint64_t o, bool admin)
+{
+    c.owner = o;
+    if (admin)
+        c.flags |= FENCE_CMD_F_ADMIN;
+    return c;
+}
+
+/* Owners: another owner's KEEPALIVE, REVOKE, LOCK and UNLOCK get NOPERM
+ * and change nothing; an admin may; request ids are scoped to the owner;
+ * owners survive the entry codec and a snapshot. */
+static void test_owners(void)
+{
+    fx x;
+    fx_init(&x);
+    fence_result g = run(&x, 10, as(c_grant(1000, 0), 7, false));
+    REQUIRE(g.status == FENCE_ST_OK);
+    uint64_t l = g.lease;
+    fence_fsm_lease_state ls;
+    REQUIRE(fence_fsm_lease_info(x.f, l, 10, &ls) == 0);
+    CHECK_EQ_U64(ls.owner, 7);
+    fence_result t = run(&x, 11, as(c_lock("orders", l, 0), 7, false));
+    REQUIRE(t.status == FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 12, as(c_keepalive(l), 8, false)).status, FENCE_ST_NOPERM);
+    CHECK_EQ_U64(run(&x, 12, as(c_revoke(l), 8, false)).status, FENCE_ST_NOPERM);
+    CHECK_EQ_U64(run(&x, 12, as(c_lock("other", l, 0), 8, false)).status, FENCE_ST_NOPERM);
+    CHECK_EQ_U64(run(&x, 12, as(c_unlock("orders", t.token), 8, false)).status,
+                 FENCE_ST_NOPERM);
+    /* A wrong token still answers 0 (no hint that the lock is someone's). */
+    fence_result u0 = run(&x, 12, as(c_unlock("orders", t.token + 1), 8, false));
+    CHECK_EQ_U64(u0.status, FENCE_ST_OK);
+    CHECK_EQ_U64(u0.value, 0);
+    /* Nothing changed: the lock is still the owner's. */
+    fence_fsm_lock_state ks;
+    REQUIRE(fence_fsm_lock_info(x.f, (const uint8_t *)"orders", 6, &ks));
+    CHECK_EQ_U64(ks.token, t.token);
+    CHECK_EQ_U64(ks.owner, 7);
+    CHECK(!fence_fsm_lock_info(x.f, (const uint8_t *)"other", 5, &ks));
+    /* The owner and an admin may. */
+    CHECK_EQ_U64(run(&x, 13, as(c_keepalive(l), 7, false)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(&x, 13, as(c_keepalive(l), 9, true)).status, FENCE_ST_OK);
+    /* Request ids: the same id for two owners are two requests. */
+    fence_cmd a = as(c_grant(1000, 0), 7, false);
+    a.flags |= FENCE_CMD_F_REQID;
+    a.req_id = 42;
+    fence_cmd b = a;
+    b.owner = 8;
+    fence_result ra = run(&x, 14, a);
+    fence_result rb = run(&x, 14, b);
+    CHECK(ra.status == FENCE_ST_OK && rb.status == FENCE_ST_OK);
+    CHECK(ra.lease != rb.lease);
+    CHECK_EQ_U64(run(&x, 14, a).lease, ra.lease); /* a retry of each */
+    CHECK_EQ_U64(run(&x, 14, b).lease, rb.lease);
+    /* The codec carries owner and the admin flag. */
+    fence_cmd cmds[] = {as(c_revoke(l), 9, true), as(c_keepalive(l), 7, false)};
+    uint8_t buf[256];
+    size_t n = fence_entry_encode(20, cmds, 2, buf, sizeof(buf));
+    REQUIRE(n > 0);
+    fence_entry_iter it;
+    REQUIRE(fence_entry_open(&it, buf, n) == 0);
+    CHECK_EQ_U64(it.version, FENCE_ENTRY_VERSION);
+    fence_cmd d;
+    REQUIRE(fence_entry_next(&it, &d) == 1);
+    CHECK_EQ_U64(d.owner, 9);
+    CHECK_EQ_U64(d.flags, FENCE_CMD_F_ADMIN);
+    REQUIRE(fence_entry_next(&it, &d) == 1);
+    CHECK_EQ_U64(d.owner, 7);
+    CHECK_EQ_U64(d.flags, 0);
+    /* A version-2 entry may not carry the admin flag. */
+    uint8_t v2[1 + 8 + 4 + 1 + 1 + 8 + 8] = {2};
+    v2[9] = 1;
+    v2[13] = FENCE_CMD_LEASE_REVOKE;
+    v2[14] = FENCE_CMD_F_ADMIN;
+    REQUIRE(fence_entry_open(&it, v2, sizeof(v2)) == 0);
+    CHECK_EQ_I64(fence_entry_next(&it, &d), -FENCE_ST_INVALID);
+    v2[14] = 0;
+    REQUIRE(fence_entry_open(&it, v2, sizeof(v2)) == 0);
+    REQUIRE(fence_entry_next(&it, &d) == 1);
+    CHECK_EQ_U64(d.owner, 0);
+    /* A snapshot keeps owners and scoped request ids. */
+    fx y;
+    fx_init(&y);
+    size_t n1, n2;
+    uint8_t *s1 = snap(&x, &n1);
+    REQUIRE(fence_fsm_restore(y.f, s1, n1) == 0);
+    uint8_t *s2 = snap(&y, &n2);
+    CHECK(n1 == n2 && memcmp(s1, s2, n1) == 0);
+    CHECK_EQ_U64(run(&y, 15, as(c_revoke(l), 8, false)).status, FENCE_ST_NOPERM);
+    CHECK_EQ_U64(run(&y, 15, b).lease, rb.lease);
+    free(s1);
+    free(s2);
     fx_done(&y);
     fx_done(&x);
 }
@@ -1265,5 +1387,6 @@ int main(void)
     TEST_RUN(test_entry_round_trip);
     TEST_RUN(test_apply_entry);
     TEST_RUN(test_old_versions_load);
+    TEST_RUN(test_owners);
     return TEST_DONE();
 }

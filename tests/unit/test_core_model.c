@@ -57,6 +57,7 @@ typedef struct mlease {
     bool used;
     uint64_t ttl, delay, deadline;
     bool dedicated;
+    uint64_t owner; /* owner of the command that created it */
 } mlease;
 
 typedef struct mlock {
@@ -74,6 +75,7 @@ typedef struct mwait {
     uint64_t wait_ms, deadline;
     bool acquire, has_req;
     uint64_t req;
+    uint64_t owner; /* with has_req: the request's owner (dedup key) */
 } mwait;
 
 typedef struct mdedup {
@@ -158,6 +160,7 @@ static void m_event(model *m, uint64_t wid, fence_result r)
     if (m->waits[wid].has_req) {
         for (uint32_t i = 0; i < m->ndedup; i++) {
             if (m->dedup[i].req == m->waits[wid].req &&
+                m->dedup[i].cmd.owner == m->waits[wid].owner &&
                 m->dedup[i].r.status == FENCE_ST_QUEUED &&
                 m->dedup[i].r.wait_id == wid) {
                 m->dedup[i].r = r;
@@ -371,10 +374,17 @@ static fence_result m_enqueue(model *m, int k, uint64_t lease,
     w->acquire = acquire;
     w->has_req = (c->flags & FENCE_CMD_F_REQID) != 0;
     w->req = c->req_id;
+    w->owner = w->has_req ? c->owner : 0;
     r.status = FENCE_ST_QUEUED;
     r.wait_id = id;
     r.lease = lease;
     return r;
+}
+
+/* Whether command c may act on lease id: the owner, or an admin. */
+static bool m_may(const model *m, const fence_cmd *c, uint64_t id)
+{
+    return m->leases[id].owner == c->owner || (c->flags & FENCE_CMD_F_ADMIN) != 0;
 }
 
 static fence_result m_dispatch(model *m, const fence_cmd *c)
@@ -425,7 +435,7 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
             uint64_t id = m->next_lease++;
             REQUIRE(id < MAXID);
             m->leases[id] = (mlease){true, c->ttl_ms, c->lock_delay_ms,
-                                     m->now + c->ttl_ms, false};
+                                     m->now + c->ttl_ms, false, c->owner};
             r.status = FENCE_ST_OK;
             r.lease = id;
             r.value = c->ttl_ms;
@@ -434,6 +444,8 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
     case FENCE_CMD_LEASE_KEEPALIVE:
         if (!m_live(m, c->lease)) {
             r.status = FENCE_ST_NOLEASE;
+        } else if (!m_may(m, c, c->lease)) {
+            r.status = FENCE_ST_NOPERM;
         } else {
             m->leases[c->lease].deadline = m_lease_deadline(m, c->lease);
             r.status = FENCE_ST_OK;
@@ -442,6 +454,10 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
         }
         break;
     case FENCE_CMD_LEASE_REVOKE:
+        if (m_live(m, c->lease) && !m_may(m, c, c->lease)) {
+            r.status = FENCE_ST_NOPERM;
+            break;
+        }
         if (m_live(m, c->lease)) {
             m_lease_remove(m, c->lease, false);
         }
@@ -454,6 +470,10 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
         }
         if (!m_live(m, c->lease)) {
             r.status = FENCE_ST_NOLEASE;
+            break;
+        }
+        if (!m_may(m, c, c->lease)) {
+            r.status = FENCE_ST_NOPERM;
             break;
         }
         REQUIRE(k >= 0);
@@ -507,6 +527,10 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
         if (k >= 0 && m->locks[k].used && m->locks[k].holder != 0 &&
             m->locks[k].token == c->token) {
             uint64_t holder = m->locks[k].holder;
+            if (!m_may(m, c, holder)) {
+                r.status = FENCE_ST_NOPERM;
+                break;
+            }
             m->locks[k].holder = 0;
             m_handoff(m, k);
             if (m->leases[holder].dedicated) {
@@ -547,7 +571,7 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
         uint64_t id = m->next_lease++;
         REQUIRE(id < MAXID);
         m->leases[id] = (mlease){true, c->ttl_ms, c->lock_delay_ms,
-                                 m->now + c->ttl_ms, true};
+                                 m->now + c->ttl_ms, true, c->owner};
         if (free_now) {
             m_grant(m, k, id);
             r.status = FENCE_ST_OK;
@@ -566,7 +590,7 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
             /* A cancelled request is forgotten: a retry queues afresh. */
             const mwait *w = &m->waits[c->wait_id];
             for (uint32_t i = 0; w->has_req && i < m->ndedup; i++) {
-                if (m->dedup[i].req == w->req &&
+                if (m->dedup[i].req == w->req && m->dedup[i].cmd.owner == w->owner &&
                     m->dedup[i].r.wait_id == c->wait_id) {
                     memmove(&m->dedup[i], &m->dedup[i + 1],
                             (m->ndedup - i - 1) * sizeof(m->dedup[0]));
@@ -603,14 +627,14 @@ static fence_result m_apply(model *m, uint64_t now, const fence_cmd *c)
 static fence_result m_apply_cmd(model *m, const fence_cmd *c)
 {
     fence_result r = {0};
-    if (c->flags & ~FENCE_CMD_F_REQID) {
+    if (c->flags & ~FENCE_CMD_F_ALL) {
         r.status = FENCE_ST_INVALID;
         return r;
     }
     bool rec = false;
     if (c->flags & FENCE_CMD_F_REQID) {
         for (uint32_t i = 0; i < m->ndedup; i++) {
-            if (m->dedup[i].req == c->req_id) {
+            if (m->dedup[i].req == c->req_id && m->dedup[i].cmd.owner == c->owner) {
                 if (!m_same_request(&m->dedup[i].cmd, c)) {
                     r.status = FENCE_ST_INVALID;
                     return r;
@@ -808,6 +832,12 @@ static fence_cmd gen_cmd(const model *m)
     if (rnd_below(4) == 0 && (c.flags & ~FENCE_CMD_F_REQID) == 0) {
         c.flags |= FENCE_CMD_F_REQID;
         c.req_id = 1 + rnd_below(12);
+    }
+    /* Owners: mostly the default (0), sometimes one of two others, and
+     * now and then an administrator. */
+    c.owner = rnd_below(4) ? 0 : 1 + rnd_below(2);
+    if (rnd_below(10) == 0 && (c.flags & ~FENCE_CMD_F_ALL) == 0) {
+        c.flags |= FENCE_CMD_F_ADMIN;
     }
     return c;
 }
@@ -1017,7 +1047,8 @@ static bool run_seed(uint64_t seed, int steps)
             uint32_t hits_before = 0;
             for (uint32_t i = 0; i < M->ndedup; i++) {
                 hits_before += (c.flags & FENCE_CMD_F_REQID) &&
-                               M->dedup[i].req == c.req_id;
+                               M->dedup[i].req == c.req_id &&
+                               M->dedup[i].cmd.owner == c.owner;
             }
             n_dedup_hits += hits_before;
             fence_result rm = m_apply(M, now, &c);
@@ -1112,13 +1143,14 @@ static void test_model_random(void)
         }
         printf("# %llu seeds x %d steps\n", (unsigned long long)n, steps);
         printf("# results: ok %llu nil %llu queued %llu nolease %llu limit "
-               "%llu invalid %llu; dedup hits %llu\n",
+               "%llu invalid %llu noperm %llu; dedup hits %llu\n",
                (unsigned long long)n_result[FENCE_ST_OK],
                (unsigned long long)n_result[FENCE_ST_NIL],
                (unsigned long long)n_result[FENCE_ST_QUEUED],
                (unsigned long long)n_result[FENCE_ST_NOLEASE],
                (unsigned long long)n_result[FENCE_ST_LIMIT],
                (unsigned long long)n_result[FENCE_ST_INVALID],
+               (unsigned long long)n_result[FENCE_ST_NOPERM],
                (unsigned long long)n_dedup_hits);
         printf("# events: granted %llu nil %llu nolease %llu; restores %llu, "
                "entry batches %llu\n",
@@ -1128,7 +1160,7 @@ static void test_model_random(void)
                (unsigned long long)n_restores, (unsigned long long)n_batches);
         /* The run must have exercised every outcome. */
         if (n >= 100) {
-            for (int st = FENCE_ST_OK; st <= FENCE_ST_INVALID; st++) {
+            for (int st = FENCE_ST_OK; st <= FENCE_ST_LAST; st++) {
                 CHECK(n_result[st] > 0);
             }
             CHECK(n_event[FENCE_ST_OK] > 0);
