@@ -169,11 +169,14 @@ static bool wbuf_reserve(fence_net_conn *c, size_t n)
     size_t cap = c->wcap ? c->wcap : 4096;
     while (cap - c->wlen < n)
         cap *= 2;
+    if (!fence__net_guard_mem_ok(c, cap - c->wcap))
+        return false;
     char *p = realloc(c->wbuf, cap);
     if (p == NULL)
         return false;
     c->wbuf = p;
     c->wcap = cap;
+    fence__net_guard_account(c);
     return true;
 }
 
@@ -350,6 +353,8 @@ static void write_out(fence_net_conn *c)
         fence__net_conn_close(c);
         return;
     }
+    if (fence__net_guard_after_write(c))
+        return;
     size_t queued = c->tr->queued(c);
     if (queued > c->net->lim.max_obuf) {
         FENCE_LOG_W("conn %" PRIu64 ": %zu reply bytes unsent (max-obuf %"
@@ -403,6 +408,7 @@ void fence__net_conn_written(fence_net_conn *c, size_t len, int status)
 {
     FENCE_ASSERT(c->out_pending >= len);
     c->out_pending -= len;
+    fence__net_guard_account(c);
     if (c->closing)
         return;
     if (status != 0) {
@@ -433,6 +439,7 @@ void fence__net_conn_close(fence_net_conn *c)
         return;
     fence_net *net = c->net;
     c->closing = true;
+    fence__net_guard_account(c);
     FENCE_LOG_D("conn %" PRIu64 ": closed", c->id);
     if (net->hooks.on_close != NULL)
         net->hooks.on_close(net->hooks.ctx, c);
@@ -494,10 +501,11 @@ void fence__net_conn_rbuf(fence_net_conn *c, char **p, size_t *room)
         size_t cap = c->rcap ? c->rcap * 2 : RBUF_INITIAL;
         if (cap > max)
             cap = max;
-        char *nb = realloc(c->rbuf, cap);
+        char *nb = fence__net_guard_mem_ok(c, cap - c->rcap) ? realloc(c->rbuf, cap) : NULL;
         if (nb != NULL) {
             c->rbuf = nb;
             c->rcap = cap;
+            fence__net_guard_account(c);
         }
     }
     *p = c->rbuf + c->rlen;
@@ -597,6 +605,7 @@ static void conn_process(fence_net_conn *c)
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
+    fence__net_guard_after_input(c, off > 0);
     if (partial && c->rlen == net->lim.rbuf_max) {
         conn_fail(c, FENCE_NET_EREQ_TOOBIG, NULL);
         conn_flush(c);
@@ -606,6 +615,7 @@ static void conn_process(fence_net_conn *c)
         free(c->rbuf); /* a big request has passed: give its memory back */
         c->rbuf = NULL;
         c->rcap = 0;
+        fence__net_guard_account(c);
     }
     if (c->n_slots < net->lim.max_pipeline)
         conn_resume(c);
@@ -661,6 +671,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     c->net = net;
     c->id = ++net->next_id;
+    c->opened_ms = c->active_ms = uv_now(net->loop);
     if (net->hooks.on_open != NULL)
         net->hooks.on_open(net->hooks.ctx, c);
     if (server->type == UV_TCP) {
@@ -683,7 +694,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (server->type == UV_TCP)
         uv_tcp_nodelay(&c->h.tcp, 1);
     net->stat_accepted++;
-    if (net->n_conns > net->lim.max_clients) {
+    if (net->n_conns > net->lim.max_clients && !fence__net_guard_make_room(net, c)) {
         const char *why = net->hooks.refuse_msg ? net->hooks.refuse_msg
                                                 : "max number of clients reached";
         net->stat_refused++;
@@ -722,6 +733,7 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     net->check.data = net;
     uv_check_start(&net->check, on_check);
     uv_unref((uv_handle_t *)&net->check);
+    fence__net_guard_start(net);
     return 0;
 }
 
@@ -796,6 +808,7 @@ void fence__net_close_listeners(fence_net *net)
 void fence__net_stop(fence_net *net)
 {
     fence__net_close_listeners(net);
+    fence__net_guard_stop(net);
     while (net->conns != NULL)
         fence__net_conn_close(net->conns);
     if (net->loop != NULL && !uv_is_closing((uv_handle_t *)&net->check))

@@ -131,6 +131,15 @@ struct fence_net_conn {
     bool dirty;             /* on the dirty list */
     bool closing;           /* close was called */
     bool close_after_flush; /* close once every reply is sent */
+    /* Hostile-client guards (conn_guard.c): */
+    bool trusted;           /* logged in (the daemon sets it): never evicted
+                             * for room, no login timeout */
+    uint64_t opened_ms;     /* uv_now at accept */
+    uint64_t active_ms;     /* uv_now of the last complete request */
+    uint64_t partial_ms;    /* uv_now when an incomplete request began, 0:
+                             * none pending */
+    size_t mem;             /* bytes counted against limits.max_conn_memory
+                             * (rcap + wcap + out_pending) */
 };
 
 /* The bounds, from the daemon's configuration. */
@@ -146,6 +155,19 @@ typedef struct fence_net_limits {
                               * half-closed client gets its replies);
                               * false: close at once */
     fence_resp_limits resp;  /* parser limits */
+    /* Hostile-client guards (conn_guard.c; 0 turns each off): */
+    uint64_t max_conn_memory;   /* read buffers + unsent output of every
+                                 * connection together, bytes */
+    uint64_t idle_timeout_ms;   /* close a connection with nothing owed and
+                                 * no request for this long */
+    uint64_t request_timeout_ms; /* close a connection whose incomplete
+                                 * request has not completed in this long
+                                 * (slowloris) */
+    uint64_t auth_timeout_ms;   /* close a connection not trusted (logged
+                                 * in) this long after accept */
+    bool evict_untrusted;       /* the table full: close the oldest
+                                 * untrusted connection rather than refuse a
+                                 * new one (room for users who log in) */
 } fence_net_limits;
 
 /* What the daemon does with requests and events. */
@@ -196,7 +218,35 @@ struct fence_net {
     uint64_t stat_refused;      /* refused for max_clients */
     uint64_t stat_slow_closed;  /* slow readers disconnected */
     uint64_t stat_requests;     /* requests parsed */
+    /* Hostile-client guards (conn_guard.c): */
+    uv_timer_t guard_timer;     /* sweeps the timeouts once a second */
+    bool guard_timer_open;      /* guard_timer initialized */
+    uint64_t mem_used;          /* sum of every connection's mem */
+    uint64_t stat_timed_out;    /* closed by a timeout */
+    uint64_t stat_evicted;      /* untrusted, closed to make room */
+    uint64_t stat_mem_refused;  /* closed or refused for max_conn_memory */
 };
+
+/* ---- Hostile-client guards (conn_guard.c) ---------------------------------- */
+
+/* Start the timeout sweep (fence__net_init calls it). */
+void fence__net_guard_start(fence_net *net);
+/* Stop it (fence__net_stop calls it). */
+void fence__net_guard_stop(fence_net *net);
+/* Recount c->mem after its buffers changed. */
+void fence__net_guard_account(fence_net_conn *c);
+/* Whether c may grow its buffers by more bytes within max_conn_memory. */
+bool fence__net_guard_mem_ok(const fence_net_conn *c, size_t more);
+/* After output was handed to the transport: over the budget, a connection
+ * holding a large unsent backlog is closed.  Returns true if c closed. */
+bool fence__net_guard_after_write(fence_net_conn *c);
+/* The table is full at accept of c: close the oldest untrusted connection
+ * (not c) to make room.  Returns true if one was closed. */
+bool fence__net_guard_make_room(fence_net *net, fence_net_conn *c);
+/* After input was processed: note a pending incomplete request. */
+void fence__net_guard_after_input(fence_net_conn *c, bool progressed);
+/* The daemon trusts c from now on (it logged in). */
+void fence__net_conn_trust(fence_net_conn *c, bool trusted);
 
 /* Set up the layer on loop (no listener yet).  lim and hooks are copied.
  * Returns 0 or UV_ENOMEM. */
