@@ -229,6 +229,12 @@ struct fence_net {
 
 /* ---- Hostile-client guards (conn_guard.c) ---------------------------------- */
 
+/* Fill lim's guard fields from a daemon's options: the login timeout and
+ * the eviction of untrusted connections apply only with users (has_acl). */
+void fence__net_guard_limits(fence_net_limits *lim, uint64_t max_conn_memory,
+                             uint64_t idle_timeout_ms, uint64_t request_timeout_ms,
+                             uint64_t auth_timeout_ms, bool has_acl);
+
 /* Start the timeout sweep (fence__net_init calls it). */
 void fence__net_guard_start(fence_net *net);
 /* Stop it (fence__net_stop calls it). */

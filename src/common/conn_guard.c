@@ -53,6 +53,17 @@ static void guard_sweep(uv_timer_t *t)
     }
 }
 
+void fence__net_guard_limits(fence_net_limits *lim, uint64_t max_conn_memory,
+                             uint64_t idle_timeout_ms, uint64_t request_timeout_ms,
+                             uint64_t auth_timeout_ms, bool has_acl)
+{
+    lim->max_conn_memory = max_conn_memory;
+    lim->idle_timeout_ms = idle_timeout_ms;
+    lim->request_timeout_ms = request_timeout_ms;
+    lim->auth_timeout_ms = has_acl ? auth_timeout_ms : 0;
+    lim->evict_untrusted = has_acl;
+}
+
 void fence__net_guard_start(fence_net *net)
 {
     const fence_net_limits *lim = &net->lim;

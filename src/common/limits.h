@@ -105,6 +105,22 @@ _Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 /* Largest ACL file. */
 #define FENCE_ACL_FILE_MAX (1024 * 1024)
 
+/* ---- Hostile clients (src/common/conn_guard.c) --------------------------- */
+
+/* Default --max-conn-memory: read buffers and unsent replies of every
+ * connection together. */
+#define FENCE_CONN_MEMORY_DEFAULT (1024ULL * 1024 * 1024)
+/* Default --request-timeout-ms: an incomplete request must complete in
+ * this long (slowloris). */
+#define FENCE_REQUEST_TIMEOUT_MS_DEFAULT 30000
+/* Default --auth-timeout-ms (with --acl-file): log in within this long. */
+#define FENCE_AUTH_TIMEOUT_MS_DEFAULT 10000
+
+_Static_assert(FENCE_CONN_MEMORY_DEFAULT >= 16ULL * FENCE_RBUF_MAX,
+               "the default budget holds a few maximal read buffers");
+_Static_assert(FENCE_CONN_MEMORY_DEFAULT >= FENCE_OBUF_DEFAULT,
+               "the default budget holds one maximal output backlog");
+
 _Static_assert(FENCE_ACL_LINE_MAX <= FENCE_ACL_FILE_MAX, "a line fits the file");
 _Static_assert(FENCE_NAME_MAX < FENCE_ACL_LINE_MAX, "a pattern as long as a name fits a line");
 _Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_ACL_LINE_MAX, "a user name fits a line");

@@ -74,6 +74,15 @@ static const fence_opt options[] = {
     STR("acl-file", acl_file, "", "<file>",
         "users, passwords and permissions (Redis users.acl subset; docs/security.md; "
         "reloaded by ACL LOAD and SIGHUP)"),
+    U64("max-conn-memory", max_conn_memory, 0, (1ULL << 40), FENCE_CONN_MEMORY_DEFAULT,
+        "<bytes>", "read buffers and unsent replies of all connections together (0: no bound)"),
+    U64("idle-timeout-ms", idle_timeout_ms, 0, (1ULL << 40), 0, "<ms>",
+        "close a connection idle this long (nothing owed, no request; 0: never)"),
+    U64("request-timeout-ms", request_timeout_ms, 0, (1ULL << 40),
+        FENCE_REQUEST_TIMEOUT_MS_DEFAULT, "<ms>",
+        "close a connection whose incomplete request takes longer (0: never)"),
+    U64("auth-timeout-ms", auth_timeout_ms, 0, (1ULL << 40), FENCE_AUTH_TIMEOUT_MS_DEFAULT,
+        "<ms>", "with --acl-file: close a connection not logged in after this long (0: never)"),
     FENCE_OPT_BOOL_ROW(T, "insecure", insecure, 0,
                        "allow a non-loopback --bind without --acl-file (anyone who reaches "
                        "the port owns every lock)"),

@@ -53,6 +53,10 @@ typedef struct fence_config {
     char log_file[1024];           /* "" for stderr */
     char acl_file[1024];           /* users and permissions, "" for none */
     bool insecure;                 /* serve a non-loopback bind without users */
+    uint64_t max_conn_memory;      /* all connections' buffers, bytes (0: no bound) */
+    uint64_t idle_timeout_ms;      /* close idle connections (0: never) */
+    uint64_t request_timeout_ms;   /* incomplete request deadline (0: none) */
+    uint64_t auth_timeout_ms;      /* login deadline with --acl-file (0: none) */
 
     /* Derived by validation (not options themselves). */
     unsigned n_peers;                   /* entries in peer[] */

@@ -134,6 +134,9 @@ int fence__listen(fence_server *s)
     lim.conn_size = sizeof(fence_conn);
     lim.eof_flush = false; /* a client that hangs up cancels its waits */
     lim.resp = s->resp_lim;
+    fence__net_guard_limits(&lim, s->cfg->max_conn_memory, s->cfg->idle_timeout_ms,
+                            s->cfg->request_timeout_ms, s->cfg->auth_timeout_ms,
+                            s->cfg->acl_file[0] != '\0');
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;

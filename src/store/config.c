@@ -56,6 +56,20 @@ static const fence_opt opts[] = {
                       "users, passwords and per-fence permissions (Redis "
                       "users.acl subset; docs/security.md; reloaded by ACL "
                       "LOAD and SIGHUP)"),
+    FENCE_OPT_U64_ROW(T, "max-conn-memory", max_conn_memory, 0, (1ULL << 40),
+                      FENCE_CONN_MEMORY_DEFAULT, "<bytes>",
+                      "read buffers and unsent replies of all connections "
+                      "together (0: no bound)"),
+    FENCE_OPT_U64_ROW(T, "idle-timeout-ms", idle_timeout_ms, 0, (1ULL << 40), 0,
+                      "<ms>", "close a connection idle this long (0: never)"),
+    FENCE_OPT_U64_ROW(T, "request-timeout-ms", request_timeout_ms, 0, (1ULL << 40),
+                      FENCE_REQUEST_TIMEOUT_MS_DEFAULT, "<ms>",
+                      "close a connection whose incomplete request takes "
+                      "longer (0: never)"),
+    FENCE_OPT_U64_ROW(T, "auth-timeout-ms", auth_timeout_ms, 0, (1ULL << 40),
+                      FENCE_AUTH_TIMEOUT_MS_DEFAULT, "<ms>",
+                      "with --acl-file: close a connection not logged in "
+                      "after this long (0: never)"),
     FENCE_OPT_BOOL_ROW(T, "insecure", insecure, 0,
                        "allow a non-loopback --bind without --acl-file "
                        "(anyone who reaches the port may admit any token)"),

@@ -26,6 +26,10 @@ typedef struct fence_store_config {
     char log_file[1024];     /* "" for stderr */
     char acl_file[1024];     /* users and permissions, "" for none */
     bool insecure;           /* serve a non-loopback bind without users */
+    uint64_t max_conn_memory;    /* all connections' buffers (0: no bound) */
+    uint64_t idle_timeout_ms;    /* close idle connections (0: never) */
+    uint64_t request_timeout_ms; /* incomplete request deadline (0: none) */
+    uint64_t auth_timeout_ms;    /* login deadline with --acl-file (0: none) */
 
     /* Derived by validation. */
     int log_level_num;       /* enum fence_log_level of log_level */

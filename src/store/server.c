@@ -307,6 +307,9 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     fence_resp_limits_default(&lim.resp);
     lim.resp.args_max = 16;
     lim.resp.bulk_max = cfg->max_value;
+    fence__net_guard_limits(&lim, cfg->max_conn_memory, cfg->idle_timeout_ms,
+                            cfg->request_timeout_ms, cfg->auth_timeout_ms,
+                            cfg->acl_file[0] != '\0');
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;
