@@ -18,10 +18,7 @@ FUZZ_TARGETS += compat
 FUZZ_compat_LIBS := $(COMPAT_TABLES) $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
 
 # Integration tests with real clients (redis-py, redis-cli, ioredis,
-# node-redis) against fenced and fence-store.  They pass only once both
-# daemons call fence_compat_handle (the lead wires that), so they are NOT
-# in INTEG_TESTS yet: run them with `make test-compat-pending`.
-COMPAT_PENDING_TESTS := $(sort $(wildcard tests/integration/pending/test_compat_*))
-test-compat-pending: $(BUILD)/fenced $(BUILD)/fence-store
-	@bash tests/run.sh $(COMPAT_PENDING_TESTS)
-.PHONY: test-compat-pending
+# node-redis) against fenced and fence-store, which both call
+# fence_compat_handle before their own commands (src/server/compat_hook.c,
+# src/store/server.c).  compat_node.js is test_compat_node.sh's helper.
+INTEG_TESTS += $(sort $(wildcard tests/integration/test_compat_*))

@@ -391,6 +391,8 @@ static void reply_info(fence_server *s, fence_slot *slot)
 void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
 {
     fence_server *s = c->srv;
+    if (fence__server_compat(c, m))
+        return;
     const cmd_def *def = cmd_find(&m->argv[0]);
     fence_slot *slot = fence__slot_new(c, def ? def->op : OP_PING);
     char msg[160];

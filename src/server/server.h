@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "core/entry.h"
+#include "common/compat.h"
 #include "common/conn.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
@@ -82,6 +83,7 @@ struct fence_conn {
     fence_server *srv;      /* the server */
     uint64_t id;            /* for logs (the layer's id) */
     fence_lconn lconn;      /* the leader module's state of this connection */
+    fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
 };
 
 /* The daemon. */
@@ -96,6 +98,7 @@ struct fence_server {
     fence_resp_msg *msg;         /* parse scratch (one, single-threaded) */
 
     fence_net net;               /* listeners and client connections */
+    fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */
     uv_check_t check;            /* end of every loop turn: leader step, flush */
@@ -134,6 +137,11 @@ void fence__conn_close(fence_conn *c);
 void fence__conn_close_after_flush(fence_conn *c);
 void fence__conns_flush(fence_server *s);
 void fence__conns_close_all(fence_server *s);
+
+/* ---- compat_hook.c ---- */
+void fence__server_compat_init(fence_server *s);
+/* true: answered by the compat module (do not dispatch m). */
+bool fence__server_compat(fence_conn *c, const fence_resp_msg *m);
 
 /* ---- cmd.c ---- */
 /* Handle one parsed request from c. */

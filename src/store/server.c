@@ -19,6 +19,7 @@
 #include "store/server.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,15 @@
 #include <uv.h>
 
 #include "common/assert.h"
+#include "common/compat.h"
+#include "common/compat_net.h"
 #include "common/conn.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "proto/resp.h"
+#include "common/version.h"
 #include "store/cmd.h"
+#include "store/commands_table.h"
 
 /* The server. */
 typedef struct server {
@@ -42,7 +47,28 @@ typedef struct server {
     uv_signal_t sigterm;           /* SIGTERM: stop */
     uv_signal_t sighup;            /* SIGHUP: reopen the log file */
     char refuse[128];              /* -LIMIT text for a refused client */
+    fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
 } server;
+
+/* One client connection: the layer's and its Redis-client state. */
+typedef struct store_conn {
+    fence_net_conn base;      /* the layer's connection (first) */
+    fence_compat_conn compat; /* CLIENT SETNAME, MULTI refusal, ... */
+} store_conn;
+
+/* A connection was accepted: fresh compat state. */
+static void on_open(void *ctx, fence_net_conn *c)
+{
+    (void)ctx;
+    fence_compat_conn_init(&((store_conn *)c)->compat, c->id);
+}
+
+/* CLIENT LIST: every open connection. */
+static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
+{
+    server *s = arg;
+    fence__compat_net_list(&s->net, offsetof(store_conn, compat), emit, emit_arg);
+}
 
 /* Append an encoded reply (snprintf-style encoder), encoded in place. */
 #define REPLY(c, enc, ...)                                                     \
@@ -225,6 +251,14 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
+    fence_compat_reply out;
+    fence_compat_reply_init(&out);
+    int crc = fence_compat_handle(&s->compat, &((store_conn *)c)->compat, msg, &out);
+    if (crc == FENCE_COMPAT_REPLIED)
+        fence__net_reply(c, out.ptr, out.len);
+    fence_compat_reply_free(&out);
+    if (crc == FENCE_COMPAT_REPLIED)
+        return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, &cmd, &code, err,
                                sizeof(err)) != 0)
         fence__net_reply_error(c, code, err);
@@ -293,6 +327,14 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     s->cfg = cfg;
     s->db = db;
     s->loop = uv_default_loop();
+    s->compat.server = "fence-store";
+    s->compat.version = FENCE_VERSION;
+    s->compat.commands = fence__store_commands;
+    s->compat.n_commands = fence__store_commands_n;
+    s->compat.list = list_conns;
+    s->compat.wall_us = fence__compat_wall_us;
+    s->compat.auth = NULL; /* no users (yet) */
+    s->compat.arg = s;
     snprintf(s->refuse, sizeof(s->refuse), "max clients (%" PRIu64
              ") reached", cfg->max_clients);
 
@@ -303,6 +345,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     lim.max_pipeline = (uint32_t)cfg->max_pipeline;
     lim.max_obuf = cfg->max_obuf;
     lim.slot_size = sizeof(fence_net_slot);
+    lim.conn_size = sizeof(store_conn);
     lim.eof_flush = true;
     fence_resp_limits_default(&lim.resp);
     lim.resp.args_max = 16;
@@ -311,6 +354,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;
     hooks.on_request = on_request;
+    hooks.on_open = on_open;
     hooks.proto_error = on_proto_error;
     hooks.refuse_msg = s->refuse;
     if (fence__net_init(&s->net, s->loop, &lim, &hooks) != 0) {
