@@ -29,6 +29,8 @@
 #include "core/entry.h"
 #include "common/compat.h"
 #include "common/conn.h"
+#include "common/limits.h"
+#include "common/signtok.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
 #include "proto/resp.h"
@@ -74,6 +76,10 @@ struct fence_slot {
     fence_conn *conn;      /* owner; NULL once the connection closed */
     uint8_t op;            /* enum fence_op of the request */
     uint8_t state;         /* enum fence_slot_state */
+    const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
+                            * to sign the grant with (the server's), else NULL */
+    uint16_t sign_name_len; /* with signer: bytes in sign_name */
+    char sign_name[FENCE_NAME_MAX]; /* with signer: the lock name */
 };
 
 /* One client connection (TCP or Unix socket): the shared layer's
@@ -95,7 +101,7 @@ struct fence_server {
     fence_fsm *fsm;              /* the core state machine */
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */
-    fence_resp_msg *msg;         /* parse scratch (one, single-threaded) */
+    fence_signtok_signer *signer; /* --token-signing-key, or NULL */
 
     fence_net net;               /* listeners and client connections */
     fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
