@@ -48,6 +48,7 @@ typedef struct server {
     uv_signal_t sighup;            /* SIGHUP: reopen the log file */
     char refuse[128];              /* -LIMIT text for a refused client */
     fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
+    fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
 } server;
 
 /* One client connection: the layer's and its Redis-client state. */
@@ -259,7 +260,7 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_compat_reply_free(&out);
     if (crc == FENCE_COMPAT_REPLIED)
         return;
-    if (fence__store_cmd_parse(msg, s->cfg->max_value, &cmd, &code, err,
+    if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
                                sizeof(err)) != 0)
         fence__net_reply_error(c, code, err);
     else
@@ -327,6 +328,16 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     s->cfg = cfg;
     s->db = db;
     s->loop = uv_default_loop();
+    if (cfg->token_verify_keys[0] != '\0') {
+        char kerr[1300];
+        if (fence_signtok_verifier_load(cfg->token_verify_keys, 0, &s->verifier,
+                                        kerr, sizeof(kerr)) != 0) {
+            FENCE_LOG_E("token-verify-keys: %s", kerr);
+            return 1;
+        }
+        FENCE_LOG_I("accepting only signed tokens (%zu verify keys from %s)",
+                    fence_signtok_verifier_nkeys(s->verifier), cfg->token_verify_keys);
+    }
     s->compat.server = "fence-store";
     s->compat.version = FENCE_VERSION;
     s->compat.commands = fence__store_commands;
@@ -376,6 +387,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence__net_stop(&s->net);
         uv_run(s->loop, UV_RUN_DEFAULT);
         fence__net_free(&s->net);
+        fence_signtok_verifier_free(s->verifier);
         return 1;
     }
     uv_signal_init(s->loop, &s->sigint);
@@ -391,6 +403,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     uv_run(s->loop, UV_RUN_DEFAULT);
     uv_loop_close(s->loop);
     fence__net_free(&s->net);
+    fence_signtok_verifier_free(s->verifier);
     FENCE_LOG_I("fence-store stopped");
     return 0;
 }
