@@ -172,7 +172,7 @@ const char *fence__store_cmd_name(fence_store_op op)
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (table[i].op == op)
             return table[i].name;
-    FENCE_ASSERT(0 && "op missing from the command table");
+    FENCE_ASSERT(!"op missing from the command table");
     return "?";
 }
 

@@ -273,7 +273,7 @@ fence_store_result fence__store_db_write(fence_store_db *db,
     case FENCE_STORE_OP_FENCE_ADMIT:
         break;
     default:
-        FENCE_ASSERT(0 && "not a write");
+        FENCE_ASSERT(!"not a write");
     }
     rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
     if (rc != 0)

@@ -193,7 +193,7 @@ static void reply_write_refused(server *s, fence_net_conn *c,
                                          "was written");
         break;
     case FENCE_STORE_OK:
-        FENCE_ASSERT(0 && "not a refusal");
+        FENCE_ASSERT(!"not a refusal");
         break;
     }
 }
