@@ -6,16 +6,17 @@
 COMPAT_TABLES := $(BUILD)/src/server/commands_table.o $(BUILD)/src/store/commands_table.o
 
 # Unit test: libfencecommon.a before libfenceproto.a (compat uses the
-# encoders).
+# encoders), and again after it (the RESP parser uses common/num.h).
 $(BUILD)/tests/test_compat: $(BUILD)/tests/unit/test_compat.o $(COMPAT_TABLES) \
                             $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+	$(CC) $(CFLAGS) -o $@ $^ $(BUILD)/libfencecommon.a $(LDFLAGS)
 UNIT_TESTS += $(BUILD)/tests/test_compat
 
 # Fuzz target tests/fuzz/compat_fuzz.c (see mk/fuzz.mk).
 FUZZ_TARGETS += compat
 FUZZ_compat_LIBS := $(COMPAT_TABLES) $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
+FUZZ_compat_LDLIBS := $(BUILD)/libfencecommon.a
 
 # Integration tests with real clients (redis-py, redis-cli, ioredis,
 # node-redis) against fenced and fence-store, which both call
