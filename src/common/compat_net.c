@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 
 #include "common/assert.h"
+#include "common/version.h"
 
 /* "ip:port" of a socket address into out ("?:0" when unknown). */
 static void addr_text(const struct sockaddr_storage *ss, int ok, char *out,
@@ -70,4 +71,35 @@ uint64_t fence__compat_wall_us(void *arg)
     (void)arg;
     gettimeofday(&tv, NULL);
     return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+}
+
+/* The context every daemon gives the module; see compat_net.h. */
+void fence__compat_ctx_init(fence_compat_ctx *ctx, const char *server,
+                            const fence_compat_command *commands,
+                            size_t n_commands,
+                            void (*list)(void *, fence_compat_emit_fn, void *),
+                            void *arg)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->server = server;
+    ctx->version = FENCE_VERSION;
+    ctx->commands = commands;
+    ctx->n_commands = n_commands;
+    ctx->list = list;
+    ctx->wall_us = fence__compat_wall_us;
+    ctx->auth = NULL; /* no users or passwords (yet) */
+    ctx->arg = arg;
+}
+
+/* Answer a compat command on c; see compat_net.h. */
+bool fence__compat_net_handle(const fence_compat_ctx *ctx, fence_compat_conn *cc,
+                              fence_net_conn *c, const fence_resp_msg *m)
+{
+    fence_compat_reply out;
+    fence_compat_reply_init(&out);
+    int rc = fence_compat_handle(ctx, cc, m, &out);
+    if (rc == FENCE_COMPAT_REPLIED)
+        fence__net_reply(c, out.ptr, out.len);
+    fence_compat_reply_free(&out);
+    return rc == FENCE_COMPAT_REPLIED;
 }

@@ -4,6 +4,7 @@
 #ifndef FENCE_COMMON_COMPAT_NET_H
 #define FENCE_COMMON_COMPAT_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/compat.h"
@@ -17,5 +18,20 @@ void fence__compat_net_list(fence_net *net, size_t compat_off,
 
 /* Wall-clock microseconds since the epoch (compat TIME); arg unused. */
 uint64_t fence__compat_wall_us(void *arg);
+
+/* Fill ctx for daemon server ("fenced", "fence-store"): FENCE_VERSION,
+ * its command table, list for CLIENT LIST, the wall clock, no AUTH
+ * callback (no users yet); arg goes to list. */
+void fence__compat_ctx_init(fence_compat_ctx *ctx, const char *server,
+                            const fence_compat_command *commands,
+                            size_t n_commands,
+                            void (*list)(void *, fence_compat_emit_fn, void *),
+                            void *arg);
+
+/* Offer request m of connection c (compat state cc) to the compat module;
+ * true when it answered (the reply is queued in order on c, and m must not
+ * run), false when the daemon dispatches m itself. */
+bool fence__compat_net_handle(const fence_compat_ctx *ctx, fence_compat_conn *cc,
+                              fence_net_conn *c, const fence_resp_msg *m);
 
 #endif /* FENCE_COMMON_COMPAT_NET_H */

@@ -4,7 +4,6 @@
 #include <stddef.h>
 
 #include "common/compat_net.h"
-#include "common/version.h"
 #include "server/commands_table.h"
 #include "server/server.h"
 
@@ -19,25 +18,13 @@ static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
  * callback: fenced has no users (yet). */
 void fence__server_compat_init(fence_server *s)
 {
-    s->compat.server = "fenced";
-    s->compat.version = FENCE_VERSION;
-    s->compat.commands = fence__server_commands;
-    s->compat.n_commands = fence__server_commands_n;
-    s->compat.list = list_conns;
-    s->compat.wall_us = fence__compat_wall_us;
-    s->compat.auth = NULL;
-    s->compat.arg = s;
+    fence__compat_ctx_init(&s->compat, "fenced", fence__server_commands,
+                           fence__server_commands_n, list_conns, s);
 }
 
 /* Offer request m of c to the compat module; true when it answered (the
  * reply is queued in order and m must not run). */
 bool fence__server_compat(fence_conn *c, const fence_resp_msg *m)
 {
-    fence_compat_reply out;
-    fence_compat_reply_init(&out);
-    int rc = fence_compat_handle(&c->srv->compat, &c->compat, m, &out);
-    if (rc == FENCE_COMPAT_REPLIED)
-        fence__net_reply(&c->base, out.ptr, out.len);
-    fence_compat_reply_free(&out);
-    return rc == FENCE_COMPAT_REPLIED;
+    return fence__compat_net_handle(&c->srv->compat, &c->compat, &c->base, m);
 }

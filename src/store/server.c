@@ -33,7 +33,6 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "proto/resp.h"
-#include "common/version.h"
 #include "store/cmd.h"
 #include "store/commands_table.h"
 
@@ -252,13 +251,7 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
-    fence_compat_reply out;
-    fence_compat_reply_init(&out);
-    int crc = fence_compat_handle(&s->compat, &((store_conn *)c)->compat, msg, &out);
-    if (crc == FENCE_COMPAT_REPLIED)
-        fence__net_reply(c, out.ptr, out.len);
-    fence_compat_reply_free(&out);
-    if (crc == FENCE_COMPAT_REPLIED)
+    if (fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
                                sizeof(err)) != 0)
@@ -338,14 +331,8 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         FENCE_LOG_I("accepting only signed tokens (%zu verify keys from %s)",
                     fence_signtok_verifier_nkeys(s->verifier), cfg->token_verify_keys);
     }
-    s->compat.server = "fence-store";
-    s->compat.version = FENCE_VERSION;
-    s->compat.commands = fence__store_commands;
-    s->compat.n_commands = fence__store_commands_n;
-    s->compat.list = list_conns;
-    s->compat.wall_us = fence__compat_wall_us;
-    s->compat.auth = NULL; /* no users (yet) */
-    s->compat.arg = s;
+    fence__compat_ctx_init(&s->compat, "fence-store", fence__store_commands,
+                           fence__store_commands_n, list_conns, s);
     snprintf(s->refuse, sizeof(s->refuse), "max clients (%" PRIu64
              ") reached", cfg->max_clients);
 
