@@ -57,6 +57,8 @@ typedef struct fence_config {
     uint64_t idle_timeout_ms;      /* close idle connections (0: never) */
     uint64_t request_timeout_ms;   /* incomplete request deadline (0: none) */
     uint64_t auth_timeout_ms;      /* login deadline with --acl-file (0: none) */
+    char token_signing_key[1024];  /* signing.key for LOCK/ACQUIRE ... SIGNED,
+                                    * "" for none (docs/security.md) */
 
     /* Derived by validation (not options themselves). */
     unsigned n_peers;                   /* entries in peer[] */

@@ -88,6 +88,7 @@ static void on_open(void *ctx, fence_net_conn *nc)
     c->srv = ctx;
     c->id = nc->id;
     fence__leader_conn_init(&c->lconn);
+    fence_compat_conn_init(&c->compat, nc->id);
 }
 
 /* A request was parsed: count it and dispatch it (cmd.c). */
@@ -137,6 +138,7 @@ int fence__listen(fence_server *s)
     fence__net_guard_limits(&lim, s->cfg->max_conn_memory, s->cfg->idle_timeout_ms,
                             s->cfg->request_timeout_ms, s->cfg->auth_timeout_ms,
                             s->cfg->acl_file[0] != '\0');
+    fence__server_compat_init(s);
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;
