@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "common/assert.h"
+#include "common/conn.h"
 #include "common/log.h"
 
 /* Room for n more bytes in out; NULL (and out->failed) when memory ran out. */
@@ -317,4 +318,31 @@ bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_re
         return true;
     }
     return false;
+}
+
+void fence__acl_srv_net_open(const fence_acl_srv *s, fence_compat_conn *cc, fence_net_conn *c)
+{
+    fence__acl_srv_conn_open(s, cc);
+    fence__net_conn_trust(c, cc->authenticated);
+}
+
+bool fence__acl_srv_net_gate(fence_acl_srv *s, fence_compat_conn *cc, fence_net_conn *c,
+                             const fence_resp_msg *m)
+{
+    fence_acl_out out;
+    bool answered = fence__acl_srv_gate(s, cc, m, &out);
+    if (answered)
+        fence__net_reply(c, out.ptr, out.len);
+    fence__acl_out_free(&out);
+    fence__net_conn_trust(c, cc->authenticated);
+    return answered;
+}
+
+void fence__acl_srv_owner(const fence_acl_srv *s, fence_compat_conn *cc, uint64_t *owner,
+                          bool *admin)
+{
+    const fence_acl_user *u = fence__acl_srv_user(s, cc);
+    /* The gate let the request through, so u exists; be safe anyway. */
+    *owner = u != NULL ? fence_acl_owner_id(fence_acl_user_name(u)) : UINT64_MAX;
+    *admin = u != NULL && fence_acl_is_admin(u);
 }

@@ -92,4 +92,24 @@ int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool insecure
 /* Free out's bytes. */
 void fence__acl_out_free(fence_acl_out *out);
 
+/* ---- For a daemon on the shared connection layer (src/common/conn.h) ---- */
+
+struct fence_net_conn;
+
+/* At accept of c (compat state cc): log in as "default" when that user is
+ * nopass (fence__acl_srv_conn_open) and trust c then (conn_guard.c). */
+void fence__acl_srv_net_open(const fence_acl_srv *s, fence_compat_conn *cc,
+                             struct fence_net_conn *c);
+
+/* The gate for request m of c: true when it answered (the reply is queued
+ * in order on c; m must not run).  Keeps c's trust in step with its
+ * login. */
+bool fence__acl_srv_net_gate(fence_acl_srv *s, fence_compat_conn *cc,
+                             struct fence_net_conn *c, const fence_resp_msg *m);
+
+/* The owner id and admin flag for the core command of a request of cc
+ * (fence_cmd.owner, FENCE_CMD_F_ADMIN; src/core/fsm.h). */
+void fence__acl_srv_owner(const fence_acl_srv *s, fence_compat_conn *cc, uint64_t *owner,
+                          bool *admin);
+
 #endif /* FENCE_COMMON_ACL_SRV_H */

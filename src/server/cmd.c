@@ -456,7 +456,7 @@ static void reply_info(fence_server *s, fence_slot *slot)
 void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
 {
     fence_server *s = c->srv;
-    if (fence__server_compat(c, m))
+    if (fence__server_acl_gate(c, m) || fence__server_compat(c, m))
         return;
     const cmd_def *def = cmd_find(&m->argv[0]);
     fence_slot *slot = fence__slot_new(c, def ? def->op : OP_PING);
@@ -571,6 +571,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     }
     /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO), go to the
      * leader module, which answers through the reply sink (loop.c). */
+    fence__server_acl_stamp(c, &cmd);
     fence__server_submit(s, slot, &cmd,
                          def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO);
 }

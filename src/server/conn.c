@@ -89,6 +89,7 @@ static void on_open(void *ctx, fence_net_conn *nc)
     c->id = nc->id;
     fence__leader_conn_init(&c->lconn);
     fence_compat_conn_init(&c->compat, nc->id);
+    fence__server_acl_open(c);
 }
 
 /* A request was parsed: count it and dispatch it (cmd.c). */
@@ -139,6 +140,8 @@ int fence__listen(fence_server *s)
                             s->cfg->request_timeout_ms, s->cfg->auth_timeout_ms,
                             s->cfg->acl_file[0] != '\0');
     fence__server_compat_init(s);
+    if (fence__server_acl_init(s) != 0)
+        return -1;
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;

@@ -411,4 +411,5 @@ void fence__server_free(fence_server *s)
         raft_uv_tcp_close(&s->node.transport);
     fence__leader_destroy(s->leader);
     fence_fsm_destroy(s->fsm);
+    fence__server_acl_free(s);
 }

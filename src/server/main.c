@@ -28,6 +28,7 @@ static void on_sighup(uv_signal_t *sig, int signum)
     (void)signum;
     if (fence__log_reopen() == 0)
         LOG_INFO("SIGHUP: log file reopened");
+    fence__server_acl_reload(&server);
 }
 
 /* Make room for max_clients connections plus the listeners, the raft log

@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "core/entry.h"
+#include "common/acl_srv.h"
 #include "common/compat.h"
 #include "common/conn.h"
 #include "common/limits.h"
@@ -105,6 +106,7 @@ struct fence_server {
 
     fence_net net;               /* listeners and client connections */
     fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
+    fence_acl_srv acl;           /* users and permissions (acl_hook.c) */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */
     uv_check_t check;            /* end of every loop turn: leader step, flush */
@@ -143,6 +145,15 @@ void fence__conn_close(fence_conn *c);
 void fence__conn_close_after_flush(fence_conn *c);
 void fence__conns_flush(fence_server *s);
 void fence__conns_close_all(fence_server *s);
+
+/* ---- acl_hook.c ---- */
+int fence__server_acl_init(fence_server *s);
+void fence__server_acl_reload(fence_server *s);
+void fence__server_acl_free(fence_server *s);
+void fence__server_acl_open(fence_conn *c);
+/* true: answered by the gate (NOAUTH, NOPERM, ACL ...): do not dispatch m. */
+bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m);
+void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd);
 
 /* ---- compat_hook.c ---- */
 void fence__server_compat_init(fence_server *s);

@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "common/assert.h"
+#include "common/acl_srv.h"
 #include "common/compat.h"
 #include "common/compat_net.h"
 #include "common/conn.h"
@@ -48,6 +49,7 @@ typedef struct server {
     char refuse[128];              /* -LIMIT text for a refused client */
     fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
     fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
+    fence_acl_srv acl;             /* users and permissions (acl_srv.h) */
 } server;
 
 /* One client connection: the layer's and its Redis-client state. */
@@ -59,8 +61,22 @@ typedef struct store_conn {
 /* A connection was accepted: fresh compat state. */
 static void on_open(void *ctx, fence_net_conn *c)
 {
-    (void)ctx;
+    server *s = ctx;
     fence_compat_conn_init(&((store_conn *)c)->compat, c->id);
+    fence__acl_srv_net_open(&s->acl, &((store_conn *)c)->compat, c);
+}
+
+/* The compat module's AUTH callback (with --acl-file): check, and trust
+ * the connection. */
+static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
+                   const fence_resp_arg *pass)
+{
+    server *s = arg;
+    int rc = fence__acl_srv_auth(&s->acl, user, pass);
+    if (rc == 0)
+        fence__net_conn_trust((fence_net_conn *)((char *)cc - offsetof(store_conn, compat)),
+                              true);
+    return rc;
 }
 
 /* CLIENT LIST: every open connection. */
@@ -251,7 +267,8 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
-    if (fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
+    if (fence__acl_srv_net_gate(&s->acl, &((store_conn *)c)->compat, c, msg) ||
+        fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
                                sizeof(err)) != 0)
@@ -306,10 +323,13 @@ static void on_stop_signal(uv_signal_t *sig, int signum)
 /* SIGHUP: logrotate moved the log file; write to a new one. */
 static void on_sighup(uv_signal_t *sig, int signum)
 {
-    (void)sig;
     (void)signum;
     if (fence__log_reopen() == 0)
         FENCE_LOG_I("SIGHUP: log file reopened");
+    server *s = sig->data;
+    char err[512];
+    if (fence__acl_srv_has_file(&s->acl))
+        (void)fence__acl_srv_reload(&s->acl, err, sizeof(err));
 }
 
 /* Set up and run the loop; see server.h. */
@@ -333,6 +353,15 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     }
     fence__compat_ctx_init(&s->compat, "fence-store", fence__store_commands,
                            fence__store_commands_n, list_conns, s);
+    if (fence__acl_srv_init(&s->acl, cfg->acl_file[0] != '\0' ? cfg->acl_file : NULL, err,
+                            sizeof(err)) != 0) {
+        FENCE_LOG_E("acl-file: %s", err);
+        return 1;
+    }
+    if (fence__acl_srv_has_file(&s->acl)) {
+        s->compat.auth = auth_cb;
+        FENCE_LOG_I("acl: %s loaded (%zu users)", cfg->acl_file, fence_acl_count(s->acl.acl));
+    }
     snprintf(s->refuse, sizeof(s->refuse), "max clients (%" PRIu64
              ") reached", cfg->max_clients);
 
@@ -394,6 +423,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     uv_loop_close(s->loop);
     fence__net_free(&s->net);
     fence_signtok_verifier_free(s->verifier);
+    fence__acl_srv_free(&s->acl);
     FENCE_LOG_I("fence-store stopped");
     return 0;
 }

@@ -1,0 +1,78 @@
+/* fenced's hook into users and permissions (src/common/acl_srv.h): the
+ * ACL is loaded before the listeners open, every request passes the gate
+ * before the compat module and the command table, and each core command
+ * carries its user's owner id (docs/security.md). */
+#include <stddef.h>
+
+#include "common/acl_srv.h"
+#include "server/log.h"
+#include "server/server.h"
+
+/* The fenced connection whose compat state is cc. */
+static fence_conn *conn_of(fence_compat_conn *cc)
+{
+    return (fence_conn *)((char *)cc - offsetof(fence_conn, compat));
+}
+
+/* The compat module's AUTH callback: check, and trust the connection. */
+static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
+                   const fence_resp_arg *pass)
+{
+    fence_server *s = arg;
+    int rc = fence__acl_srv_auth(&s->acl, user, pass);
+    if (rc == 0)
+        fence__net_conn_trust(&conn_of(cc)->base, true);
+    return rc;
+}
+
+/* Load --acl-file (or the default user); after fence__server_compat_init.
+ * 0, or -1 after logging why. */
+int fence__server_acl_init(fence_server *s)
+{
+    char err[512];
+    const char *path = s->cfg->acl_file[0] != '\0' ? s->cfg->acl_file : NULL;
+    if (fence__acl_srv_init(&s->acl, path, err, sizeof(err)) != 0) {
+        LOG_ERROR("acl-file: %s", err);
+        return -1;
+    }
+    if (path != NULL) {
+        s->compat.auth = auth_cb; /* ctx->arg is s */
+        LOG_INFO("acl: %s loaded (%zu users)", path, fence_acl_count(s->acl.acl));
+    }
+    return 0;
+}
+
+/* SIGHUP: read the ACL file again (a bad one keeps the old users). */
+void fence__server_acl_reload(fence_server *s)
+{
+    char err[512];
+    if (fence__acl_srv_has_file(&s->acl))
+        (void)fence__acl_srv_reload(&s->acl, err, sizeof(err));
+}
+
+/* A connection was accepted. */
+void fence__server_acl_open(fence_conn *c)
+{
+    fence__acl_srv_net_open(&c->srv->acl, &c->compat, &c->base);
+}
+
+/* The gate; true when it answered m. */
+bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m)
+{
+    return fence__acl_srv_net_gate(&c->srv->acl, &c->compat, &c->base, m);
+}
+
+/* Stamp a core command with the requesting user. */
+void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
+{
+    bool admin;
+    fence__acl_srv_owner(&c->srv->acl, &c->compat, &cmd->owner, &admin);
+    if (admin)
+        cmd->flags |= FENCE_CMD_F_ADMIN;
+}
+
+/* Release the ACL. */
+void fence__server_acl_free(fence_server *s)
+{
+    fence__acl_srv_free(&s->acl);
+}
