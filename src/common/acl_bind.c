@@ -14,7 +14,8 @@ int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool insecure
 {
     struct in_addr a4;
     struct in6_addr a6;
-    bool loopback = strcmp(host, "localhost") == 0;
+    /* Not an IP literal: the listener refuses it with its own error. */
+    bool loopback = true;
     if (inet_pton(AF_INET, host, &a4) == 1)
         loopback = (ntohl(a4.s_addr) >> 24) == 127;
     else if (inet_pton(AF_INET6, host, &a6) == 1)

@@ -153,8 +153,13 @@ int fence__acl_srv_auth(fence_acl_srv *s, const fence_resp_arg *user,
 
 const fence_acl_user *fence__acl_srv_user(const fence_acl_srv *s, fence_compat_conn *cc)
 {
-    if (!cc->authenticated)
-        return NULL;
+    if (!cc->authenticated) {
+        /* RESET logged it out; as in Redis, a connection that is not
+         * logged in is "default" when that user needs no password. */
+        fence__acl_srv_conn_open(s, cc);
+        if (!cc->authenticated)
+            return NULL;
+    }
     const fence_acl_user *u = fence_acl_find(s->acl, cc->user, strlen(cc->user));
     if (u == NULL || !fence_acl_user_on(u)) {
         /* Removed or turned off by a reload: logged out. */

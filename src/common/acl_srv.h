@@ -75,7 +75,9 @@ int fence__acl_srv_auth(fence_acl_srv *s, const fence_resp_arg *user,
                         const fence_resp_arg *pass);
 
 /* The user connection cc is logged in as in the current ACL, or NULL
- * (valid until the next reload). */
+ * (valid until the next reload).  A connection not logged in (a new one,
+ * or after RESET or a reload that removed its user) is logged in as
+ * "default" when that user is on and nopass. */
 const fence_acl_user *fence__acl_srv_user(const fence_acl_srv *s, fence_compat_conn *cc);
 
 /* The gate (see the file comment).  Returns true when it answered m (the
@@ -84,7 +86,7 @@ bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_re
                          fence_acl_out *out);
 
 /* Safe defaults: refuse to serve clients on bind address host (an IP
- * literal or "localhost") that is not loopback when no --acl-file is
+ * literal; anything else is left to the listener) that is not loopback when no --acl-file is
  * given, unless insecure (--insecure).  Returns 0, or -1 with err set. */
 int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool insecure, char *err,
                               size_t err_len);
