@@ -3,9 +3,12 @@
 # libsodium, so every program that links acl.o adds $(SODIUM_LIBS).
 
 # Unit test of the parser, logins and checks.
-$(BUILD)/tests/test_acl: $(BUILD)/tests/unit/test_acl.o $(BUILD)/libfencecommon.a
+# (The gate's part links the connection layer: the RESP codec and libuv.)
+$(BUILD)/tests/test_acl: $(BUILD)/tests/unit/test_acl.o $(BUILD)/libfencecommon.a \
+                         $(BUILD)/libfenceproto.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(SODIUM_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(BUILD)/libfencecommon.a $(LDFLAGS) $(SODIUM_LIBS) \
+	    $(shell pkg-config --libs libuv 2>/dev/null)
 UNIT_TESTS += $(BUILD)/tests/test_acl
 
 # Fuzz target tests/fuzz/acl_fuzz.c (mk/fuzz.mk).

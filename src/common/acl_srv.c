@@ -351,3 +351,17 @@ void fence__acl_srv_owner(const fence_acl_srv *s, fence_compat_conn *cc, uint64_
     *owner = u != NULL ? fence_acl_owner_id(fence_acl_user_name(u)) : UINT64_MAX;
     *admin = u != NULL && fence_acl_is_admin(u);
 }
+
+bool fence__acl_srv_login_as(const fence_acl_srv *s, fence_compat_conn *cc, fence_net_conn *c,
+                             const char *name)
+{
+    if (name == NULL || strlen(name) >= sizeof(cc->user))
+        return false;
+    const fence_acl_user *u = fence_acl_find(s->acl, name, strlen(name));
+    if (u == NULL || !fence_acl_user_on(u))
+        return false;
+    cc->authenticated = true;
+    snprintf(cc->user, sizeof(cc->user), "%s", fence_acl_user_name(u));
+    fence__net_conn_trust(c, true);
+    return true;
+}

@@ -103,6 +103,15 @@ struct fence_net_conn;
 void fence__acl_srv_net_open(const fence_acl_srv *s, fence_compat_conn *cc,
                              struct fence_net_conn *c);
 
+/* Log connection c in as user name (NUL-terminated), when that user exists
+ * and is on; no password is checked.  For a verified TLS client
+ * certificate: at accept, a daemon calls it with the certificate's CN
+ * (fence__net_conn_peer_cn(c), src/common/conn.h, NULL without mTLS), as
+ * etcd maps a client certificate's CN to a user.  Returns whether c is now
+ * logged in as name. */
+bool fence__acl_srv_login_as(const fence_acl_srv *s, fence_compat_conn *cc,
+                             struct fence_net_conn *c, const char *name);
+
 /* The gate for request m of c: true when it answered (the reply is queued
  * in order on c; m must not run).  Keeps c's trust in step with its
  * login. */

@@ -2,6 +2,8 @@
 #include <string.h>
 
 #include "common/acl.h"
+#include "common/acl_srv.h"
+#include "proto/resp.h"
 #include "../lib/test.h"
 
 /* Parse a C string, or fail the case. */
@@ -225,6 +227,110 @@ static void test_describe(void)
     fence_acl_free(acl);
 }
 
+/* Run the gate on one inline request; returns the reply ("" when it
+ * passed the request on). */
+static const char *gate(fence_acl_srv *s, fence_compat_conn *cc, const char *line)
+{
+    static fence_resp_msg m;
+    static char reply[4096];
+    fence_resp_limits lim;
+    fence_resp_limits_default(&lim);
+    REQUIRE(fence_resp_parse(line, strlen(line), &lim, &m) > 0);
+    fence_acl_out out;
+    bool answered = fence__acl_srv_gate(s, cc, &m, &out);
+    REQUIRE(!answered || out.len < sizeof(reply));
+    snprintf(reply, sizeof(reply), "%.*s", answered ? (int)out.len : 0, answered ? out.ptr : "");
+    fence__acl_out_free(&out);
+    return reply;
+}
+
+/* The gate: NOAUTH before login, categories, patterns, ACL commands, a
+ * reload that keeps or replaces the users, owner ids. */
+static void test_gate(void)
+{
+    char path[] = "/tmp/test_acl.XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    const char *text = "user alice on >pw ~orders:* +@all -@admin\nuser root on >r ~* +@all\n";
+    REQUIRE(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    fence_acl_srv s;
+    char err[256];
+    REQUIRE(fence__acl_srv_init(&s, path, err, sizeof(err)) == 0);
+    fence_compat_conn cc;
+    fence_compat_conn_init(&cc, 1);
+    fence__acl_srv_conn_open(&s, &cc);
+    CHECK(!cc.authenticated); /* no default user */
+    CHECK_STR(gate(&s, &cc, "LOCK orders:1 1\r\n"), "-NOAUTH Authentication required.\r\n");
+    CHECK_STR(gate(&s, &cc, "ACL WHOAMI\r\n"), "-NOAUTH Authentication required.\r\n");
+    CHECK_STR(gate(&s, &cc, "PING\r\n"), "");
+    CHECK_STR(gate(&s, &cc, "auth alice pw\r\n"), "");
+    CHECK_STR(gate(&s, &cc, "HELLO 2 AUTH alice pw\r\n"), "");
+    fence_resp_arg u = {"alice", 5}, p = {"pw", 2}, bad = {"PW", 2};
+    CHECK(fence__acl_srv_auth(&s, &u, &p) == 0);
+    CHECK(fence__acl_srv_auth(&s, &u, &bad) == -1);
+    cc.authenticated = true; /* what compat does after the callback said yes */
+    strcpy(cc.user, "alice");
+    CHECK_STR(gate(&s, &cc, "ACL WHOAMI\r\n"), "$5\r\nalice\r\n");
+    CHECK_STR(gate(&s, &cc, "LOCK orders:1 1\r\n"), "");
+    CHECK_STR(gate(&s, &cc, "lock payroll 1\r\n"), "-NOPERM No permissions to access a key\r\n");
+    CHECK_STR(gate(&s, &cc, "CLUSTER.REMOVE 2\r\n"),
+              "-NOPERM User alice has no permissions to run the 'cluster.remove' command\r\n");
+    CHECK_STR(gate(&s, &cc, "ACL LIST\r\n"),
+              "-NOPERM User alice has no permissions to run the 'acl|list' command\r\n");
+    CHECK_STR(gate(&s, &cc, "CLIENT ID\r\n"), "");
+    CHECK_STR(gate(&s, &cc, "NOSUCH\r\n"), "");
+    uint64_t owner;
+    bool admin;
+    fence__acl_srv_owner(&s, &cc, &owner, &admin);
+    CHECK(owner == fence_acl_owner_id("alice") && owner != 0 && !admin);
+    CHECK(fence_acl_owner_id("default") == 0);
+    /* A bad file keeps the users; a good one replaces them. */
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs("user alice on >pw ~* +@all\nuser x +@bad\n", f);
+    fclose(f);
+    CHECK(fence__acl_srv_reload(&s, err, sizeof(err)) == -1);
+    CHECK(strstr(err, ":2: word 3: unknown category") != NULL);
+    CHECK_STR(gate(&s, &cc, "lock payroll 1\r\n"), "-NOPERM No permissions to access a key\r\n");
+    f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs("user alice on >pw ~* +@all\n", f);
+    fclose(f);
+    CHECK(fence__acl_srv_reload(&s, err, sizeof(err)) == 0);
+    CHECK_STR(gate(&s, &cc, "lock payroll 1\r\n"), "");
+    fence__acl_srv_owner(&s, &cc, &owner, &admin);
+    CHECK(admin);
+    f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs("user alice off >pw ~* +@all\n", f);
+    fclose(f);
+    CHECK(fence__acl_srv_reload(&s, err, sizeof(err)) == 0);
+    CHECK_STR(gate(&s, &cc, "LOCK a 1\r\n"), "-NOAUTH Authentication required.\r\n");
+    CHECK(!cc.authenticated);
+    fence__acl_srv_free(&s);
+    unlink(path);
+    /* Without a file: everyone is "default", logged in from the start. */
+    REQUIRE(fence__acl_srv_init(&s, NULL, err, sizeof(err)) == 0);
+    CHECK(!fence__acl_srv_has_file(&s));
+    fence_compat_conn_init(&cc, 2);
+    fence__acl_srv_conn_open(&s, &cc);
+    CHECK(cc.authenticated);
+    CHECK_STR(gate(&s, &cc, "CLUSTER.REMOVE 2\r\n"), "");
+    cc.authenticated = false; /* RESET */
+    CHECK_STR(gate(&s, &cc, "LOCK a 1\r\n"), "");
+    fence__acl_srv_owner(&s, &cc, &owner, &admin);
+    CHECK(owner == 0 && admin);
+    fence__acl_srv_free(&s);
+    /* Safe defaults. */
+    CHECK(fence__acl_srv_check_bind("127.0.0.1", false, false, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_check_bind("::1", false, false, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_check_bind("0.0.0.0", false, false, err, sizeof(err)) == -1);
+    CHECK(fence__acl_srv_check_bind("::", false, false, err, sizeof(err)) == -1);
+    CHECK(fence__acl_srv_check_bind("10.1.2.3", true, false, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_check_bind("10.1.2.3", false, true, err, sizeof(err)) == 0);
+}
+
 int main(void)
 {
     TEST_RUN(test_auth);
@@ -232,5 +338,6 @@ int main(void)
     TEST_RUN(test_patterns);
     TEST_RUN(test_errors);
     TEST_RUN(test_describe);
+    TEST_RUN(test_gate);
     return TEST_DONE();
 }
