@@ -13,8 +13,8 @@ UNIT_TESTS += $(BUILD)/tests/test_acl
 
 # Fuzz target tests/fuzz/acl_fuzz.c (mk/fuzz.mk).
 FUZZ_TARGETS += acl
-FUZZ_acl_LIBS := $(BUILD)/libfencecommon.a
-FUZZ_acl_LDLIBS = $(SODIUM_LIBS)
+FUZZ_acl_LIBS := $(BUILD)/src/common/num.o $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
+FUZZ_acl_LDLIBS = $(SODIUM_LIBS) $(shell pkg-config --libs libuv 2>/dev/null)
 FUZZ_acl_FLAGS := -max_len=8192
 
 # The daemons check logins with libsodium (acl.o).
