@@ -380,8 +380,6 @@ static int parse_line(parser *ps, fence_acl *acl, const char *l, size_t len)
         size_t wl = i - start;
         wordno++;
         if (wordno == 1) {
-            if (wl == 1 && w[0] == '#')
-                return 0;
             if (w[0] == '#')
                 return 0; /* a comment line */
             if (!(wl == 4 && strncmp(w, "user", 4) == 0))

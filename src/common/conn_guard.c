@@ -5,7 +5,9 @@
  *
  * Kept apart from conn.c, which calls these functions at a few points:
  * accept, buffer growth, writes, input, close.  The sweep runs on one
- * unreferenced timer once a second (O(connections) per second). */
+ * unreferenced timer once a second (O(connections) per second).  A
+ * connection whose reading the layer paused (its pipeline is full of
+ * unanswered requests) is not timed out for the bytes it cannot send. */
 #include <inttypes.h>
 
 #include "common/assert.h"
@@ -35,7 +37,7 @@ static void guard_sweep(uv_timer_t *t)
         if (lim->auth_timeout_ms > 0 && !c->trusted &&
             now - c->opened_ms >= lim->auth_timeout_ms)
             why = "not logged in in time (auth-timeout-ms)";
-        else if (lim->request_timeout_ms > 0 && c->partial_ms != 0 &&
+        else if (lim->request_timeout_ms > 0 && c->partial_ms != 0 && c->reading &&
                  now - c->partial_ms >= lim->request_timeout_ms)
             why = "request not completed in time (request-timeout-ms)";
         else if (lim->idle_timeout_ms > 0 && c->n_slots == 0 && c->out_pending == 0 &&
