@@ -1314,6 +1314,50 @@ static void test_reqid_joined_wait_resolves(void)
     fx_done(&y);
 }
 
+/* A snapshot from a core that kept a joiner's record QUEUED after its wait
+ * ended still restores: the record stays as it is (unattached), and the
+ * retry is answered from it (the leader turns that into TRYAGAIN). */
+static void test_snapshot_stale_queued_record(void)
+{
+    fx x, y;
+    fx_init(&x);
+    fx_init(&y);
+    uint64_t a = lease(&x, 0, 100000, 0);
+    uint64_t b = lease(&x, 0, 100000, 0);
+    REQUIRE(run(&x, 1, c_lock("s", a, 0)).status == FENCE_ST_OK);
+    fence_result q1 = run(&x, 2, c_lock("s", b, 100));
+    REQUIRE(q1.status == FENCE_ST_QUEUED);
+    run(&x, 200, c_tick());
+    REQUIRE(!fence_fsm_wait_exists(x.f, q1.wait_id));
+    fence_result q2 = run(&x, 201, with_req(c_lock("s", b, 1000), 500));
+    REQUIRE(q2.status == FENCE_ST_QUEUED);
+    REQUIRE(q2.wait_id > q1.wait_id);
+    size_t n = 0;
+    uint8_t *s = snap(&x, &n);
+    /* The newest dedup record ends the snapshot: its wait_id is the u64
+     * before the value and the CRC.  Point it at the wait that ended. */
+    REQUIRE(n > 20);
+    CHECK_EQ_U64(s[n - 20], q2.wait_id);
+    s[n - 20] = (uint8_t)q1.wait_id;
+    reseal(s, n);
+    REQUIRE(fence_fsm_restore(y.f, s, n) == 0);
+    CHECK(fence_fsm_check(y.f) == NULL);
+    size_t n2 = 0;
+    uint8_t *s2 = snap(&y, &n2);
+    REQUIRE(n2 == n);
+    CHECK(memcmp(s, s2, n) == 0);
+    fence_result r = run(&y, 202, with_req(c_lock("s", b, 1000), 500));
+    CHECK_EQ_U64(r.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(r.wait_id, q1.wait_id);
+    CHECK(!fence_fsm_wait_exists(y.f, q1.wait_id));
+    /* The live wait is unaffected and still resolves normally. */
+    CHECK(fence_fsm_wait_exists(y.f, q2.wait_id));
+    free(s);
+    free(s2);
+    fx_done(&x);
+    fx_done(&y);
+}
+
 int main(void)
 {
     TEST_RUN(test_crc32c_known_answer);
@@ -1341,6 +1385,7 @@ int main(void)
     TEST_RUN(test_alloc_failures);
     TEST_RUN(test_snapshot_round_trip);
     TEST_RUN(test_reqid_joined_wait_resolves);
+    TEST_RUN(test_snapshot_stale_queued_record);
     TEST_RUN(test_snapshot_corrupt_rejected);
     TEST_RUN(test_entry_round_trip);
     TEST_RUN(test_apply_entry);
