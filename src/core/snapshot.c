@@ -17,7 +17,6 @@
  *   u32 nwaits, then per wait (ascending id, which is also FIFO order):
  *     u64 id | u64 lease | u64 lock token | u64 wait_ms | u64 deadline_ms
  *     | u8 flags (1: ACQUIRE, 2: has req_id) | u64 req_id
- *     | u64 owner (version 4 on; 0 without req_id)
  *   u32 ndedup, then per record (oldest first: the eviction order):
  *     u64 req_id | u64 owner (version 4 on) | u64 request fingerprint
  *     | u8 status | u64 lease
@@ -39,11 +38,10 @@
 #define SNAP_HEADER_MIN (4 + 4 + 8 * 4 + 4 * 4)
 #define SNAP_LEASE (8 * 4 + 1 + 8)
 #define SNAP_LOCK_FIXED (2 + 8 + 8 + 1 + 8 + 8)
-#define SNAP_WAIT (8 * 5 + 1 + 8 + 8)
+#define SNAP_WAIT (8 * 5 + 1 + 8)
 #define SNAP_DEDUP (8 + 8 + 8 + 1 + 8 * 4)
 /* Record sizes of versions 2 and 3 (no owners): bounds for their counts. */
 #define SNAP_LEASE_V3 (8 * 4 + 1)
-#define SNAP_WAIT_V3 (8 * 5 + 1 + 8)
 #define SNAP_DEDUP_V3 (8 + 8 + 1 + 8 * 4)
 #define SNAP_WAIT_F_ACQUIRE 0x1
 #define SNAP_WAIT_F_REQ 0x2
@@ -167,7 +165,6 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         FENCE_ASSERT(x->id > last);
         FENCE_ASSERT(x->lock->holder != x->lease);
         FENCE_ASSERT(x->has_req || x->req_id == 0);
-        FENCE_ASSERT(x->has_req || x->owner == 0);
         last = x->id;
         put64(&w, x->id);
         put64(&w, x->lease->id);
@@ -177,7 +174,6 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put8(&w, (x->acquire ? SNAP_WAIT_F_ACQUIRE : 0) |
                        (x->has_req ? SNAP_WAIT_F_REQ : 0));
         put64(&w, x->req_id);
-        put64(&w, x->owner);
     }
     put32(&w, f->dedup.count);
     FENCE_ASSERT(f->dedup.count <= f->limits.dedup_max);
@@ -373,7 +369,7 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
 static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
 {
     uint64_t count = get32(r);
-    if (!r->ok || count > left(r) / (r->version >= 4 ? SNAP_WAIT : SNAP_WAIT_V3)) {
+    if (!r->ok || count > left(r) / SNAP_WAIT) {
         return FENCE_ST_INVALID;
     }
     uint64_t last = 0;
@@ -385,11 +381,10 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
         uint64_t deadline = get64(r);
         uint64_t flags = get8(r);
         uint64_t req_id = get64(r);
-        uint64_t owner = r->version >= 4 ? get64(r) : 0;
         if (!r->ok || id <= last || id >= n->next_wait_id || wait_ms == 0 ||
             wait_ms > FENCE_WAIT_MS_MAX || !deadline_ok(n->now_ms, deadline) ||
             (flags & ~(uint64_t)(SNAP_WAIT_F_ACQUIRE | SNAP_WAIT_F_REQ)) ||
-            (!(flags & SNAP_WAIT_F_REQ) && (req_id != 0 || owner != 0))) {
+            (!(flags & SNAP_WAIT_F_REQ) && req_id != 0)) {
             return FENCE_ST_INVALID;
         }
         fence__lease *l = fence__lease_find(n, lease_id);
@@ -408,7 +403,6 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
         if (w == NULL) {
             return FENCE_ST_LIMIT;
         }
-        w->owner = owner;
         last = id;
     }
     FENCE_ASSERT(n->waits.count == count);
@@ -441,8 +435,21 @@ static int read_dedup(fence_fsm *n, rbuf *r)
             return FENCE_ST_INVALID;
         }
         res.status = (uint8_t)status;
-        if (fence__dedup_add(n, req_id, owner, fp, &res) == NULL) {
+        fence__dedup *d = fence__dedup_add(n, req_id, owner, fp, &res);
+        if (d == NULL) {
             return FENCE_ST_LIMIT;
+        }
+        /* A QUEUED record goes back onto the wait it names (the live state
+         * attaches it when it answers QUEUED; records are oldest first in
+         * both, so each wait's list comes back in the same order).  One
+         * whose wait is gone can come only from a snapshot written before
+         * joined waits resolved their records: it stays as it is, and the
+         * leader answers TRYAGAIN for it (fence_fsm_wait_exists). */
+        if (res.status == FENCE_ST_QUEUED) {
+            fence__wait *w = fence__wait_find(n, res.wait_id);
+            if (w != NULL) {
+                fence__dedup_attach(d, w);
+            }
         }
     }
     FENCE_ASSERT(n->dedup.count == count);
