@@ -170,13 +170,16 @@ const fence_acl_user *fence__acl_srv_user(const fence_acl_srv *s, fence_compat_c
     return u;
 }
 
-/* Copy argument a, upper-cased, into buf (size n); false when too long. */
+/* Copy argument a, upper-cased, into buf (size n); false when too long or
+ * when it holds a NUL byte (no command name does). */
 static bool word_upper(const fence_resp_arg *a, char *buf, size_t n)
 {
     if (a->len >= n)
         return false;
     for (size_t i = 0; i < a->len; i++) {
         char c = a->ptr[i];
+        if (c == '\0')
+            return false;
         buf[i] = (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
     }
     buf[a->len] = '\0';
