@@ -153,7 +153,8 @@ uint32_t fence_acl_command_cats(const char *name, const char *sub);
 
 /* Index of the argument of command name that is a lock or fence name (the
  * one ~patterns check), or 0 when it has none.  FGET names a key, not a
- * fence: it has none (docs/security.md). */
+ * fence: it has none here, and fence-store checks the fence the key is
+ * bound to itself (docs/security.md). */
 uint32_t fence_acl_command_key(const char *name);
 
 #endif /* FENCE_COMMON_ACL_H */

@@ -304,6 +304,20 @@ void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
     mdb_txn_abort(txn);
 }
 
+/* The key's fence in its own read transaction (db.h). */
+size_t fence__store_db_key_fence(fence_store_db *db, const char *key, size_t len, char *out)
+{
+    MDB_txn *txn = read_txn(db);
+    MDB_val owner;
+    size_t n = 0;
+    if (owner_get(db, txn, key, len, &owner) == 0) {
+        n = owner.mv_size;
+        memcpy(out, owner.mv_data, n);
+    }
+    mdb_txn_abort(txn);
+    return n;
+}
+
 /* Read a mark in its own read transaction. */
 uint64_t fence__store_db_high(fence_store_db *db, const char *fence, size_t len)
 {

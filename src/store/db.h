@@ -83,6 +83,11 @@ fence_store_result fence__store_db_write(fence_store_db *db,
 void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
                   void (*fn)(void *ctx, const char *p, size_t n), void *ctx);
 
+/* The fence key[0..len) is bound to, copied into out (FENCE_NAME_MAX
+ * bytes, not NUL-terminated); returns its length, or 0 when the key was
+ * never written (per-fence read permissions, docs/security.md). */
+size_t fence__store_db_key_fence(fence_store_db *db, const char *key, size_t len, char *out);
+
 /* The fence's mark (0 if never admitted). */
 uint64_t fence__store_db_high(fence_store_db *db, const char *fence,
                               size_t len);

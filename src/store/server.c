@@ -213,6 +213,21 @@ static void reply_write_refused(server *s, fence_net_conn *c,
     }
 }
 
+/* FGET names a key, not a fence: with an ACL file, the user needs a
+ * pattern matching the fence the key is bound to (a key never written
+ * holds nothing to read). */
+static bool fget_allowed(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
+{
+    if (!fence__acl_srv_has_file(&s->acl))
+        return true;
+    const fence_acl_user *u = fence__acl_srv_user(&s->acl, &((store_conn *)c)->compat);
+    if (u == NULL)
+        return false;
+    char fence[FENCE_NAME_MAX];
+    size_t n = fence__store_db_key_fence(s->db, cmd->key, cmd->key_len, fence);
+    return n == 0 || fence_acl_key_allowed(u, fence, n);
+}
+
 /* Execute one checked command and append its reply. */
 static void execute(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
 {
@@ -233,6 +248,10 @@ static void execute(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
         break;
     }
     case FENCE_STORE_OP_FGET:
+        if (!fget_allowed(s, c, cmd)) {
+            fence__net_reply_error(c, "NOPERM", "No permissions to access a key");
+            break;
+        }
         fence__store_db_get(s->db, cmd->key, cmd->key_len, on_value, c);
         break;
     case FENCE_STORE_OP_FENCE_HIGH: {

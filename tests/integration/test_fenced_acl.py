@@ -319,6 +319,12 @@ t.check(sa.execute_command("FENCE.ADMIT", "orders:1", 5) is not None,
         "fence-store: alice admits a token on her fence")
 t.eq("OK", sa.execute_command("FSET", "orders:1", 5, "k1", "v1"), "fence-store: alice writes")
 t.eq(0, sb.execute_command("FENCE.HIGH", "payroll"), "fence-store: payroll's mark never moved")
+t.eq("v1", sb.execute_command("FGET", "k1"), "fence-store: bob (~*) reads alice's key")
+bb = user(sport, "bob", "b0b-pw-x")
+t.eq("OK", bb.execute_command("FSET", "payroll", 3, "pk", "secret-v"), "fence-store: bob writes payroll")
+t.eq("No permissions to access a key", err_of(lambda: sa.execute_command("FGET", "pk")),
+     "fence-store: FGET of a key bound to a fence outside the patterns: NOPERM")
+t.eq(None, sa.execute_command("FGET", "never-written"), "fence-store: FGET of an unbound key: nil")
 t.eq("1", cli(sport, "alice", "al1ce-pw-x", "FDEL", "orders:1", "5", "k1"),
      "fence-store: redis-cli --user/--pass works")
 stop_process(sproc)
