@@ -1,0 +1,18 @@
+# src/common/metrics.c + metrics_http.c: the metrics registry and its HTTP
+# endpoint (libmicrohttpd).  Both objects live in libfencecommon.a (see
+# common.mk); a program that serves metrics links $(METRICS_LIBS) too.
+METRICS_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd) -lpthread -lm
+
+# Unit test of the registry, the renderer and the endpoint (threads: also
+# in the tsan variant).
+$(BUILD)/tests/test_metrics: $(BUILD)/tests/unit/test_metrics.o $(BUILD)/libfencecommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(METRICS_LIBS) $(LDFLAGS)
+UNIT_TESTS += $(BUILD)/tests/test_metrics
+TSAN_TESTS += $(BUILD)/tests/test_metrics
+
+# Fuzz target: render a registry built from the input and check that the
+# output is well-formed exposition text (tests/fuzz/metrics_fuzz.c).
+FUZZ_TARGETS += metrics
+FUZZ_metrics_LIBS := $(BUILD)/libfencecommon.a
+FUZZ_metrics_LDLIBS := -lpthread -lm
