@@ -16,3 +16,13 @@ TSAN_TESTS += $(BUILD)/tests/test_metrics
 FUZZ_TARGETS += metrics
 FUZZ_metrics_LIBS := $(BUILD)/libfencecommon.a
 FUZZ_metrics_LDLIBS := -lpthread -lm
+
+# A stand-alone exporter for the Prometheus harness test (not a unit test).
+$(BUILD)/tests/metrics_demo: $(BUILD)/tests/unit/metrics_demo.o $(BUILD)/libfencecommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(METRICS_LIBS) $(LDFLAGS)
+BINS += $(BUILD)/tests/metrics_demo
+
+# A real Prometheus scraping the demo exporter; promtool on its output and
+# on docs/metrics.md's alert rules.
+INTEG_TESTS += tests/integration/test_metrics_prom.py
