@@ -26,3 +26,8 @@ BINS += $(BUILD)/tests/metrics_demo
 # A real Prometheus scraping the demo exporter; promtool on its output and
 # on docs/metrics.md's alert rules.
 INTEG_TESTS += tests/integration/test_metrics_prom.py
+
+# The daemons serve /metrics: they link libmicrohttpd (target-specific, so
+# the order of the mk fragments does not matter).
+$(BUILD)/fenced: LDFLAGS += $(METRICS_LIBS)
+$(BUILD)/fence-store: LDFLAGS += $(METRICS_LIBS)
