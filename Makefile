@@ -43,7 +43,8 @@ endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -Iinclude -Isrc $(EXTRA_CFLAGS) \
             -MMD -MP
 LDFLAGS  ?=
-# EXTRA_CFLAGS: e.g. -DFENCE_BUG_GRANT_EXPIRED for the torture control build.
+# EXTRA_CFLAGS: extra compiler flags (the fuzz build adds its own).  Planted
+# bugs are patches built by tests/mutants/build.sh, never flags.
 EXTRA_CFLAGS ?=
 ifeq ($(VARIANT),asan)
 SAN      := 1

@@ -82,7 +82,8 @@ extern "C" {
     X(NOTLEADER, "no leader could be found")                                 \
     X(SERVER, "the server refused the request")                              \
     X(STALE, "fencing token is older than one the resource has seen")        \
-    X(TOOBIG, "value exceeds a limit")
+    X(TOOBIG, "value exceeds a limit")                                       \
+    X(BADTOKEN, "the resource refused the token: unsigned, forged or for another fence")
 
 /* Positions in the map (1, 2, ...); the codes are their negatives. */
 enum fence_errno_index_ {
@@ -195,6 +196,24 @@ FENCE_API int fence_lock_acquire(fence_client *c, const char *name,
                                  uint32_t ttl_ms, uint32_t wait_ms,
                                  fence_lock **out);
 
+/* Flags of fence_lock_acquire_ex(). */
+/* Ask for a signed token (LOCK/ACQUIRE ... SIGNED): the grant carries, beside
+ * its number, a string "<token>.<key id>.<signature>" that a resource with
+ * fenced's verify keys can check on its own (docs/security.md).  The server
+ * must have a signing key (fenced --token-signing-key); otherwise the call
+ * fails with the server's error (FENCE_ESERVER) and nothing is granted. */
+#define FENCE_LOCK_SIGNED 0x1u
+
+/* Bytes that hold any signed token string and its NUL. */
+#define FENCE_SIGNED_TOKEN_BUF_SIZE 192
+
+/* fence_lock_acquire() with flags (0 or FENCE_LOCK_SIGNED); the same
+ * errors, plus FENCE_EINVAL for an unknown flag and FENCE_EPROTO if a signed
+ * reply does not have the signed token's shape. */
+FENCE_API int fence_lock_acquire_ex(fence_client *c, const char *name,
+                                    uint32_t ttl_ms, uint32_t wait_ms,
+                                    unsigned flags, fence_lock **out);
+
 /* fence_lock_acquire() with wait_ms = 0. */
 FENCE_API int fence_lock_try(fence_client *c, const char *name,
                              uint32_t ttl_ms, fence_lock **out);
@@ -213,6 +232,10 @@ FENCE_API int fence_lock_release(fence_lock *l);
 
 /* The fencing token of the grant (> 0).  Pass it to the resource. */
 FENCE_API uint64_t fence_lock_token(const fence_lock *l);
+/* The signed token string of the grant (acquired with FENCE_LOCK_SIGNED),
+ * or NULL.  Valid as long as the handle.  Its leading decimal is
+ * fence_lock_token(l).  Pass it to resources that verify signed tokens. */
+FENCE_API const char *fence_lock_signed_token(const fence_lock *l);
 /* The lease id the lock is held under. */
 FENCE_API uint64_t fence_lock_lease(const fence_lock *l);
 /* The lock's name (valid as long as the handle). */
@@ -263,6 +286,13 @@ FENCE_API int fence_lease_info_get(fence_client *c, uint64_t lease,
 FENCE_API int fence_lease_lock(fence_client *c, uint64_t lease,
                                const char *name, uint32_t wait_ms,
                                uint64_t *token_out);
+/* LOCK name lease [WAIT wait_ms] SIGNED: as fence_lease_lock(), and the
+ * signed token string goes into signed_out (signed_cap bytes, at least
+ * FENCE_SIGNED_TOKEN_BUF_SIZE). */
+FENCE_API int fence_lease_lock_signed(fence_client *c, uint64_t lease,
+                                      const char *name, uint32_t wait_ms,
+                                      uint64_t *token_out, char *signed_out,
+                                      size_t signed_cap);
 /* UNLOCK name token: *released_out (may be NULL) is true if that token held
  * the lock and it is now released. */
 FENCE_API int fence_token_unlock(fence_client *c, const char *name,
@@ -272,6 +302,16 @@ FENCE_API int fence_token_unlock(fence_client *c, const char *name,
 FENCE_API int fence_lock_acquire_raw(fence_client *c, const char *name,
                                      uint32_t ttl_ms, uint32_t wait_ms,
                                      uint64_t *token_out, uint64_t *lease_out);
+
+/* ACQUIRE name ttl [WAIT wait_ms] SIGNED: as fence_lock_acquire_raw(), and
+ * the signed token string goes into signed_out (signed_cap bytes, at least
+ * FENCE_SIGNED_TOKEN_BUF_SIZE). */
+FENCE_API int fence_lock_acquire_raw_signed(fence_client *c, const char *name,
+                                            uint32_t ttl_ms, uint32_t wait_ms,
+                                            uint64_t *token_out,
+                                            uint64_t *lease_out,
+                                            char *signed_out,
+                                            size_t signed_cap);
 
 typedef struct fence_lock_info {
     bool held;             /* false: free (the other fields are 0) */
@@ -313,7 +353,8 @@ FENCE_API const char *fence_store_errmsg(fence_store *s);
  * FENCE_ESTALE when token is below the fence's highest token; then
  * *highest_out (may be NULL) is that highest token and nothing was written.
  * FENCE_EUNREACHABLE, FENCE_ETIMEOUT / FENCE_EIO (outcome unknown; not
- * retried), FENCE_ESERVER, FENCE_EINVAL. */
+ * retried), FENCE_EBADTOKEN (a fence-store that verifies signed tokens
+ * refuses plain numbers), FENCE_ESERVER, FENCE_EINVAL. */
 FENCE_API int fence_store_set(fence_store *s, const char *fence,
                               uint64_t token, const void *key, size_t key_len,
                               const void *value, size_t value_len,
@@ -323,6 +364,18 @@ FENCE_API int fence_store_set(fence_store *s, const char *fence,
  * fence_store_set(). */
 FENCE_API int fence_store_admit(fence_store *s, const char *fence,
                                 uint64_t token, uint64_t *highest_out);
+/* fence_store_set() and fence_store_admit() with a signed token string
+ * (fence_lock_signed_token(), $FENCE_SIGNED_TOKEN) instead of the number,
+ * for a fence-store started with --token-verify-keys.  FENCE_EINVAL if
+ * signed_token does not have a signed token's shape; FENCE_EBADTOKEN if the
+ * store refuses it (forged, altered, another lock's, an unlisted key). */
+FENCE_API int fence_store_set_signed(fence_store *s, const char *fence,
+                                     const char *signed_token, const void *key,
+                                     size_t key_len, const void *value,
+                                     size_t value_len, uint64_t *highest_out);
+FENCE_API int fence_store_admit_signed(fence_store *s, const char *fence,
+                                       const char *signed_token,
+                                       uint64_t *highest_out);
 /* FGET key: *value_out (NUL-terminated, free with fence_free()) and
  * *len_out.  *value_out is NULL when the key does not exist. */
 FENCE_API int fence_store_get(fence_store *s, const void *key, size_t key_len,

@@ -38,6 +38,11 @@
  * and after one the handle is unusable (every later call fails with
  * FENCE_GUARD_EFAILED) so that it cannot continue on a file that may be
  * behind what it acknowledged.
+ *
+ * Signed tokens: opened with fence_guard_opts.verify_keys_path, the guard
+ * admits only tokens fenced signed for that fence (fence_guard_admit_signed),
+ * so a forged or replayed-elsewhere token cannot raise a mark.  Link with
+ * -lsodium -pthread.
  */
 #ifndef FENCE_GUARD_H
 #define FENCE_GUARD_H
@@ -77,7 +82,10 @@ extern "C" {
     X(CORRUPT, "guard file is corrupt")                                         \
     X(BUSY, "guard directory is in use by another guard")                       \
     X(FAILED, "guard is unusable after an earlier disk error")                  \
-    X(WRITE, "the caller's write failed; the mark was not raised")
+    X(WRITE, "the caller's write failed; the mark was not raised")            \
+    X(BADTOKEN, "token refused: unsigned, malformed, forged, signed with an "  \
+                "unlisted key or for another fence")                          \
+    X(KEYS, "the verify-keys file cannot be read or is malformed")
 
 enum fence_guard_errno {
     FENCE_GUARD_OK = 0,
@@ -102,6 +110,18 @@ typedef struct fence_guard_opts {
     /* The log is compacted once it is larger than this many bytes and
      * more than four times the size its live marks need. */
     uint64_t compact_min_bytes;
+    /* Signed tokens (docs/security.md, "Signed tokens"): a verify.keys file
+     * (as `fencectl keygen` writes it; one "KEYID SCHEME KEY" a line).
+     * NULL (the default): tokens are plain numbers, nothing is verified.
+     * Set: the guard admits only tokens that fence_guard_admit_signed()
+     * verifies against these keys, and refuses the numeric entry points
+     * (fence_guard_admit, fence_guard_admit_run) with FENCE_GUARD_EBADTOKEN.
+     * The file is read once, by fence_guard_open. */
+    const char *verify_keys_path;
+    /* Entries of the verify cache ((fence, token, signature) triples known
+     * good, so a holder's repeated writes skip the signature check);
+     * 0: 4096.  At most 1048576. */
+    uint32_t verify_cache_max;
 } fence_guard_opts;
 
 /* Counters for monitoring and tests (fence_guard_stats). */
@@ -113,6 +133,9 @@ typedef struct fence_guard_stats {
     uint64_t compactions;     /* log compactions since open */
     uint64_t log_bytes;       /* current size of the log file */
     uint64_t torn_bytes;      /* bytes of a torn tail discarded at open */
+    uint64_t rejected_badtoken; /* admits that returned FENCE_GUARD_EBADTOKEN */
+    uint64_t verified;        /* signatures checked (not from the cache) */
+    uint64_t verify_cache_hits; /* signed admits answered by the cache */
 } fence_guard_stats;
 
 /* The caller's protected write, run by fence_guard_admit_run while the
@@ -138,6 +161,8 @@ FENCE_GUARD_API void fence_guard_opts_default(fence_guard_opts *opts);
  *   FENCE_GUARD_ECORRUPT  the log fails a check (bad header, bad checksum
  *                         before the final batch, an impossible record);
  *   FENCE_GUARD_EFULL     the log holds more fences than fences_max;
+ *   FENCE_GUARD_EKEYS     opts->verify_keys_path cannot be read or has a
+ *                         bad line (the message names the file and line);
  *   FENCE_GUARD_EIO       a system call failed (the message names it);
  *   FENCE_GUARD_ENOMEM    out of memory. */
 FENCE_GUARD_API int fence_guard_open(const char *dir,
@@ -157,6 +182,8 @@ FENCE_GUARD_API void fence_guard_close(fence_guard *g);
  * Returns 0, or:
  *   FENCE_GUARD_ESTALE  token < mark; *high receives the mark; nothing
  *                       changes;
+ *   FENCE_GUARD_EBADTOKEN the guard verifies signed tokens (opened with
+ *                       verify_keys_path): use fence_guard_admit_signed;
  *   FENCE_GUARD_EINVAL  g is NULL, or the name is empty or too long;
  *   FENCE_GUARD_EFULL   a new fence would exceed fences_max;
  *   FENCE_GUARD_ENOMEM  out of memory (nothing changes);
@@ -186,6 +213,31 @@ FENCE_GUARD_API int fence_guard_admit_run(fence_guard *g, const char *name,
                                           size_t len, uint64_t token,
                                           fence_guard_write_fn fn, void *arg,
                                           uint64_t *high);
+
+/* fence_guard_admit_run for a token as the client sent it: tok[0..tok_len)
+ * is a signed token "<token>.<key id>.<signature>" (docs/security.md) or,
+ * on a guard opened without verify keys, also a plain decimal.
+ *
+ * On a guard with verify keys, the token is checked BEFORE the fence is
+ * looked at: it must parse strictly, name a listed key id, and carry a
+ * signature of exactly (name, token, key id) under that key.  Anything
+ * else (a plain number such as 9223372036854775808, a number changed after
+ * signing, a signature for another fence, a key that is not listed) returns
+ * FENCE_GUARD_EBADTOKEN with the reason in fence_guard_errmsg(), and
+ * nothing changes: the mark stays where it was.  A verified (fence, token,
+ * signature) is remembered in a bounded cache, so a holder's repeated
+ * writes cost no signature check.  Without verify keys, the token's number
+ * is used as is (the signature is not checked).
+ *
+ * *token_out (may be NULL) receives the token's number once it parsed.
+ * Then as fence_guard_admit_run.  Returns what it returns, plus
+ * FENCE_GUARD_EBADTOKEN. */
+FENCE_GUARD_API int fence_guard_admit_signed(fence_guard *g, const char *name,
+                                             size_t len, const char *tok,
+                                             size_t tok_len,
+                                             fence_guard_write_fn fn,
+                                             void *arg, uint64_t *token_out,
+                                             uint64_t *high);
 
 /* Read the mark of fence name[0..len) into *high (0 if the fence was never
  * admitted).  Returns 0, FENCE_GUARD_EINVAL (bad arguments) or

@@ -21,11 +21,7 @@ $(CLI_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CLI_LIB_OBJ) $(BUILD)/
 
 INTEG_TESTS += $(wildcard tests/integration/test_fencectl_*.sh)
 
-install-cli: $(FENCECTL)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 755 $(FENCECTL) $(DESTDIR)$(PREFIX)/bin/fencectl
-	install -m 644 docs/fencectl.1 $(DESTDIR)$(PREFIX)/share/man/man1/fencectl.1
-install: install-cli
+# (make install-cli: mk/install.mk.)
 
 # make bench: a fresh fenced on a free port in a temp dir, `fencectl bench`
 # against it, then fenced stopped by PID.  BENCH_ARGS adds options.
@@ -35,4 +31,4 @@ bench-client:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(FENCECTL)
 	@BUILD=$(BUILD) bash src/cli/bench.sh $(BENCH_ARGS)
 
-.PHONY: install-cli bench bench-client
+.PHONY: bench bench-client

@@ -1,5 +1,5 @@
 # libfence: the C client library (static + shared), its pkg-config file,
-# `make install`, and the client's tests.
+# and the client's tests (make install-lib: mk/install.mk).
 HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS   := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
 
@@ -54,37 +54,7 @@ unit-tests: $(CLIENT_THREADS_TEST)
 endif
 INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
 
-# ---- make install ------------------------------------------------------------
-# PREFIX (default /usr/local) and DESTDIR as usual; LIBDIR and INCLUDEDIR
-# default to PREFIX/lib and PREFIX/include.
-FENCE_CLIENT_VERSION := 0.1.0
-LIBDIR ?= $(PREFIX)/lib
-INCLUDEDIR ?= $(PREFIX)/include
-
-# The .pc file is written at install time, so it always names the PREFIX
-# (and LIBDIR/INCLUDEDIR) of this install.
-install-lib: $(CLIENT_LIB) $(CLIENT_SO)
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
-	install -m 644 include/fence.h $(DESTDIR)$(INCLUDEDIR)/fence.h
-	install -m 644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libfence.a
-	install -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/libfence.so.$(CLIENT_SO_VERSION)
-	ln -sf libfence.so.$(CLIENT_SO_VERSION) $(DESTDIR)$(LIBDIR)/libfence.so
-	printf '%s\n' \
-	    'prefix=$(PREFIX)' \
-	    'libdir=$(LIBDIR)' \
-	    'includedir=$(INCLUDEDIR)' \
-	    '' \
-	    'Name: libfence' \
-	    'Description: client of the fenced lock service (locks with fencing tokens)' \
-	    'Version: $(FENCE_CLIENT_VERSION)' \
-	    'Requires.private: hiredis' \
-	    'Libs: -L$${libdir} -lfence' \
-	    'Libs.private: -lpthread' \
-	    'Cflags: -I$${includedir}' >$(DESTDIR)$(LIBDIR)/pkgconfig/libfence.pc
-	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/libfence.pc
-
-install: install-lib
-.PHONY: install install-lib
+# make install-lib (the library, its header and pkg-config file): mk/install.mk.
 
 # Fuzz target for the client's and fencectl's parsers (see mk/fuzz.mk).
 FUZZ_TARGETS += client

@@ -1,6 +1,7 @@
 # src/common: parts shared by every daemon and library (assertions, and the
 # connection layer, options, log, numbers, crc32c and fs helpers as they
 # land).  One static library; every program links it after its own objects.
+# -fPIC: the guard's shared library takes crc32c.o from here.
 CFLAGS_src_common_ := -fPIC $(shell pkg-config --cflags libuv 2>/dev/null)
 COMMON_SRC := $(wildcard src/common/*.c)
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)
@@ -11,3 +12,12 @@ $(COMMON_LIB): $(COMMON_OBJ)
 	$(AR) rcs $@ $^
 
 LIBS_OUT += $(COMMON_LIB)
+
+# Unit tests: one program per tests/unit/test_common_*.c, linked with the
+# library (the connection layer's test also needs the RESP codec and libuv).
+COMMON_TEST_SRC := $(wildcard tests/unit/test_common_*.c)
+COMMON_TESTS    := $(COMMON_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+$(COMMON_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(COMMON_LIB) $(BUILD)/libfenceproto.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(COMMON_LIB) $(LDFLAGS) $(shell pkg-config --libs libuv 2>/dev/null)
+UNIT_TESTS += $(COMMON_TESTS)

@@ -12,13 +12,16 @@ LIBS_OUT += $(CORE_LIB)
 # Unit tests: one program per tests/unit/test_core*.c, linked with the core.
 CORE_TEST_SRC := $(wildcard tests/unit/test_core*.c)
 CORE_TESTS    := $(CORE_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-$(CORE_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CORE_LIB)
+# Anything linking the core links libfencecommon.a after it (FENCE_ASSERT's
+# handler and fence__fatal live there).
+$(CORE_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CORE_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 UNIT_TESTS += $(CORE_TESTS)
 
 # Integration-style checks of the core (scripts; run once from the normal
 # build): banned calls/includes/globals, test_core under valgrind, and the
-# control run (the tests must fail against -DFENCE_BUG_GRANT_EXPIRED).
+# control run (the tests must fail against the grant_expired mutant,
+# tests/mutants/grant_expired.patch built by tests/mutants/build.sh).
 INTEG_TESTS += tests/tidy.sh tests/unit/valgrind_core.sh \
                tests/unit/core_bug_control.sh

@@ -57,8 +57,8 @@ FUZZ_REPLAYS  = $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%_replay)
 # The targets written with the state machine (src/core): the log entry
 # decoder and the snapshot decoder.
 FUZZ_TARGETS += entry snapshot
-FUZZ_entry_LIBS := $(BUILD)/libfencecore.a
-FUZZ_snapshot_LIBS := $(BUILD)/libfencecore.a
+FUZZ_entry_LIBS := $(BUILD)/libfencecore.a $(BUILD)/libfencecommon.a
+FUZZ_snapshot_LIBS := $(BUILD)/libfencecore.a $(BUILD)/libfencecommon.a
 
 # FUZZ_<name>_LIBS is looked up per target when a rule is used, which
 # needs second expansion ($$ below).

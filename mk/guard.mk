@@ -1,9 +1,10 @@
 # src/guard: libfence-guard, the resource-side fencing-token guard
 # (include/fence_guard.h), as a static and a shared library.
 GUARD_SRC := $(filter-out src/guard/bench.c,$(wildcard src/guard/*.c))
-GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o)
+GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/common/crc32c.o
 GUARD_LIB := $(BUILD)/libfence-guard.a
-GUARD_SO  := $(BUILD)/libfence-guard.so
+GUARD_SO_VERSION := 0
+GUARD_SO  := $(BUILD)/libfence-guard.so.$(GUARD_SO_VERSION)
 # -fPIC so one set of objects serves both libraries.
 CFLAGS_src_guard_ := -fPIC -pthread
 
@@ -15,7 +16,8 @@ $(GUARD_LIB): $(GUARD_OBJ) $(COMMON_ASSERT_OBJ)
 
 $(GUARD_SO): $(GUARD_OBJ) $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -pthread -o $@ $^ $(LDFLAGS)
+	$(CC) -shared -pthread -Wl,-soname,libfence-guard.so.$(GUARD_SO_VERSION) -o $@ $^ $(LDFLAGS)
+	ln -sf libfence-guard.so.$(GUARD_SO_VERSION) $(BUILD)/libfence-guard.so
 
 LIBS_OUT += $(GUARD_LIB) $(GUARD_SO)
 

@@ -4,7 +4,8 @@ SERVER_SRC := $(wildcard src/server/*.c)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 SERVER_LIBS := $(shell pkg-config --libs libuv raft 2>/dev/null)
 
-$(BUILD)/fenced: $(SERVER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a $(BUILD)/libfencecommon.a
+$(BUILD)/fenced: $(SERVER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a \
+                 $(BUILD)/libfencecommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(SERVER_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecore.a \
 	    $(BUILD)/libfencecommon.a $(SERVER_LIBS) $(LDFLAGS)
@@ -19,4 +20,4 @@ INTEG_TESTS += $(filter-out tests/integration/test_fenced_lib.py, \
 
 # Fuzz target: the config-file and --peers parsers (tests/fuzz/config_fuzz.c).
 FUZZ_TARGETS += config
-FUZZ_config_LIBS := $(BUILD)/src/server/config.o $(BUILD)/src/server/log.o
+FUZZ_config_LIBS := $(BUILD)/src/server/config.o $(BUILD)/libfencecommon.a

@@ -1,5 +1,6 @@
 # tests/sim: deterministic cluster simulation on libraft's raft_fixture,
-# running the real state machine (src/core).  See docs/testing.md.
+# running the real state machine (src/core) under the same leader module
+# as fenced (src/server/leader.c).  See docs/testing.md.
 #
 #   make sim SEEDS=N [SEED_START=S] [SIM_ARGS='--nodes 5 --duration 60000']
 #   FENCE_SIM_SEED=n build/tests/fence_sim --verbose      replay one seed
@@ -7,38 +8,62 @@ CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft 2>/dev/null)
 SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
 SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
+SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
-$(SIM_BIN): $(SIM_OBJ) $(CORE_LIB)
+$(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(SIM_LIBS) $(LDFLAGS)
 
 UNIT_TESTS += $(SIM_BIN)
 
-# Control: the same simulation against a core compiled with the planted bug
-# FENCE_BUG_GRANT_EXPIRED must report an invariant violation.  Wired only
-# when src/core has that flag.
-ifneq ($(shell grep -l FENCE_BUG_GRANT_EXPIRED src/core/*.c 2>/dev/null),)
-SIM_BUG_CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/sim-bug/%.o)
-SIM_BUG_BIN      := $(BUILD)/tests/fence_sim_bug
-SIM_BUG_CHECK    := $(BUILD)/tests/fence_sim_bug_check.sh
-
-$(BUILD)/sim-bug/src/core/%.o: src/core/%.c
+# Unit tests of the leader module through its ops table (fake raft, real
+# core): phases, group commit and its cuts, orphans, waits, the rule.
+LEADER_TEST := $(BUILD)/tests/test_leader
+$(LEADER_TEST): $(BUILD)/tests/sim/test_leader.o $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DFENCE_BUG_GRANT_EXPIRED -c $< -o $@
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 
-$(SIM_BUG_BIN): $(SIM_OBJ) $(SIM_BUG_CORE_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(SIM_LIBS) $(LDFLAGS)
+UNIT_TESTS += $(LEADER_TEST)
+
+# Control: the same simulation against the grant_expired mutant (the core
+# with tests/mutants/grant_expired.patch applied, built by
+# tests/mutants/build.sh in a scratch copy) must report an invariant
+# violation.  The build script decides what is out of date; it fails loudly
+# when the patch no longer applies.
+SIM_BUG_DIR   := $(BUILD)/mutant/grant_expired
+SIM_BUG_BIN   := $(SIM_BUG_DIR)/tests/fence_sim
+SIM_BUG_CHECK := $(BUILD)/tests/fence_sim_bug_check.sh
+
+$(SIM_BUG_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh grant_expired $(SIM_BUG_DIR) tests/fence_sim
+FORCE_SIM_BUG:
 
 # A tiny wrapper so the runner sees a program without arguments.
 $(SIM_BUG_CHECK): $(SIM_BUG_BIN) mk/sim.mk
 	@mkdir -p $(dir $@)
-	@printf '#!/bin/sh\n# control: the sim must catch the planted core bug\nexec "$$(dirname "$$0")/fence_sim_bug" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@printf '#!/bin/sh\n# control: the sim must catch the planted core bug (tests/mutants/grant_expired.patch)\nexec "$$(dirname "$$0")/../mutant/grant_expired/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
 	@chmod +x $@
 
 UNIT_TESTS += $(SIM_BUG_CHECK)
-endif
+
+# Control: the same simulation against the leader_read_early mutant (the
+# leader module answers a read as soon as its batch is proposed, before the
+# writes ahead of it in its pipeline are applied) must report a violation:
+# the sim runs the daemon's leader module, not a copy of its own.
+SIM_LMUT_DIR   := $(BUILD)/mutant/leader_read_early
+SIM_LMUT_BIN   := $(SIM_LMUT_DIR)/tests/fence_sim
+SIM_LMUT_CHECK := $(BUILD)/tests/fence_sim_leader_mutant_check.sh
+
+$(SIM_LMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh leader_read_early $(SIM_LMUT_DIR) tests/fence_sim
+
+$(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted leader-module bug (tests/mutants/leader_read_early.patch)\nexec "$$(dirname "$$0")/../mutant/leader_read_early/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_LMUT_CHECK)
 
 SEEDS ?= 20
 SEED_START ?= 1
@@ -46,4 +71,4 @@ SIM_ARGS ?=
 sim: $(SIM_BIN)
 	$(SIM_BIN) --seeds $(SEEDS) --start $(SEED_START) $(SIM_ARGS)
 
-.PHONY: sim
+.PHONY: sim FORCE_SIM_BUG

@@ -1,5 +1,6 @@
 # src/store: fence-store, the fenced key/value server on LMDB (the reference
-# resource).  Uses the RESP codec (libfenceproto.a); links no lock-service
+# resource).  Uses the RESP codec (libfenceproto.a) and the shared parts
+# (libfencecommon.a: connection layer, options, log); links no lock-service
 # code.
 CFLAGS_src_store_ := $(shell pkg-config --cflags libuv lmdb 2>/dev/null)
 STORE_SRC := $(wildcard src/store/*.c)
@@ -7,10 +8,10 @@ STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)
 STORE_LIBS := $(shell pkg-config --libs libuv 2>/dev/null) \
               $(shell pkg-config --libs lmdb 2>/dev/null || echo -llmdb)
 
-$(BUILD)/fence-store: $(STORE_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecommon.a
+$(BUILD)/fence-store: $(STORE_OBJ) $(BUILD)/libfenceproto.a $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(STORE_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecommon.a \
-	    $(STORE_LIBS) $(LDFLAGS)
+	$(CC) $(CFLAGS) -o $@ $(STORE_OBJ) $(COMMON_LIB) $(BUILD)/libfenceproto.a \
+	    $(COMMON_LIB) $(STORE_LIBS) $(LDFLAGS)
 
 BINS += $(BUILD)/fence-store
 
@@ -21,7 +22,7 @@ INTEG_TESTS += $(sort $(filter-out %/test_store_helpers.py,\
 
 # Fuzz target tests/fuzz/store_fuzz.c: RESP parse + command checks.
 FUZZ_TARGETS += store
-FUZZ_store_LIBS := $(BUILD)/src/store/cmd.o $(BUILD)/libfenceproto.a $(BUILD)/libfencecommon.a
+FUZZ_store_LIBS := $(BUILD)/src/store/cmd.o $(BUILD)/libfenceproto.a $(COMMON_LIB)
 
 # make run-store: fence-store in the foreground on 127.0.0.1:7710.
 run-store:

@@ -2,19 +2,25 @@
 # Install the Debian packages a target needs, when they are missing.
 #   scripts/deps.sh run    packages to build and run fenced and fence-store
 #   scripts/deps.sh test   everything make test needs (servers, clients, tools)
+#   scripts/deps.sh packages   what building the Debian packages needs
+#                              (tests/integration/test_packages.sh)
 set -euo pipefail
 
 # redis-tools is in run too: the README's tour talks to `make run` with redis-cli.
-run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhiredis-dev redis-tools
+run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhiredis-dev libsodium-dev redis-tools
           libmicrohttpd-dev)
 test_pkgs=("${run_pkgs[@]}" redis-server postgresql python3 python3-redis
            python3-psycopg2 faketime libfaketime iproute2 procps clang libclang-rt-14-dev
-           valgrind prometheus)
+           valgrind libh2o-dev nginx zookeeper python3-kazoo wrk prometheus)
+
+# Only for dpkg-buildpackage (FENCE_TEST_PACKAGES=1 make test, or by hand).
+pkg_pkgs=("${run_pkgs[@]}" dpkg-dev debhelper devscripts lintian fakeroot)
 
 case "${1:-test}" in
     run)  want=("${run_pkgs[@]}") ;;
     test) want=("${test_pkgs[@]}") ;;
-    *) echo "usage: $0 run|test" >&2; exit 2 ;;
+    packages) want=("${pkg_pkgs[@]}") ;;
+    *) echo "usage: $0 run|test|packages" >&2; exit 2 ;;
 esac
 
 missing=()

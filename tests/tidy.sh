@@ -56,15 +56,27 @@ ban "<time.h>"          '#[[:space:]]*include[[:space:]]*<(sys/)?time\.h>'
 ban "<sys/socket.h>"    '#[[:space:]]*include[[:space:]]*<sys/socket\.h>'
 ban "<stdio.h>"         '#[[:space:]]*include[[:space:]]*<stdio\.h>'
 ban "raw assert() (FENCE_ASSERT stays on with NDEBUG)" '(^|[^A-Za-z0-9_])assert[[:space:]]*\('
+# Byte order goes through src/common/bytes.h, not a private copy.
+LE_RE='(<<|>>)[[:space:]]*\(?8[[:space:]]*\*[[:space:]]*[a-z]'
+ban "a hand-written little-endian loop (use common/bytes.h)" "$LE_RE"
+
+# Planted bugs live as patches under tests/mutants/, never as #ifdefs in
+# the tree (any directory of src/).
+BUG_RE='#[[:space:]]*if(n?def|[[:space:]]+(!?[[:space:]]*)?defined)[[:space:](]*FENCE_(BUG|MUTANT)'
+bug_hits=$(grep -rlE -- "$BUG_RE" "$ROOT/src" 2>/dev/null | sed "s|^$ROOT/||" | tr '\n' ' ')
+if [ -z "$bug_hits" ]; then ok "src/ has no planted-bug #ifdef (FENCE_BUG*, FENCE_MUTANT)"
+else not_ok "src/ has planted-bug #ifdefs: $bug_hits"; fi
 
 # The regexes themselves must catch what they are meant to catch.
 probe=$work/probe.c
-printf '#include <stdio.h>\nvoid g(void){ void *p = malloc(3); free(p); x = time(NULL); }\n' >"$probe"
+printf '#include <stdio.h>\n#ifdef FENCE_BUG_X\nvoid g(void){ void *p = malloc(3); free(p); x = time(NULL); y = v >> (8 * i); }\n#endif\n' >"$probe"
 strip_file "$probe" >"$work/probe.c.stripped"
 if stripped "$probe" | grep -Eq '(^|[^A-Za-z0-9_])malloc[[:space:]]*\(' &&
    stripped "$probe" | grep -Eq '(^|[^A-Za-z0-9_.>])free[[:space:]]*\(' &&
    stripped "$probe" | grep -Eq '(^|[^A-Za-z0-9_.>])time[[:space:]]*\(' &&
-   stripped "$probe" | grep -Eq '#[[:space:]]*include[[:space:]]*<stdio\.h>'; then
+   stripped "$probe" | grep -Eq '#[[:space:]]*include[[:space:]]*<stdio\.h>' &&
+   stripped "$probe" | grep -Eq -- "$LE_RE" &&
+   grep -Eq -- "$BUG_RE" "$probe"; then
     ok "tidy's patterns catch a planted violation"
 else
     not_ok "tidy's patterns miss a planted violation"

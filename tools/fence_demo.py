@@ -341,6 +341,7 @@ def svg(stories, path):
 def main(argv=None):
     here = tc.tool_dir()
     ap = argparse.ArgumentParser(description="The pause scenario with real processes: fencing on, then lease only.")
+    ap.add_argument("--version", action="version", version="fence-demo 0.1.0")
     ap.add_argument("--svg", help="write the timeline picture to this SVG file")
     ap.add_argument("--ttl-ms", type=int, default=1000, help="the clients' lease TTL (default 1000)")
     ap.add_argument("--margin-ms", type=int, default=500, help="how much longer than the TTL the pause lasts")

@@ -3,7 +3,7 @@
 fence-store processes, then the history checker.
 
 It starts fence-store and fenced (temp dirs, free ports on 127.0.0.1), one
-pair of fault proxies (fence-proxy) per worker, and N workers
+pair of fault proxies (fence-faults) per worker, and N workers
 (fence-torture-worker).  A nemesis follows a schedule drawn from the seed
 and injects, every few seconds:
 
@@ -103,7 +103,7 @@ class Server:
 
 
 class Proxy:
-    """A fence-proxy process driven over its stdin."""
+    """A fence-faults process driven over its stdin."""
 
     def __init__(self, exe, target, logpath):
         self.port = tc.free_port()
@@ -113,7 +113,7 @@ class Proxy:
         logf.close()
         line = self.proc.stdout.readline()
         if not line.startswith("ok listening"):
-            raise RuntimeError("fence-proxy did not start: %r" % line)
+            raise RuntimeError("fence-faults did not start: %r" % line)
 
     def cmd(self, line):
         """Sends one control command and waits for its acknowledgement."""
@@ -121,7 +121,7 @@ class Proxy:
         self.proc.stdin.flush()
         ack = self.proc.stdout.readline()
         if not ack.startswith("ok"):
-            raise RuntimeError("fence-proxy refused %r: %r" % (line, ack))
+            raise RuntimeError("fence-faults refused %r: %r" % (line, ack))
 
     def stop(self):
         try:
@@ -549,6 +549,9 @@ def parse_args(argv):
     here = tc.tool_dir()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--version", action="version", version="fence-torture 0.1.0")
+    ap.add_argument("--proxy", action="store_true", help="proxy mode: read-modify-write over HTTP through "
+                    "fence-proxy to nginx (fence-torture --proxy --help lists its options)")
     ap.add_argument("--duration", type=float, default=60, help="seconds of faults (default 60)")
     ap.add_argument("--seed", type=int, help="seed of the fault schedule (default: random, printed)")
     ap.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
@@ -561,9 +564,9 @@ def parse_args(argv):
                     help="comma-separated fault kinds (default: all: %s)" % ",".join(ALL_FAULTS))
     ap.add_argument("--slack-ms", type=int, default=100, help="slack of the expired-grant check (default 100)")
     ap.add_argument("--out", help="keep histories and logs in this directory (default: temp, removed if ok)")
-    ap.add_argument("--bin-dir", default=here, help="where fenced, fence-store, fence-proxy, "
+    ap.add_argument("--bin-dir", default=here, help="where fenced, fence-store, fence-faults, "
                     "fence-torture-worker are (default: this script's directory)")
-    ap.add_argument("--fenced", help="fenced binary (default BIN_DIR/fenced); e.g. build/release/bug/fenced")
+    ap.add_argument("--fenced", help="fenced binary (default BIN_DIR/fenced); e.g. build/mutant/grant_expired/fenced")
     ap.add_argument("--fence-store", help="fence-store binary (default BIN_DIR/fence-store)")
     ap.add_argument("--store-ignore-tokens", action="store_true",
                     help="control: run fence-store --ignore-tokens (lease only)")
@@ -577,7 +580,7 @@ def parse_args(argv):
                     help="control mode: succeed only if the checker reports a violation")
     ap.add_argument("--json", help="write the checker's result as JSON here")
     a = ap.parse_args(argv)
-    a.proxy = os.path.join(a.bin_dir, "fence-proxy")
+    a.proxy = os.path.join(a.bin_dir, "fence-faults")
     a.worker = os.path.join(a.bin_dir, "fence-torture-worker")
     a.fenced = a.fenced or os.path.join(a.bin_dir, "fenced")
     a.fenced_shown = os.path.relpath(a.fenced)
@@ -623,6 +626,12 @@ def _terminate(signum, frame):
 
 def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
+    args = sys.argv[1:] if argv is None else argv
+    if "--proxy" in args:
+        # Proxy mode: HTTP workers through fence-proxy to nginx (its own
+        # options; see tools/torture_proxy.py).
+        import torture_proxy
+        return torture_proxy.main(args)
     a = parse_args(argv)
     outdir = a.out or tempfile.mkdtemp(prefix="fence-torture-")
     if a.out and os.path.isdir(outdir) and os.listdir(outdir):

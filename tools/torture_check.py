@@ -556,6 +556,7 @@ def summary_table(res, out=sys.stdout, title="torture summary"):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Check a fenced torture history (JSON lines).")
+    ap.add_argument("--version", action="version", version="torture_check 0.1.0")
     ap.add_argument("history", nargs="+", help="history files (merged by time)")
     ap.add_argument("--ttl-ms", type=int, help="lease TTL (default: from the history's meta event, else 1000)")
     ap.add_argument("--slack-ms", type=int, help="slack for the expired-grant check (default 100)")

@@ -24,6 +24,25 @@
 --          fence '<name>' is older than the highest admitted token <highest>"
 --   FN002  invalid fence name (NULL, empty, or longer than 256 bytes)
 --   FN003  invalid token (NULL or negative)
+--   FN004  wrong fence: "WRONGFENCE key '<key>' belongs to fence '<owner>'"
+--   FN005  a fenced table written without fence.admit in the transaction
+--
+-- Keys bound to one fence (issue 15).  fence.admit alone orders the writes
+-- of ONE fence; it cannot know which rows a transaction then writes, so a
+-- stale holder of fence F could write F's rows under a fence G it never
+-- used (any token is admitted for a new fence).  fence.claim(fence, key)
+-- binds key to fence on first use (table fence.keys, in the caller's
+-- transaction) and raises FN004 if key already belongs to another fence;
+-- the trigger function fence.guard(key_column) does it for every row a
+-- table's INSERT/UPDATE/DELETE touches, with the fence this transaction
+-- admitted last:
+--
+--     CREATE TRIGGER orders_fence BEFORE INSERT OR UPDATE OR DELETE ON orders
+--         FOR EACH ROW EXECUTE FUNCTION fence.guard('id');
+--
+-- A write to such a table in a transaction that admitted no fence is
+-- refused (FN005).  Bindings outlive the rows (a deleted row cannot be
+-- recreated through another fence).
 -- Tokens are unsigned 64-bit on the lock service's side; bigint holds
 -- 0 .. 9223372036854775807 (2^63-1).  A larger token cannot be passed as a
 -- bigint, so PostgreSQL refuses the call before fence.admit runs and the
@@ -40,6 +59,8 @@
 -- rights on the table and cannot lower a mark by hand.  Grant them:
 --     GRANT USAGE ON SCHEMA fence TO app;
 --     GRANT EXECUTE ON FUNCTION fence.admit(text, bigint), fence.high(text) TO app;
+-- (and fence.claim(text, text) for explicit claims; the trigger needs no
+-- grant).
 --
 -- See adapters/postgres/README.md for the read-modify-write pattern (admit
 -- before you read) and the operational notes.
@@ -68,6 +89,18 @@ COMMENT ON COLUMN fence.marks.name IS 'Fence name, 1..256 bytes.';
 COMMENT ON COLUMN fence.marks.token IS 'Highest token admitted (the high-water mark).';
 COMMENT ON COLUMN fence.marks.updated_at IS 'Start time of the transaction that last raised the mark.';
 REVOKE ALL ON TABLE fence.marks FROM PUBLIC;
+
+-- One row per claimed key: the fence it belongs to.
+CREATE TABLE IF NOT EXISTS fence.keys (
+    key      text        NOT NULL,
+    fence    text        NOT NULL,
+    bound_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT keys_pkey PRIMARY KEY (key),
+    CONSTRAINT keys_fence_length CHECK (octet_length(fence) BETWEEN 1 AND 256)
+);
+COMMENT ON TABLE fence.keys IS
+    'The fence each claimed key belongs to (bound on first claim); change it only through fence.claim.';
+REVOKE ALL ON TABLE fence.keys FROM PUBLIC;
 
 -- fence.admit(name, token): admit token for fence name in the caller's
 -- transaction, or raise FN001 if it is stale.  Returns the mark after the
@@ -131,6 +164,8 @@ BEGIN
     IF admit.token > high THEN
         UPDATE fence.marks AS m SET token = admit.token, updated_at = now() WHERE m.name = admit.name;
     END IF;
+    -- The fence this transaction admitted last, for fence.guard.
+    PERFORM set_config('fence.current', admit.name, true);
     RETURN admit.token;
 END
 $fn$;
@@ -150,6 +185,90 @@ AS $fn$
 $fn$;
 COMMENT ON FUNCTION fence.high(text) IS 'Highest fencing token admitted for a fence (0 if none).';
 
+-- fence.claim(name, key): key belongs to fence name from now on, or raise
+-- FN004 if it already belongs to another fence.  Concurrent first claims of
+-- one key serialize on the key's row: the INSERT of the second waits for
+-- the first transaction, then (READ COMMITTED) sees its binding.
+CREATE OR REPLACE FUNCTION fence.claim(name text, key text)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    owner text;
+BEGIN
+    IF claim.name IS NULL OR octet_length(claim.name) < 1 OR octet_length(claim.name) > 256 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FN002',
+            MESSAGE = format('invalid fence name: must be 1..256 bytes, got %s',
+                             coalesce(octet_length(claim.name)::text || ' bytes', 'NULL'));
+    END IF;
+    IF claim.key IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'FN004', MESSAGE = 'WRONGFENCE a NULL key cannot be claimed';
+    END IF;
+    INSERT INTO fence.keys AS k (key, fence) VALUES (claim.key, claim.name)
+        ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING;
+    SELECT k.fence INTO owner FROM fence.keys AS k WHERE k.key = claim.key;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '40001',
+            MESSAGE = format('could not serialize access to key %L (claimed by a concurrent transaction)',
+                             claim.key),
+            HINT = 'Retry the transaction.';
+    END IF;
+    IF owner <> claim.name THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FN004',
+            MESSAGE = format('WRONGFENCE key %L belongs to fence %L; a key is written only through the fence that first wrote it',
+                             claim.key, owner),
+            DETAIL = format('key=%s fence=%s owner=%s', claim.key, claim.name, owner),
+            HINT = 'Nothing in this transaction is committed.';
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION fence.claim(text, text) IS
+    'Bind a key to a fence on first use; raises FN004 if it belongs to another fence.';
+
+-- fence.guard(key_column): a row trigger that claims '<schema>.<table>/<key>'
+-- for the fence admitted last in this transaction, for the old and the new
+-- row alike (an UPDATE may move a row to another key).
+CREATE OR REPLACE FUNCTION fence.guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    f text := current_setting('fence.current', true);
+    col text;
+    prefix text := TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME || '/';
+BEGIN
+    IF TG_NARGS <> 1 THEN
+        RAISE EXCEPTION 'fence.guard needs one argument: the key column';
+    END IF;
+    col := TG_ARGV[0];
+    IF f IS NULL OR f = '' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FN005',
+            MESSAGE = format('table %s.%s is fenced: call fence.admit in this transaction before writing it',
+                             TG_TABLE_SCHEMA, TG_TABLE_NAME);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM fence.claim(f, prefix || (to_jsonb(OLD) ->> col));
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        PERFORM fence.claim(f, prefix || (to_jsonb(NEW) ->> col));
+        RETURN NEW;
+    END IF;
+    RETURN OLD;
+END
+$fn$;
+COMMENT ON FUNCTION fence.guard() IS
+    'Row trigger: every written row''s key belongs to the fence admitted last in the transaction.';
+
+REVOKE ALL ON FUNCTION fence.claim(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.admit(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.high(text) FROM PUBLIC;
 

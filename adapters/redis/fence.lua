@@ -23,7 +23,25 @@ A stale token gets the error reply
 
     -STALE <token> <highest> fencing token <token> is older than the highest admitted token <highest> for fence key <fencekey>
 
-and nothing is written.  Bad input gets an "-ERR fence: ..." reply and
+and nothing is written.
+
+A key belongs to one fence: the first fence_set or fence_incr of <key>
+binds it to <fencekey>, and every later fence_set, fence_del or fence_incr
+of <key> through another fence key is refused with
+
+    -WRONGFENCE key '<key>' belongs to fence key '<owner>'; ...
+
+whatever the token, nothing written.  Without this a holder whose token is
+stale for fence F could write F's keys through a fence G it never used (any
+token is admitted for a fence whose mark is 0).  The binding is stored in
+its own key, OWNER(<key>) = <key>:fence-owner when <key> has a hash tag,
+else {<key>}:fence-owner, so that it is in <key>'s hash slot; it outlives
+fence_del.  A fence key is bound to itself when its mark is first written,
+so no fence can overwrite another's mark with fence_set, and a key that
+belongs to a fence is refused as a fence key (fence_admit could otherwise
+raise it as a mark).  Keys ending in
+":fence-owner" are reserved and refused as <key>.  Keys written before this
+rule existed are bound by their next fenced write.  Bad input gets an "-ERR fence: ..." reply and
 nothing is written.
 
 Tokens are unsigned 64-bit integers written in decimal: digits only, no
@@ -104,6 +122,29 @@ local function mark_read(fencekey)
     return high
 end
 
+-- The binding records end with this; such keys are refused as data keys.
+local OWNER_SUFFIX = ':fence-owner'
+
+-- True if key has a Redis Cluster hash tag: a '{' followed later by a '}'
+-- with at least one byte between them (the first such pair decides).
+local function has_hash_tag(key)
+    local open = string.find(key, '{', 1, true)
+    if not open then
+        return false
+    end
+    local close = string.find(key, '}', open + 1, true)
+    return close ~= nil and close > open + 1
+end
+
+-- The key holding the name of the fence key that key belongs to, in key's
+-- hash slot: a tagged key keeps its tag; an untagged one becomes the tag.
+local function owner_key(key)
+    if has_hash_tag(key) then
+        return key .. OWNER_SUFFIX
+    end
+    return '{' .. key .. '}' .. OWNER_SUFFIX
+end
+
 -- The error reply for bad input: the stable code ERR, then a sentence.
 local function err(fname, sentence)
     return redis.error_reply('ERR fence: ' .. fname .. ': ' .. sentence)
@@ -121,6 +162,10 @@ local function admission(fname, keys, args, nkeys, nargs, usage)
     if nkeys == 2 and keys[1] == fencekey then
         return nil, err(fname, 'the key and the fence key must differ (the write would overwrite the mark)')
     end
+    if nkeys == 2 and #keys[1] >= #OWNER_SUFFIX and
+            string.sub(keys[1], -#OWNER_SUFFIX) == OWNER_SUFFIX then
+        return nil, err(fname, 'keys ending in ' .. OWNER_SUFFIX .. ' are reserved (they record which fence a key belongs to)')
+    end
     local token, why = token_parse(args[1], 'token')
     if not token then
         return nil, err(fname, why)
@@ -133,7 +178,25 @@ local function admission(fname, keys, args, nkeys, nargs, usage)
         return nil, redis.error_reply('STALE ' .. token .. ' ' .. high .. ' fencing token ' .. token ..
             ' is older than the highest admitted token ' .. high .. ' for fence key ' .. fencekey)
     end
+    local fowner = redis.call('GET', owner_key(fencekey))
+    if fowner and fowner ~= fencekey then
+        return nil, redis.error_reply('WRONGFENCE fence key \'' .. fencekey .. '\' is a key of fence key \'' ..
+            fowner .. '\', not a fence; nothing was written')
+    end
+    if nkeys == 2 then
+        local owner = redis.call('GET', owner_key(keys[1]))
+        if owner and owner ~= fencekey then
+            return nil, redis.error_reply('WRONGFENCE key \'' .. keys[1] .. '\' belongs to fence key \'' ..
+                owner .. '\'; a key is written only through the fence that first wrote it; nothing was written')
+        end
+    end
     return token, high
+end
+
+-- Bind key to fencekey if it is not bound yet (after the data write, which
+-- is the step that can fail: Redis does not undo a function's writes).
+local function owner_bind(key, fencekey)
+    redis.call('SET', owner_key(key), fencekey, 'NX')
 end
 
 -- Raise the mark of fencekey to token (already admitted).  An equal token
@@ -141,6 +204,9 @@ end
 local function mark_raise(fencekey, token, high)
     if token_cmp(token, high) > 0 then
         redis.call('SET', fencekey, token)
+        if high == '0' then
+            owner_bind(fencekey, fencekey) -- a mark belongs to its own fence
+        end
     end
 end
 
@@ -154,11 +220,14 @@ local function fence_set(keys, args)
     end
     local reply = redis.call('SET', keys[1], args[2])
     mark_raise(keys[2], token, high)
+    owner_bind(keys[1], keys[2])
     return reply
 end
 
 -- FCALL fence_del 2 <key> <fencekey> <token>: DEL key if the token is
--- admitted; returns the number of keys removed (0 or 1).
+-- admitted; returns the number of keys removed (0 or 1).  The key's
+-- binding stays (a deleted key is not recreated through another fence); a
+-- key never written is not bound by a delete.
 local function fence_del(keys, args)
     local token, high = admission('fence_del', keys, args, 2, 1, '2 <key> <fencekey> <token>')
     if not token then
@@ -182,6 +251,7 @@ local function fence_incr(keys, args)
     end
     local v = redis.call('INCR', keys[1])
     mark_raise(keys[2], token, high)
+    owner_bind(keys[1], keys[2])
     if v > -EXACT_LIMIT and v < EXACT_LIMIT then
         return v
     end

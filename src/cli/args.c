@@ -21,6 +21,7 @@ enum {
     OPT_CONNS = 1u << 9,
     OPT_MODE = 1u << 10,
     OPT_PREFIX = 1u << 11,
+    OPT_SIGNED = 1u << 12,
 };
 
 #define OPT_COMMON (OPT_SERVER | OPT_TIMEOUT)
@@ -35,8 +36,10 @@ typedef struct cmd_spec {
 } cmd_spec;
 
 static const cmd_spec specs[] = {
-    {FENCECTL_LOCK, "lock", NULL, 1, OPT_COMMON | OPT_TTL | OPT_WAIT | OPT_ON_LOST | OPT_GRACE},
-    {FENCECTL_ACQUIRE, "acquire", NULL, 1, OPT_COMMON | OPT_TTL | OPT_WAIT | OPT_LEASE | OPT_ENV},
+    {FENCECTL_LOCK, "lock", NULL, 1, OPT_COMMON | OPT_TTL | OPT_WAIT | OPT_ON_LOST | OPT_GRACE |
+                                         OPT_SIGNED},
+    {FENCECTL_ACQUIRE, "acquire", NULL, 1, OPT_COMMON | OPT_TTL | OPT_WAIT | OPT_LEASE | OPT_ENV |
+                                               OPT_SIGNED},
     {FENCECTL_RELEASE, "release", NULL, 2, OPT_COMMON},
     {FENCECTL_INFO, "info", NULL, 1, OPT_COMMON},
     {FENCECTL_LEASE_GRANT, "lease", "grant", 1, OPT_COMMON},
@@ -45,7 +48,7 @@ static const cmd_spec specs[] = {
     {FENCECTL_LEASE_INFO, "lease", "info", 1, OPT_COMMON},
     {FENCECTL_STATUS, "status", NULL, 0, OPT_COMMON},
     {FENCECTL_BENCH, "bench", NULL, 0, OPT_COMMON | OPT_TTL | OPT_DURATION | OPT_CONNS |
-                                         OPT_MODE | OPT_PREFIX},
+                                         OPT_MODE | OPT_PREFIX | OPT_SIGNED},
     {FENCECTL_DEMO, "demo", NULL, 0, 0},
 };
 
@@ -70,6 +73,7 @@ static const char usage_top[] =
     "  bench [opts]                    acquire+release throughput and latency\n"
     "  demo [ARGS]                     run fence-demo (the pause scenario)\n"
     "  cluster info|add|remove|transfer  cluster membership (fencectl cluster --help)\n"
+    "  keygen DIR [opts]               make a token signing key (fencectl keygen --help)\n"
     "\n"
     "Run `fencectl COMMAND --help` for a command's options.\n"
     "exit codes: 0 ok, 1 error, 64 usage, 69 server unreachable,\n"
@@ -77,7 +81,7 @@ static const char usage_top[] =
 
 static const char usage_lock[] =
     "usage: fencectl lock NAME [--ttl MS] [--wait MS] [--on-lost term|kill|ignore]\n"
-    "                [--grace MS] -- CMD [ARGS...]\n"
+    "                [--grace MS] [--signed] -- CMD [ARGS...]\n"
     "\n"
     "Acquire lock NAME, run CMD in its own process group with FENCE_TOKEN,\n"
     "FENCE_LOCK, FENCE_LEASE and FENCE_SERVER set, renew the lease every ttl/3\n"
@@ -92,10 +96,12 @@ static const char usage_lock[] =
     "  --wait MS                wait in the queue up to MS (default 30000; 0: try once)\n"
     "  --on-lost term|kill|ignore  what to do to CMD on lease loss (default term)\n"
     "  --grace MS               SIGTERM to SIGKILL (default ttl/4)\n"
+    "  --signed                 ask for a signed token (the server needs a signing\n"
+    "                           key) and set FENCE_SIGNED_TOKEN too\n"
     SERVER_HELP;
 
 static const char usage_acquire[] =
-    "usage: fencectl acquire NAME [--ttl MS] [--wait MS] [--lease ID] [--env]\n"
+    "usage: fencectl acquire NAME [--ttl MS] [--wait MS] [--lease ID] [--env] [--signed]\n"
     "\n"
     "Acquire lock NAME and print \"TOKEN LEASE\".  Without --lease the lock gets a\n"
     "dedicated lease (ACQUIRE) that `fencectl release` revokes; nothing keeps it\n"
@@ -106,6 +112,8 @@ static const char usage_acquire[] =
     "  --wait MS     wait in the queue up to MS (default 30000; 0: try once)\n"
     "  --lease ID    lock under an existing lease\n"
     "  --env         print FENCE_TOKEN=.. FENCE_LEASE=.. FENCE_LOCK=.. for eval\n"
+    "  --signed      ask for a signed token: print \"TOKEN LEASE SIGNED_TOKEN\"\n"
+    "                (--env: FENCE_SIGNED_TOKEN=.. too)\n"
     SERVER_HELP;
 
 static const char usage_release[] =
@@ -142,7 +150,7 @@ static const char usage_status[] =
 
 static const char usage_bench[] =
     "usage: fencectl bench [--duration S] [--conns N,N,...] [--mode M] [--ttl MS]\n"
-    "                      [--prefix NAME]\n"
+    "                      [--prefix NAME] [--signed]\n"
     "\n"
     "For each connection count, run acquire+release cycles for --duration seconds,\n"
     "uncontended (a lock per connection) and contended (all on one lock), and\n"
@@ -154,6 +162,7 @@ static const char usage_bench[] =
     "  --mode M       both|uncontended|contended (default both)\n"
     "  --ttl MS       lease TTL of each acquire (default 10000)\n"
     "  --prefix NAME  lock name prefix (default bench.<pid>)\n"
+    "  --signed       ask for signed grants (the server needs a signing key)\n"
     SERVER_HELP;
 
 static const char usage_demo[] =
@@ -277,6 +286,7 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         {"lease", OPT_LEASE, true},       {"env", OPT_ENV, false},
         {"duration", OPT_DURATION, true}, {"conns", OPT_CONNS, true},
         {"mode", OPT_MODE, true},         {"prefix", OPT_PREFIX, true},
+        {"signed", OPT_SIGNED, false},
     };
     size_t i;
     for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -335,6 +345,9 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         break;
     case OPT_ENV:
         a->env_format = true;
+        break;
+    case OPT_SIGNED:
+        a->signed_token = true;
         break;
     case OPT_DURATION:
         if (!fencectl_parse_ms(value, 3600, &v) || v == 0)

@@ -66,6 +66,7 @@ typedef struct fencectl_args {
     uint64_t lease;          /* lease ID / acquire --lease */
     bool lease_set;          /* acquire --lease was given */
     bool env_format;         /* acquire --env: print shell assignments */
+    bool signed_token;       /* lock/acquire --signed: ask for a signed token */
     uint32_t duration_ms;    /* bench --duration (seconds on the command line) */
     uint32_t conns[FENCECTL_CONNS_MAX]; /* bench --conns */
     size_t n_conns;          /* entries used in conns */

@@ -61,7 +61,8 @@ static void *worker_main(void *arg)
     while (now_us() < ce->stop_us) {
         fence_lock *l = NULL;
         uint64_t t0 = now_us();
-        int rc = fence_lock_acquire(w->c, name, ttl, wait, &l);
+        int rc = fence_lock_acquire_ex(w->c, name, ttl, wait,
+                                       ce->a->signed_token ? FENCE_LOCK_SIGNED : 0, &l);
         uint64_t t1 = now_us();
         if (rc != 0) {
             w->errors++;
@@ -184,8 +185,9 @@ int fencectl_cmd_bench(const fencectl_args *a)
     }
     fence_client_close(c);
 
-    printf("fencectl bench: server %s, %u s per cell, ttl %u ms\n", fencectl_servers(a),
-           a->duration_ms / 1000, a->ttl_ms);
+    printf("fencectl bench: server %s, %u s per cell, ttl %u ms%s\n", fencectl_servers(a),
+           a->duration_ms / 1000, a->ttl_ms,
+           a->signed_token ? ", signed grants (SIGNED)" : "");
     printf("%-12s %6s %11s %9s %9s %9s %15s %7s\n", "mode", "conns", "cycles/s",
            "p50 ms", "p99 ms", "p999 ms", "min/max cycles", "errors");
     int rv = 0;

@@ -14,6 +14,12 @@ fence_client *fencectl_open(const fencectl_args *a);
 /* The server list in use (for FENCE_SERVER in the child's environment). */
 const char *fencectl_servers(const fencectl_args *a);
 
+/* Before a wait of wait_ms for lock name: when stderr is a terminal and
+ * the lock is held, say "waiting for lock NAME held by lease L" there (a
+ * script that reads stderr sees nothing new).  Errors are ignored: the
+ * acquire that follows reports them. */
+void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms);
+
 /* `fencectl lock`: returns the exit code. */
 int fencectl_cmd_lock(const fencectl_args *a);
 
@@ -27,5 +33,12 @@ bool fencectl_is_cluster(int argc, char **argv);
 /* `fencectl [opts] cluster ...` (src/cli/cluster.c); argv is the whole
  * command line.  Parses its own options; returns the exit code. */
 int fencectl_cmd_cluster(int argc, char **argv);
+
+/* Whether the command line is `fencectl [opts] keygen ...` (src/cli/keygen.c). */
+bool fencectl_is_keygen(int argc, char **argv);
+
+/* `fencectl keygen DIR ...`: write a token signing key pair; argv is the
+ * whole command line.  Returns the exit code. */
+int fencectl_cmd_keygen(int argc, char **argv);
 
 #endif /* FENCECTL_CLI_H */

@@ -64,7 +64,7 @@ static char **child_env(const fencectl_args *a, fence_lock *l, char **buf_out)
     size_t n = 0;
     while (environ[n] != NULL)
         n++;
-    char **env = calloc(n + 5, sizeof(char *));
+    char **env = calloc(n + 6, sizeof(char *));
     if (env == NULL)
         return NULL;
     size_t k = 0;
@@ -72,11 +72,12 @@ static char **child_env(const fencectl_args *a, fence_lock *l, char **buf_out)
         if (strncmp(environ[i], "FENCE_TOKEN=", 12) != 0 &&
             strncmp(environ[i], "FENCE_LEASE=", 12) != 0 &&
             strncmp(environ[i], "FENCE_LOCK=", 11) != 0 &&
+            strncmp(environ[i], "FENCE_SIGNED_TOKEN=", 19) != 0 &&
             strncmp(environ[i], "FENCE_SERVER=", 13) != 0)
             env[k++] = environ[i];
     const char *servers = fencectl_servers(a);
-    size_t cap = strlen(a->name) + strlen(servers) + 128;
-    char *buf = malloc(cap * 4);
+    size_t cap = strlen(a->name) + strlen(servers) + FENCE_SIGNED_TOKEN_BUF_SIZE + 128;
+    char *buf = malloc(cap * 5);
     if (buf == NULL) {
         free(env);
         return NULL;
@@ -89,6 +90,10 @@ static char **child_env(const fencectl_args *a, fence_lock *l, char **buf_out)
     snprintf(buf + 2 * cap, cap, "FENCE_LOCK=%s", a->name);
     env[k++] = buf + 3 * cap;
     snprintf(buf + 3 * cap, cap, "FENCE_SERVER=%s", servers);
+    if (fence_lock_signed_token(l) != NULL) {
+        env[k++] = buf + 4 * cap;
+        snprintf(buf + 4 * cap, cap, "FENCE_SIGNED_TOKEN=%s", fence_lock_signed_token(l));
+    }
     env[k] = NULL;
     *buf_out = buf;
     return env;
@@ -209,7 +214,9 @@ int fencectl_cmd_lock(const fencectl_args *a)
 
     fence_client *c = fencectl_open(a);
     fence_lock *l = NULL;
-    int rc = fence_lock_acquire(c, a->name, a->ttl_ms, a->wait_ms, &l);
+    fencectl_say_waiting(c, a->name, a->wait_ms);
+    int rc = fence_lock_acquire_ex(c, a->name, a->ttl_ms, a->wait_ms,
+                                   a->signed_token ? FENCE_LOCK_SIGNED : 0, &l);
     if (rc != 0) {
         const char *msg = fence_client_errmsg(c);
         fprintf(stderr, "fencectl: lock \"%s\": %s%s%s\n", a->name, fence_strerror(rc),

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/version.h"
 
 /* Map library errors to the documented exit codes. */
 int fencectl_exit_code(int rc)
@@ -60,6 +61,17 @@ fence_client *fencectl_open(const fencectl_args *a)
     return c;
 }
 
+void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms)
+{
+    if (wait_ms == 0 || !isatty(2))
+        return;
+    fence_lock_info info;
+    if (fence_lock_info_get(c, name, &info) != 0 || !info.held)
+        return;
+    fprintf(stderr, "fencectl: waiting for lock %s held by lease %" PRIu64 " (up to %" PRIu32
+            " ms)\n", name, info.lease, wait_ms);
+}
+
 /* Print a failed call and return its exit code. */
 static int fail(const char *what, int rc)
 {
@@ -86,9 +98,17 @@ static void print_quoted(const char *s)
 static int cmd_acquire(const fencectl_args *a, fence_client *c)
 {
     uint64_t token = 0, lease = a->lease;
+    char stok[FENCE_SIGNED_TOKEN_BUF_SIZE] = "";
     int rc;
-    if (a->lease_set)
+    fencectl_say_waiting(c, a->name, a->wait_ms);
+    if (a->lease_set && a->signed_token)
+        rc = fence_lease_lock_signed(c, a->lease, a->name, a->wait_ms, &token, stok,
+                                     sizeof(stok));
+    else if (a->lease_set)
         rc = fence_lease_lock(c, a->lease, a->name, a->wait_ms, &token);
+    else if (a->signed_token)
+        rc = fence_lock_acquire_raw_signed(c, a->name, a->ttl_ms, a->wait_ms, &token,
+                                           &lease, stok, sizeof(stok));
     else
         rc = fence_lock_acquire_raw(c, a->name, a->ttl_ms, a->wait_ms, &token, &lease);
     if (rc != 0)
@@ -97,6 +117,10 @@ static int cmd_acquire(const fencectl_args *a, fence_client *c)
         printf("FENCE_TOKEN=%" PRIu64 "\nFENCE_LEASE=%" PRIu64 "\nFENCE_LOCK=", token, lease);
         print_quoted(a->name);
         printf("\n");
+        if (stok[0] != '\0')
+            printf("FENCE_SIGNED_TOKEN=%s\n", stok); /* printable, no quotes */
+    } else if (stok[0] != '\0') {
+        printf("%" PRIu64 " %" PRIu64 " %s\n", token, lease, stok);
     } else {
         printf("%" PRIu64 " %" PRIu64 "\n", token, lease);
     }
@@ -249,8 +273,14 @@ int main(int argc, char **argv)
 {
     fencectl_args a;
     char err[256];
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("fencectl %s\n", FENCE_VERSION);
+        return 0;
+    }
     if (fencectl_is_cluster(argc, argv)) /* src/cli/cluster.c */
         return fencectl_cmd_cluster(argc, argv);
+    if (fencectl_is_keygen(argc, argv)) /* src/cli/keygen.c */
+        return fencectl_cmd_keygen(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {
         fprintf(stderr, "fencectl: %s\n", err);

@@ -260,9 +260,12 @@ static bool backoff(fence_client *c, uint32_t attempt, uint64_t deadline_ms)
 }
 
 /* Connect k to the address currently believed to be the leader.  0, or
- * FENCE_EUNREACHABLE (then the next address becomes the candidate). */
-static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms)
+ * FENCE_EUNREACHABLE (then the next address becomes the candidate; *refused
+ * tells whether the server refused the connection, i.e. nothing listens
+ * there, as opposed to a timeout). */
+static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms, bool *refused)
 {
+    *refused = false;
     FENCE_ASSERT(k->ctx == NULL);
     pthread_mutex_lock(&c->mu);
     fence__addr a = c->addrs[c->leader];
@@ -279,6 +282,8 @@ static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms)
     if (ctx == NULL)
         return fence__fail(FENCE_ENOMEM, "out of memory connecting");
     if (ctx->err) {
+        *refused = ctx->err == REDIS_ERR_IO &&
+                   strstr(ctx->errstr, strerror(ECONNREFUSED)) != NULL;
         char where[FENCE__HOST_MAX + 16];
         fence__addr_format(&a, where, sizeof(where));
         fence__fail(FENCE_EUNREACHABLE, "cannot connect to %s: %s", where,
@@ -388,6 +393,7 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
     bool ever_connected = false;
     uint32_t attempt = 0;    /* attempts that ended in a pause */
     uint32_t redirects = 0;  /* NOTLEADER redirects followed */
+    uint32_t refusals = 0;   /* connection attempts refused in a row */
     bool pause = false;      /* pause (backoff) before the next attempt */
     fence__fail(0, "%s", "");
     for (;;) {
@@ -398,7 +404,8 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
         if (k == NULL)
             return FENCE_ETIMEOUT;
         if (k->ctx == NULL) {
-            int rv = conn_open(c, k, deadline_ms);
+            bool refused;
+            int rv = conn_open(c, k, deadline_ms, &refused);
             if (rv != 0) {
                 if (!own)
                     pool_put(c, k);
@@ -406,6 +413,17 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
                     return rv;
                 if (!ever_connected)
                     last = rv;
+                /* Nothing listens at any known server (each refused twice
+                 * in a row, with a backoff between): that will not change
+                 * within the timeout often enough to be worth waiting for,
+                 * so fail now.  Timeouts are still retried until the
+                 * deadline. */
+                refusals = refused ? refusals + 1 : 0;
+                pthread_mutex_lock(&c->mu);
+                size_t n_addrs = c->n_addrs;
+                pthread_mutex_unlock(&c->mu);
+                if (!ever_connected && refusals >= 2 * n_addrs)
+                    break;
                 continue;
             }
         }

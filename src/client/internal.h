@@ -47,6 +47,8 @@ struct fence_lock {
     uint64_t lease;            /* lease id */
     uint32_t ttl_ms;           /* lease TTL */
     bool dedicated;            /* lease from ACQUIRE: UNLOCK revokes it */
+    char *signed_token;        /* the signed token string (FENCE_LOCK_SIGNED),
+                                * or NULL */
     /* The fields below are guarded by c->mu. */
     uint64_t valid_until_ms;   /* send time + ttl - margin (monotonic) */
     uint64_t renew_at_ms;      /* next keepalive due (monotonic) */

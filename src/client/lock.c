@@ -9,7 +9,12 @@
 
 #include "common/assert.h"
 #include "client/internal.h"
+#include "client/pure.h"
 #include "common/limits.h"
+#include "common/signtok.h"
+
+_Static_assert(FENCE_SIGNED_TOKEN_BUF_SIZE >= FENCE_SIGNTOK_BUF_SIZE,
+               "the public buffer size holds any signed token");
 
 /* Longest decimal u64 plus NUL. */
 #define U64_BUF 24
@@ -400,12 +405,13 @@ static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
     return wait_ms > 0 && now + slack < start_ms + wait_ms;
 }
 
-/* Sends one "cmd name arg [WAIT wait_ms] REQID id" with a fresh REQID, the
- * request shape LOCK and ACQUIRE share.  On 0 the reply (neither an error
- * nor nil) is handed out in *out for the caller to parse and free; an error
- * reply becomes its code and nil (the wait ran out) FENCE_EBUSY. */
+/* Sends one "cmd name arg [WAIT wait_ms] REQID id [SIGNED]" with a fresh
+ * REQID, the request shape LOCK and ACQUIRE share.  On 0 the reply (neither
+ * an error nor nil) is handed out in *out for the caller to parse and free;
+ * an error reply becomes its code and nil (the wait ran out) FENCE_EBUSY. */
 static int wait_once(fence_client *c, const char *cmd, const char *name,
-                     const char *arg, uint32_t wait_ms, redisReply **out)
+                     const char *arg, uint32_t wait_ms, bool sign,
+                     redisReply **out)
 {
     int rc;
     char wait_s[U64_BUF], id_s[U64_BUF];
@@ -422,6 +428,9 @@ static int wait_once(fence_client *c, const char *cmd, const char *name,
     }
     argv[argc++] = "REQID";
     argv[argc++] = id_s;
+    if (sign)
+        argv[argc++] = "SIGNED";
+    FENCE_ASSERT(argc <= (int)(sizeof(argv) / sizeof(argv[0])));
     redisReply *r;
     rc = simple_call(c, wait_ms, argc, argv, &r);
     if (rc != 0)
@@ -442,13 +451,14 @@ static int wait_once(fence_client *c, const char *cmd, const char *name,
 /* Sends "cmd name arg [WAIT wait_ms] REQID id" (see wait_once), asking
  * again for the time left after an early nil (see nil_is_early). */
 static int wait_request(fence_client *c, const char *cmd, const char *name,
-                        const char *arg, uint32_t wait_ms, redisReply **out)
+                        const char *arg, uint32_t wait_ms, bool sign,
+                        redisReply **out)
 {
     int rc;
     uint64_t start = fence_monotonic_ms();
     uint32_t left = wait_ms;
     for (int i = 0;; i++) {
-        rc = wait_once(c, cmd, name, arg, left, out);
+        rc = wait_once(c, cmd, name, arg, left, sign, out);
         uint64_t now = fence_monotonic_ms();
         if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
             break;
@@ -459,34 +469,72 @@ static int wait_request(fence_client *c, const char *cmd, const char *name,
     return rc;
 }
 
-/* LOCK name lease [WAIT ms] REQID id (see nil_is_early for the re-ask). */
-int fence_lease_lock(fence_client *c, uint64_t lease, const char *name,
-                     uint32_t wait_ms, uint64_t *token_out)
+/* Read a signed token reply (a bulk string) into buf. */
+static int signed_reply(const redisReply *r, const char *cmd,
+                        uint64_t *token_out, char *buf, size_t cap)
+{
+    if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) ||
+        !fence__parse_signed(r->str, r->len, token_out, buf, cap))
+        return fence__fail(FENCE_EPROTO, "%s SIGNED: the reply is not a signed token", cmd);
+    return 0;
+}
+
+/* LOCK name lease [WAIT ms] REQID id [SIGNED] (see nil_is_early for the
+ * re-ask); with sbuf, SIGNED and the string into sbuf. */
+static int lease_lock(fence_client *c, uint64_t lease, const char *name,
+                      uint32_t wait_ms, uint64_t *token_out, char *sbuf,
+                      size_t scap)
 {
     if (c == NULL || token_out == NULL)
         return fence__fail(FENCE_EINVAL, "client and token_out must not be NULL");
+    if (sbuf != NULL && scap < FENCE_SIGNED_TOKEN_BUF_SIZE)
+        return fence__fail(FENCE_EINVAL, "a signed token needs a buffer of %d bytes",
+                           FENCE_SIGNED_TOKEN_BUF_SIZE);
     int rc = check_name(name);
     if (rc != 0)
         return rc;
     char lease_s[U64_BUF];
     snprintf(lease_s, sizeof(lease_s), "%" PRIu64, lease);
     redisReply *r;
-    rc = wait_request(c, "LOCK", name, lease_s, wait_ms, &r);
+    rc = wait_request(c, "LOCK", name, lease_s, wait_ms, sbuf != NULL, &r);
     if (rc != 0)
         return rc;
-    if (!fence__reply_u64(r, token_out) || *token_out == 0)
+    if (sbuf != NULL)
+        rc = signed_reply(r, "LOCK", token_out, sbuf, scap);
+    else if (!fence__reply_u64(r, token_out) || *token_out == 0)
         rc = fence__fail(FENCE_EPROTO, "LOCK: unexpected reply");
     freeReplyObject(r);
     return rc;
 }
 
-/* ACQUIRE name ttl [WAIT ms] REQID id (see nil_is_early for the re-ask). */
-int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
-                           uint32_t wait_ms, uint64_t *token_out,
-                           uint64_t *lease_out)
+/* LOCK name lease [WAIT ms] REQID id. */
+int fence_lease_lock(fence_client *c, uint64_t lease, const char *name,
+                     uint32_t wait_ms, uint64_t *token_out)
+{
+    return lease_lock(c, lease, name, wait_ms, token_out, NULL, 0);
+}
+
+/* LOCK name lease [WAIT ms] REQID id SIGNED. */
+int fence_lease_lock_signed(fence_client *c, uint64_t lease, const char *name,
+                            uint32_t wait_ms, uint64_t *token_out,
+                            char *signed_out, size_t signed_cap)
+{
+    if (signed_out == NULL)
+        return fence__fail(FENCE_EINVAL, "signed_out must not be NULL");
+    return lease_lock(c, lease, name, wait_ms, token_out, signed_out, signed_cap);
+}
+
+/* ACQUIRE name ttl [WAIT ms] REQID id [SIGNED] (see nil_is_early for the
+ * re-ask); with sbuf, SIGNED: the reply is [signed token, lease]. */
+static int acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
+                       uint32_t wait_ms, uint64_t *token_out,
+                       uint64_t *lease_out, char *sbuf, size_t scap)
 {
     if (c == NULL || token_out == NULL || lease_out == NULL)
         return fence__fail(FENCE_EINVAL, "client, token_out and lease_out must not be NULL");
+    if (sbuf != NULL && scap < FENCE_SIGNED_TOKEN_BUF_SIZE)
+        return fence__fail(FENCE_EINVAL, "a signed token needs a buffer of %d bytes",
+                           FENCE_SIGNED_TOKEN_BUF_SIZE);
     int rc = check_name(name);
     if (rc == 0)
         rc = check_ttl(ttl_ms);
@@ -495,14 +543,42 @@ int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
     char ttl_s[U64_BUF];
     snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
     redisReply *r;
-    rc = wait_request(c, "ACQUIRE", name, ttl_s, wait_ms, &r);
+    rc = wait_request(c, "ACQUIRE", name, ttl_s, wait_ms, sbuf != NULL, &r);
     if (rc != 0)
         return rc;
-    if (!elem_u64(r, 0, token_out) || !elem_u64(r, 1, lease_out) ||
-        *token_out == 0 || *lease_out == 0)
+    if (sbuf != NULL) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+            rc = fence__fail(FENCE_EPROTO, "ACQUIRE SIGNED: unexpected reply");
+        else
+            rc = signed_reply(r->element[0], "ACQUIRE", token_out, sbuf, scap);
+        if (rc == 0 && (!elem_u64(r, 1, lease_out) || *lease_out == 0))
+            rc = fence__fail(FENCE_EPROTO, "ACQUIRE SIGNED: unexpected reply");
+    } else if (!elem_u64(r, 0, token_out) || !elem_u64(r, 1, lease_out) ||
+               *token_out == 0 || *lease_out == 0) {
         rc = fence__fail(FENCE_EPROTO, "ACQUIRE: unexpected reply");
+    }
     freeReplyObject(r);
     return rc;
+}
+
+/* ACQUIRE name ttl [WAIT ms] REQID id. */
+int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
+                           uint32_t wait_ms, uint64_t *token_out,
+                           uint64_t *lease_out)
+{
+    return acquire_raw(c, name, ttl_ms, wait_ms, token_out, lease_out, NULL, 0);
+}
+
+/* ACQUIRE name ttl [WAIT ms] REQID id SIGNED. */
+int fence_lock_acquire_raw_signed(fence_client *c, const char *name,
+                                  uint32_t ttl_ms, uint32_t wait_ms,
+                                  uint64_t *token_out, uint64_t *lease_out,
+                                  char *signed_out, size_t signed_cap)
+{
+    if (signed_out == NULL)
+        return fence__fail(FENCE_EINVAL, "signed_out must not be NULL");
+    return acquire_raw(c, name, ttl_ms, wait_ms, token_out, lease_out, signed_out,
+                       signed_cap);
 }
 
 /* LOCK.INFO name. */
@@ -584,18 +660,22 @@ static struct fence_lock *lock_new(fence_client *c, const char *name, uint32_t t
 static void lock_free(struct fence_lock *l)
 {
     FENCE_ASSERT(!l->registered);
+    free(l->signed_token);
     free(l->name);
     free(l);
 }
 
 /* Acquire: ACQUIRE in one round trip when the wait is short, else
- * LEASE.GRANT, keepalive of that lease while LOCK waits in the queue. */
-int fence_lock_acquire(fence_client *c, const char *name, uint32_t ttl_ms,
-                       uint32_t wait_ms, fence_lock **out)
+ * LEASE.GRANT, keepalive of that lease while LOCK waits in the queue.
+ * FENCE_LOCK_SIGNED adds SIGNED to the granting request. */
+int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
+                          uint32_t wait_ms, unsigned flags, fence_lock **out)
 {
     if (c == NULL || out == NULL)
         return fence__fail(FENCE_EINVAL, "client and out must not be NULL");
     *out = NULL;
+    if ((flags & ~FENCE_LOCK_SIGNED) != 0)
+        return fence__fail(FENCE_EINVAL, "unknown flags 0x%x", flags & ~FENCE_LOCK_SIGNED);
     int rc = check_name(name);
     if (rc == 0)
         rc = check_ttl(ttl_ms);
@@ -604,11 +684,20 @@ int fence_lock_acquire(fence_client *c, const char *name, uint32_t ttl_ms,
     struct fence_lock *l = lock_new(c, name, ttl_ms);
     if (l == NULL)
         return fence__fail(FENCE_ENOMEM, "out of memory");
+    char *sbuf = NULL;
+    if (flags & FENCE_LOCK_SIGNED) {
+        sbuf = l->signed_token = malloc(FENCE_SIGNED_TOKEN_BUF_SIZE);
+        if (sbuf == NULL) {
+            lock_free(l);
+            return fence__fail(FENCE_ENOMEM, "out of memory");
+        }
+    }
     uint64_t margin = fence__margin_ms(ttl_ms, c->opts.margin_ms);
 
     if (fence__use_acquire(ttl_ms, wait_ms)) {
         uint64_t sent = fence_monotonic_ms();
-        rc = fence_lock_acquire_raw(c, name, ttl_ms, wait_ms, &l->token, &l->lease);
+        rc = acquire_raw(c, name, ttl_ms, wait_ms, &l->token, &l->lease, sbuf,
+                         FENCE_SIGNED_TOKEN_BUF_SIZE);
         if (rc != 0)
             goto out_free_lock;
         l->dedicated = true;
@@ -630,7 +719,8 @@ int fence_lock_acquire(fence_client *c, const char *name, uint32_t ttl_ms,
     rc = ka_register(c, l);
     if (rc != 0)
         goto out_revoke;
-    rc = fence_lease_lock(c, l->lease, name, wait_ms, &l->token);
+    rc = lease_lock(c, l->lease, name, wait_ms, &l->token, sbuf,
+                    FENCE_SIGNED_TOKEN_BUF_SIZE);
     if (rc != 0)
         goto out_unregister;
     pthread_mutex_lock(&c->mu);
@@ -675,6 +765,13 @@ out_free_lock:
     lock_free(l);
     FENCE_ASSERT(rc != 0);
     return rc;
+}
+
+/* Acquire without flags. */
+int fence_lock_acquire(fence_client *c, const char *name, uint32_t ttl_ms,
+                       uint32_t wait_ms, fence_lock **out)
+{
+    return fence_lock_acquire_ex(c, name, ttl_ms, wait_ms, 0, out);
 }
 
 /* Try once. */
@@ -735,6 +832,13 @@ uint64_t fence_lock_token(const fence_lock *l)
 {
     FENCE_ASSERT(l != NULL);
     return l->token;
+}
+
+/* Return the signed token string, or NULL when not asked for. */
+const char *fence_lock_signed_token(const fence_lock *l)
+{
+    FENCE_ASSERT(l != NULL);
+    return l->signed_token;
 }
 
 /* Return the id of the lease the lock is held under. */

@@ -140,6 +140,8 @@ int fence__error_code(const char *err)
         return FENCE_ENOTLEADER;
     if (starts_with_word(err, "STALE"))
         return FENCE_ESTALE;
+    if (starts_with_word(err, "BADTOKEN"))
+        return FENCE_EBADTOKEN;
     return FENCE_ESERVER;
 }
 
@@ -177,6 +179,27 @@ int fence__parse_stale(const char *err, uint64_t *highest_out)
     if (highest_out != NULL)
         *highest_out = v[1];
     return 0;
+}
+
+/* The shape of a signed token reply; see pure.h. */
+bool fence__parse_signed(const char *s, size_t len, uint64_t *token_out,
+                         char *buf, size_t cap)
+{
+    if (s == NULL || len == 0 || len >= cap)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return false;
+    const char *dot = memchr(s, '.', len);
+    if (dot == NULL || dot == s || s[0] == '0')
+        return false;
+    uint64_t t;
+    if (!fence__parse_u64(s, (size_t)(dot - s), &t) || t == 0)
+        return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    *token_out = t;
+    return true;
 }
 
 /* Decimal u64 with overflow check; see pure.h. */

@@ -40,7 +40,8 @@ void fence__addr_format(const fence__addr *a, char *buf, size_t cap);
 bool fence__addr_equal(const fence__addr *a, const fence__addr *b);
 
 /* Map a RESP error reply text (e.g. "NOLEASE no such lease") to a FENCE_E*
- * code by its first word: NOLEASE, LIMIT, TRYAGAIN, NOTLEADER, STALE; any
+ * code by its first word: NOLEASE, LIMIT, TRYAGAIN, NOTLEADER, STALE,
+ * BADTOKEN; any
  * other (ERR, ...) is FENCE_ESERVER. */
 int fence__error_code(const char *err);
 
@@ -55,6 +56,14 @@ int fence__parse_stale(const char *err, uint64_t *highest_out);
 /* Parse a decimal u64 from s[0..len) (no sign, no spaces, no overflow).
  * Returns true on success. */
 bool fence__parse_u64(const char *s, size_t len, uint64_t *out);
+
+/* Parse a signed token reply s[0..len) ("<token>.<key id>.<signature>",
+ * docs/security.md): 1..cap-1 printable, non-space ASCII bytes that start
+ * with a decimal token > 0 followed by '.'.  Only the shape is checked (the
+ * resource verifies the signature).  On success *token_out is the number
+ * and buf (cap bytes) the NUL-terminated string; returns true. */
+bool fence__parse_signed(const char *s, size_t len, uint64_t *token_out,
+                         char *buf, size_t cap);
 
 /* The pause before reconnect attempt `attempt` (0-based): min_ms doubled per
  * attempt, capped at max_ms, then scaled into [1/2, 1] of that by

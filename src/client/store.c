@@ -148,6 +148,53 @@ static int check_fence(fence_store *s, const char *fence)
     return 0;
 }
 
+/* FSET fence TOKEN key value, TOKEN already a string (token: its number,
+ * for messages).  Called with s->mu held. */
+static int set_locked(fence_store *s, const char *fence, const char *token_s,
+                      uint64_t token, const void *key, size_t key_len,
+                      const void *value, size_t value_len, uint64_t *highest_out)
+{
+    int rc = check_fence(s, fence);
+    if (rc != 0)
+        return rc;
+    const char *argv[] = {"FSET", fence, token_s, key, value ? value : ""};
+    size_t lens[] = {4, strlen(fence), strlen(token_s), key_len, value_len};
+    redisReply *r;
+    rc = store_call(s, 5, argv, lens, &r);
+    if (rc == 0) {
+        rc = ok_or_stale(s, r, "FSET", token, highest_out);
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+/* FENCE.ADMIT fence TOKEN, TOKEN already a string.  Called with s->mu held. */
+static int admit_locked(fence_store *s, const char *fence, const char *token_s,
+                        uint64_t token, uint64_t *highest_out)
+{
+    int rc = check_fence(s, fence);
+    if (rc != 0)
+        return rc;
+    const char *argv[] = {"FENCE.ADMIT", fence, token_s};
+    size_t lens[] = {11, strlen(fence), strlen(token_s)};
+    redisReply *r;
+    rc = store_call(s, 3, argv, lens, &r);
+    if (rc == 0) {
+        rc = ok_or_stale(s, r, "FENCE.ADMIT", token, highest_out);
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+/* Check a signed token's shape and give its number. */
+static int check_signed(fence_store *s, const char *tok, uint64_t *token)
+{
+    char buf[FENCE_SIGNED_TOKEN_BUF_SIZE];
+    if (tok == NULL || !fence__parse_signed(tok, strlen(tok), token, buf, sizeof(buf)))
+        return store_fail(s, FENCE_EINVAL, "not a signed token (TOKEN.KEYID.SIGNATURE)");
+    return 0;
+}
+
 /* FSET fence token key value. */
 int fence_store_set(fence_store *s, const char *fence, uint64_t token,
                     const void *key, size_t key_len, const void *value,
@@ -155,20 +202,28 @@ int fence_store_set(fence_store *s, const char *fence, uint64_t token,
 {
     if (s == NULL || key == NULL || (value == NULL && value_len > 0))
         return fence__fail(FENCE_EINVAL, "store, key and value must not be NULL");
+    char token_s[24];
+    snprintf(token_s, sizeof(token_s), "%" PRIu64, token);
     pthread_mutex_lock(&s->mu);
-    int rc = check_fence(s, fence);
-    if (rc == 0) {
-        char token_s[24];
-        snprintf(token_s, sizeof(token_s), "%" PRIu64, token);
-        const char *argv[] = {"FSET", fence, token_s, key, value ? value : ""};
-        size_t lens[] = {4, strlen(fence), strlen(token_s), key_len, value_len};
-        redisReply *r;
-        rc = store_call(s, 5, argv, lens, &r);
-        if (rc == 0) {
-            rc = ok_or_stale(s, r, "FSET", token, highest_out);
-            freeReplyObject(r);
-        }
-    }
+    int rc = set_locked(s, fence, token_s, token, key, key_len, value, value_len,
+                        highest_out);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* FSET fence signed_token key value. */
+int fence_store_set_signed(fence_store *s, const char *fence, const char *signed_token,
+                           const void *key, size_t key_len, const void *value,
+                           size_t value_len, uint64_t *highest_out)
+{
+    if (s == NULL || key == NULL || (value == NULL && value_len > 0))
+        return fence__fail(FENCE_EINVAL, "store, key and value must not be NULL");
+    pthread_mutex_lock(&s->mu);
+    uint64_t token = 0;
+    int rc = check_signed(s, signed_token, &token);
+    if (rc == 0)
+        rc = set_locked(s, fence, signed_token, token, key, key_len, value, value_len,
+                        highest_out);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -179,20 +234,25 @@ int fence_store_admit(fence_store *s, const char *fence, uint64_t token,
 {
     if (s == NULL)
         return fence__fail(FENCE_EINVAL, "store must not be NULL");
+    char token_s[24];
+    snprintf(token_s, sizeof(token_s), "%" PRIu64, token);
     pthread_mutex_lock(&s->mu);
-    int rc = check_fence(s, fence);
-    if (rc == 0) {
-        char token_s[24];
-        snprintf(token_s, sizeof(token_s), "%" PRIu64, token);
-        const char *argv[] = {"FENCE.ADMIT", fence, token_s};
-        size_t lens[] = {11, strlen(fence), strlen(token_s)};
-        redisReply *r;
-        rc = store_call(s, 3, argv, lens, &r);
-        if (rc == 0) {
-            rc = ok_or_stale(s, r, "FENCE.ADMIT", token, highest_out);
-            freeReplyObject(r);
-        }
-    }
+    int rc = admit_locked(s, fence, token_s, token, highest_out);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* FENCE.ADMIT fence signed_token. */
+int fence_store_admit_signed(fence_store *s, const char *fence, const char *signed_token,
+                             uint64_t *highest_out)
+{
+    if (s == NULL)
+        return fence__fail(FENCE_EINVAL, "store must not be NULL");
+    pthread_mutex_lock(&s->mu);
+    uint64_t token = 0;
+    int rc = check_signed(s, signed_token, &token);
+    if (rc == 0)
+        rc = admit_locked(s, fence, signed_token, token, highest_out);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }

@@ -33,6 +33,9 @@
 #define FENCE_LOCKS_DEFAULT 100000
 /* Waiters queued on one lock. */
 #define FENCE_WAITERS_DEFAULT 10000
+/* Waits queued across all locks (without it, max-locks x max-waiters, 10^9
+ * by default, would bound the waits only). */
+#define FENCE_WAITS_DEFAULT 100000
 /* Client request ids (REQID) remembered for idempotent retries. */
 #define FENCE_DEDUP_DEFAULT 65536
 /* Lease TTL bounds in ms. */
@@ -48,6 +51,8 @@ _Static_assert(FENCE_NAME_MAX < FENCE_BULK_DEFAULT, "a name must fit a bulk");
 _Static_assert(FENCE_BULK_DEFAULT < FENCE_RBUF_MAX, "a maximal bulk must fit the read buffer");
 _Static_assert(FENCE_INLINE_MAX < FENCE_RBUF_MAX, "an inline line must fit the read buffer");
 _Static_assert(FENCE_TTL_MS_MIN < FENCE_TTL_MS_MAX, "ttl bounds");
+_Static_assert(FENCE_WAITERS_DEFAULT <= FENCE_WAITS_DEFAULT,
+               "one lock's waiters fit the global bound on waits");
 
 /* ---- fence-store (src/store) --------------------------------------------- */
 
@@ -68,6 +73,20 @@ _Static_assert(FENCE_TTL_MS_MIN < FENCE_TTL_MS_MAX, "ttl bounds");
 _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value bounds");
 _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
                "a request's other arguments must fit the slack");
+
+/* ---- Redis-client compatibility (src/common/compat.c) ------------------- */
+
+/* Longest client name (CLIENT SETNAME, HELLO SETNAME) and AUTH user name. */
+#define FENCE_COMPAT_NAME_MAX 128
+/* Longest CLIENT SETINFO LIB-NAME / LIB-VER value. */
+#define FENCE_COMPAT_LIB_MAX 64
+/* Largest reply the compat module builds (CLIENT LIST of every connection,
+ * COMMAND DOCS); above it the reply is an error instead. */
+#define FENCE_COMPAT_REPLY_MAX (16 * 1024 * 1024)
+
+_Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_INLINE_MAX, "a name must fit a request");
+_Static_assert(FENCE_COMPAT_LIB_MAX <= FENCE_COMPAT_NAME_MAX, "lib fields are names");
+_Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 
 /* ---- Metrics (src/common/metrics.c) -------------------------------------- */
 

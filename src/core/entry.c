@@ -1,10 +1,10 @@
 /* Log entries: one raft entry carries one group-commit batch of commands.
  *
  * Layout (integers little-endian):
- *   u8 version (1) | u64 timestamp_ms | u32 count | count x command
+ *   u8 version (2) | u64 timestamp_ms | u32 count | count x command
  *   command = u8 type | u8 flags | u64 req_id | fields by type:
  *     LEADER_START   u32 leases_max | u32 locks_max | u32 waiters_max
- *                    | u32 dedup_max
+ *                    | u32 dedup_max | u32 waits_max (version 2 only)
  *     TICK           (nothing)
  *     LEASE_GRANT    u64 ttl_ms | u64 lock_delay_ms
  *     LEASE_KEEPALIVE, LEASE_REVOKE   u64 lease
@@ -17,9 +17,16 @@
  * The decoder checks every length and value range it can; semantic checks
  * (a name of length 0, a TTL out of range) are left to apply, which answers
  * FENCE_ST_INVALID, so that such a command still round-trips.
+ *
+ * Version 1 (before the global bound on waits) is still decoded, so that
+ * existing logs replay: its LEADER_START has no waits_max and decodes with
+ * waits_max = UINT32_MAX, which is what those entries meant (no bound).
+ * The encoder writes version 2 only.
  */
 #include <string.h>
 
+#include "common/bytes.h"
+#include "core/entry.h"
 #include "core/fsm_int.h"
 
 #define ENTRY_HEADER (1 + 8 + 4)
@@ -31,7 +38,7 @@ static size_t cmd_size(const fence_cmd *c)
     size_t n = CMD_FIXED;
     switch (c->type) {
     case FENCE_CMD_LEADER_START:
-        return n + 16;
+        return n + 20;
     case FENCE_CMD_TICK:
         return n;
     case FENCE_CMD_LEASE_GRANT:
@@ -64,11 +71,27 @@ size_t fence_entry_size(const fence_cmd *cmds, uint32_t n)
     return total;
 }
 
-/* Write v as `bytes` little-endian bytes at *pp. */
+/* Write v as `bytes` (1, 2, 4 or 8) little-endian bytes at *pp. */
 static void put_le(uint8_t **pp, uint64_t v, int bytes)
 {
-    for (int i = 0; i < bytes; i++) {
-        (*pp)[i] = (uint8_t)(v >> (8 * i));
+    switch (bytes) {
+    case 1:
+        FENCE_ASSERT(v <= UINT8_MAX);
+        **pp = (uint8_t)v;
+        break;
+    case 2:
+        FENCE_ASSERT(v <= UINT16_MAX);
+        fence__put_u16(*pp, (uint16_t)v);
+        break;
+    case 4:
+        FENCE_ASSERT(v <= UINT32_MAX);
+        fence__put_u32(*pp, (uint32_t)v);
+        break;
+    case 8:
+        fence__put_u64(*pp, v);
+        break;
+    default:
+        FENCE_ASSERT(0);
     }
     *pp += bytes;
 }
@@ -110,6 +133,7 @@ size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
             put_le(&p, c->limits.locks_max, 4);
             put_le(&p, c->limits.waiters_max, 4);
             put_le(&p, c->limits.dedup_max, 4);
+            put_le(&p, c->limits.waits_max, 4);
             break;
         case FENCE_CMD_TICK:
             break;
@@ -153,12 +177,23 @@ static bool get_le(fence_entry_iter *it, int bytes, uint64_t *out)
     if ((size_t)(it->end - it->p) < (size_t)bytes) {
         return false;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) {
-        v |= (uint64_t)it->p[i] << (8 * i);
+    switch (bytes) {
+    case 1:
+        *out = it->p[0];
+        break;
+    case 2:
+        *out = fence__get_u16(it->p);
+        break;
+    case 4:
+        *out = fence__get_u32(it->p);
+        break;
+    case 8:
+        *out = fence__get_u64(it->p);
+        break;
+    default:
+        FENCE_ASSERT(0);
     }
     it->p += bytes;
-    *out = v;
     return true;
 }
 
@@ -191,12 +226,14 @@ int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len)
         !get_le(it, 4, &count)) {
         return FENCE_ST_INVALID;
     }
-    if (version != FENCE_ENTRY_VERSION || ts > FENCE_TIME_MS_MAX ||
+    if (version < FENCE_ENTRY_VERSION_MIN || version > FENCE_ENTRY_VERSION ||
+        ts > FENCE_TIME_MS_MAX ||
         count > FENCE_BATCH_MAX ||
         count > (size_t)(it->end - it->p) / CMD_FIXED) {
         memset(it, 0, sizeof(*it));
         return FENCE_ST_INVALID;
     }
+    it->version = (uint8_t)version;
     it->timestamp_ms = ts;
     it->count = (uint32_t)count;
     it->index = 0;
@@ -212,7 +249,7 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
     if (it->index >= it->count) {
         return it->p == it->end ? 0 : -FENCE_ST_INVALID;
     }
-    uint64_t type, flags, req_id, a = 0, b = 0, c = 0, d = 0;
+    uint64_t type, flags, req_id, a = 0, b = 0, c = 0, d = 0, e = UINT32_MAX;
     if (!get_le(it, 1, &type) || !get_le(it, 1, &flags) ||
         !get_le(it, 8, &req_id)) {
         return -FENCE_ST_INVALID;
@@ -228,11 +265,12 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
     switch (type) {
     case FENCE_CMD_LEADER_START:
         ok = get_le(it, 4, &a) && get_le(it, 4, &b) && get_le(it, 4, &c) &&
-             get_le(it, 4, &d);
+             get_le(it, 4, &d) && (it->version < 2 || get_le(it, 4, &e));
         out->limits.leases_max = (uint32_t)a;
         out->limits.locks_max = (uint32_t)b;
         out->limits.waiters_max = (uint32_t)c;
         out->limits.dedup_max = (uint32_t)d;
+        out->limits.waits_max = (uint32_t)e;
         break;
     case FENCE_CMD_TICK:
         ok = true;
@@ -279,6 +317,8 @@ int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
     fence_entry_iter it;
     fence_cmd c;
     int rc;
+    f->oom = FENCE__OOM_APPLY;
+    fence__events_reset(f);
     if (fence_entry_open(&it, buf, len) != 0) {
         return -FENCE_ST_INVALID;
     }
@@ -290,13 +330,13 @@ int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
     rc = fence_entry_open(&it, buf, len);
     FENCE_ASSERT(rc == 0);
     if (it.count == 0) {
-        fence_fsm_advance(f, it.timestamp_ms);
+        fence__advance(f, it.timestamp_ms);
         return 0;
     }
     uint32_t i = 0;
     while ((rc = fence_entry_next(&it, &c)) == 1) {
         fence_result r;
-        fence_fsm_apply(f, it.timestamp_ms, &c, &r);
+        fence__apply_one(f, it.timestamp_ms, &c, &r);
         if (i < results_cap) {
             FENCE_ASSERT(results != NULL);
             results[i] = r;

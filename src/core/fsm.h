@@ -2,10 +2,12 @@
  * global fencing-token counter.
  *
  * Deterministic: no I/O, no clock, no randomness, no globals.  Memory comes
- * from an injected allocator and every allocation is checked against a
- * limit first.  Time enters only as the timestamp the leader wrote into each
- * log entry.  Two state machines fed the same entries end in byte-identical
- * snapshots.
+ * from an injected allocator; every object is counted against a limit
+ * first, and the outcome of apply is a function of (state, entry) alone:
+ * never of the allocator (a failed allocation inside apply stops the
+ * process, see fence_fsm_create).  Time enters only as the timestamp the
+ * leader wrote into each log entry.  Two state machines fed the same
+ * entries end in byte-identical snapshots.
  *
  * Vocabulary:
  *   - A lease has an id (assigned here, from 1), a TTL, a deadline (fsm
@@ -48,8 +50,12 @@
  * the lease.  Lease ids are consumed only by leases that come into being
  * (an ACQUIRE answered NIL or LIMIT consumes none).
  *
- * LEADER_START answers INVALID when leases_max, locks_max or waiters_max
- * is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
+ * Limits count objects, never bytes: leases_max live leases, locks_max lock
+ * objects, waiters_max waits on one lock, waits_max waits in all, dedup_max
+ * request ids.  A command that would pass one answers LIMIT.
+ *
+ * LEADER_START answers INVALID when leases_max, locks_max, waiters_max or
+ * waits_max is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
  * deadlines are processed as for any other command.  Lowering dedup_max
  * evicts the oldest records at once.
  *
@@ -57,8 +63,12 @@
  * the same wait_id while the wait lasts (attach the retrying client to that
  * wait), and the outcome (OK with token/lease, NIL, NOLEASE) once resolved.
  *
- * Events are delivered synchronously from inside apply/advance; the
- * callback must not call back into the state machine.
+ * Events: every call that runs commands or time (fence_fsm_apply_entry,
+ * fence_fsm_apply, fence_fsm_advance) first forgets the events of the
+ * previous call, then collects the events of its own in an array inside the
+ * state machine, in the order they happened; the caller reads them with
+ * fence_fsm_events afterwards.  Nothing calls back into the caller while
+ * the state changes.
  */
 #ifndef FENCE_FSM_H
 #define FENCE_FSM_H
@@ -89,6 +99,7 @@ typedef struct fence_limits {
     uint32_t locks_max;   /* locks held or with waiters */
     uint32_t waiters_max; /* waiters queued on one lock */
     uint32_t dedup_max;   /* client request ids remembered */
+    uint32_t waits_max;   /* waits queued, across all locks */
 } fence_limits;
 
 void fence_limits_default(fence_limits *l);
@@ -152,14 +163,10 @@ typedef struct fence_event {
     fence_result result;
 } fence_event;
 
-typedef void (*fence_event_cb)(void *ctx, const fence_event *ev);
-
 typedef struct fence_fsm fence_fsm;
 
 typedef struct fence_fsm_opts {
     fence_alloc alloc;
-    fence_event_cb on_event; /* may be NULL: events are dropped */
-    void *event_ctx;
     /* Keys the internal hash tables so that clients cannot choose lock
      * names or request ids that all land in one bucket.  Any value; it
      * need not match across replicas (it changes no result, event or
@@ -169,19 +176,35 @@ typedef struct fence_fsm_opts {
 } fence_fsm_opts;
 
 /* Create an empty state machine.  Returns 0, or FENCE_ST_LIMIT if memory
- * could not be had. */
+ * could not be had.
+ *
+ * Memory: creating a state machine, and restoring a snapshot into one that
+ * has never applied anything, report a failed allocation (FENCE_ST_LIMIT).
+ * Once it has applied an entry (apply_entry, apply, advance) or restored a
+ * snapshot, a failed allocation stops the process (fence__fatal, "out of
+ * memory while applying a log entry ..."): apply's outcome is a function of
+ * (state, entry) alone, so that every replica answers every entry alike;
+ * every limit (FENCE_ST_LIMIT) depends on counts only. */
 int fence_fsm_create(const fence_fsm_opts *opts, fence_fsm **out);
 void fence_fsm_destroy(fence_fsm *f); /* NULL is a no-op */
 
 /* Apply one command at time now_ms (see "Time" above).  Always fills *out.
- * Events for other waits (grants handed over by this command) are reported
- * through on_event before this returns. */
+ * Events for other waits (grants handed over by this command, deadlines it
+ * passed) are collected: read them with fence_fsm_events. */
 void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                      fence_result *out);
 
 /* Advance time to now_ms and process everything due (as at the start of
- * every entry).  fence_fsm_apply calls it itself. */
+ * every entry).  fence_fsm_apply calls it itself.  The events are collected
+ * as for fence_fsm_apply. */
 void fence_fsm_advance(fence_fsm *f, uint64_t now_ms);
+
+/* The events of the last fence_fsm_apply_entry, fence_fsm_apply or
+ * fence_fsm_advance call, in order; *n receives their count (0: the array
+ * may be NULL).  The array is borrowed from the state machine: it is valid
+ * only until the next call that changes the state (apply_entry, apply,
+ * advance, restore) or fence_fsm_destroy; copy what must outlive that. */
+const fence_event *fence_fsm_events(const fence_fsm *f, size_t *n);
 
 /* The earliest pending deadline (fsm time), or UINT64_MAX if none.  The
  * leader arms one timer for it and proposes a TICK when it passes. */
@@ -197,25 +220,34 @@ uint64_t fence_fsm_last_token(const fence_fsm *f); /* 0 before any grant */
  * event there. */
 bool fence_fsm_wait_exists(const fence_fsm *f, uint64_t wait_id);
 
-typedef struct fence_lease_info {
-    uint64_t ttl_ms;
-    uint64_t deadline_ms;   /* fsm time */
-    uint32_t locks_held;
-    uint64_t lock_delay_ms;
-} fence_lease_info;
+/* A live lease as the state machine sees it (not include/fence.h's
+ * fence_lease_info, which is the client's view). */
+typedef struct fence_fsm_lease_state {
+    uint64_t ttl_ms;        /* granted TTL */
+    uint64_t deadline_ms;   /* expiry, fsm time */
+    uint32_t locks_held;    /* locks it holds */
+    uint64_t lock_delay_ms; /* lock-delay applied when it expires */
+} fence_fsm_lease_state;
 /* 0, or FENCE_ST_NOLEASE when the lease is unknown or expired at now_ms. */
 int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
-                         fence_lease_info *out);
+                         fence_fsm_lease_state *out);
 
-typedef struct fence_lock_info {
-    uint64_t token;
-    uint64_t lease;
+/* A held lock as the state machine sees it (not include/fence.h's
+ * fence_lock_info). */
+typedef struct fence_fsm_lock_state {
+    uint64_t token;         /* token of the holder's grant */
+    uint64_t lease;         /* the holder lease */
     uint64_t deadline_ms;   /* holder lease deadline, fsm time */
-    uint32_t waiters;
-} fence_lock_info;
+    uint32_t waiters;       /* waits queued on it */
+} fence_fsm_lock_state;
 /* true and *out filled when the lock is held; false when free. */
 bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
-                         uint16_t name_len, fence_lock_info *out);
+                         uint16_t name_len, fence_fsm_lock_state *out);
+
+/* NULL in a normal build.  A build with a planted bug (tests/mutants/)
+ * returns a line saying so, which fenced prints at start-up and in INFO so
+ * that such a binary cannot be mistaken for a real one. */
+const char *fence_fsm_build_note(void);
 
 typedef struct fence_fsm_stats {
     uint64_t leases;
@@ -227,60 +259,9 @@ typedef struct fence_fsm_stats {
 void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out);
 
 /* Check every invariant; returns NULL if all hold, else a static message.
- * Tests call it after every step; apply asserts the cheap ones itself. */
+ * Tests call it after every step; apply asserts the cheap ones itself.
+ *
+ * The codecs are in core/entry.h (log entries) and core/snapshot.h. */
 const char *fence_fsm_check(const fence_fsm *f);
-
-/* ---- Snapshots ------------------------------------------------------------
- * The whole state, deterministic (sorted by key), versioned, checksummed. */
-
-/* Bytes needed for a snapshot of the current state. */
-size_t fence_fsm_snapshot_size(const fence_fsm *f);
-/* Write the snapshot into buf (cap >= fence_fsm_snapshot_size); returns the
- * length written. */
-size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap);
-/* Snapshot layout: see snapshot.c.  Leases in id order, locks in order of
- * their current token (unique: it is the key the snapshot sorts by), waits
- * in id order (which is each lock's FIFO order), dedup records oldest first
- * (the eviction order), then a CRC32C.  The event callback is not part of
- * the state and is kept across a restore. */
-/* Replace the state with a decoded snapshot.  0 on success; FENCE_ST_INVALID
- * for a malformed or corrupt buffer (the state is then unchanged);
- * FENCE_ST_LIMIT for lack of memory. */
-int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len);
-
-/* ---- Log entries -----------------------------------------------------------
- * One raft entry = one group-commit batch:
- *   u8 version (1) | u64 timestamp_ms | u32 count | count x command
- * command = u8 type | u8 flags | u64 req_id | type-specific fields,
- * integers little-endian, names as u16 length + bytes.  See entry.c. */
-
-#define FENCE_ENTRY_VERSION 1
-
-/* Bytes the encoding of these commands needs. */
-size_t fence_entry_size(const fence_cmd *cmds, uint32_t n);
-/* Encode; returns the length written, or 0 if cap is too small. */
-size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
-                          uint32_t n, uint8_t *buf, size_t cap);
-
-typedef struct fence_entry_iter {
-    const uint8_t *p;
-    const uint8_t *end;
-    uint64_t timestamp_ms;
-    uint32_t count;
-    uint32_t index;
-} fence_entry_iter;
-
-/* 0, or FENCE_ST_INVALID if the header is malformed. */
-int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len);
-/* 1 and *out filled (name borrowed from buf), 0 at the end, or
- * -FENCE_ST_INVALID if malformed. */
-int fence_entry_next(fence_entry_iter *it, fence_cmd *out);
-
-/* Decode and apply a whole entry: advance to its timestamp, then apply each
- * command, writing the i-th result to results[i] when i < results_cap.
- * Returns the number of commands, or -FENCE_ST_INVALID for a malformed
- * entry (nothing applied: the entry is validated before anything runs). */
-int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
-                          fence_result *results, uint32_t results_cap);
 
 #endif /* FENCE_FSM_H */

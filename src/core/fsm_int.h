@@ -1,203 +1,248 @@
-/* Private to src/core: the state machine's data structures, shared by
- * fsm.c (commands, time, queries, check), snapshot.c and entry.c.
+/* Private to src/core: the state machine's objects and the functions the
+ * core's files share.
+ *
+ * Files: fsm.c (memory, lifecycle, queries), htab.c (hash tables and
+ * hashes), heap.c (the deadline heap), lease.c (leases and the locks they
+ * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
+ * apply.c (grants, releases, time, the commands), check.c (the invariant
+ * check), entry.c (the log-entry codec), snapshot.c (the snapshot codec).
  *
  * Layout in one paragraph: leases, locks, waits and dedup records live in
  * chained hash tables keyed by id / name / req_id.  Every object with a
  * deadline (lease expiry, wait timeout, lock-delay end) embeds a heap item;
  * one binary min-heap orders them by (deadline, kind, id).  Intrusive lists
- * keep the orders the snapshot and the semantics need without sorting:
- * leases by id (creation order), locks by current token (every grant moves
- * its lock to the tail), waits by id, a lock's queue FIFO (= by wait id), a
- * lease's held locks by token and its waits by id, dedup records by age.
+ * (list.h) keep the orders the snapshot and the semantics need without
+ * sorting: leases by id (creation order), locks by current token (every
+ * grant moves its lock to the tail), waits by id, a lock's queue FIFO (= by
+ * wait id), a lease's held locks by token and its waits by id, dedup
+ * records by age.  No object points at the fence_fsm struct or at a list
+ * head, so a whole state can be swapped by value (restore).
  */
 #ifndef FENCE_FSM_INT_H
 #define FENCE_FSM_INT_H
 
 #include <stdlib.h>
 
+#include "common/assert.h"
 #include "core/fsm.h"
+#include "core/heap.h"
+#include "core/htab.h"
+#include "core/list.h"
 
-/* Assertions that stay on in release builds (NDEBUG does not remove them):
- * a crashed lock server is a liveness problem, a lock granted twice is a
- * safety problem.  The core has no stdio, so a failure just aborts; the
- * message is visible in a debugger or core dump through the string. */
-#define FENCE_ASSERT(cond)                                                  \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fence__assert_fail(#cond, __FILE__, __LINE__);                  \
-        }                                                                   \
-    } while (0)
+/* Events the array holds from the start (fence__fsm_new). */
+#define FENCE__EVENTS_INIT 64
 
-/* Defensive branch that should never be taken but is cheap to survive
- * (SQLite's NEVER()). */
-#define FENCE_NEVER(cond) (cond)
-
-void fence__assert_fail(const char *expr, const char *file, int line);
-
-/* Kinds of heap items; also the tie-break order at equal deadlines: a wait
- * timeout runs before a lease expiry, so a queued ACQUIRE whose dedicated
- * lease ends at the same instant fails as a timeout (NIL). */
+/* What a failed allocation does (fence_fsm.oom).  Apply's outcome must be
+ * a function of (state, entry) alone, never of the allocator. */
 enum {
-    FENCE__K_WAIT = 0,  /* a queued wait times out */
-    FENCE__K_LEASE = 1, /* a lease expires */
-    FENCE__K_DELAY = 2, /* a lock's lock-delay ends */
+    FENCE__OOM_RETURN = 0,  /* report it: create, restore into a fresh fsm */
+    FENCE__OOM_APPLY = 1,   /* fence__fatal: the state has applied entries */
+    FENCE__OOM_RESTORE = 2, /* fence__fatal: restore into a live state */
 };
-
-#define FENCE__NOT_IN_HEAP UINT32_MAX
-
-/* One deadline in the heap, embedded in its owner. */
-typedef struct fence__hitem {
-    uint64_t deadline_ms; /* fsm time at which it is due */
-    uint64_t id;          /* lease id, wait id, or the lock's token */
-    uint8_t kind;         /* FENCE__K_* */
-    uint32_t idx;         /* position in the heap, or FENCE__NOT_IN_HEAP */
-} fence__hitem;
-
-/* Intrusive hash chain link. */
-typedef struct fence__hnode {
-    struct fence__hnode *next; /* next in the bucket */
-    uint64_t hash;             /* full hash of the key */
-} fence__hnode;
-
-/* A chained hash table; the bucket array doubles when count > buckets (if
- * memory allows; otherwise chains just grow longer). */
-typedef struct fence__htab {
-    fence__hnode **b; /* buckets */
-    uint32_t mask;    /* buckets - 1 (a power of two) */
-    uint32_t count;   /* nodes in the table */
-} fence__htab;
 
 typedef struct fence__lock fence__lock;
 typedef struct fence__wait fence__wait;
 
 /* A lease. */
 typedef struct fence__lease {
-    fence__hnode hn;                  /* in fsm.leases, by id */
-    fence__hitem hi;                  /* expiry */
-    uint64_t id;                      /* from 1, never reused */
-    uint64_t ttl_ms;                  /* granted TTL */
-    uint64_t lock_delay_ms;           /* lock-delay applied when it expires */
-    bool dedicated;                   /* created by ACQUIRE */
-    fence__wait *acq_wait;            /* the ACQUIRE's wait while queued */
-    struct fence__lease *prev, *next; /* all leases, by id */
-    fence__lock *held_head;           /* locks held, by token */
-    fence__lock *held_tail;           /* last of held */
-    uint32_t nheld;                   /* length of held */
-    fence__wait *waits_head;          /* waits queued, by wait id */
-    fence__wait *waits_tail;          /* last of waits */
-    uint32_t nwaits;                  /* length of waits */
+    fence__hnode hn;        /* in fsm.leases, by id */
+    fence__hitem hi;        /* expiry */
+    fence__link link;       /* in fsm.lease_list, by id */
+    uint64_t id;            /* from 1, never reused */
+    uint64_t ttl_ms;        /* granted TTL */
+    uint64_t lock_delay_ms; /* lock-delay applied when it expires */
+    bool dedicated;         /* created by ACQUIRE */
+    fence__wait *acq_wait;  /* the ACQUIRE's wait while queued */
+    fence__list held;       /* locks held (fence__lock.hlink), by token */
+    uint32_t nheld;         /* length of held */
+    fence__list waits;      /* waits queued (fence__wait.llink), by id */
+    uint32_t nwaits;        /* length of waits */
 } fence__lease;
 
 /* A lock object: exists while held, in lock-delay, or (only transiently,
  * inside fence_fsm_advance) while free with waiters that are due to fail. */
 struct fence__lock {
-    fence__hnode hn;                    /* in fsm.locks, by name */
-    fence__hitem hi;                    /* lock-delay end */
-    uint64_t token;                     /* token of the last grant (unique) */
-    fence__lease *holder;               /* NULL when free */
-    fence__lock *hprev, *hnext;         /* in holder's held list */
-    fence__lock *tprev, *tnext;         /* all locks, by token */
-    bool in_delay;                      /* unavailable until hi.deadline_ms */
-    uint64_t delay_ms;                  /* the lock-delay in force */
-    fence__wait *q_head;                /* FIFO of waiters */
-    fence__wait *q_tail;                /* last waiter */
-    uint32_t nwaiters;                  /* length of the FIFO */
-    uint16_t name_len;                  /* 1..FENCE_NAME_MAX */
-    uint8_t name[];                     /* the name bytes */
+    fence__hnode hn;       /* in fsm.locks, by name */
+    fence__hitem hi;       /* lock-delay end */
+    fence__link hlink;     /* in holder's held list */
+    fence__link tlink;     /* in fsm.lock_list, by token */
+    uint64_t token;        /* token of the last grant (unique) */
+    struct fence__lease *holder; /* NULL when free */
+    bool in_delay;         /* unavailable until hi.deadline_ms */
+    uint64_t delay_ms;     /* the lock-delay in force */
+    fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
+    uint32_t nwaiters;     /* length of the FIFO */
+    uint16_t name_len;     /* 1..FENCE_NAME_MAX */
+    uint8_t name[];        /* the name bytes */
 };
 
 /* A queued LOCK or ACQUIRE. */
 struct fence__wait {
-    fence__hnode hn;            /* in fsm.waits, by id */
-    fence__hitem hi;            /* timeout */
-    uint64_t id;                /* from 1, never reused */
-    uint64_t wait_ms;           /* requested wait, for LEADER_START rebase */
-    fence__lease *lease;        /* the lease that waits */
-    fence__lock *lock;          /* the lock waited for */
-    bool acquire;               /* an ACQUIRE (its lease is dedicated) */
-    bool has_req;               /* req_id is a dedup key */
-    uint64_t req_id;            /* client request id */
-    fence__wait *qprev, *qnext; /* in the lock's FIFO */
-    fence__wait *lprev, *lnext; /* in the lease's waits */
-    fence__wait *wprev, *wnext; /* all waits, by id */
+    fence__hnode hn;             /* in fsm.waits, by id */
+    fence__hitem hi;             /* timeout */
+    fence__link qlink;           /* in the lock's FIFO */
+    fence__link llink;           /* in the lease's waits */
+    fence__link wlink;           /* in fsm.wait_list, by id */
+    uint64_t id;                 /* from 1, never reused */
+    uint64_t wait_ms;            /* requested wait, for LEADER_START rebase */
+    struct fence__lease *lease;  /* the lease that waits */
+    fence__lock *lock;           /* the lock waited for */
+    bool acquire;                /* an ACQUIRE (its lease is dedicated) */
+    bool has_req;                /* req_id is a dedup key */
+    uint64_t req_id;             /* client request id */
 };
 
 /* A remembered command result for idempotent retries. */
 typedef struct fence__dedup {
-    fence__hnode hn;                  /* in fsm.dedup, by req_id */
-    uint64_t req_id;                  /* the client request id */
-    uint64_t fp;                      /* fingerprint of the command (fence__cmd_fp) */
-    fence_result result;              /* what the command answered */
-    struct fence__dedup *prev, *next; /* by age, oldest first */
+    fence__hnode hn;     /* in fsm.dedup, by req_id */
+    fence__link link;    /* in fsm.dedup_list, by age, oldest first */
+    uint64_t req_id;     /* the client request id */
+    uint64_t fp;         /* fingerprint of the command (fence__cmd_fp) */
+    fence_result result; /* what the command answered */
 } fence__dedup;
 
 struct fence_fsm {
-    fence_alloc alloc;         /* the injected allocator */
-    fence_event_cb on_event;   /* event sink, may be NULL */
-    void *event_ctx;           /* passed to on_event */
-    uint64_t hash_seed;        /* keys the hash tables (not state) */
-    fence_limits limits;       /* in force */
-    uint64_t now_ms;           /* fsm time */
-    uint64_t last_token;       /* last token issued; 0 before any */
-    uint64_t next_lease_id;    /* id of the next lease */
-    uint64_t next_wait_id;     /* id of the next wait */
-    fence__htab leases;        /* by id */
-    fence__htab locks;         /* by name */
-    fence__htab waits;         /* by id */
-    fence__htab dedup;         /* by req_id */
-    fence__lease *lease_head;  /* all leases by id */
-    fence__lease *lease_tail;  /* last lease */
-    fence__lock *lock_head;    /* all locks by token */
-    fence__lock *lock_tail;    /* last lock */
-    fence__wait *wait_head;    /* all waits by id */
-    fence__wait *wait_tail;    /* last wait */
-    fence__dedup *dd_head;     /* oldest dedup record */
-    fence__dedup *dd_tail;     /* newest dedup record */
-    uint64_t nheld;            /* locks with a holder */
-    fence__hitem **heap;       /* min-heap of deadlines */
-    uint32_t heap_len;         /* items in the heap */
-    uint32_t heap_cap;         /* >= leases + waits + locks, always */
+    fence_alloc alloc;       /* the injected allocator */
+    uint64_t hash_seed;      /* keys the hash tables (not state) */
+    uint8_t oom;             /* FENCE__OOM_*: what a failed allocation does */
+    fence_event *events;     /* events of the last apply/advance call */
+    size_t n_events;         /* entries used in events */
+    size_t cap_events;       /* entries allocated in events */
+    fence_limits limits;     /* in force */
+    uint64_t now_ms;         /* fsm time */
+    uint64_t last_token;     /* last token issued; 0 before any */
+    uint64_t next_lease_id;  /* id of the next lease */
+    uint64_t next_wait_id;   /* id of the next wait */
+    fence__htab leases;      /* by id */
+    fence__htab locks;       /* by name */
+    fence__htab waits;       /* by id */
+    fence__htab dedup;       /* by req_id */
+    fence__list lease_list;  /* all leases (fence__lease.link), by id */
+    fence__list lock_list;   /* all locks (fence__lock.tlink), by token */
+    fence__list wait_list;   /* all waits (fence__wait.wlink), by id */
+    fence__list dedup_list;  /* dedup records (fence__dedup.link), by age */
+    uint64_t nheld;          /* locks with a holder */
+    fence__heap heap;        /* every pending deadline */
 };
 
-/* Allocation through the injected allocator. */
+/* The object of a list link, or NULL (for walking the lists). */
+#define LEASE_OF(lnk) FENCE__LIST_ITEM(fence__lease, link, (lnk))
+#define HELD_OF(lnk) FENCE__LIST_ITEM(fence__lock, hlink, (lnk))
+#define LOCK_OF(lnk) FENCE__LIST_ITEM(fence__lock, tlink, (lnk))
+#define QWAIT_OF(lnk) FENCE__LIST_ITEM(fence__wait, qlink, (lnk))
+#define LWAIT_OF(lnk) FENCE__LIST_ITEM(fence__wait, llink, (lnk))
+#define WAIT_OF(lnk) FENCE__LIST_ITEM(fence__wait, wlink, (lnk))
+#define DEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, link, (lnk))
+
+/* ---- fsm.c: memory and lifecycle ----------------------------------------- */
+
+/* Allocation through the injected allocator.  A failure returns NULL in
+ * FENCE__OOM_RETURN mode and stops the process in the others. */
 void *fence__alloc(fence_fsm *f, size_t size);
 void fence__free(fence_fsm *f, void *p);
+/* What a failed allocation does in mode oom (returns only in RETURN). */
+void fence__oom(uint8_t oom);
 
-/* Hash of a 64-bit key (a bijection, so equal hashes mean equal keys). */
-uint64_t fence__hash_u64(uint64_t x);
-/* Keyed hash of a lock name. */
-uint64_t fence__hash_name(uint64_t seed, const uint8_t *name, uint16_t len);
+/* Keyed hash of a 64-bit key (ids, request ids).  Still a bijection, so
+ * equal hashes mean equal keys and lookups compare hashes only. */
+static inline uint64_t fence__key_hash(const fence_fsm *f, uint64_t key)
+{
+    return fence__hash_u64(key ^ f->hash_seed);
+}
 
-/* Create an empty state with the given allocator; NULL on lack of memory. */
-fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed);
+/* Room in the heap for every object that may need a slot plus extra new
+ * ones; false as for fence__heap_reserve. */
+bool fence__heap_room(fence_fsm *f, uint32_t extra);
+
+/* Create an empty state with the given allocator and FENCE__OOM_* mode;
+ * NULL on lack of memory (RETURN mode only). */
+fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed,
+                          uint8_t oom);
 /* Free every object of the state and the state itself. */
 void fence__fsm_free(fence_fsm *f);
 
-/* Building blocks restore uses to rebuild a state (fsm.c).  Each returns
- * NULL on lack of memory. */
+/* ---- lease.c ---------------------------------------------------------------- */
+
+/* Create a lease and link it everywhere.  NULL at the heap's index range,
+ * or on lack of memory in FENCE__OOM_RETURN mode. */
 fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
                                uint64_t lock_delay_ms, uint64_t deadline_ms,
                                bool dedicated);
 fence__lease *fence__lease_find(const fence_fsm *f, uint64_t id);
+/* Unlink and free a lease that holds nothing and waits for nothing. */
+void fence__lease_destroy(fence_fsm *f, fence__lease *l);
+/* True when the lease is live at fsm time now. */
+bool fence__lease_live(const fence_fsm *f, const fence__lease *l);
+/* The deadline a (re)started lease gets now. */
+uint64_t fence__lease_deadline(const fence_fsm *f, const fence__lease *l);
+/* Lock k (free) becomes held by l, at the end of l's held list. */
+void fence__held_append(fence_fsm *f, fence__lease *l, fence__lock *k);
+/* Lock k leaves its holder's held list and becomes free. */
+void fence__held_unlink(fence_fsm *f, fence__lock *k);
+
+/* ---- lock.c ---------------------------------------------------------------- */
+
 fence__lock *fence__lock_find(const fence_fsm *f, const uint8_t *name,
                               uint16_t len);
+/* Create a lock object with the given token and holder (NULL: the caller
+ * grants it or puts it in lock-delay at once).  NULL as for
+ * fence__lease_add. */
 fence__lock *fence__lock_add(fence_fsm *f, const uint8_t *name, uint16_t len,
                              uint64_t token, fence__lease *holder);
+/* Put a free lock into lock-delay until end_ms. */
 void fence__lock_set_delay(fence_fsm *f, fence__lock *k, uint64_t delay_ms,
                            uint64_t end_ms);
+/* Give lock k a new (larger) token: it moves to the end of the by-token
+ * list. */
+void fence__lock_retoken(fence_fsm *f, fence__lock *k, uint64_t token);
+/* Destroy a lock object if nothing keeps it alive any more. */
+void fence__lock_maybe_destroy(fence_fsm *f, fence__lock *k);
 fence__wait *fence__wait_find(const fence_fsm *f, uint64_t id);
+/* Create a wait at the tail of lock k's FIFO.  NULL as for
+ * fence__lease_add. */
 fence__wait *fence__wait_add(fence_fsm *f, uint64_t id, fence__lease *l,
                              fence__lock *k, uint64_t wait_ms,
                              uint64_t deadline_ms, bool acquire, bool has_req,
                              uint64_t req_id);
-fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id);
-uint64_t fence__cmd_fp(const fence_cmd *cmd);
-fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
-                               const fence_result *r);
+/* Unlink a wait from every structure (the caller frees it). */
+void fence__wait_unlink(fence_fsm *f, fence__wait *w);
+/* The wait of lease l on lock k, or NULL (scans the shorter list). */
+fence__wait *fence__wait_of(const fence__lease *l, const fence__lock *k);
 /* True when lease l already waits for lock k. */
 bool fence__is_waiting(const fence__lease *l, const fence__lock *k);
 
-/* CRC32C (Castagnoli) of a buffer, bit by bit (no tables, no globals). */
+/* ---- dedup.c --------------------------------------------------------------- */
+
+fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id);
+/* A fingerprint of everything a command asks for. */
+uint64_t fence__cmd_fp(const fence_cmd *cmd);
+/* Add a record as the newest (restore uses it).  NULL on lack of memory
+ * (FENCE__OOM_RETURN mode only). */
+fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
+                               const fence_result *r);
+/* Link a filled-in record as the newest. */
+void fence__dedup_link(fence_fsm *f, fence__dedup *d);
+/* Unlink the oldest record and hand it back (not freed). */
+fence__dedup *fence__dedup_pop_oldest(fence_fsm *f);
+/* Unlink a record and free it. */
+void fence__dedup_forget(fence_fsm *f, fence__dedup *d);
+/* Evict the oldest records until at most max remain. */
+void fence__dedup_trim(fence_fsm *f, uint32_t max);
+
+/* ---- snapshot.c ------------------------------------------------------------ */
+
+/* CRC32C (Castagnoli) of a buffer (no tables kept, no globals). */
 uint32_t fence__crc32c(const uint8_t *p, size_t n);
+
+/* ---- apply.c --------------------------------------------------------------- */
+
+/* Forget the events of the previous call (keeps the array). */
+void fence__events_reset(fence_fsm *f);
+/* The body of fence_fsm_apply without the events reset (apply_entry runs
+ * a batch through it and keeps every command's events). */
+void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                      fence_result *out);
+/* The body of fence_fsm_advance without the events reset. */
+void fence__advance(fence_fsm *f, uint64_t now_ms);
 
 #endif /* FENCE_FSM_INT_H */

@@ -2,9 +2,11 @@
  * trusts nothing.
  *
  * Layout (integers little-endian):
- *   "FNCS" | u32 version (2)
+ *   "FNCS" | u32 version (3)
  *   u64 now_ms | u64 last_token | u64 next_lease_id | u64 next_wait_id
  *   u32 leases_max | u32 locks_max | u32 waiters_max | u32 dedup_max
+ *   | u32 waits_max (version 3 only; a version-2 snapshot, written before
+ *   the global bound on waits, restores with UINT32_MAX: no bound)
  *   u32 nleases, then per lease (ascending id):
  *     u64 id | u64 ttl_ms | u64 lock_delay_ms | u64 deadline_ms | u8 dedicated
  *   u32 nlocks, then per lock (ascending current token; tokens are unique,
@@ -21,11 +23,16 @@
  */
 #include <string.h>
 
+#include "common/bytes.h"
 #include "core/fsm_int.h"
+#include "core/snapshot.h"
 
 #define SNAP_MAGIC "FNCS"
-#define SNAP_VERSION 2u
-#define SNAP_HEADER (4 + 4 + 8 * 4 + 4 * 4)
+#define SNAP_VERSION 3u
+#define SNAP_VERSION_MIN 2u
+#define SNAP_HEADER (4 + 4 + 8 * 4 + 5 * 4)
+/* The shortest header (version 2). */
+#define SNAP_HEADER_MIN (4 + 4 + 8 * 4 + 4 * 4)
 #define SNAP_LEASE (8 * 4 + 1)
 #define SNAP_LOCK_FIXED (2 + 8 + 8 + 1 + 8 + 8)
 #define SNAP_WAIT (8 * 5 + 1 + 8)
@@ -74,14 +81,34 @@ static void put(wbuf *w, const void *src, size_t n)
     w->p += n;
 }
 
-/* Append an integer of `bytes` bytes, little-endian. */
-static void put_le(wbuf *w, uint64_t v, int bytes)
+/* Room for n more bytes at the cursor; returns where they go. */
+static uint8_t *room(wbuf *w, size_t n)
 {
-    uint8_t b[8];
-    for (int i = 0; i < bytes; i++) {
-        b[i] = (uint8_t)(v >> (8 * i));
-    }
-    put(w, b, (size_t)bytes);
+    FENCE_ASSERT((size_t)(w->end - w->p) >= n);
+    uint8_t *at = w->p;
+    w->p += n;
+    return at;
+}
+
+/* Append integers, little-endian. */
+static void put8(wbuf *w, uint8_t v)
+{
+    *room(w, 1) = v;
+}
+
+static void put16(wbuf *w, uint16_t v)
+{
+    fence__put_u16(room(w, 2), v);
+}
+
+static void put32(wbuf *w, uint32_t v)
+{
+    fence__put_u32(room(w, 4), v);
+}
+
+static void put64(wbuf *w, uint64_t v)
+{
+    fence__put_u64(room(w, 8), v);
 }
 
 /* Bytes needed for a snapshot of the current state. */
@@ -89,8 +116,8 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
 {
     size_t n = SNAP_HEADER + 4 * 4 + 4;
     n += (size_t)f->leases.count * SNAP_LEASE;
-    for (const fence__lock *k = f->lock_head; k != NULL; k = k->tnext) {
-        n += SNAP_LOCK_FIXED + k->name_len;
+    for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
+        n += SNAP_LOCK_FIXED + LOCK_OF(p)->name_len;
     }
     n += (size_t)f->waits.count * SNAP_WAIT;
     n += (size_t)f->dedup.count * SNAP_DEDUP;
@@ -105,72 +132,77 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     FENCE_ASSERT(cap >= size);
     wbuf w = {buf, buf + cap};
     put(&w, SNAP_MAGIC, 4);
-    put_le(&w, SNAP_VERSION, 4);
-    put_le(&w, f->now_ms, 8);
-    put_le(&w, f->last_token, 8);
-    put_le(&w, f->next_lease_id, 8);
-    put_le(&w, f->next_wait_id, 8);
-    put_le(&w, f->limits.leases_max, 4);
-    put_le(&w, f->limits.locks_max, 4);
-    put_le(&w, f->limits.waiters_max, 4);
-    put_le(&w, f->limits.dedup_max, 4);
-    put_le(&w, f->leases.count, 4);
+    put32(&w, SNAP_VERSION);
+    put64(&w, f->now_ms);
+    put64(&w, f->last_token);
+    put64(&w, f->next_lease_id);
+    put64(&w, f->next_wait_id);
+    put32(&w, f->limits.leases_max);
+    put32(&w, f->limits.locks_max);
+    put32(&w, f->limits.waiters_max);
+    put32(&w, f->limits.dedup_max);
+    put32(&w, f->limits.waits_max);
+    put32(&w, f->leases.count);
     uint64_t last = 0;
-    for (const fence__lease *l = f->lease_head; l != NULL; l = l->next) {
+    for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
+        const fence__lease *l = LEASE_OF(p);
         FENCE_ASSERT(l->id > last);
         FENCE_ASSERT(l->id < f->next_lease_id);
         last = l->id;
-        put_le(&w, l->id, 8);
-        put_le(&w, l->ttl_ms, 8);
-        put_le(&w, l->lock_delay_ms, 8);
-        put_le(&w, l->hi.deadline_ms, 8);
-        put_le(&w, l->dedicated ? 1 : 0, 1);
+        put64(&w, l->id);
+        put64(&w, l->ttl_ms);
+        put64(&w, l->lock_delay_ms);
+        put64(&w, l->hi.deadline_ms);
+        put8(&w, l->dedicated ? 1 : 0);
     }
-    put_le(&w, f->locks.count, 4);
+    put32(&w, f->locks.count);
     last = 0;
-    for (const fence__lock *k = f->lock_head; k != NULL; k = k->tnext) {
+    for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
+        const fence__lock *k = LOCK_OF(p);
         FENCE_ASSERT(k->token > last);
         FENCE_ASSERT(k->token <= f->last_token);
         FENCE_ASSERT((k->holder != NULL) != k->in_delay);
         last = k->token;
-        put_le(&w, k->name_len, 2);
+        put16(&w, k->name_len);
         put(&w, k->name, k->name_len);
-        put_le(&w, k->token, 8);
-        put_le(&w, k->holder ? k->holder->id : 0, 8);
-        put_le(&w, k->in_delay ? 1 : 0, 1);
-        put_le(&w, k->in_delay ? k->delay_ms : 0, 8);
-        put_le(&w, k->in_delay ? k->hi.deadline_ms : 0, 8);
+        put64(&w, k->token);
+        put64(&w, k->holder ? k->holder->id : 0);
+        put8(&w, k->in_delay ? 1 : 0);
+        put64(&w, k->in_delay ? k->delay_ms : 0);
+        put64(&w, k->in_delay ? k->hi.deadline_ms : 0);
     }
-    put_le(&w, f->waits.count, 4);
+    put32(&w, f->waits.count);
     last = 0;
-    for (const fence__wait *x = f->wait_head; x != NULL; x = x->wnext) {
+    for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        const fence__wait *x = WAIT_OF(p);
         FENCE_ASSERT(x->id > last);
         FENCE_ASSERT(x->lock->holder != x->lease);
         FENCE_ASSERT(x->has_req || x->req_id == 0);
         last = x->id;
-        put_le(&w, x->id, 8);
-        put_le(&w, x->lease->id, 8);
-        put_le(&w, x->lock->token, 8);
-        put_le(&w, x->wait_ms, 8);
-        put_le(&w, x->hi.deadline_ms, 8);
-        put_le(&w, (x->acquire ? SNAP_WAIT_F_ACQUIRE : 0) |
-                       (x->has_req ? SNAP_WAIT_F_REQ : 0), 1);
-        put_le(&w, x->req_id, 8);
+        put64(&w, x->id);
+        put64(&w, x->lease->id);
+        put64(&w, x->lock->token);
+        put64(&w, x->wait_ms);
+        put64(&w, x->hi.deadline_ms);
+        put8(&w, (x->acquire ? SNAP_WAIT_F_ACQUIRE : 0) |
+                       (x->has_req ? SNAP_WAIT_F_REQ : 0));
+        put64(&w, x->req_id);
     }
-    put_le(&w, f->dedup.count, 4);
+    put32(&w, f->dedup.count);
     FENCE_ASSERT(f->dedup.count <= f->limits.dedup_max);
-    for (const fence__dedup *d = f->dd_head; d != NULL; d = d->next) {
+    for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
+        const fence__dedup *d = DEDUP_OF(p);
         FENCE_ASSERT(d->result.status <= FENCE_ST_INVALID);
-        put_le(&w, d->req_id, 8);
-        put_le(&w, d->fp, 8);
-        put_le(&w, d->result.status, 1);
-        put_le(&w, d->result.lease, 8);
-        put_le(&w, d->result.token, 8);
-        put_le(&w, d->result.wait_id, 8);
-        put_le(&w, d->result.value, 8);
+        put64(&w, d->req_id);
+        put64(&w, d->fp);
+        put8(&w, d->result.status);
+        put64(&w, d->result.lease);
+        put64(&w, d->result.token);
+        put64(&w, d->result.wait_id);
+        put64(&w, d->result.value);
     }
     size_t body = (size_t)(w.p - buf);
-    put_le(&w, fence__crc32c(buf, body), 4);
+    put32(&w, fence__crc32c(buf, body));
     FENCE_ASSERT((size_t)(w.p - buf) == size);
     return size;
 }
@@ -184,19 +216,41 @@ typedef struct rbuf {
     bool ok;            /* false once a read ran past the end */
 } rbuf;
 
-/* Read an integer of `bytes` bytes, little-endian (0 when short). */
-static uint64_t get_le(rbuf *r, int bytes)
+/* The next n bytes, or NULL (and ok turns false) when short. */
+static const uint8_t *take(rbuf *r, size_t n)
 {
-    if (!r->ok || (size_t)(r->end - r->p) < (size_t)bytes) {
+    if (!r->ok || (size_t)(r->end - r->p) < n) {
         r->ok = false;
-        return 0;
+        return NULL;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) {
-        v |= (uint64_t)r->p[i] << (8 * i);
-    }
-    r->p += bytes;
-    return v;
+    const uint8_t *at = r->p;
+    r->p += n;
+    return at;
+}
+
+/* Read integers, little-endian (0 when short). */
+static uint64_t get8(rbuf *r)
+{
+    const uint8_t *p = take(r, 1);
+    return p != NULL ? p[0] : 0;
+}
+
+static uint64_t get16(rbuf *r)
+{
+    const uint8_t *p = take(r, 2);
+    return p != NULL ? fence__get_u16(p) : 0;
+}
+
+static uint64_t get32(rbuf *r)
+{
+    const uint8_t *p = take(r, 4);
+    return p != NULL ? fence__get_u32(p) : 0;
+}
+
+static uint64_t get64(rbuf *r)
+{
+    const uint8_t *p = take(r, 8);
+    return p != NULL ? fence__get_u64(p) : 0;
 }
 
 /* Bytes left to read. */
@@ -224,27 +278,23 @@ static fence__lock *lock_by_token(fence__lock **v, uint32_t n, uint64_t token)
 /* True when a deadline is plausible for a state at time now. */
 static bool deadline_ok(uint64_t now, uint64_t d)
 {
-#ifdef FENCE_BUG_GRANT_EXPIRED
-    return d <= now + SNAP_HORIZON_MS;
-#else
     return d > now && d <= now + SNAP_HORIZON_MS;
-#endif
 }
 
 /* Decode the leases section into n. */
 static int read_leases(fence_fsm *n, rbuf *r)
 {
-    uint64_t count = get_le(r, 4);
+    uint64_t count = get32(r);
     if (!r->ok || count > left(r) / SNAP_LEASE) {
         return FENCE_ST_INVALID;
     }
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t id = get_le(r, 8);
-        uint64_t ttl = get_le(r, 8);
-        uint64_t delay = get_le(r, 8);
-        uint64_t deadline = get_le(r, 8);
-        uint64_t dedicated = get_le(r, 1);
+        uint64_t id = get64(r);
+        uint64_t ttl = get64(r);
+        uint64_t delay = get64(r);
+        uint64_t deadline = get64(r);
+        uint64_t dedicated = get8(r);
         if (!r->ok || id <= last || id >= n->next_lease_id ||
             ttl < FENCE_TTL_MS_MIN || ttl > FENCE_TTL_MS_MAX ||
             delay > FENCE_LOCK_DELAY_MS_MAX || dedicated > 1 ||
@@ -257,6 +307,7 @@ static int read_leases(fence_fsm *n, rbuf *r)
         }
         last = id;
     }
+    FENCE_ASSERT(n->leases.count == count);
     return 0;
 }
 
@@ -264,7 +315,7 @@ static int read_leases(fence_fsm *n, rbuf *r)
 static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
                       uint32_t *vec_len)
 {
-    uint64_t count = get_le(r, 4);
+    uint64_t count = get32(r);
     if (!r->ok || count > left(r) / (SNAP_LOCK_FIXED + 1)) {
         return FENCE_ST_INVALID;
     }
@@ -279,17 +330,17 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
     *vec_len = 0;
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t len = get_le(r, 2);
+        uint64_t len = get16(r);
         if (!r->ok || len == 0 || len > FENCE_NAME_MAX || left(r) < len) {
             return FENCE_ST_INVALID;
         }
         const uint8_t *name = r->p;
         r->p += len;
-        uint64_t token = get_le(r, 8);
-        uint64_t holder_id = get_le(r, 8);
-        uint64_t in_delay = get_le(r, 1);
-        uint64_t delay_ms = get_le(r, 8);
-        uint64_t delay_end = get_le(r, 8);
+        uint64_t token = get64(r);
+        uint64_t holder_id = get64(r);
+        uint64_t in_delay = get8(r);
+        uint64_t delay_ms = get64(r);
+        uint64_t delay_end = get64(r);
         if (!r->ok || token <= last || token > n->last_token || in_delay > 1) {
             return FENCE_ST_INVALID;
         }
@@ -318,25 +369,27 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
         v[(*vec_len)++] = k;
         last = token;
     }
+    FENCE_ASSERT(n->locks.count == count);
+    FENCE_ASSERT(*vec_len == count);
     return 0;
 }
 
 /* Decode the waits section into n. */
 static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
 {
-    uint64_t count = get_le(r, 4);
+    uint64_t count = get32(r);
     if (!r->ok || count > left(r) / SNAP_WAIT) {
         return FENCE_ST_INVALID;
     }
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
-        uint64_t id = get_le(r, 8);
-        uint64_t lease_id = get_le(r, 8);
-        uint64_t token = get_le(r, 8);
-        uint64_t wait_ms = get_le(r, 8);
-        uint64_t deadline = get_le(r, 8);
-        uint64_t flags = get_le(r, 1);
-        uint64_t req_id = get_le(r, 8);
+        uint64_t id = get64(r);
+        uint64_t lease_id = get64(r);
+        uint64_t token = get64(r);
+        uint64_t wait_ms = get64(r);
+        uint64_t deadline = get64(r);
+        uint64_t flags = get8(r);
+        uint64_t req_id = get64(r);
         if (!r->ok || id <= last || id >= n->next_wait_id || wait_ms == 0 ||
             wait_ms > FENCE_WAIT_MS_MAX || !deadline_ok(n->now_ms, deadline) ||
             (flags & ~(uint64_t)(SNAP_WAIT_F_ACQUIRE | SNAP_WAIT_F_REQ)) ||
@@ -360,13 +413,14 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
         }
         last = id;
     }
+    FENCE_ASSERT(n->waits.count == count);
     return 0;
 }
 
 /* Decode the dedup section into n. */
 static int read_dedup(fence_fsm *n, rbuf *r)
 {
-    uint64_t count = get_le(r, 4);
+    uint64_t count = get32(r);
     if (!r->ok || count > left(r) / SNAP_DEDUP ||
         count > n->limits.dedup_max) {
         return FENCE_ST_INVALID;
@@ -374,13 +428,13 @@ static int read_dedup(fence_fsm *n, rbuf *r)
     for (uint64_t i = 0; i < count; i++) {
         fence_result res;
         memset(&res, 0, sizeof(res));
-        uint64_t req_id = get_le(r, 8);
-        uint64_t fp = get_le(r, 8);
-        uint64_t status = get_le(r, 1);
-        res.lease = get_le(r, 8);
-        res.token = get_le(r, 8);
-        res.wait_id = get_le(r, 8);
-        res.value = get_le(r, 8);
+        uint64_t req_id = get64(r);
+        uint64_t fp = get64(r);
+        uint64_t status = get8(r);
+        res.lease = get64(r);
+        res.token = get64(r);
+        res.wait_id = get64(r);
+        res.value = get64(r);
         if (!r->ok || status > FENCE_ST_INVALID ||
             res.token > n->last_token || res.lease >= n->next_lease_id ||
             res.wait_id >= n->next_wait_id ||
@@ -392,6 +446,7 @@ static int read_dedup(fence_fsm *n, rbuf *r)
             return FENCE_ST_LIMIT;
         }
     }
+    FENCE_ASSERT(n->dedup.count == count);
     return 0;
 }
 
@@ -403,22 +458,25 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
         return FENCE_ST_INVALID;
     }
     r.p += 4;
-    if (get_le(&r, 4) != SNAP_VERSION) {
+    uint64_t version = get32(&r);
+    if (version < SNAP_VERSION_MIN || version > SNAP_VERSION) {
         return FENCE_ST_INVALID;
     }
-    n->now_ms = get_le(&r, 8);
-    n->last_token = get_le(&r, 8);
-    n->next_lease_id = get_le(&r, 8);
-    n->next_wait_id = get_le(&r, 8);
-    n->limits.leases_max = (uint32_t)get_le(&r, 4);
-    n->limits.locks_max = (uint32_t)get_le(&r, 4);
-    n->limits.waiters_max = (uint32_t)get_le(&r, 4);
-    n->limits.dedup_max = (uint32_t)get_le(&r, 4);
+    n->now_ms = get64(&r);
+    n->last_token = get64(&r);
+    n->next_lease_id = get64(&r);
+    n->next_wait_id = get64(&r);
+    n->limits.leases_max = (uint32_t)get32(&r);
+    n->limits.locks_max = (uint32_t)get32(&r);
+    n->limits.waiters_max = (uint32_t)get32(&r);
+    n->limits.dedup_max = (uint32_t)get32(&r);
+    n->limits.waits_max =
+        version >= 3 ? (uint32_t)get32(&r) : UINT32_MAX;
     if (!r.ok || n->now_ms > FENCE_TIME_MS_MAX || n->next_lease_id == 0 ||
         n->next_wait_id == 0 || n->last_token == UINT64_MAX ||
         n->next_lease_id == UINT64_MAX || n->next_wait_id == UINT64_MAX ||
         n->limits.leases_max == 0 || n->limits.locks_max == 0 ||
-        n->limits.waiters_max == 0) {
+        n->limits.waiters_max == 0 || n->limits.waits_max == 0) {
         return FENCE_ST_INVALID;
     }
     int rc = read_leases(n, &r);
@@ -454,15 +512,19 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
 int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
 {
     FENCE_ASSERT(f != NULL);
-    if (buf == NULL || len < SNAP_HEADER + 4 * 4 + 4) {
+    if (buf == NULL || len < SNAP_HEADER_MIN + 4 * 4 + 4) {
         return FENCE_ST_INVALID;
     }
-    uint32_t crc = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
-                   (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
+    uint32_t crc = fence__get_u32(buf + len - 4);
     if (fence__crc32c(buf, len - 4) != crc) {
         return FENCE_ST_INVALID;
     }
-    fence_fsm *n = fence__fsm_new(&f->alloc, f->hash_seed);
+    /* Into a state that has applied entries, running out of memory stops
+     * the process (the replica cannot follow the others); into a fresh
+     * one, it is reported. */
+    uint8_t oom = f->oom == FENCE__OOM_RETURN ? FENCE__OOM_RETURN
+                                              : FENCE__OOM_RESTORE;
+    fence_fsm *n = fence__fsm_new(&f->alloc, f->hash_seed, oom);
     if (n == NULL) {
         return FENCE_ST_LIMIT;
     }
@@ -474,11 +536,21 @@ int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
     /* Swap the contents: f takes the new state, n the old one, which is
      * then freed.  Nothing inside the objects points at the fsm struct. */
     fence_fsm old = *f;
+    fence_event *n_events = n->events;
+    size_t n_cap = n->cap_events;
     *f = *n;
-    f->on_event = old.on_event;
-    f->event_ctx = old.event_ctx;
+    /* The event array is no state: f keeps its own, emptied, and n's goes
+     * with the old state. */
+    f->events = old.events;
+    f->n_events = 0;
+    f->cap_events = old.cap_events;
+    old.events = n_events;
+    old.n_events = 0;
+    old.cap_events = n_cap;
     *n = old;
     fence__fsm_free(n);
+    /* The state is live now: later failures stop the process. */
+    f->oom = FENCE__OOM_APPLY;
     FENCE_ASSERT(f->now_ms <= FENCE_TIME_MS_MAX);
     return 0;
 }

@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/crc32c.h"
+
 #define FENCE__GUARD_MAGIC "FNCGUARD"
 #define FENCE__GUARD_VERSION 1u
 #define FENCE__GUARD_FILE_HDR 16u
@@ -65,8 +67,6 @@ typedef struct fence__guard_scan_result {
     char err[200];       /* why the scan failed (ECORRUPT), else "" */
 } fence__guard_scan_result;
 
-/* CRC32C (Castagnoli) of p[0..n), continuing from crc (start with 0). */
-uint32_t fence__guard_crc32c(uint32_t crc, const void *p, size_t n);
 
 /* Write the 16-byte file header into out. */
 void fence__guard_file_header(unsigned char out[FENCE__GUARD_FILE_HDR]);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/assert.h"
+#include "common/signtok.h"
 #include "guard/format.h"
 
 #define LOG_NAME "fence-guard.log"
@@ -75,6 +76,9 @@ struct fence_guard {
     uint64_t live_bytes;      /* bytes a freshly compacted log would need */
     int failed;               /* 0, or the error that made the guard unusable */
     fence_guard_stats stats;  /* counters (fences and log_bytes filled on read) */
+    fence_signtok_verifier *verifier; /* verify keys + cache, or NULL: tokens
+                               * are plain numbers (set at open, then
+                               * read-only; it locks its own cache) */
     char errmsg[FENCE_GUARD_ERRMSG_SIZE]; /* detail of the last error */
 };
 
@@ -509,6 +513,24 @@ int fence_guard_open(const char *dir, const fence_guard_opts *opts,
     }
     g->fences_max = o.fences_max;
     g->compact_min = o.compact_min_bytes;
+    if (o.verify_keys_path != NULL) {
+        char kerr[FENCE_GUARD_ERRMSG_SIZE];
+        if (o.verify_cache_max > FENCE_SIGNTOK_CACHE_MAX) {
+            rc = set_err(g, FENCE_GUARD_EINVAL,
+                         "verify_cache_max %" PRIu32 " is above %u",
+                         o.verify_cache_max, (unsigned)FENCE_SIGNTOK_CACHE_MAX);
+            goto out_fail;
+        }
+        int krc = fence_signtok_verifier_load(o.verify_keys_path,
+                                              o.verify_cache_max,
+                                              &g->verifier, kerr, sizeof(kerr));
+        if (krc != 0) {
+            rc = set_err(g, krc == FENCE_SIGNTOK_ENOMEM ? FENCE_GUARD_ENOMEM
+                                                        : FENCE_GUARD_EKEYS,
+                         "verify keys: %s", kerr);
+            goto out_fail;
+        }
+    }
     g->log_path = path_join(dir, LOG_NAME);
     g->tmp_path = path_join(dir, TMP_NAME);
     char *lock_path = path_join(dir, LOCK_NAME);
@@ -598,6 +620,7 @@ void fence_guard_close(fence_guard *g)
     free(g->spare);
     free(g->log_path);
     free(g->tmp_path);
+    fence_signtok_verifier_free(g->verifier);
     pthread_cond_destroy(&g->flush_cv);
     pthread_cond_destroy(&g->fence_cv);
     pthread_mutex_destroy(&g->mu);
@@ -615,13 +638,12 @@ static int check_name(fence_guard *g, const char *name, size_t len)
 }
 
 /* Admit with an optional protected write; see fence_guard.h for the order
- * of events and why the mark goes to disk before fn runs. */
-int fence_guard_admit_run(fence_guard *g, const char *name, size_t len,
-                          uint64_t token, fence_guard_write_fn fn, void *arg,
-                          uint64_t *high)
+ * of events and why the mark goes to disk before fn runs.  The token has
+ * passed verification already, if the guard verifies. */
+static int admit_core(fence_guard *g, const char *name, size_t len,
+                      uint64_t token, fence_guard_write_fn fn, void *arg,
+                      uint64_t *high)
 {
-    if (g == NULL)
-        return FENCE_GUARD_EINVAL;
     pthread_mutex_lock(&g->mu);
     int rc = g->failed ? FENCE_GUARD_EFAILED : check_name(g, name, len);
     if (rc != 0) {
@@ -686,6 +708,61 @@ int fence_guard_admit_run(fence_guard *g, const char *name, size_t len,
     return 0;
 }
 
+/* Count a refused token and record why (the mark is not touched). */
+static int bad_token(fence_guard *g, const char *why)
+{
+    pthread_mutex_lock(&g->mu);
+    g->stats.rejected_badtoken++;
+    set_err(g, FENCE_GUARD_EBADTOKEN, "%s", why);
+    pthread_mutex_unlock(&g->mu);
+    return FENCE_GUARD_EBADTOKEN;
+}
+
+/* The numeric entry point: refused when the guard verifies signed tokens,
+ * since a bare number carries no proof. */
+int fence_guard_admit_run(fence_guard *g, const char *name, size_t len,
+                          uint64_t token, fence_guard_write_fn fn, void *arg,
+                          uint64_t *high)
+{
+    if (g == NULL)
+        return FENCE_GUARD_EINVAL;
+    if (g->verifier != NULL) {
+        char why[128];
+        snprintf(why, sizeof(why), "token %" PRIu64 " is not signed; this "
+                 "guard admits only signed tokens (fence_guard_admit_signed)",
+                 token);
+        return bad_token(g, why);
+    }
+    return admit_core(g, name, len, token, fn, arg, high);
+}
+
+/* Verify (if the guard has keys), then admit; see fence_guard.h. */
+int fence_guard_admit_signed(fence_guard *g, const char *name, size_t len,
+                             const char *tok, size_t tok_len,
+                             fence_guard_write_fn fn, void *arg,
+                             uint64_t *token_out, uint64_t *high)
+{
+    if (g == NULL)
+        return FENCE_GUARD_EINVAL;
+    if (tok == NULL)
+        return bad_token(g, "no token");
+    if (name == NULL || len < 1 || len > FENCE_GUARD_NAME_MAX) {
+        pthread_mutex_lock(&g->mu);
+        int rc = check_name(g, name, len);
+        pthread_mutex_unlock(&g->mu);
+        return rc;
+    }
+    char why[FENCE_GUARD_ERRMSG_SIZE];
+    uint64_t token = 0;
+    int rc = fence_signtok_check(g->verifier, name, len, tok, tok_len, &token,
+                                 why, sizeof(why));
+    if (rc != 0)
+        return bad_token(g, why);
+    if (token_out != NULL)
+        *token_out = token;
+    return admit_core(g, name, len, token, fn, arg, high);
+}
+
 /* Admit without a protected write. */
 int fence_guard_admit(fence_guard *g, const char *name, size_t len,
                       uint64_t token, uint64_t *high)
@@ -717,6 +794,12 @@ void fence_guard_stats_get(fence_guard *g, fence_guard_stats *stats)
     pthread_mutex_lock(&g->mu);
     *stats = g->stats;
     stats->fences = g->nfences;
+    if (g->verifier != NULL) {
+        fence_signtok_stats vs;
+        fence_signtok_verifier_stats(g->verifier, &vs);
+        stats->verified = vs.verified;
+        stats->verify_cache_hits = vs.cache_hits;
+    }
     stats->log_bytes = g->log_bytes;
     pthread_mutex_unlock(&g->mu);
 }

@@ -193,7 +193,7 @@ static void cluster_info(fence_server *s, fence_slot *slot)
         "configuration_index:%" PRIu64 "\r\n"
         "voters:%u\r\n"
         "nodes:%u\r\n",
-        s->cfg->node_id, fence__node_role(n), s->lstate == LS_READY,
+        s->cfg->node_id, fence__node_role(n), fence__leader_ready(s->leader),
         (uint64_t)leader_id, leader, (uint64_t)r->current_term,
         (uint64_t)r->commit_index, (uint64_t)r->last_applied,
         (uint64_t)(n->started ? raft_last_index(r) : 0),

@@ -1,12 +1,12 @@
 /* The command table: argument validation, immediate replies, and turning
  * state-machine results into RESP replies. */
-#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "common/assert.h"
 #include "server/cluster.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -162,7 +162,7 @@ void fence__cmd_reply_unavailable(fence_server *s, fence_slot *slot)
         return;
     }
     if (fence__node_is_leader(&s->node)) {
-        if (s->node.raft.transfer != NULL)
+        if (fence__node_transferring(&s->node))
             fence__slot_error(slot, "TRYAGAIN",
                               "leadership is being transferred; retry shortly");
         else
@@ -179,12 +179,40 @@ void fence__cmd_reply_unavailable(fence_server *s, fence_slot *slot)
     fence__slot_error(slot, "TRYAGAIN", "no leader is elected yet; retry shortly");
 }
 
+/* Reply for the leader module's error (leader.h FENCE_LERR_*), with the
+ * same codes and words as before the module existed. */
+void fence__cmd_reply_error(fence_server *s, fence_slot *slot, int err)
+{
+    switch (err) {
+    case FENCE_LERR_UNAVAILABLE:
+        fence__cmd_reply_unavailable(s, slot);
+        break;
+    case FENCE_LERR_READ_RETRY:
+        fence__slot_error(slot, "TRYAGAIN", "leadership changed; retry the read");
+        break;
+    case FENCE_LERR_NOMEM:
+        fence__slot_error(slot, "TRYAGAIN", "out of memory; retry later");
+        break;
+    case FENCE_LERR_RESTORED:
+        fence__slot_error(slot, "TRYAGAIN",
+                          "outcome unknown (this server caught up from a "
+                          "snapshot); retry with the same REQID");
+        break;
+    default:
+        FENCE_ASSERT(err == FENCE_LERR_UNKNOWN);
+        fence__slot_error(slot, "TRYAGAIN",
+                          "outcome unknown (leadership lost or shutdown); "
+                          "retry with the same REQID");
+        break;
+    }
+}
+
 /* Reply for an integer. */
 static void reply_uint(fence_slot *slot, uint64_t v)
 {
     char buf[32];
     size_t n = fence_resp_uint(buf, sizeof(buf), v > INT_REPLY_MAX ? INT_REPLY_MAX : v);
-    assert(n <= sizeof(buf));
+    FENCE_ASSERT(n <= sizeof(buf));
     fence__slot_reply(slot, buf, n);
 }
 
@@ -193,7 +221,7 @@ static void reply_nil(fence_slot *slot)
 {
     char buf[8];
     size_t n = fence_resp_nil(buf, sizeof(buf));
-    assert(n <= sizeof(buf));
+    FENCE_ASSERT(n <= sizeof(buf));
     fence__slot_reply(slot, buf, n);
 }
 
@@ -205,14 +233,14 @@ static void reply_uints(fence_slot *slot, const uint64_t *v, unsigned n)
     for (unsigned i = 0; i < n; i++)
         off += fence_resp_uint(buf + off, sizeof(buf) - off,
                                v[i] > INT_REPLY_MAX ? INT_REPLY_MAX : v[i]);
-    assert(off <= sizeof(buf));
+    FENCE_ASSERT(off <= sizeof(buf));
     fence__slot_reply(slot, buf, off);
 }
 
 /* Turn a command's result (or a finished wait's event) into its reply. */
 void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
 {
-    assert(r->status != FENCE_ST_QUEUED);
+    FENCE_ASSERT(r->status != FENCE_ST_QUEUED);
     switch (r->status) {
     case FENCE_ST_NOLEASE:
         if (slot->op == OP_REVOKE)
@@ -258,7 +286,7 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         break;
     }
     default:
-        assert(0 && "unexpected op for a command result");
+        FENCE_ASSERT(!"unexpected op for a command result");
         fence__slot_error(slot, "ERR", "internal error");
         break;
     }
@@ -275,7 +303,7 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
 {
     uint64_t now = fence__server_now(s);
     if (slot->op == OP_LEASE_INFO) {
-        fence_lease_info li;
+        fence_fsm_lease_state li;
         if (fence_fsm_lease_info(s->fsm, cmd->lease, now, &li) != 0) {
             fence__slot_error(slot, "NOLEASE", "the lease is unknown, expired or revoked");
             return;
@@ -284,8 +312,8 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
         reply_uints(slot, v, 3);
         return;
     }
-    assert(slot->op == OP_LOCK_INFO);
-    fence_lock_info ki;
+    FENCE_ASSERT(slot->op == OP_LOCK_INFO);
+    fence_fsm_lock_state ki;
     if (!fence_fsm_lock_info(s->fsm, cmd->name, cmd->name_len, &ki)) {
         reply_nil(slot);
         return;
@@ -301,13 +329,14 @@ static void reply_info(fence_server *s, fence_slot *slot)
     char buf[4200];
     fence_fsm_stats st;
     fence_fsm_stats_get(s->fsm, &st);
-    struct raft *r = &s->node.raft;
+    fence_leader_stats ls;
+    fence__leader_stats_get(s->leader, &ls);
     const fence_peer *lp = fence__node_leader_peer(&s->node);
     char leader[96] = "";
     if (lp != NULL)
         snprintf(leader, sizeof(leader), "%s:%u", lp->host, (unsigned)lp->client_port);
     uint64_t mono = uv_hrtime() / 1000000;
-    double avg = s->stat_batches ? (double)s->stat_batch_cmds / (double)s->stat_batches : 0.0;
+    double avg = ls.batches ? (double)ls.batch_cmds / (double)ls.batches : 0.0;
     int n = snprintf(
         text, sizeof(text),
         "# fenced\r\n"
@@ -336,39 +365,25 @@ static void reply_info(fence_server *s, fence_slot *slot)
         "raft_entries:%llu\r\n"
         "raft_bytes:%llu\r\n"
         "fsync_batches:%llu\r\n",
-        FENCED_VERSION, fence__node_role(&s->node), s->lstate == LS_READY,
+        FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
-        (unsigned long long)r->current_term, (unsigned long long)r->commit_index,
-        (unsigned long long)r->last_applied,
+        (unsigned long long)fence__node_term(&s->node),
+        (unsigned long long)fence__node_commit_index(&s->node),
+        (unsigned long long)fence__node_applied_index(&s->node),
         (unsigned long long)((mono - s->start_ms) / 1000),
         (unsigned long long)fence__server_now(s), (unsigned long long)st.last_token,
         (unsigned long long)st.leases, (unsigned long long)st.locks,
-        (unsigned long long)st.waiters, (unsigned long long)s->n_conns,
-        (unsigned long long)s->stat_rejected_conns,
-        (unsigned long long)s->stat_slow_closed,
-        (unsigned long long)s->stat_commands, (unsigned long long)s->stat_batches,
-        (unsigned long long)s->stat_batch_cmds, avg,
-        (unsigned long long)s->stat_batches, (unsigned long long)s->stat_entry_bytes,
+        (unsigned long long)st.waiters, (unsigned long long)s->net.n_conns,
+        (unsigned long long)s->net.stat_refused,
+        (unsigned long long)s->net.stat_slow_closed,
+        (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
+        (unsigned long long)ls.batch_cmds, avg,
+        (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
         (unsigned long long)s->node.appends);
-    assert(n > 0 && (size_t)n < sizeof(text));
+    FENCE_ASSERT(n > 0 && (size_t)n < sizeof(text));
     size_t len = fence_resp_bulk(buf, sizeof(buf), text, (size_t)n);
-    assert(len <= sizeof(buf));
+    FENCE_ASSERT(len <= sizeof(buf));
     fence__slot_reply(slot, buf, len);
-}
-
-/* Queue a command (or an ordered read) into the pending batch, or answer
- * TRYAGAIN/NOTLEADER when this server cannot take writes now. */
-static void submit(fence_server *s, fence_slot *slot, const fence_cmd *cmd,
-                   bool is_read)
-{
-    if (s->lstate != LS_READY || s->stopping) {
-        fence__cmd_reply_unavailable(s, slot);
-        return;
-    }
-    if (fence__batch_add(s, cmd, slot->op, is_read, slot) == NULL) {
-        fence__slot_error(slot, "TRYAGAIN", "out of memory; retry later");
-        return;
-    }
 }
 
 /* Handle one parsed request: find the command, check arity and arguments,
@@ -423,7 +438,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         char buf[8];
         size_t n = fence_resp_simple(buf, sizeof(buf), "OK");
         fence__slot_reply(slot, buf, n);
-        c->close_after_flush = true;
+        fence__conn_close_after_flush(c);
         return;
     }
     case OP_INFO:
@@ -478,23 +493,11 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             return;
         break;
     default:
-        assert(0 && "command table and dispatch disagree");
+        FENCE_ASSERT(!"command table and dispatch disagree");
         return;
     }
-    if (def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO) {
-        if (s->lstate != LS_READY || s->stopping) {
-            fence__cmd_reply_unavailable(s, slot);
-            return;
-        }
-        /* Linearizable reads: in a cluster they ride the next entry; in a
-         * cluster of one they only wait for this connection's own earlier
-         * writes, so a pipeline reads its own writes. */
-        if (fence__node_voters(&s->node) > 1 || c->unapplied > 0) {
-            submit(s, slot, &cmd, true);
-            return;
-        }
-        fence__cmd_reply_read(s, slot, &cmd);
-        return;
-    }
-    submit(s, slot, &cmd, false);
+    /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO), go to the
+     * leader module, which answers through the reply sink (loop.c). */
+    fence__server_submit(s, slot, &cmd,
+                         def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO);
 }

@@ -1,51 +1,33 @@
-/* The option table and its three users: flags, config file and --help. */
+/* fenced's option table (the engine is src/common/options.c: flags,
+ * config file and --help), the --peers parser and the checks across
+ * fields. */
 #include "server/config.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/limits.h"
-#include "server/log.h"
+#include "common/log.h"
+#include "common/num.h"
+#include "common/options.h"
+#include "common/version.h"
 
-/* How an option's value is stored. */
-enum opt_type {
-    OPT_U64 = 0, /* decimal integer within [min, max] */
-    OPT_STR = 1, /* string of at most cap - 1 bytes */
-};
+#define T fence_config
+#define U64(n, field, lo, hi, def, a, h) \
+    FENCE_OPT_U64_ROW(T, (n), field, (lo), (hi), (def), (a), (h))
+#define STR(n, field, def, a, h) FENCE_OPT_STR_ROW(T, (n), field, (def), (a), (h))
 
-/* One row of the option table. */
-typedef struct opt {
-    const char *name;   /* flag and directive name, without "--" */
-    int type;           /* enum opt_type */
-    size_t offset;      /* field in fence_config */
-    size_t cap;         /* OPT_STR: size of the char array */
-    uint64_t min;       /* OPT_U64: smallest accepted value */
-    uint64_t max;       /* OPT_U64: largest accepted value */
-    uint64_t def_u64;   /* OPT_U64: default */
-    const char *def_str; /* OPT_STR: default */
-    const char *arg;    /* placeholder shown by --help */
-    const char *help;   /* one-line description for --help */
-} opt;
-
-#define U64(n, field, lo, hi, def, a, h)                                    \
-    {(n), OPT_U64, offsetof(fence_config, field), 0, (lo), (hi), (def),     \
-     NULL, (a), (h)}
-#define STR(n, field, def, a, h)                                            \
-    {(n), OPT_STR, offsetof(fence_config, field),                           \
-     sizeof(((fence_config *)0)->field), 0, 0, 0, (def), (a), (h)}
-
-static const opt options[] = {
+/* The option table: flags, config-file directives and --help. */
+static const fence_opt options[] = {
     U64("port", port, 1, 65535, 7700, "<port>", "client TCP port"),
-    STR("bind", bind, "127.0.0.1", "<addr>", "client TCP address (IPv4 or IPv6)"),
+    FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
+                          "client TCP address (IPv4 or IPv6)"),
     STR("unix-socket", unix_socket, "", "<path>",
         "also listen on this Unix socket (\"\" for none)"),
-    STR("data-dir", data_dir, "./var/fenced", "<dir>",
-        "raft log and snapshots (created if missing)"),
+    FENCE_OPT_STR_REQ_ROW(T, "data-dir", data_dir, "./var/fenced", "<dir>",
+                          "raft log and snapshots (created if missing)"),
     STR("config", config_file, "", "<file>",
         "read directives (\"name value\" a line, # comments) before the flags"),
     U64("lock-delay-ms", lock_delay_ms, 0, FENCE_LOCK_DELAY_MS_MAX, 0, "<ms>",
@@ -73,6 +55,8 @@ static const opt options[] = {
         "locks held or waited on"),
     U64("max-waiters", max_waiters, 1, 100000000, FENCE_WAITERS_DEFAULT, "<n>",
         "waiters queued on one lock"),
+    U64("max-waits", max_waits, 1, 100000000, FENCE_WAITS_DEFAULT, "<n>",
+        "waits queued across all locks"),
     U64("max-dedup", max_dedup, 16, 100000000, FENCE_DEDUP_DEFAULT, "<n>",
         "client request ids (REQID) remembered for retries"),
     U64("max-bulk", max_bulk, 512, FENCE_RBUF_MAX / 2, FENCE_BULK_DEFAULT,
@@ -81,188 +65,35 @@ static const opt options[] = {
         "unanswered requests per connection (reading pauses when full)"),
     U64("max-obuf", max_obuf, 4096, (1ULL << 34), FENCE_OBUF_DEFAULT, "<bytes>",
         "unsent reply bytes per connection before it is disconnected"),
-    STR("log-level", log_level, "info", "<level>", "debug, info, warn or error"),
-    STR("log-file", log_file, "", "<file>", "append logs here instead of stderr"),
+    FENCE_OPT_ALIAS_ROW("obuf-max", "max-obuf"),
+    FENCE_OPT_LEVEL_ROW(T, "log-level", log_level, "info", "<level>",
+                        "debug, info, warn or error", 0),
+    STR("log-file", log_file, "", "<file>",
+        "append logs here instead of stderr (reopened on SIGHUP)"),
 };
-#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
-/* Find an option by name (exact, case-sensitive), or NULL. */
-static const opt *opt_find(const char *name, size_t len)
-{
-    for (size_t i = 0; i < N_OPTIONS; i++)
-        if (strlen(options[i].name) == len &&
-            memcmp(options[i].name, name, len) == 0)
-            return &options[i];
-    return NULL;
-}
+#undef U64
+#undef STR
+#undef T
 
-/* Parse value into the option's field; on failure write a sentence into err
- * and return -1. */
-static int opt_set(fence_config *cfg, const opt *o, const char *value,
-                   char *err, size_t err_cap)
-{
-    char *field = (char *)cfg + o->offset;
-    if (o->type == OPT_STR) {
-        size_t n = strlen(value);
-        if (n >= o->cap) {
-            snprintf(err, err_cap, "%s: value longer than %zu bytes", o->name,
-                     o->cap - 1);
-            return -1;
-        }
-        memcpy(field, value, n + 1);
-        return 0;
-    }
-    uint64_t v = 0;
-    const char *p = value;
-    if (*p == '\0') {
-        snprintf(err, err_cap, "%s: missing value", o->name);
-        return -1;
-    }
-    for (; *p; p++) {
-        if (!isdigit((unsigned char)*p) || v > (UINT64_MAX - 9) / 10) {
-            snprintf(err, err_cap, "%s: '%s' is not a number in %llu..%llu",
-                     o->name, value, (unsigned long long)o->min,
-                     (unsigned long long)o->max);
-            return -1;
-        }
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (v < o->min || v > o->max) {
-        snprintf(err, err_cap, "%s: %llu is out of range %llu..%llu", o->name,
-                 (unsigned long long)v, (unsigned long long)o->min,
-                 (unsigned long long)o->max);
-        return -1;
-    }
-    memcpy(field, &v, sizeof(v));
-    return 0;
-}
-
-/* Put every option's default into cfg. */
-static void config_defaults(fence_config *cfg)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        const opt *o = &options[i];
-        char *field = (char *)cfg + o->offset;
-        if (o->type == OPT_U64)
-            memcpy(field, &o->def_u64, sizeof(uint64_t));
-        else
-            snprintf(field, o->cap, "%s", o->def_str);
-    }
-}
-
-/* Parse config text: each non-empty, non-comment line is "name value"
- * (value: the rest of the line, trimmed; may be empty for strings).  The
- * first bad line is reported as "fname:line: message".  The text need not
- * be NUL-terminated; a NUL byte in it is an error. */
-static int config_parse_text(fence_config *cfg, const char *text, size_t len,
-                             const char *fname, char *err, size_t err_cap)
-{
-    char line[FENCE_CONFIG_LINE_MAX];
-    char msg[512];
-    unsigned lineno = 0;
-    size_t pos = 0;
-    while (pos < len) {
-        lineno++;
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
-        if (n >= sizeof(line)) {
-            snprintf(err, err_cap, "%s:%u: line longer than %d bytes", fname, lineno,
-                     FENCE_CONFIG_LINE_MAX - 1);
-            return -1;
-        }
-        if (memchr(text + pos, '\0', n) != NULL) {
-            snprintf(err, err_cap, "%s:%u: NUL byte in line", fname, lineno);
-            return -1;
-        }
-        memcpy(line, text + pos, n);
-        line[n] = '\0';
-        pos += n + (nl ? 1 : 0);
-        while (n > 0 && isspace((unsigned char)line[n - 1]))
-            line[--n] = '\0';
-        char *p = line;
-        while (*p && isspace((unsigned char)*p))
-            p++;
-        if (*p == '\0' || *p == '#')
-            continue;
-        char *name = p;
-        while (*p && !isspace((unsigned char)*p))
-            p++;
-        size_t name_len = (size_t)(p - name);
-        while (*p && isspace((unsigned char)*p))
-            p++;
-        const opt *o = opt_find(name, name_len);
-        if (o == NULL || strcmp(o->name, "config") == 0) {
-            snprintf(err, err_cap, "%s:%u: unknown directive '%.*s'", fname, lineno,
-                     (int)(name_len > 64 ? 64 : name_len), name);
-            return -1;
-        }
-        if (opt_set(cfg, o, p, msg, sizeof(msg)) != 0) {
-            snprintf(err, err_cap, "%s:%u: %s", fname, lineno, msg);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Read the whole config file (at most FENCE_CONFIG_FILE_MAX bytes) and
- * parse it. */
-static int config_read_file(fence_config *cfg, const char *path, char *err,
-                            size_t err_cap)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(err, err_cap, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    char *text = malloc(FENCE_CONFIG_FILE_MAX + 1);
-    if (text == NULL) {
-        fclose(f);
-        snprintf(err, err_cap, "%s: out of memory", path);
-        return -1;
-    }
-    size_t len = fread(text, 1, FENCE_CONFIG_FILE_MAX + 1, f);
-    int rc = 0;
-    if (ferror(f)) {
-        snprintf(err, err_cap, "%s: read error", path);
-        rc = -1;
-    } else if (len > FENCE_CONFIG_FILE_MAX) {
-        snprintf(err, err_cap, "%s: larger than %d bytes", path, FENCE_CONFIG_FILE_MAX);
-        rc = -1;
-    } else {
-        rc = config_parse_text(cfg, text, len, path, err, err_cap);
-    }
-    free(text);
-    fclose(f);
-    return rc;
-}
-
-/* Parse a decimal number in [min, max] from *pp up to a byte not a digit;
- * advances *pp.  0 on success. */
-static int peers_num(const char **pp, const char *end, uint64_t min, uint64_t max,
-                     uint64_t *out)
-{
-    const char *p = *pp;
-    uint64_t v = 0;
-    if (p == end || !isdigit((unsigned char)*p))
-        return -1;
-    for (; p < end && isdigit((unsigned char)*p); p++) {
-        if (v > (max - (uint64_t)(*p - '0')) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (v < min)
-        return -1;
-    *pp = p;
-    *out = v;
-    return 0;
-}
+static const fence_opts_spec spec = {
+    "fenced",
+    FENCE_VERSION,
+    "fenced: a lock service with leases, FIFO locks and fencing tokens.\n"
+    "Every option can also be a directive in the --config file\n"
+    "(\"name value\", one a line, '#' starts a comment); flags win.\n",
+    "Signals: SIGTERM and SIGINT stop cleanly; SIGHUP reopens the --log-file.\n"
+    "\nTest-only environment: FENCED_TEST_FAIL_APPEND=N makes the Nth raft\n"
+    "log append report a disk error (the daemon must abort).\n",
+    options,
+    sizeof(options) / sizeof(options[0]),
+};
 
 /* Parse one "id=host:client-port/raft-port" item (not NUL-terminated). */
 static int parse_peer(const char *p, const char *end, fence_peer *pe)
 {
     uint64_t id, cport, rport;
-    if (peers_num(&p, end, 1, 1ULL << 62, &id) != 0 || p == end || *p++ != '=')
+    if (fence__num_scan_u64(&p, end, 1, 1ULL << 62, &id) != 0 || p == end || *p++ != '=')
         return -1;
     const char *host = p;
     while (p < end && *p != ':')
@@ -276,9 +107,9 @@ static int parse_peer(const char *p, const char *end, fence_peer *pe)
     if (inet_pton(AF_INET, pe->host, &a) != 1) /* raft_uv_tcp wants IPv4 */
         return -1;
     p++;
-    if (peers_num(&p, end, 1, 65535, &cport) != 0 || p == end || *p++ != '/')
+    if (fence__num_scan_u64(&p, end, 1, 65535, &cport) != 0 || p == end || *p++ != '/')
         return -1;
-    if (peers_num(&p, end, 1, 65535, &rport) != 0 || p != end)
+    if (fence__num_scan_u64(&p, end, 1, 65535, &rport) != 0 || p != end)
         return -1;
     pe->id = id;
     pe->client_port = (uint16_t)cport;
@@ -329,20 +160,11 @@ static int parse_peers(fence_config *cfg, char *err, size_t err_cap)
  * that cannot work. */
 static int config_validate(fence_config *cfg, char *err, size_t err_cap)
 {
+    /* The table's flags checked these when they were set. */
     cfg->log_level_num = fence__log_level_parse(cfg->log_level);
-    if (cfg->log_level_num < 0) {
-        snprintf(err, err_cap, "log-level: '%s' is not debug, info, warn or error",
-                 cfg->log_level);
-        return -1;
-    }
-    if (cfg->data_dir[0] == '\0') {
-        snprintf(err, err_cap, "data-dir: must not be empty");
-        return -1;
-    }
-    if (cfg->bind[0] == '\0') {
-        snprintf(err, err_cap, "bind: must not be empty");
-        return -1;
-    }
+    FENCE_ASSERT(cfg->log_level_num >= 0);
+    FENCE_ASSERT(cfg->data_dir[0] != '\0');
+    FENCE_ASSERT(cfg->bind[0] != '\0');
     if (cfg->heartbeat_ms == 0)
         cfg->heartbeat_ms = cfg->election_timeout_ms / 10;
     if (cfg->heartbeat_ms == 0 || cfg->heartbeat_ms >= cfg->election_timeout_ms) {
@@ -389,53 +211,17 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
 int fence__config_load(fence_config *cfg, int argc, char **argv, char *err,
                        size_t err_cap)
 {
-    char msg[512];
-    config_defaults(cfg);
-
-    /* First pass: --help and --config, so the file comes before the flags. */
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fence__config_help(argv[0]);
-            return 1;
-        }
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            snprintf(cfg->config_file, sizeof(cfg->config_file), "%s", argv[i + 1]);
-        else if (strncmp(argv[i], "--config=", 9) == 0)
-            snprintf(cfg->config_file, sizeof(cfg->config_file), "%s", argv[i] + 9);
+    int rc = fence__opts_load(&spec, cfg, argc, argv, err, err_cap);
+    if (rc == FENCE_OPTS_HELP) {
+        fence__opts_help(&spec, stdout);
+        return 1;
     }
-    if (cfg->config_file[0] != '\0' &&
-        config_read_file(cfg, cfg->config_file, err, err_cap) != 0)
+    if (rc == FENCE_OPTS_VERSION) {
+        fence__opts_version(&spec, stdout);
+        return 1;
+    }
+    if (rc != 0)
         return -1;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) {
-            snprintf(err, err_cap, "unexpected argument '%s' (see --help)", a);
-            return -1;
-        }
-        a += 2;
-        const char *eq = strchr(a, '=');
-        size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
-        const opt *o = opt_find(a, name_len);
-        if (o == NULL) {
-            snprintf(err, err_cap, "unknown option '%s' (see --help)", argv[i]);
-            return -1;
-        }
-        const char *value;
-        if (eq != NULL) {
-            value = eq + 1;
-        } else {
-            if (i + 1 >= argc) {
-                snprintf(err, err_cap, "--%s: missing value", o->name);
-                return -1;
-            }
-            value = argv[++i];
-        }
-        if (opt_set(cfg, o, value, msg, sizeof(msg)) != 0) {
-            snprintf(err, err_cap, "--%s", msg);
-            return -1;
-        }
-    }
     return config_validate(cfg, err, err_cap);
 }
 
@@ -444,8 +230,8 @@ int fence__config_load(fence_config *cfg, int argc, char **argv, char *err,
 int fence__config_load_text(fence_config *cfg, const char *text, size_t len,
                             char *err, size_t err_cap)
 {
-    config_defaults(cfg);
-    if (config_parse_text(cfg, text, len, "text", err, err_cap) != 0)
+    fence__opts_defaults(&spec, cfg);
+    if (fence__opts_parse_text(&spec, cfg, text, len, "text", err, err_cap) != 0)
         return -1;
     return config_validate(cfg, err, err_cap);
 }
@@ -453,26 +239,8 @@ int fence__config_load_text(fence_config *cfg, const char *text, size_t len,
 /* Print usage and every option with its bounds and default. */
 void fence__config_help(const char *prog)
 {
-    printf("usage: %s [--option value | --option=value]...\n\n"
-           "fenced: a lock service with leases, FIFO locks and fencing tokens.\n"
-           "Every option can also be a directive in the --config file\n"
-           "(\"name value\", one a line, '#' starts a comment); flags win.\n\n",
-           prog);
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        const opt *o = &options[i];
-        char left[64];
-        snprintf(left, sizeof(left), "--%s %s", o->name, o->arg);
-        printf("  %-30s %s\n", left, o->help);
-        if (o->type == OPT_U64)
-            printf("  %-30s   range %llu..%llu, default %llu\n", "",
-                   (unsigned long long)o->min, (unsigned long long)o->max,
-                   (unsigned long long)o->def_u64);
-        else
-            printf("  %-30s   default \"%s\"\n", "", o->def_str);
-    }
-    printf("\n  --help                         this text\n"
-           "\nTest-only environment: FENCED_TEST_FAIL_APPEND=N makes the Nth raft\n"
-           "log append report a disk error (the daemon must abort).\n");
+    (void)prog;
+    fence__opts_help(&spec, stdout);
 }
 
 /* Look up a peer by raft id. */

@@ -1,7 +1,9 @@
-/* fenced configuration: one table of options drives the command-line flags,
- * the config file (one "name value" directive a line, '#' comments) and
- * --help.  Everything is parsed into a fence_config, the whole struct is
- * validated, and only then does the daemon use it. */
+/* fenced configuration: one table of options (src/common/options.h)
+ * drives the command-line flags, the config file (one "name value"
+ * directive a line, '#' comments; at most FENCE_OPTS_FILE_MAX bytes and
+ * FENCE_OPTS_LINE_MAX a line) and --help/--version.  Everything is parsed
+ * into a fence_config, the whole struct is validated, and only then does
+ * the daemon use it. */
 #ifndef FENCE_SERVER_CONFIG_H
 #define FENCE_SERVER_CONFIG_H
 
@@ -9,9 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Largest config file, and longest line in it. */
-#define FENCE_CONFIG_FILE_MAX (1024 * 1024)
-#define FENCE_CONFIG_LINE_MAX 4096
 /* Most servers in a --peers list (raft voters). */
 #define FENCE_PEERS_MAX 16
 /* Longest host part of a peer address. */
@@ -45,6 +44,7 @@ typedef struct fence_config {
     uint64_t max_leases;           /* live leases (state machine) */
     uint64_t max_locks;            /* locks held or waited on */
     uint64_t max_waiters;          /* waiters queued on one lock */
+    uint64_t max_waits;            /* waits queued across all locks */
     uint64_t max_dedup;            /* request ids remembered */
     uint64_t max_bulk;             /* longest bulk string in a request */
     uint64_t max_pipeline;         /* unanswered requests per connection */
@@ -59,8 +59,8 @@ typedef struct fence_config {
 } fence_config;
 
 /* Fill cfg from defaults, then the --config file (if any), then the
- * remaining flags, then validate.  Returns 0 on success; 1 if --help was
- * printed (the caller exits 0); -1 on error with a "file:line: message" or
+ * remaining flags, then validate.  Returns 0 on success; 1 if --help or
+ * --version was printed (the caller exits 0); -1 on error with a "file:line: message" or
  * "--flag: message" text in err. */
 int fence__config_load(fence_config *cfg, int argc, char **argv, char *err,
                        size_t err_cap);

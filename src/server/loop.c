@@ -1,36 +1,38 @@
-/* The server's loop machinery: the raft state-machine glue, group commit,
- * leadership start-up, the lease/wait timer, the wait table, and shutdown.
+/* The daemon's shell around the leader module (leader.h): it owns the
+ * libuv handles (the loop check, the leader timer, the signals) and
+ * raft's state machine and callbacks, and forwards all of them to the
+ * module, which holds group commit, the leadership phases, fsm time,
+ * TICKs, the wait table, batch failure and shutdown.
  *
- * libraft 0.15 behaviour this relies on (read in its v0.15.0 source):
- *   - replication.c applyCommand(): fsm->apply(buf, &result) runs on every
- *     server; on the leader the raft_apply callback of that entry fires
- *     right after, with that same result pointer and before the next entry
- *     is applied.  Nobody frees result (on followers there is no callback),
- *     so results go to a server-owned array (s->results), never the heap.
- *   - convert.c convertFailApply(): when leadership is lost, pending
- *     requests complete with RAFT_LEADERSHIPLOST and a NULL result: the
- *     outcome is unknown, so clients get TRYAGAIN and retry with REQID.
+ * The rule for calling raft (leader.h): the module calls ops->propose and
+ * ops->barrier only from fence__leader_step, which runs here at the loop
+ * check, never from inside a raft callback.  The callbacks below only
+ * forward to the module, which records and replies.
+ *
+ * libraft 0.15 behaviour this shell relies on (read in its v0.15.0
+ * source; the rest is listed in leader.h):
  *   - client.c raft_apply(): the buffer belongs to raft only when it
  *     returns 0 (on failure logDiscard() does not free it; we do).
- *   - raft_barrier() appends a (RAFT_BARRIER) log entry; its callback fires
- *     once every earlier entry is applied: the new leader's catch-up.
+ *   - replication.c applyCommand(): the raft_apply callback gets the result
+ *     pointer fsm->apply set, right after that apply; it points into the
+ *     leader module, so nobody frees it.
  *   - snapshot.c snapshotRestore(): on success the restored buffer is the
- *     fsm's to raft_free; with fsm version 1, raft frees snapshot buffers.
- *   - uv_encoding.c / uv_segment.c: entries are padded to 8 bytes when
- *     written but reloaded unpadded, so entries are framed (node.h). */
-#include <assert.h>
+ *     fsm's to raft_free; with fsm version 1, raft frees snapshot buffers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/assert.h"
 #include "server/log.h"
 #include "server/server.h"
 
-/* Initial wait-table size (grows by doubling). */
-#define WAIT_TAB_INITIAL 1024
-
-static void propose_pending(fence_server *s);
+/* One proposal handed to raft. */
+typedef struct apply_req {
+    struct raft_apply req; /* raft's request (data = this) */
+    fence_server *srv;     /* the server */
+    void *tag;             /* the leader module's batch */
+} apply_req;
 
 /* Monotonic milliseconds (uv_hrtime never jumps with the wall clock). */
 static uint64_t mono_ms(void)
@@ -38,501 +40,168 @@ static uint64_t mono_ms(void)
     return uv_hrtime() / 1000000;
 }
 
-/* Current fsm time on this server: monotonic ms plus the offset chosen when
- * it became leader, so fsm time never goes back across leaders.  Off the
- * leader, the time of the last applied entry. */
+/* Current fsm time (leader.h "Time"). */
 uint64_t fence__server_now(fence_server *s)
 {
-    if (s->lstate == LS_NONE)
-        return fence_fsm_now(s->fsm);
-    uint64_t t = mono_ms() + s->time_offset;
-    uint64_t applied = fence_fsm_now(s->fsm);
-    return t > applied ? t : applied;
+    return fence__leader_now(s->leader);
 }
 
-/* ---- The wait table: wait_id -> slot ------------------------------------ */
-
-/* Bucket of a wait id (ids are sequential; a multiplicative hash spreads
- * them anyway). */
-static size_t wait_bucket(const fence_server *s, uint64_t id)
+/* raft's status as the leader module's (leader.h fence_lstatus). */
+static int lstatus(int rv)
 {
-    return (size_t)((id * 0x9E3779B97F4A7C15ULL) >> 20) & (s->wait_nb - 1);
-}
-
-/* Double the bucket array when the table gets crowded (best effort: a
- * failed grow leaves longer chains, nothing else). */
-static void wait_grow(fence_server *s)
-{
-    size_t nb = s->wait_nb * 2;
-    fence_slot **tab = calloc(nb, sizeof(*tab));
-    if (tab == NULL)
-        return;
-    size_t old_nb = s->wait_nb;
-    fence_slot **old = s->wait_tab;
-    s->wait_tab = tab;
-    s->wait_nb = nb;
-    for (size_t i = 0; i < old_nb; i++) {
-        fence_slot *p = old[i];
-        while (p != NULL) {
-            fence_slot *next = p->wnext;
-            size_t b = wait_bucket(s, p->wait_id);
-            p->wnext = tab[b];
-            tab[b] = p;
-            p = next;
-        }
+    switch (rv) {
+    case 0:
+        return FENCE_LST_OK;
+    case RAFT_NOTLEADER:
+        return FENCE_LST_NOTLEADER;
+    case RAFT_SHUTDOWN:
+        return FENCE_LST_SHUTDOWN;
+    default:
+        return FENCE_LST_UNKNOWN; /* RAFT_LEADERSHIPLOST, RAFT_NOMEM, ... */
     }
-    free(old);
 }
 
-/* Register slot as waiting for wait_id's outcome. */
-static void wait_insert(fence_server *s, fence_slot *slot, uint64_t wait_id)
+/* ---- The leader module's ops ------------------------------------------------ */
+
+/* raft_apply callback: hand the outcome to the module. */
+static void batch_applied(struct raft_apply *req, int status, void *result)
 {
-    if (s->n_waits >= s->wait_nb)
-        wait_grow(s);
-    slot->wait_id = wait_id;
-    slot->state = SLOT_WAIT;
-    size_t b = wait_bucket(s, wait_id);
-    slot->wnext = s->wait_tab[b];
-    s->wait_tab[b] = slot;
-    s->n_waits++;
+    apply_req *a = req->data;
+    fence_server *s = a->srv;
+    void *tag = a->tag;
+    free(a);
+    if (status != 0)
+        LOG_WARN("entry not applied: %s", fence__raft_strerror(status));
+    fence__leader_applied(s->leader, tag, lstatus(status), result);
 }
 
-/* Find and unlink one slot waiting for wait_id, or NULL.  Several slots
- * can wait for the same wait_id: the core answers a LOCK by a lease that
- * already waits for that lock with the existing wait (a retry, or a
- * pipelined duplicate), so each of them gets the outcome. */
-static fence_slot *wait_take(fence_server *s, uint64_t wait_id)
+/* ops->propose: copy the entry into a raft buffer and raft_apply it. */
+static int op_propose(void *ctx, void *tag, const uint8_t *entry, size_t len)
 {
-    fence_slot **pp = &s->wait_tab[wait_bucket(s, wait_id)];
-    for (; *pp != NULL; pp = &(*pp)->wnext) {
-        if ((*pp)->wait_id == wait_id) {
-            fence_slot *slot = *pp;
-            *pp = slot->wnext;
-            slot->wnext = NULL;
-            s->n_waits--;
-            return slot;
-        }
+    fence_server *s = ctx;
+    apply_req *a = malloc(sizeof(*a));
+    uint8_t *buf = raft_malloc(len);
+    int rv = RAFT_NOMEM;
+    if (a != NULL && buf != NULL) {
+        memcpy(buf, entry, len);
+        a->req.data = a;
+        a->srv = s;
+        a->tag = tag;
+        rv = fence__node_apply(&s->node, &a->req, buf, len, batch_applied);
     }
-    return NULL;
+    if (rv != 0) {
+        raft_free(buf); /* raft took ownership only on success */
+        free(a);
+        LOG_WARN("propose of an entry of %zu bytes failed: %s", len,
+                 fence__raft_strerror(rv));
+        return lstatus(rv);
+    }
+    return FENCE_LST_OK;
 }
 
-/* Whether any slot still waits for wait_id. */
-static bool wait_has(fence_server *s, uint64_t wait_id)
+/* raft_barrier callback: the catch-up is over (or failed). */
+static void barrier_done(struct raft_barrier *req, int status)
 {
-    for (fence_slot *p = s->wait_tab[wait_bucket(s, wait_id)]; p != NULL; p = p->wnext)
-        if (p->wait_id == wait_id)
-            return true;
-    return false;
+    fence_server *s = req->data;
+    fence__leader_barrier_done(s->leader, lstatus(status));
 }
 
-/* Remove this registered slot (its connection is closing); true when no
- * other slot waits for the same wait, so the wait itself can go. */
-bool fence__wait_remove(fence_server *s, fence_slot *slot)
+/* ops->barrier. */
+static int op_barrier(void *ctx)
 {
-    assert(slot->state == SLOT_WAIT);
-    fence_slot **pp = &s->wait_tab[wait_bucket(s, slot->wait_id)];
-    while (*pp != slot) {
-        assert(*pp != NULL);
-        pp = &(*pp)->wnext;
-    }
-    *pp = slot->wnext;
-    slot->wnext = NULL;
-    s->n_waits--;
-    return !wait_has(s, slot->wait_id);
+    fence_server *s = ctx;
+    s->barrier.data = s;
+    return lstatus(fence__node_barrier(&s->node, &s->barrier, barrier_done));
 }
 
-/* ---- Batches ---------------------------------------------------------------- */
-
-/* Free a batch's memory (its slots are handled by the caller). */
-static void batch_free(fence_batch *b)
+/* ops->is_leader. */
+static bool op_is_leader(void *ctx)
 {
-    free(b->items);
-    free(b->names);
-    free(b);
+    fence_server *s = ctx;
+    return fence__node_is_leader(&s->node);
 }
 
-/* Propose the pending batch before slot (not yet in any batch) is added.
- * A failed proposal replies to the batch's slots, and a reply that fails
- * for lack of memory closes its connection, which frees that connection's
- * unbatched slots: slot is marked as batched meanwhile, so such a close
- * orphans it (conn = NULL) instead of freeing it under the caller. */
-static void propose_before(fence_server *s, fence_slot *slot)
+/* ops->voters. */
+static unsigned op_voters(void *ctx)
 {
-    if (slot != NULL)
-        slot->state = SLOT_BATCH;
-    propose_pending(s);
-    if (slot != NULL)
-        slot->state = SLOT_NEW;
+    fence_server *s = ctx;
+    return fence__node_voters(&s->node);
 }
 
-/* Append a command or read to the pending batch; see server.h. */
-fence_item *fence__batch_add(fence_server *s, const fence_cmd *cmd, uint8_t op,
-                             bool is_read, fence_slot *slot)
+/* ops->term. */
+static uint64_t op_term(void *ctx)
 {
-    fence_batch *b = s->pending;
-    if (b != NULL && b->n_items >= FENCE_BATCH_MAX) {
-        /* Full: it goes out now, even behind an entry in flight. */
-        propose_before(s, slot);
-        b = s->pending;
-    }
-    fence_conn *c = slot != NULL ? slot->conn : NULL;
-    if (b != NULL && !is_read && c != NULL && c->read_seq == b->seq) {
-        /* A read of this connection rides this batch, and reads are
-         * answered once the whole entry is applied: a later write of the
-         * same pipeline must not be in it, or the read would see it.  So
-         * the batch goes out now (as when full) and the write starts the
-         * next one. */
-        propose_before(s, slot);
-        b = s->pending;
-        c = slot->conn;
-    }
-    if (b == NULL) {
-        b = calloc(1, sizeof(*b));
-        if (b == NULL)
-            return NULL;
-        b->req.data = b;
-        b->srv = s;
-        b->seq = ++s->batch_seq;
-        s->pending = b;
-    }
-    if (b->n_items == b->cap_items) {
-        uint32_t cap = b->cap_items ? b->cap_items * 2 : 16;
-        if (cap > FENCE_BATCH_MAX)
-            cap = FENCE_BATCH_MAX;
-        fence_item *items = realloc(b->items, cap * sizeof(*items));
-        if (items == NULL)
-            return NULL;
-        b->items = items;
-        b->cap_items = cap;
-    }
-    if (b->names_len + cmd->name_len > b->names_cap) {
-        size_t cap = b->names_cap ? b->names_cap * 2 : 1024;
-        while (cap < b->names_len + cmd->name_len)
-            cap *= 2;
-        uint8_t *names = realloc(b->names, cap);
-        if (names == NULL)
-            return NULL;
-        b->names = names;
-        b->names_cap = cap;
-    }
-    fence_item *it = &b->items[b->n_items++];
-    it->cmd = *cmd;
-    it->cmd.name = NULL;
-    it->name_off = (uint32_t)b->names_len;
-    if (cmd->name_len > 0)
-        memcpy(b->names + b->names_len, cmd->name, cmd->name_len);
-    b->names_len += cmd->name_len;
-    it->op = op;
-    it->is_read = is_read;
-    it->slot = slot;
-    if (!is_read)
-        b->n_cmds++;
-    if (slot != NULL) {
-        slot->state = SLOT_BATCH;
-        if (c != NULL) {
-            c->unapplied++;
-            if (is_read)
-                c->read_seq = b->seq;
-        }
-    }
-    return it;
+    fence_server *s = ctx;
+    return fence__node_term(&s->node);
 }
 
-/* Queue an internal command (no reply) into the pending batch. */
-static bool batch_add_internal(fence_server *s, const fence_cmd *cmd)
+/* ops->now_ms. */
+static uint64_t op_now_ms(void *ctx)
 {
-    return fence__batch_add(s, cmd, OP_INTERNAL, false, NULL) != NULL;
+    (void)ctx;
+    return mono_ms();
 }
 
-/* Propose CANCEL for a wait whose client went away.  Only a ready leader
- * can; otherwise the wait ends by its timeout or its lease. */
-void fence__cancel_wait(fence_server *s, uint64_t wait_id)
+/* ops->log: the module's levels are server/log.h's. */
+static void op_log(void *ctx, int level, const char *msg)
 {
-    if (s->lstate != LS_READY || s->stopping)
-        return;
-    fence_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.type = FENCE_CMD_CANCEL;
-    cmd.wait_id = wait_id;
-    if (!batch_add_internal(s, &cmd))
-        LOG_WARN("out of memory: wait %llu not cancelled", (unsigned long long)wait_id);
+    (void)ctx;
+    FENCE_LOG(level, "%s", msg);
 }
 
-/* Give the item's slot its reply for a failed proposal (outcome unknown or
- * never proposed). */
-static void item_fail(fence_server *s, fence_item *it, int raft_status)
+/* The reply sink: a command's result or a wait's outcome. */
+static void op_reply_result(void *ctx, void *req, const fence_result *r,
+                            bool from_wait)
 {
-    fence_slot *slot = it->slot;
-    if (slot == NULL)
-        return;
-    if (slot->conn != NULL) {
-        assert(slot->conn->unapplied > 0);
-        slot->conn->unapplied--;
-    }
-    slot->state = SLOT_NEW;
-    if (raft_status == RAFT_NOTLEADER || raft_status == RAFT_SHUTDOWN) {
-        fence__cmd_reply_unavailable(s, slot);
-        return;
-    }
-    if (it->is_read) {
-        fence__slot_error(slot, "TRYAGAIN", "leadership changed; retry the read");
-        return;
-    }
-    fence__slot_error(slot, "TRYAGAIN",
-                      "outcome unknown (leadership lost or shutdown); "
-                      "retry with the same REQID");
-}
-
-/* An internal command (no slot) was not applied: its proposal failed or
- * its outcome is unknown.  A lost TICK must not stop the timer: while this
- * server stays a ready leader (say a leadership transfer made raft_apply
- * refuse the entry, then timed out) nothing else would process expired
- * leases and wait timeouts until some client writes.  So re-arm it at the
- * loop check; rearm_timer backs off when the deadline is already due. */
-static void internal_fail(fence_server *s, const fence_item *it)
-{
-    assert(it->slot == NULL);
-    if (it->cmd.type == FENCE_CMD_TICK) {
-        s->tick_pending = false;
-        s->rearm = true;
-    }
-    if (it->cmd.type == FENCE_CMD_LEADER_START && s->lstate == LS_STARTING)
-        s->lstate = LS_NONE;
-}
-
-/* Deliver a finished wait's outcome to its slot. */
-static void deliver_event(fence_slot *slot, const fence_result *r)
-{
+    fence_slot *slot = req;
+    (void)ctx;
+    (void)from_wait;
+    FENCE_ASSERT(slot->state == SLOT_LEADER);
     slot->state = SLOT_NEW;
     fence__cmd_reply_result(slot, r);
 }
 
-/* Handle one item of an applied entry.  r is its command result (NULL for
- * reads). */
-static void item_done(fence_server *s, fence_batch *b, fence_item *it,
-                      const fence_result *r)
+/* The reply sink: a read, answered from the state now. */
+static void op_reply_read(void *ctx, void *req, const fence_cmd *cmd)
 {
-    fence_slot *slot = it->slot;
-    if (slot == NULL) {
-        if (it->cmd.type == FENCE_CMD_TICK)
-            s->tick_pending = false;
-        if (it->cmd.type == FENCE_CMD_LEADER_START && s->lstate == LS_STARTING &&
-            fence__node_is_leader(&s->node)) {
-            s->lstate = LS_READY;
-            s->rearm = true;
-            LOG_INFO("leader ready: term %llu, last token %llu",
-                     (unsigned long long)s->node.raft.current_term,
-                     (unsigned long long)fence_fsm_last_token(s->fsm));
-        }
-        return;
-    }
-    if (slot->conn != NULL) {
-        assert(slot->conn->unapplied > 0);
-        slot->conn->unapplied--;
-    }
+    fence_slot *slot = req;
+    FENCE_ASSERT(slot->state == SLOT_LEADER);
     slot->state = SLOT_NEW;
-    if (it->is_read) {
-        if (slot->conn == NULL) {
-            fence__slot_free(slot);
-            return;
-        }
-        it->cmd.name = b->names + it->name_off;
-        fence__cmd_reply_read(s, slot, &it->cmd);
-        return;
-    }
-    assert(r != NULL);
-    if (r->status != FENCE_ST_QUEUED) {
-        fence__cmd_reply_result(slot, r);
-        return;
-    }
-    /* The wait may already have ended within this same entry (the event
-     * stays listed: another slot of this entry may share the wait). */
-    for (size_t i = 0; i < s->n_early; i++) {
-        if (s->early[i].wait_id == r->wait_id) {
-            fence_result er = s->early[i].result;
-            deliver_event(slot, &er); /* frees an orphaned slot */
-            return;
-        }
-    }
-    if (slot->conn == NULL) {
-        /* The client went away before its wait was even registered. */
-        if (!wait_has(s, r->wait_id))
-            fence__cancel_wait(s, r->wait_id);
-        fence__slot_free(slot);
-        return;
-    }
-    wait_insert(s, slot, r->wait_id);
+    fence__cmd_reply_read(ctx, slot, cmd);
 }
 
-/* Unlink b from the in-flight list (it is normally the oldest). */
-static void inflight_remove(fence_server *s, fence_batch *b)
+/* The reply sink: an error. */
+static void op_reply_error(void *ctx, void *req, int err)
 {
-    fence_batch **pp = &s->inflight;
-    fence_batch *prev = NULL;
-    while (*pp != b) {
-        assert(*pp != NULL);
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    *pp = b->next;
-    if (s->inflight_tail == b)
-        s->inflight_tail = prev;
-    b->next = NULL;
-    s->n_inflight--;
+    fence_slot *slot = req;
+    FENCE_ASSERT(slot->state == SLOT_LEADER);
+    slot->state = SLOT_NEW;
+    fence__cmd_reply_error(ctx, slot, err);
 }
 
-/* raft_apply callback: the batch's entry is committed and applied (status
- * 0; the results are in s->results, written by fsm_apply just before), or
- * its outcome is unknown (leadership lost, shutdown).  Every slot gets its
- * reply here or is registered as a wait. */
-static void batch_applied(struct raft_apply *req, int status, void *result)
+/* Hand a request to the module (server.h). */
+void fence__server_submit(fence_server *s, fence_slot *slot, const fence_cmd *cmd,
+                          bool is_read)
 {
-    fence_batch *b = req->data;
-    fence_server *s = b->srv;
-    inflight_remove(s, b);
-    if (status != 0) {
-        LOG_WARN("entry of %u commands not applied: %s", b->n_cmds,
-                 fence__raft_strerror(status));
-        for (uint32_t i = 0; i < b->n_items; i++) {
-            fence_item *it = &b->items[i];
-            if (it->slot == NULL) {
-                internal_fail(s, it);
-                continue;
-            }
-            item_fail(s, it, status);
-        }
-        batch_free(b);
-        return;
-    }
-    assert(result == s->results);
-    assert(s->n_results >= 0 && (uint32_t)s->n_results == b->n_cmds +
-           (b->n_cmds == 0 ? 1u : 0u));
-    (void)result;
-    uint32_t j = 0;
-    for (uint32_t i = 0; i < b->n_items; i++) {
-        fence_item *it = &b->items[i];
-        if (it->is_read) {
-            item_done(s, b, it, NULL);
-        } else {
-            item_done(s, b, it, &s->results[j]);
-            j++;
-        }
-    }
-    s->rearm = true;
-    batch_free(b);
+    FENCE_ASSERT(slot->conn != NULL);
+    slot->state = SLOT_LEADER;
+    fence__leader_submit(s->leader, &slot->conn->lconn, slot, cmd, is_read);
 }
 
-/* Encode the pending batch as one entry and propose it.  With zero
- * commands (reads only) the entry carries a TICK so it is not empty. */
-static void propose_pending(fence_server *s)
+/* A connection is closing (server.h). */
+void fence__server_conn_closed(fence_server *s, fence_conn *c)
 {
-    static fence_cmd cmds[FENCE_BATCH_MAX];
-    fence_batch *b = s->pending;
-    if (b == NULL)
-        return;
-    s->pending = NULL;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < b->n_items; i++) {
-        fence_item *it = &b->items[i];
-        if (it->is_read)
-            continue;
-        assert(n < FENCE_BATCH_MAX);
-        cmds[n] = it->cmd;
-        cmds[n].name = it->cmd.name_len ? b->names + it->name_off : NULL;
-        n++;
-    }
-    assert(n == b->n_cmds);
-    if (n == 0) {
-        memset(&cmds[0], 0, sizeof(cmds[0]));
-        cmds[0].type = FENCE_CMD_TICK;
-        n = 1;
-    }
-    uint64_t ts = fence__server_now(s);
-    size_t size = fence_entry_size(cmds, n);
-    size_t framed = fence__node_framed_len(size);
-    uint8_t *buf = raft_malloc(framed);
-    int rv = RAFT_NOMEM;
-    if (buf != NULL) {
-        size_t len = fence_entry_encode(ts, cmds, n, buf, size);
-        assert(len == size);
-        len = fence__node_frame(buf, len);
-        assert(len == framed);
-        b->entry_len = len;
-        rv = fence__node_apply(&s->node, &b->req, buf, len, batch_applied);
-        if (rv != 0)
-            raft_free(buf); /* raft took ownership only on success */
-    }
-    if (rv != 0) {
-        LOG_WARN("propose of %u commands failed: %s", n, fence__raft_strerror(rv));
-        for (uint32_t i = 0; i < b->n_items; i++) {
-            fence_item *it = &b->items[i];
-            if (it->slot == NULL) {
-                internal_fail(s, it);
-                continue;
-            }
-            item_fail(s, it, rv == RAFT_NOTLEADER ? RAFT_NOTLEADER : RAFT_NOMEM);
-        }
-        batch_free(b);
-        return;
-    }
-    s->stat_batches++;
-    s->stat_batch_cmds += b->n_cmds;
-    s->stat_entry_bytes += framed;
-    if (s->inflight_tail != NULL)
-        s->inflight_tail->next = b;
-    else
-        s->inflight = b;
-    s->inflight_tail = b;
-    s->n_inflight++;
+    fence__leader_conn_close(s->leader, &c->lconn);
 }
 
 /* ---- The raft state machine ----------------------------------------------- */
 
-/* Event from the core: a queued wait ended.  Deliver it, or keep it for the
- * apply callback when the wait was queued by this very entry. */
-static void on_fsm_event(void *ctx, const fence_event *ev)
-{
-    fence_server *s = ctx;
-    fence_slot *slot;
-    while ((slot = wait_take(s, ev->wait_id)) != NULL)
-        deliver_event(slot, &ev->result);
-    /* Kept for QUEUED results of this same entry, which are registered
-     * only after it is applied (see item_done). */
-    if (s->n_early == s->cap_early) {
-        size_t cap = s->cap_early ? s->cap_early * 2 : 64;
-        fence_event *e = realloc(s->early, cap * sizeof(*e));
-        if (e == NULL) {
-            LOG_ERROR("out of memory: event for wait %llu dropped",
-                      (unsigned long long)ev->wait_id);
-            return;
-        }
-        s->early = e;
-        s->cap_early = cap;
-    }
-    s->early[s->n_early++] = *ev;
-}
-
-/* raft fsm->apply: decode and apply one entry on every server.  Results go
- * to a server-owned array that the raft_apply callback (leader only, fired
- * right after this) reads; nothing is allocated per entry, so nothing leaks
- * on followers where no callback runs.  A malformed entry is a bug. */
+/* raft fsm->apply: the module applies the entry on every server. */
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
                      void **result)
 {
     fence_server *s = fsm->data;
-    s->n_early = 0; /* the previous entry's callback has run */
-    size_t len = fence__node_unframe(buf->base, buf->len);
-    if (len == SIZE_MAX)
-        fence__log_fatal("malformed log entry framing (%zu bytes): refusing to go on",
-                         buf->len);
-    int n = fence_fsm_apply_entry(s->fsm, buf->base, len, s->results,
-                                  FENCE_BATCH_MAX);
-    if (n < 0)
-        fence__log_fatal("malformed log entry (%zu bytes): refusing to go on",
-                         buf->len);
-    s->n_results = n;
-    *result = s->results;
-    s->rearm = true;
+    *result = (void *)fence__leader_apply(s->leader, buf->base, buf->len);
     return 0;
 }
 
@@ -552,41 +221,12 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
         return RAFT_NOMEM;
     }
     b->len = fence_fsm_snapshot(s->fsm, b->base, size);
-    assert(b->len == size);
+    FENCE_ASSERT(b->len == size);
     *bufs = b;
     *n_bufs = 1;
     LOG_INFO("snapshot taken: %zu bytes, last token %llu", size,
              (unsigned long long)fence_fsm_last_token(s->fsm));
     return 0;
-}
-
-/* After a snapshot restore: a slot registered for a wait that no longer
- * exists will never get its event (the wait ended inside the entries the
- * snapshot replaced; this happens to a deposed leader whose clients still
- * wait on it and that catches up by InstallSnapshot).  Answer such slots
- * TRYAGAIN: the outcome is unknown here, and a retry (same REQID, or LOCK
- * by the same lease) gets it from the leader.  One slot at a time, with a
- * fresh scan of its bucket after each reply, because a reply that fails
- * for lack of memory closes its connection, which unlinks that
- * connection's other slots from the table. */
-static void waits_after_restore(fence_server *s)
-{
-    for (size_t b = 0; b < s->wait_nb; b++) {
-        fence_slot *slot = s->wait_tab[b];
-        while (slot != NULL) {
-            if (fence_fsm_wait_exists(s->fsm, slot->wait_id)) {
-                slot = slot->wnext;
-                continue;
-            }
-            fence_slot *taken = wait_take(s, slot->wait_id);
-            assert(taken != NULL);
-            taken->state = SLOT_NEW;
-            fence__slot_error(taken, "TRYAGAIN",
-                              "outcome unknown (this server caught up from a "
-                              "snapshot); retry with the same REQID");
-            slot = s->wait_tab[b];
-        }
-    }
 }
 
 /* raft fsm->restore: replace the state; on success the buffer is ours. */
@@ -601,7 +241,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     raft_free(buf->base);
     LOG_INFO("snapshot restored: last token %llu",
              (unsigned long long)fence_fsm_last_token(s->fsm));
-    waits_after_restore(s);
+    fence__leader_restored(s->leader);
     return 0;
 }
 
@@ -619,138 +259,40 @@ static void core_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-/* ---- Leadership ------------------------------------------------------------- */
-
-/* The catch-up barrier is applied: every earlier entry is in the state
- * machine.  Fix the time offset so fsm time never goes back, then propose
- * LEADER_START with our limits; writes wait for it. */
-static void barrier_done(struct raft_barrier *req, int status)
-{
-    fence_server *s = req->data;
-    s->barrier_inflight = false;
-    if (status != 0 || s->lstate != LS_CATCHUP || !fence__node_is_leader(&s->node)) {
-        if (s->lstate == LS_CATCHUP)
-            s->lstate = LS_NONE;
-        return;
-    }
-    uint64_t mono = mono_ms();
-    uint64_t fsm_now = fence_fsm_now(s->fsm);
-    if (fsm_now > mono && fsm_now - mono > s->time_offset)
-        s->time_offset = fsm_now - mono;
-    fence_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.type = FENCE_CMD_LEADER_START;
-    cmd.limits.leases_max = (uint32_t)s->cfg->max_leases;
-    cmd.limits.locks_max = (uint32_t)s->cfg->max_locks;
-    cmd.limits.waiters_max = (uint32_t)s->cfg->max_waiters;
-    cmd.limits.dedup_max = (uint32_t)s->cfg->max_dedup;
-    s->lstate = LS_STARTING;
-    /* LEADER_START goes alone, ahead of anything else. */
-    if (s->pending != NULL)
-        propose_pending(s);
-    if (!batch_add_internal(s, &cmd)) {
-        s->lstate = LS_NONE;
-        return;
-    }
-    propose_pending(s);
-}
-
-/* Follow raft's state: start the catch-up on becoming leader; on losing
- * leadership stop the timer (followers run none) and refuse writes. */
-static void watch_leadership(fence_server *s)
-{
-    bool leader = fence__node_is_leader(&s->node);
-    if (leader && s->lstate == LS_NONE && !s->barrier_inflight && !s->stopping) {
-        s->barrier.data = s;
-        int rv = fence__node_barrier(&s->node, &s->barrier, barrier_done);
-        if (rv == 0) {
-            s->barrier_inflight = true;
-            s->lstate = LS_CATCHUP;
-            LOG_INFO("became leader (term %llu); catching up",
-                     (unsigned long long)s->node.raft.current_term);
-        }
-    } else if (!leader && s->lstate != LS_NONE) {
-        LOG_INFO("no longer leader (role %s)", fence__node_role(&s->node));
-        s->lstate = LS_NONE;
-        uv_timer_stop(&s->tick_timer);
-        /* Requests not yet proposed: tell their clients where to go. */
-        fence_batch *b = s->pending;
-        s->pending = NULL;
-        if (b != NULL) {
-            for (uint32_t i = 0; i < b->n_items; i++)
-                if (b->items[i].slot != NULL)
-                    item_fail(s, &b->items[i], RAFT_NOTLEADER);
-            batch_free(b);
-        }
-        s->tick_pending = false;
-    }
-}
-
 /* ---- Timer and loop check --------------------------------------------------- */
 
-/* The earliest fsm deadline passed: propose a TICK so the core processes
- * it (lease expiry, wait timeouts, lock-delay ends). */
+/* The earliest fsm deadline passed: the module queues a TICK. */
 static void tick_cb(uv_timer_t *t)
 {
     fence_server *s = t->data;
-    if (s->lstate != LS_READY || s->tick_pending || s->stopping)
-        return;
-    fence_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.type = FENCE_CMD_TICK;
-    s->tick_deadline = fence_fsm_next_deadline(s->fsm);
-    if (batch_add_internal(s, &cmd))
-        s->tick_pending = true;
-    else
-        s->rearm = true; /* out of memory: try again after a back-off */
+    fence__leader_timer(s->leader);
 }
 
-/* Arm the one leader timer for the core's next deadline. */
+/* Arm or stop the one leader timer when the module says so. */
 static void rearm_timer(fence_server *s)
 {
-    if (s->lstate != LS_READY || s->stopping) {
-        uv_timer_stop(&s->tick_timer);
+    uint64_t delay;
+    if (!fence__leader_timer_take(s->leader, &delay))
         return;
-    }
-    uint64_t deadline = fence_fsm_next_deadline(s->fsm);
-    if (deadline == UINT64_MAX) {
+    if (delay == UINT64_MAX || s->stopping)
         uv_timer_stop(&s->tick_timer);
-        return;
-    }
-    uint64_t now = fence__server_now(s);
-    /* +1: loop time is whole ms, so never fire a hair before the deadline. */
-    uint64_t delay = deadline > now ? deadline - now + 1 : 0;
-    if (delay == 0 && !s->tick_pending && deadline == s->tick_deadline) {
-        /* A TICK for this deadline was tried and the deadline is still
-         * pending: its proposal failed (raft refused it, say during a
-         * leadership transfer), or, were it applied, a core bug.  Retry
-         * after a back-off instead of spinning on TICKs. */
-        LOG_WARN("deadline %llu still pending after a TICK; retrying in 100 ms",
-                 (unsigned long long)deadline);
-        delay = 100;
-    }
-    uv_timer_start(&s->tick_timer, tick_cb, delay, 0);
+    else
+        uv_timer_start(&s->tick_timer, tick_cb, delay, 0);
 }
 
-/* End of every loop turn: follow leadership, propose the pending batch when
- * no entry is in flight (group commit), flush replies, re-arm the timer. */
+/* End of every loop turn: the module's step (follow leadership, propose),
+ * flush replies, re-arm the timer. */
 static void check_cb(uv_check_t *h)
 {
     fence_server *s = h->data;
-    watch_leadership(s);
-    if (s->pending != NULL && s->n_inflight == 0 && s->lstate != LS_NONE)
-        propose_pending(s);
+    fence__leader_step(s->leader);
     fence__conns_flush(s);
     /* Flushing resumes paused connections, whose buffered requests may
      * have filled the batch again; nothing else would wake the loop for
-     * them, so propose now. */
-    if (s->pending != NULL && s->n_inflight == 0 && s->lstate != LS_NONE)
-        propose_pending(s);
+     * them, so step again now. */
+    fence__leader_step(s->leader);
     fence__conns_flush(s);
-    if (s->rearm) {
-        s->rearm = false;
-        rearm_timer(s);
-    }
+    rearm_timer(s);
 }
 
 /* ---- Start and stop --------------------------------------------------------- */
@@ -774,27 +316,21 @@ static void node_closed(fence_node *n)
     LOG_INFO("stopped");
 }
 
-/* Begin a clean shutdown: no new clients, close connections, close raft. */
+/* Begin a clean shutdown: no new clients, answer what is not proposed,
+ * close connections, close raft. */
 void fence__server_stop(fence_server *s)
 {
     if (s->stopping)
         return;
     s->stopping = true;
     fence__listen_close(s);
+    fence__leader_stop(s->leader);
     fence__conns_close_all(s);
     uv_timer_stop(&s->tick_timer);
-    fence_batch *b = s->pending;
-    s->pending = NULL;
-    if (b != NULL) {
-        for (uint32_t i = 0; i < b->n_items; i++)
-            if (b->items[i].slot != NULL)
-                item_fail(s, &b->items[i], RAFT_SHUTDOWN);
-        batch_free(b);
-    }
     fence__node_close(&s->node, node_closed);
 }
 
-/* Set up the state machine, raft, handles and listeners. */
+/* Set up the state machine, the leader module, raft, handles, listeners. */
 int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
 {
     memset(s, 0, sizeof(*s));
@@ -804,9 +340,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     fence_resp_limits_default(&s->resp_lim);
     s->resp_lim.bulk_max = cfg->max_bulk;
     s->msg = malloc(sizeof(*s->msg));
-    s->wait_nb = WAIT_TAB_INITIAL;
-    s->wait_tab = calloc(s->wait_nb, sizeof(*s->wait_tab));
-    if (s->msg == NULL || s->wait_tab == NULL) {
+    if (s->msg == NULL) {
         LOG_ERROR("out of memory at start");
         return -1;
     }
@@ -814,8 +348,6 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     memset(&fo, 0, sizeof(fo));
     fo.alloc.alloc = core_alloc;
     fo.alloc.free = core_free;
-    fo.on_event = on_fsm_event;
-    fo.event_ctx = s;
     /* Keys the core's hash tables so clients cannot choose lock names or
      * request ids that all land in one bucket.  It changes no result and no
      * snapshot byte, so every node may use its own. */
@@ -824,6 +356,30 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
         fo.hash_seed = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
     if (fence_fsm_create(&fo, &s->fsm) != 0) {
         LOG_ERROR("cannot create the state machine");
+        return -1;
+    }
+    fence_leader_ops ops = {
+        .ctx = s,
+        .propose = op_propose,
+        .barrier = op_barrier,
+        .is_leader = op_is_leader,
+        .voters = op_voters,
+        .term = op_term,
+        .now_ms = op_now_ms,
+        .log = op_log,
+        .reply_result = op_reply_result,
+        .reply_read = op_reply_read,
+        .reply_error = op_reply_error,
+    };
+    fence_limits lim;
+    fence_limits_default(&lim);
+    lim.leases_max = (uint32_t)cfg->max_leases;
+    lim.locks_max = (uint32_t)cfg->max_locks;
+    lim.waiters_max = (uint32_t)cfg->max_waiters;
+    lim.dedup_max = (uint32_t)cfg->max_dedup;
+    lim.waits_max = (uint32_t)cfg->max_waits;
+    if (fence__leader_create(&ops, s->fsm, &lim, &s->leader) != 0) {
+        LOG_ERROR("out of memory at start");
         return -1;
     }
     s->raft_fsm.version = 1;
@@ -858,8 +414,7 @@ void fence__server_free(fence_server *s)
         raft_uv_close(&s->node.io);
     if (s->node.tcp)
         raft_uv_tcp_close(&s->node.transport);
+    fence__leader_destroy(s->leader);
     fence_fsm_destroy(s->fsm);
     free(s->msg);
-    free(s->wait_tab);
-    free(s->early);
 }

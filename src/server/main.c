@@ -1,5 +1,6 @@
 /* fenced: the lock service daemon.  Parses the options, starts logging,
- * raft and the listeners, runs the loop until SIGTERM/SIGINT, exits 0. */
+ * raft and the listeners, runs the loop until SIGTERM/SIGINT, exits 0.
+ * SIGHUP reopens the --log-file (logrotate) and nothing else. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <sys/resource.h>
 #include <uv.h>
 
+#include "common/version.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -14,6 +16,17 @@
 /* The configuration and the server live for the whole process. */
 static fence_config config;
 static fence_server server;
+/* SIGHUP: reopen the log file (unreferenced: it never keeps the loop up). */
+static uv_signal_t sighup;
+
+/* logrotate moved the log file: write to a fresh one at the same path. */
+static void on_sighup(uv_signal_t *sig, int signum)
+{
+    (void)sig;
+    (void)signum;
+    if (fence__log_reopen() == 0)
+        LOG_INFO("SIGHUP: log file reopened");
+}
 
 /* Make room for max_clients connections plus the listeners, the raft log
  * and the transport: raise the soft RLIMIT_NOFILE toward the hard limit,
@@ -43,21 +56,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "fenced: %s\n", err);
         return 2;
     }
-    if (fence__log_open(config.log_level_num, config.log_file) != 0) {
-        fprintf(stderr, "fenced: log-file %s: cannot open\n", config.log_file);
+    rv = fence__log_open(config.log_level_num, config.log_file);
+    if (rv != 0) {
+        fprintf(stderr, "fenced: log-file %s: cannot open: %s\n", config.log_file,
+                strerror(rv));
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit(config.max_clients);
 
     uv_loop_t *loop = uv_default_loop();
+    uv_signal_init(loop, &sighup);
+    uv_signal_start(&sighup, on_sighup, SIGHUP);
+    uv_unref((uv_handle_t *)&sighup);
     if (fence__server_init(&server, loop, &config) != 0) {
         LOG_ERROR("start-up failed");
         return 1;
     }
-    LOG_INFO("fenced %s started: node %llu, data-dir %s", FENCED_VERSION,
+    LOG_INFO("fenced %s started: node %llu, data-dir %s", FENCE_VERSION,
              (unsigned long long)config.node_id, config.data_dir);
     uv_run(loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&sighup, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
     fence__server_free(&server);
     uv_loop_close(loop);
     return server.exit_code;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "common/fs.h"
 #include "server/cluster.h"
 #include "server/log.h"
 
@@ -192,26 +193,6 @@ static int wrap_snap_fn(struct raft_io *io, unsigned trailing,
 
 /* ---- Start / stop ----------------------------------------------------------- */
 
-/* mkdir -p for the data directory. */
-static int mkdir_p(const char *path)
-{
-    char buf[1024];
-    size_t len = strlen(path);
-    if (len == 0 || len >= sizeof(buf))
-        return -1;
-    memcpy(buf, path, len + 1);
-    for (size_t i = 1; i <= len; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
 /* Set up raft_uv, wrap it, bootstrap if pristine, start.  See node.h. */
 int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
                       struct raft_fsm *fsm)
@@ -225,8 +206,9 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
         LOG_WARN("test hook: raft append #%llu will report a disk error",
                  (unsigned long long)n->fail_append_at);
     }
-    if (mkdir_p(cfg->data_dir) != 0) {
-        LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(errno));
+    rv = fence__fs_mkdir_p(cfg->data_dir, 0755);
+    if (rv != 0) {
+        LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(rv));
         return -1;
     }
     if (fence__node_check_space(cfg->data_dir) != 0)
@@ -328,36 +310,6 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     return 0;
 }
 
-/* Framed size: at least one trailer byte, up to the next multiple of 8. */
-size_t fence__node_framed_len(size_t len)
-{
-    return len + (8 - len % 8);
-}
-
-/* Zero-fill the padding and store its size in the last byte. */
-size_t fence__node_frame(uint8_t *buf, size_t len)
-{
-    size_t pad = 8 - len % 8;
-    assert(pad >= 1 && pad <= 8);
-    memset(buf + len, 0, pad - 1);
-    buf[len + pad - 1] = (uint8_t)pad;
-    return len + pad;
-}
-
-/* Strip the framing, checking it is well formed. */
-size_t fence__node_unframe(const uint8_t *buf, size_t len)
-{
-    if (len == 0 || len % 8 != 0)
-        return SIZE_MAX;
-    size_t pad = buf[len - 1];
-    if (pad < 1 || pad > 8 || pad > len)
-        return SIZE_MAX;
-    for (size_t i = len - pad; i < len - 1; i++)
-        if (buf[i] != 0)
-            return SIZE_MAX;
-    return len - pad;
-}
-
 /* Propose one entry; see node.h for buffer ownership. */
 int fence__node_apply(fence_node *n, struct raft_apply *req, void *buf,
                       size_t len, raft_apply_cb cb)
@@ -408,6 +360,30 @@ unsigned fence__node_voters(fence_node *n)
         if (n->raft.configuration.servers[i].role == RAFT_VOTER)
             v++;
     return v;
+}
+
+/* raft's current term. */
+uint64_t fence__node_term(const fence_node *n)
+{
+    return (uint64_t)n->raft.current_term;
+}
+
+/* raft's commit index. */
+uint64_t fence__node_commit_index(const fence_node *n)
+{
+    return (uint64_t)n->raft.commit_index;
+}
+
+/* raft's last applied index. */
+uint64_t fence__node_applied_index(const fence_node *n)
+{
+    return (uint64_t)raft_last_applied((struct raft *)&n->raft);
+}
+
+/* Whether raft has a leadership transfer request in progress. */
+bool fence__node_transferring(const fence_node *n)
+{
+    return n->raft.transfer != NULL;
 }
 
 /* Map raft's idea of the leader to its client address. */

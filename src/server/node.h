@@ -62,21 +62,9 @@ struct fence_node {
                            raft_io_snapshot_put_cb cb);
 };
 
-/* Entry framing.  libraft 0.15's raft_uv pads every entry to a multiple
- * of 8 bytes on disk but reloads it with its unpadded length, so an entry
- * whose length is not a multiple of 8 corrupts every later entry of its
- * segment at the next start (verified in src/uv_encoding.c / uv_segment.c
- * of v0.15.0: the writer sums bytePad64(len), the loader sums len).  So
- * every entry fenced proposes is padded here: payload, zero bytes, and a
- * last byte saying how many bytes (1..8) were added. */
-
-/* Bytes an entry with a payload of len bytes occupies once framed. */
-size_t fence__node_framed_len(size_t len);
-/* Frame in place: buf holds len payload bytes and has room for
- * fence__node_framed_len(len); returns the framed length. */
-size_t fence__node_frame(uint8_t *buf, size_t len);
-/* The payload length of a framed entry, or SIZE_MAX if it is malformed. */
-size_t fence__node_unframe(const uint8_t *buf, size_t len);
+/* Entry framing (libraft 0.15's raft_uv pads entries on disk but reloads
+ * them unpadded): see fence__entry_frame in leader.h, which every entry
+ * fenced proposes goes through. */
 
 /* Size of one raft log segment (set on raft_uv, which preallocates whole
  * segments: the one being written and a pool of up to two more). */
@@ -118,6 +106,14 @@ const char *fence__node_role(fence_node *n);
 
 /* Number of voters in the current configuration. */
 unsigned fence__node_voters(fence_node *n);
+
+/* raft's current term, commit index and last applied index (INFO). */
+uint64_t fence__node_term(const fence_node *n);
+uint64_t fence__node_commit_index(const fence_node *n);
+uint64_t fence__node_applied_index(const fence_node *n);
+
+/* true while a leadership transfer started here is under way. */
+bool fence__node_transferring(const fence_node *n);
 
 /* The --peers entry of the current leader, or NULL when no leader is known
  * or the leader is not in the map. */

@@ -10,7 +10,7 @@ command -v redis-benchmark >/dev/null || { echo "bench-store: redis-benchmark (r
 tmp=$(mktemp -d /tmp/fence-store-bench.XXXXXX)
 port=$(python3 -c 'import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$BUILD/fence-store" --port "$port" --data-dir "$tmp/data" --log-level 1 >"$tmp/log" 2>&1 &
+"$BUILD/fence-store" --port "$port" --data-dir "$tmp/data" --log-level warn >"$tmp/log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done

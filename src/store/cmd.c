@@ -1,13 +1,13 @@
 /* fence-store command table and argument checks (see cmd.h). */
 #include "store/cmd.h"
 
-#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "common/assert.h"
 #include "common/limits.h"
 
 /* Arguments of a command: the argument kinds after the name, in order. */
@@ -47,11 +47,10 @@ static int fail(const char **code, const char *c, char *err, size_t errcap,
     return -1;
 }
 
-/* Copy up to 40 bytes of p[0..n) into out as printable ASCII (others as
- * '?'), so user bytes can go into a one-line error reply. */
-static void printable(char *out, size_t cap, const char *p, size_t n)
+/* Copy up to 40 bytes of p[0..n) into out as printable ASCII; see cmd.h. */
+void fence__store_printable(char *out, size_t cap, const char *p, size_t n)
 {
-    assert(cap > 4);
+    FENCE_ASSERT(cap > 4);
     size_t w = 0;
     for (size_t i = 0; i < n && w + 4 < cap && i < 40; i++) {
         unsigned char ch = (unsigned char)p[i];
@@ -69,9 +68,9 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
                     fence_store_cmd *out, const char **code, char *err,
                     size_t errcap)
 {
-    assert(msg != NULL);
-    assert(msg->argc >= 1);
-    assert(out != NULL);
+    FENCE_ASSERT(msg != NULL);
+    FENCE_ASSERT(msg->argc >= 1);
+    FENCE_ASSERT(out != NULL);
     memset(out, 0, sizeof(*out));
     const fence_resp_arg *a = msg->argv;
     const cmd_def *d = NULL;
@@ -84,7 +83,7 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
     }
     char shown[64];
     if (d == NULL) {
-        printable(shown, sizeof(shown), a[0].ptr, a[0].len);
+        fence__store_printable(shown, sizeof(shown), a[0].ptr, a[0].len);
         return fail(code, "ERR", err, errcap,
                     "unknown command '%s' (commands: FSET FDEL FINCR FGET "
                     "FENCE.HIGH FENCE.ADMIT PING INFO)", shown);
@@ -112,7 +111,7 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
             break;
         if (fence_resp_parse_u64(a[2].ptr, a[2].len, FENCE_STORE_TOKEN_MAX,
                                  &out->token) != 0) {
-            printable(shown, sizeof(shown), a[2].ptr, a[2].len);
+            fence__store_printable(shown, sizeof(shown), a[2].ptr, a[2].len);
             return fail(code, "ERR", err, errcap,
                         "invalid token '%s': a token is a decimal integer "
                         "0..%" PRIu64, shown, FENCE_STORE_TOKEN_MAX);
@@ -160,7 +159,7 @@ const char *fence__store_cmd_name(fence_store_op op)
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (table[i].op == op)
             return table[i].name;
-    assert(0 && "op missing from the command table");
+    FENCE_ASSERT(0 && "op missing from the command table");
     return "?";
 }
 

@@ -51,6 +51,11 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
 /* The command's canonical upper-case name. */
 const char *fence__store_cmd_name(fence_store_op op);
 
+/* Copy up to 40 bytes of p[0..n) into out[0..cap) (cap > 4) as printable
+ * ASCII, others as '?', with "..." when cut and a NUL: so user bytes can go
+ * into a one-line error reply. */
+void fence__store_printable(char *out, size_t cap, const char *p, size_t n);
+
 /* True if op writes (takes a fence and a token). */
 int fence__store_cmd_is_write(fence_store_op op);
 

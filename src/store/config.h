@@ -1,34 +1,47 @@
-/* fence-store configuration: one table drives the flags, their bounds,
- * defaults and --help. */
+/* fence-store configuration: one option table (src/common/options.h)
+ * drives the flags, the --config file and --help; the whole struct is then
+ * validated. */
 #ifndef FENCE_STORE_CONFIG_H
 #define FENCE_STORE_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
-/* Everything fence-store can be told on its command line. */
+/* Everything fence-store can be told. */
 typedef struct fence_store_config {
     uint64_t port;           /* TCP port to listen on */
     char bind[64];           /* address to listen on (IPv4/IPv6 literal) */
+    char unix_socket[108];   /* Unix socket path, "" for none */
     char data_dir[1024];     /* directory of the LMDB environment */
+    char config_file[1024];  /* the --config file read, "" for none */
     uint64_t max_value;      /* largest value in bytes */
     uint64_t map_size;       /* LMDB map size in bytes (database ceiling) */
     uint64_t max_clients;    /* most connections at once */
-    uint64_t obuf_max;       /* reply bytes queued per client before it is
+    uint64_t max_pipeline;   /* unanswered requests per connection */
+    uint64_t max_obuf;       /* reply bytes queued per client before it is
                               * disconnected as a slow reader */
     bool ignore_tokens;      /* control mode: admit every token */
-    uint64_t log_level;      /* 0 error .. 3 debug */
+    char log_level[16];      /* debug, info, warn, error (or 0..3, old) */
+    char log_file[1024];     /* "" for stderr */
+
+    /* Derived by validation. */
+    int log_level_num;       /* enum fence_log_level of log_level */
 } fence_store_config;
 
-/* Fill *cfg with the defaults. */
-void fence__store_config_default(fence_store_config *cfg);
+/* fence__store_config_load's results besides 0 and -1. */
+#define FENCE_STORE_CONFIG_HELP 1    /* --help: printed, exit 0 */
+#define FENCE_STORE_CONFIG_VERSION 2 /* --version: printed, exit 0 */
 
-/* Parse argv (flags "--name value" or "--name=value") into *cfg, then
- * validate the whole struct.  Returns 0; 1 if --help was given (help was
- * printed to out); -1 on an error (a message naming the flag was printed
- * to err). */
-int fence__store_config_parse(fence_store_config *cfg, int argc, char **argv,
-                              FILE *out, FILE *err);
+/* Defaults, then the --config file, then the flags in argv, then
+ * validation.  Returns 0, FENCE_STORE_CONFIG_HELP or _VERSION (the text
+ * went to stdout), or -1 with a message ("--flag: ..." or
+ * "file:line: ...") in err. */
+int fence__store_config_load(fence_store_config *cfg, int argc, char **argv,
+                             char *err, size_t cap);
+
+/* The same over config text (no flags, no file): for the tests. */
+int fence__store_config_load_text(fence_store_config *cfg, const char *text,
+                                  size_t len, char *err, size_t cap);
 
 #endif /* FENCE_STORE_CONFIG_H */

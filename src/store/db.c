@@ -1,55 +1,48 @@
-/* fence-store's LMDB layer (see db.h).  Two named databases: "data"
- * (key -> value bytes) and "fences" (fence name -> mark, 8 bytes
- * little-endian). */
+/* fence-store's LMDB layer (see db.h).  Three named databases: "data"
+ * (key -> value bytes), "fences" (fence name -> mark, 8 bytes
+ * little-endian) and "owners" (key -> the name of the fence it belongs
+ * to). */
 #include "store/db.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "store/log.h"
+#include "common/assert.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/num.h"
+
+/* Below this many free bytes, an EIO from LMDB is a full file system. */
+#define FENCE_STORE_NOSPACE_FREE (1024 * 1024)
+
+/* Log and abort (see db.h: after a failed disk write we cannot know what
+ * is on disk). */
+#define FENCE_STORE_FATAL(...) fence__log_fatal(__VA_ARGS__)
 
 struct fence_store_db {
     MDB_env *env;          /* the environment */
     MDB_dbi data;          /* key -> value */
     MDB_dbi fences;        /* fence -> mark */
+    MDB_dbi owners;        /* key -> fence it belongs to */
+    char dir[1024];        /* the data directory (messages) */
     bool ignore_tokens;    /* control mode: never reject */
     uint64_t map_size;     /* configured map size */
     uint64_t admitted;     /* tokens admitted since start */
     uint64_t rejected;     /* tokens rejected as stale since start */
+    uint64_t wrongfence;   /* writes refused: key of another fence */
 };
 
-/* Create dir and its parents (mkdir -p). */
-static int mkdir_p(const char *dir)
-{
-    char p[1024];
-    if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
-        return ENAMETOOLONG;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return errno;
-        *s = '/';
-    }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        return errno;
-    return 0;
-}
-
-/* Open the environment and both databases. */
+/* Open the environment and the three databases. */
 int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
                   fence_store_db **out, char *err, size_t errcap)
 {
-    assert(out != NULL);
+    FENCE_ASSERT(out != NULL);
     *out = NULL;
-    int rc = mkdir_p(dir);
+    int rc = fence__fs_mkdir_p(dir, 0755);
     if (rc != 0) {
         snprintf(err, errcap, "cannot create data dir %s: %s", dir,
                  strerror(rc));
@@ -62,6 +55,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     }
     db->ignore_tokens = ignore_tokens;
     db->map_size = map_size;
+    snprintf(db->dir, sizeof(db->dir), "%s", dir);
     const char *what = "mdb_env_create";
     if ((rc = mdb_env_create(&db->env)) != 0)
         goto out_free;
@@ -69,7 +63,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     if ((rc = mdb_env_set_mapsize(db->env, (size_t)map_size)) != 0)
         goto out_close;
     what = "mdb_env_set_maxdbs";
-    if ((rc = mdb_env_set_maxdbs(db->env, 2)) != 0)
+    if ((rc = mdb_env_set_maxdbs(db->env, 3)) != 0)
         goto out_close;
     /* Flags 0: full fsync on every commit (no MDB_NOSYNC/MDB_NOMETASYNC). */
     what = "mdb_env_open";
@@ -84,6 +78,9 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
         goto out_abort;
     what = "mdb_dbi_open(fences)";
     if ((rc = mdb_dbi_open(txn, "fences", MDB_CREATE, &db->fences)) != 0)
+        goto out_abort;
+    what = "mdb_dbi_open(owners)";
+    if ((rc = mdb_dbi_open(txn, "owners", MDB_CREATE, &db->owners)) != 0)
         goto out_abort;
     what = "mdb_txn_commit";
     if ((rc = mdb_txn_commit(txn)) != 0)
@@ -136,43 +133,55 @@ static uint64_t mark_get(fence_store_db *db, MDB_txn *txn, const char *fence,
     return mark_decode(&v);
 }
 
-/* Parse a stored value as a decimal int64 (FINCR).  Returns 0 or -1. */
-static int parse_i64(const char *p, size_t n, int64_t *out)
+/* A write or commit failed (txn already ended): a full map or a full
+ * file system is reported and logged in words an operator acts on;
+ * anything else stops the process.  LMDB turns a short pwrite (what a full
+ * file system gives) into EIO, so an EIO while the file system holding the
+ * data has less than FENCE_STORE_NOSPACE_FREE bytes free counts as full.
+ * Either way the commit wrote no meta page (LMDB writes it last, in place),
+ * so the store is as it was before this transaction. */
+static fence_store_result write_failed(fence_store_db *db, int rc,
+                                       const char *what)
 {
-    if (n == 0 || n > 20)
-        return -1;
-    size_t i = 0;
-    bool neg = false;
-    if (p[0] == '-') {
-        neg = true;
-        i = 1;
-        if (n == 1)
-            return -1;
+    if (rc == MDB_MAP_FULL) {
+        FENCE_LOG_W("write refused: the store is full (LMDB map of %" PRIu64
+                    " bytes, --map-size) at the %s; nothing was written",
+                    db->map_size, what);
+        return FENCE_STORE_FULL;
     }
-    uint64_t v = 0;
-    for (; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        uint64_t d = (uint64_t)(p[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
+    uint64_t avail = 0;
+    if (rc == ENOSPC ||
+        (rc == EIO && fence__fs_free_bytes(db->dir, &avail) == 0 &&
+         avail < FENCE_STORE_NOSPACE_FREE)) {
+        FENCE_LOG_E("write refused: no space left on device (data dir %s) "
+                    "at the %s; nothing was written; free disk space",
+                    db->dir, what);
+        return FENCE_STORE_NOSPACE;
     }
-    if (!neg && v > (uint64_t)INT64_MAX)
-        return -1;
-    if (neg && v > (uint64_t)INT64_MAX + 1)
-        return -1;
-    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
-    return 0;
+    FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
 }
 
-/* A write failed inside txn: MAP_FULL is reported, anything else stops. */
-static fence_store_result put_failed(MDB_txn *txn, int rc, const char *what)
+/* A write failed inside txn: abort it, then as write_failed. */
+static fence_store_result put_failed(fence_store_db *db, MDB_txn *txn, int rc,
+                                     const char *what)
 {
     mdb_txn_abort(txn);
-    if (rc == MDB_MAP_FULL)
-        return FENCE_STORE_FULL;
-    FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
+    return write_failed(db, rc, what);
+}
+
+/* The key's fence inside txn: 0 and the name in *owner when bound, MDB_NOTFOUND
+ * when not. */
+static int owner_get(fence_store_db *db, MDB_txn *txn, const char *key,
+                     size_t key_len, MDB_val *owner)
+{
+    MDB_val k = {key_len, (void *)key};
+    int rc = mdb_get(txn, db->owners, &k, owner);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        FENCE_STORE_FATAL("LMDB read of a key's fence: %s", mdb_strerror(rc));
+    if (rc == 0 && (owner->mv_size < 1 || owner->mv_size > FENCE_NAME_MAX))
+        FENCE_STORE_FATAL("owners database holds a %zu-byte fence name: the "
+                          "store is corrupt", owner->mv_size);
+    return rc;
 }
 
 /* The rule, the mark and the write, in one transaction. */
@@ -180,8 +189,8 @@ fence_store_result fence__store_db_write(fence_store_db *db,
                                          const fence_store_cmd *c,
                                          fence_store_write_out *out)
 {
-    assert(fence__store_cmd_is_write(c->op));
-    assert(c->fence_len >= 1);
+    FENCE_ASSERT(fence__store_cmd_is_write(c->op));
+    FENCE_ASSERT(c->fence_len >= 1);
     memset(out, 0, sizeof(*out));
     MDB_txn *txn;
     int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
@@ -194,13 +203,33 @@ fence_store_result fence__store_db_write(fence_store_db *db,
         out->high = high;
         return FENCE_STORE_STALE;
     }
+    bool bind = false; /* this write binds the key to c->fence */
+    if (c->op != FENCE_STORE_OP_FENCE_ADMIT && !db->ignore_tokens) {
+        MDB_val own;
+        rc = owner_get(db, txn, c->key, c->key_len, &own);
+        if (rc == 0 && (own.mv_size != c->fence_len ||
+                        memcmp(own.mv_data, c->fence, c->fence_len) != 0)) {
+            memcpy(out->owner, own.mv_data, own.mv_size);
+            out->owner_len = own.mv_size;
+            mdb_txn_abort(txn);
+            db->wrongfence++;
+            return FENCE_STORE_WRONGFENCE;
+        }
+        bind = rc == MDB_NOTFOUND && c->op != FENCE_STORE_OP_FDEL;
+    }
+    if (bind) {
+        MDB_val k = {c->key_len, (void *)c->key};
+        MDB_val v = {c->fence_len, (void *)c->fence};
+        if ((rc = mdb_put(txn, db->owners, &k, &v, 0)) != 0)
+            return put_failed(db, txn, rc, "binding of a key to its fence");
+    }
     if (c->token > high) {
         unsigned char buf[8];
         for (int i = 0; i < 8; i++)
             buf[i] = (unsigned char)(c->token >> (8 * i));
         MDB_val k = {c->fence_len, (void *)c->fence}, v = {8, buf};
         if ((rc = mdb_put(txn, db->fences, &k, &v, 0)) != 0)
-            return put_failed(txn, rc, "put of a fence mark");
+            return put_failed(db, txn, rc, "put of a fence mark");
         high = c->token;
     }
     out->high = high;
@@ -210,12 +239,12 @@ fence_store_result fence__store_db_write(fence_store_db *db,
         v.mv_size = c->value_len;
         v.mv_data = (void *)c->value;
         if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
-            return put_failed(txn, rc, "put of a value");
+            return put_failed(db, txn, rc, "put of a value");
         break;
     case FENCE_STORE_OP_FDEL:
         rc = mdb_del(txn, db->data, &k, NULL);
         if (rc != 0 && rc != MDB_NOTFOUND)
-            return put_failed(txn, rc, "delete of a key");
+            return put_failed(db, txn, rc, "delete of a key");
         out->number = rc == 0 ? 1 : 0;
         break;
     case FENCE_STORE_OP_FINCR: {
@@ -223,7 +252,7 @@ fence_store_result fence__store_db_write(fence_store_db *db,
         rc = mdb_get(txn, db->data, &k, &v);
         if (rc != 0 && rc != MDB_NOTFOUND)
             FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
-        if (rc == 0 && parse_i64(v.mv_data, v.mv_size, &n) != 0) {
+        if (rc == 0 && fence__num_i64(v.mv_data, v.mv_size, &n) != 0) {
             mdb_txn_abort(txn);
             return FENCE_STORE_NOTINT;
         }
@@ -237,20 +266,18 @@ fence_store_result fence__store_db_write(fence_store_db *db,
         v.mv_size = (size_t)len;
         v.mv_data = num;
         if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
-            return put_failed(txn, rc, "put of a counter");
+            return put_failed(db, txn, rc, "put of a counter");
         out->number = n;
         break;
     }
     case FENCE_STORE_OP_FENCE_ADMIT:
         break;
     default:
-        assert(0 && "not a write");
+        FENCE_ASSERT(0 && "not a write");
     }
     rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
-    if (rc == MDB_MAP_FULL)
-        return FENCE_STORE_FULL;
     if (rc != 0)
-        FENCE_STORE_FATAL("LMDB commit failed: %s", mdb_strerror(rc));
+        return write_failed(db, rc, "commit");
     db->admitted++;
     return FENCE_STORE_OK;
 }
@@ -306,5 +333,6 @@ void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
     mdb_txn_abort(txn);
     st->admitted = db->admitted;
     st->rejected_stale = db->rejected;
+    st->rejected_wrongfence = db->wrongfence;
     st->map_size = db->map_size;
 }

@@ -1,9 +1,22 @@
 /* fence-store's LMDB layer: data and high-water marks in one environment,
  * each write (check + mark + data) in one write transaction.
  *
- * LMDB errors other than MDB_MAP_FULL are fatal (log + abort): mdb_txn_commit
- * fsyncs, and after a failed commit or write we cannot know what is on disk,
- * so the process stops instead of acknowledging anything more. */
+ * A key belongs to one fence: the first FSET or FINCR of a key binds it to
+ * that write's fence (LMDB database "owners": key -> fence name, written
+ * in the same transaction as the value), and every later FSET, FINCR or
+ * FDEL of the key through another fence is refused (FENCE_STORE_WRONGFENCE)
+ * whatever its token, nothing written.  Without the rule a holder whose
+ * token is stale for fence F could write F's keys through a fence G it
+ * never used (any token is >= G's mark of 0).  The binding outlives FDEL
+ * (a deleted key cannot be recreated through another fence).
+ * --ignore-tokens turns this check off along with the token check.
+ *
+ * Disk full: LMDB's MDB_MAP_FULL (the map is full) and ENOSPC (the file
+ * system is full) abort the transaction, nothing written, and are reported
+ * (FENCE_STORE_FULL, FENCE_STORE_NOSPACE) and logged as such.  Any other
+ * LMDB error is fatal (log + abort): mdb_txn_commit fsyncs, and after a
+ * failed commit or write we cannot know what is on disk, so the process
+ * stops instead of acknowledging anything more. */
 #ifndef FENCE_STORE_DB_H
 #define FENCE_STORE_DB_H
 
@@ -11,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/limits.h"
 #include "store/cmd.h"
 
 /* An open store (opaque). */
@@ -21,6 +35,9 @@ typedef enum fence_store_result {
     FENCE_STORE_OK,        /* committed (fsynced); see out fields */
     FENCE_STORE_STALE,     /* token < mark: nothing written; high = the mark */
     FENCE_STORE_FULL,      /* LMDB map full: nothing written */
+    FENCE_STORE_NOSPACE,   /* file system full (ENOSPC): nothing written */
+    FENCE_STORE_WRONGFENCE, /* key bound to another fence: nothing written;
+                             * owner = that fence */
     FENCE_STORE_NOTINT,    /* FINCR on a value that is not an int64 */
     FENCE_STORE_OVERFLOW,  /* FINCR would overflow int64 */
 } fence_store_result;
@@ -30,6 +47,8 @@ typedef struct fence_store_write_out {
     uint64_t
         high; /* FENCE_STORE_STALE: the mark; FENCE_STORE_OK: the mark after */
     int64_t number;  /* FDEL: keys removed (0/1); FINCR: new value */
+    char owner[FENCE_NAME_MAX]; /* FENCE_STORE_WRONGFENCE: the key's fence */
+    size_t owner_len;           /* bytes in owner */
 } fence_store_write_out;
 
 /* Counters for INFO. */
@@ -38,6 +57,7 @@ typedef struct fence_store_db_stats {
     uint64_t fences;         /* fences with a mark */
     uint64_t admitted;       /* tokens admitted since start */
     uint64_t rejected_stale; /* tokens rejected since start */
+    uint64_t rejected_wrongfence; /* writes refused: key of another fence */
     uint64_t map_size;       /* configured map size */
     uint64_t map_used;       /* bytes of the map in use (pages * psize) */
 } fence_store_db_stats;

@@ -10,9 +10,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/log.h"
+#include "common/version.h"
 #include "store/config.h"
 #include "store/db.h"
-#include "store/log.h"
 #include "store/server.h"
 
 /* Take an exclusive lock on <dir>/fence-store.lock so that two servers
@@ -23,13 +24,12 @@ static int lock_data_dir(const char *dir)
     snprintf(path, sizeof(path), "%s/fence-store.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR, "cannot open %s: %s", path,
+        FENCE_LOG_E("cannot open %s: %s", path,
                   strerror(errno));
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR,
-                  "%s is locked: another fence-store is using %s", path, dir);
+        FENCE_LOG_E("%s is locked: another fence-store is using %s", path, dir);
         close(fd);
         return -1;
     }
@@ -40,20 +40,27 @@ static int lock_data_dir(const char *dir)
  * 1 on a startup error, 2 on a bad flag. */
 int main(int argc, char **argv)
 {
-    fence_store_config cfg;
-    fence__store_config_default(&cfg);
-    int rc = fence__store_config_parse(&cfg, argc, argv, stdout, stderr);
+    static fence_store_config cfg;
+    char err[1300];
+    int rc = fence__store_config_load(&cfg, argc, argv, err, sizeof(err));
     if (rc > 0)
         return 0;
-    if (rc < 0)
+    if (rc < 0) {
+        fprintf(stderr, "fence-store: %s\n", err);
         return 2;
-    fence__store_log_level = (int)cfg.log_level;
+    }
+    rc = fence__log_open(cfg.log_level_num, cfg.log_file);
+    if (rc != 0) {
+        fprintf(stderr, "fence-store: log-file %s: cannot open: %s\n",
+                cfg.log_file, strerror(rc));
+        return 2;
+    }
+    FENCE_LOG_I("fence-store %s starting", FENCE_VERSION);
 
-    char err[1300];
     fence_store_db *db = NULL;
     if (fence__store_db_open(cfg.data_dir, cfg.map_size, cfg.ignore_tokens, &db,
                              err, sizeof(err)) != 0) {
-        FENCE_STORE_LOG(FENCE_STORE_LOG_ERROR, "%s", err);
+        FENCE_LOG_E("%s", err);
         return 1;
     }
     int lock_fd = lock_data_dir(cfg.data_dir);
@@ -63,14 +70,12 @@ int main(int argc, char **argv)
     }
     fence_store_db_stats st;
     fence__store_db_stats_get(db, &st);
-    FENCE_STORE_LOG(FENCE_STORE_LOG_INFO,
-              "data in %s: %" PRIu64 " keys, %" PRIu64 " fences (map size %"
+    FENCE_LOG_I("data in %s: %" PRIu64 " keys, %" PRIu64 " fences (map size %"
               PRIu64 " bytes, max value %" PRIu64 " bytes)", cfg.data_dir,
               st.keys, st.fences, cfg.map_size, cfg.max_value);
     if (cfg.ignore_tokens) {
         for (int i = 0; i < 3; i++)
-            FENCE_STORE_LOG(FENCE_STORE_LOG_WARN,
-                      "!!! --ignore-tokens: FENCING IS OFF. Every token is "
+            FENCE_LOG_W("!!! --ignore-tokens: FENCING IS OFF. Every token is "
                       "admitted; stale writers WILL overwrite newer data. "
                       "Control mode for demos and tests only. !!!");
     }

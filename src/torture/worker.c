@@ -38,6 +38,8 @@
 
 #include <hiredis.h>
 
+#include "common/version.h"
+
 /* Most server addresses a worker can rotate through (cluster nodes). */
 #define WORKER_ADDRS_MAX 8
 /* Longest host name in an address. */
@@ -716,6 +718,10 @@ static void parse_args(int argc, char **argv)
  * stopped by a signal; the history stays consistent line by line. */
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("fence-torture-worker %s\n", FENCE_VERSION);
+        return 0;
+    }
     parse_args(argc, argv);
     static endpoint fe, ke, se;
     if (endpoint_parse(&fe, cfg.fenced) != 0 || endpoint_parse(&ke, cfg.fenced) != 0 ||

@@ -1,7 +1,7 @@
 /* Writes the hand-made seed inputs of the entry and snapshot fuzz targets.
  *
  *   cc -std=c11 -Isrc -Itests/fuzz tests/fuzz/gen_core_seeds.c \
- *      build/libfencecore.a -o build/gen_core_seeds
+ *      build/libfencecore.a build/libfencecommon.a -o build/gen_core_seeds
  *   build/gen_core_seeds tests/fuzz/corpus
  *
  * It plays a few scripted scenarios (grants, FIFO hand-over on expiry,
@@ -13,7 +13,9 @@
  *   corpus/snapshot/seed-<scenario>-raw  the final snapshot, mode byte 0
  *   corpus/snapshot/seed-<scenario>-body the snapshot without its CRC,
  *                                        mode byte 1 (the target adds it)
- * Not part of the build: run it by hand when the formats change.
+ * Not part of the build: run it by hand when the formats change.  The seeds
+ * of older format versions are kept under other names (seed-v1-* entries,
+ * seed-v2-* snapshots) so that the decoders of old versions stay fuzzed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +23,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 
 /* Most entries a scenario has. */
 #define SCEN_ENTRIES_MAX 16
@@ -222,7 +226,8 @@ int main(int argc, char **argv)
 
     /* Malformed entries: bad version, short header, bad flags, trailing
      * bytes, a name longer than the entry. */
-    static const uint8_t bad_version[] = {2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t bad_version[] = {FENCE_ENTRY_VERSION + 1, 0, 0, 0, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0};
     static const uint8_t short_header[] = {1, 0, 0, 0};
     static const uint8_t bad_flags[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
                                         2, 0x80, 0, 0, 0, 0, 0, 0, 0, 0};

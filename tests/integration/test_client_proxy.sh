@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# libfence through a TCP fault proxy (build/fence-proxy): connections reset
+# libfence through a TCP fault proxy (build/fence-faults): connections reset
 # while a lock request is queued (the retry with the same REQID gets the
 # cancelled wait's nil; the client asks again for the time left and gets the
 # lock), and while `fencectl lock` holds a lock (the keepalive reconnects;
 # the command is not disturbed).
 . "$(dirname "$0")/../lib/lib.sh"
-PROXY=$BUILD/fence-proxy
+PROXY=$BUILD/fence-faults
 [ -x "$FENCED" ] || skip_all "$FENCED not built"
 [ -x "$FENCECTL" ] || skip_all "$FENCECTL not built"
 [ -x "$PROXY" ] || skip_all "$PROXY not built"

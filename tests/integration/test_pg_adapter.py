@@ -480,6 +480,94 @@ def test_admit_before_read(pg):
         c.close()
 
 
+def test_key_binding(pg):
+    """A key belongs to one fence (issue 15): fence.claim and the fence.guard
+    row trigger refuse a write through another fence with FN004 WRONGFENCE,
+    and the whole transaction rolls back."""
+    admin = pg.connect(autocommit=True)
+    sql(admin, "CREATE TABLE public.accounts (id int PRIMARY KEY, balance int)")
+    sql(admin, "CREATE TRIGGER accounts_fence BEFORE INSERT OR UPDATE OR DELETE ON public.accounts "
+               "FOR EACH ROW EXECUTE FUNCTION fence.guard('id')")
+    c = pg.connect()
+    sql(c, "SELECT fence.admit('acct', 100)")
+    sql(c, "INSERT INTO accounts VALUES (7, 10)")
+    c.commit()
+    T.eq("acct", one(c, "SELECT fence FROM fence.keys WHERE key = 'public.accounts/7'"),
+         "binding: the first write binds the row's key to the admitted fence")
+    c.rollback()
+    state, _ = attempt(c, "SELECT fence.admit('acct', 99)")
+    T.eq("FN001", state, "binding: a stale token for the owner is FN001")
+    c.rollback()
+    sql(c, "SELECT fence.admit('otherfence', 0)")
+    state, msg = attempt(c, "UPDATE accounts SET balance = 0 WHERE id = 7")
+    T.eq("FN004", state, "binding: an update through another fence is FN004")
+    T.check(msg.startswith("WRONGFENCE key 'public.accounts/7' belongs to fence 'acct'"),
+            "binding: ...naming the key and its fence", msg)
+    c.rollback()
+    T.eq(10, one(c, "SELECT balance FROM accounts WHERE id = 7"), "binding: ...and nothing was written")
+    T.eq(0, one(c, "SELECT fence.high('otherfence')"), "binding: ...not even the other fence's mark")
+    c.rollback()
+    sql(c, "SELECT fence.admit('otherfence', 0)")
+    state, _ = attempt(c, "DELETE FROM accounts WHERE id = 7")
+    T.eq("FN004", state, "binding: a delete through another fence is refused")
+    c.rollback()
+    sql(c, "SELECT fence.admit('otherfence', 1)")
+    sql(c, "INSERT INTO accounts VALUES (8, 1)")
+    state, _ = attempt(c, "UPDATE accounts SET id = 7 WHERE id = 8")
+    T.eq("FN004", state, "binding: an update cannot move a row onto another fence's key")
+    c.rollback()
+    sql(c, "SELECT fence.admit('acct', 101)")
+    sql(c, "UPDATE accounts SET balance = 11 WHERE id = 7")
+    sql(c, "DELETE FROM accounts WHERE id = 7")
+    c.commit()
+    T.eq(0, one(c, "SELECT count(*) FROM accounts"), "binding: the owner updates and deletes its row")
+    c.rollback()
+    sql(c, "SELECT fence.admit('otherfence', 2)")
+    state, _ = attempt(c, "INSERT INTO accounts VALUES (7, 99)")
+    T.eq("FN004", state, "binding: a deleted row is not recreated through another fence")
+    c.rollback()
+    state, msg = attempt(c, "INSERT INTO accounts VALUES (9, 1)")
+    T.eq("FN005", state, "binding: a fenced table written without fence.admit is refused (FN005)")
+    c.rollback()
+    # Explicit claims, for writes a trigger cannot see.
+    sql(c, "SELECT fence.admit('acct', 101)")
+    sql(c, "SELECT fence.claim('acct', 'blob:7')")
+    c.commit()
+    state, msg = attempt(c, "SELECT fence.claim('otherfence', 'blob:7')")
+    T.eq("FN004", state, "binding: fence.claim through another fence is FN004")
+    c.rollback()
+    T.eq(("ok", [("",)]), attempt(c, "SELECT fence.claim('acct', 'blob:7')::text"),
+         "binding: the owner claims again freely")
+    c.rollback()
+    # Two first claims of one key race: exactly one fence wins.
+    results = {}
+
+    def claimer(fence_name):
+        conn = pg.connect()
+        try:
+            sql(conn, "SELECT fence.admit(%s, 1)", (fence_name,))
+            sql(conn, "INSERT INTO accounts VALUES (50, 0)")
+            time.sleep(0.2)
+            conn.commit()
+            results[fence_name] = "ok"
+        except psycopg2.Error as e:
+            results[fence_name] = e.pgcode
+            conn.rollback()
+        finally:
+            conn.close()
+    ths = [threading.Thread(target=claimer, args=(n,)) for n in ("race-a", "race-b")]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    T.eq(["ok"], [v for v in results.values() if v == "ok"],
+         "binding: two transactions claiming one new key: exactly one commits", str(results))
+    T.check(sorted(results.values())[0] in ("23505", "FN004"),
+            "binding: ...the other is refused", str(results))
+    c.close()
+    admin.close()
+
+
 def test_privileges(pg):
     """An application role with only the documented grants can admit but not edit marks."""
     admin = pg.connect(autocommit=True)
@@ -629,6 +717,7 @@ def main():
             run_group(T, test_race, pg, iso, "race-" + iso.split()[0].lower())
         run_group(T, test_independent, pg)
         run_group(T, test_admit_before_read, pg)
+        run_group(T, test_key_binding, pg)
         run_group(T, test_privileges, pg)
         run_group(T, test_hammer, pg, int(os.environ.get("FENCE_PG_CLIENTS", "64")),
                   int(os.environ.get("FENCE_PG_OPS", "30")))

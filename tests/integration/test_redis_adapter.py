@@ -6,7 +6,8 @@ Starts its own redis-server on a free 127.0.0.1 port in a temporary directory
 admission rule, STALE error text, equal tokens, exact comparison of tokens
 around 2^53 and 2^64-1, strict token validation, concurrent clients never
 admitting below the mark, and marks surviving kill -9 with appendfsync
-always (plus a control showing that without persistence they do not).
+always (plus a control showing that without persistence they do not), and
+a key bound to the fence key that first wrote it (WRONGFENCE otherwise).
 Prints "ok - ..." / "not ok - ..." lines; exits 1 on failure, 77 if Redis
 or python3-redis is missing.  Processes are stopped by PID.
 """
@@ -297,6 +298,54 @@ def test_bad_input(srv):
     T.eq(None, r.get(d), "none of the refused calls wrote the data key")
 
 
+def test_key_binding(srv):
+    """A key belongs to the fence key that first wrote it (issue 15).
+
+    A stale holder of fence F must not write F's keys through a fence G it
+    never used: the write is refused with WRONGFENCE naming the owner, and
+    nothing is written (no value, no mark)."""
+    r = srv.client()
+    d, f, g = "{acct}:balance", "{acct}:fence", "{acct}:other"
+    T.eq(("ok", b"OK"), call(r, "fence_set", [d, f], ["100", "10"]), "binding: first fence_set binds the key")
+    kind, msg = call(r, "fence_set", [d, f], ["99", "stale"])
+    T.check(kind == "err" and msg.startswith("STALE 99 100 "), "binding: a stale token for the owner is STALE", msg)
+    kind, msg = call(r, "fence_set", [d, g], ["0", "around"])
+    T.check(kind == "err" and msg.startswith(
+        "WRONGFENCE key '{acct}:balance' belongs to fence key '{acct}:fence'"),
+        "binding: fence_set through another fence key is WRONGFENCE, naming the owner", msg)
+    T.eq(b"10", r.get(d), "binding: ...and wrote nothing")
+    T.eq(0, r.exists(g), "binding: ...and raised no mark for the other fence")
+    kind, msg = call(r, "fence_incr", [d, g], ["5"])
+    T.check(kind == "err" and msg.startswith("WRONGFENCE"), "binding: fence_incr through another fence is refused",
+            msg)
+    kind, msg = call(r, "fence_del", [d, g], ["5"])
+    T.check(kind == "err" and msg.startswith("WRONGFENCE"), "binding: fence_del through another fence is refused",
+            msg)
+    T.eq(b"10", r.get(d), "binding: the value is intact")
+    T.eq(("ok", 11), call(r, "fence_incr", [d, f], ["100"]), "binding: the owner still writes")
+    T.eq(("ok", 1), call(r, "fence_del", [d, f], ["100"]), "binding: the owner deletes its key")
+    kind, msg = call(r, "fence_set", [d, g], ["9", "recreate"])
+    T.check(kind == "err" and msg.startswith("WRONGFENCE"),
+            "binding: a deleted key stays bound (no recreation through another fence)", msg)
+    T.eq(("ok", 0), call(r, "fence_del", ["{acct}:never", g], ["1"]), "binding: fence_del of a key never written")
+    T.eq(("ok", b"OK"), call(r, "fence_set", ["{acct}:never", f], ["100", "v"]),
+         "binding: ...binds nothing, so another fence may create it")
+    # A fence's mark belongs to its fence: no fence_set may overwrite it.
+    kind, msg = call(r, "fence_set", [f, g], ["1", "0"])
+    T.check(kind == "err" and msg.startswith("WRONGFENCE"), "binding: another fence cannot overwrite a mark", msg)
+    T.eq(b"100", r.get(f), "binding: ...the mark is intact")
+    kind, msg = call(r, "fence_admit", [d], ["1000"])
+    T.check(kind == "err" and msg.startswith("WRONGFENCE"), "binding: a bound data key is refused as a fence key",
+            msg)
+    kind, msg = call(r, "fence_set", ["{acct}:balance:fence-owner", g], ["1", g])
+    T.check(kind == "err" and "reserved" in msg, "binding: the binding records cannot be written as data", msg)
+    # Untagged keys: the record is {key}:fence-owner, in the key's own slot.
+    T.eq(("ok", b"OK"), call(r, "fence_set", ["plain", "plainfence"], ["1", "x"]), "binding: an untagged key")
+    T.eq(b"plainfence", r.get("{plain}:fence-owner"), "binding: its record shares its hash slot")
+    kind, msg = call(r, "fence_set", ["plain", "{acct}:other"], ["1", "y"])
+    T.check(kind == "err" and msg.startswith("WRONGFENCE"), "binding: untagged keys are bound too", msg)
+
+
 def model_token(s):
     """The reference rule for a token argument: its integer value, or None if invalid."""
     if not (1 <= len(s) <= 20) or any(ch not in "0123456789" for ch in s):
@@ -488,6 +537,7 @@ def main():
         run_group(T, test_basic, srv)
         run_group(T, test_big_tokens, srv)
         run_group(T, test_bad_input, srv)
+        run_group(T, test_key_binding, srv)
         run_group(T, test_token_model, srv)
         clients = int(os.environ.get("FENCE_REDIS_CLIENTS", "16"))
         ops = int(os.environ.get("FENCE_REDIS_OPS", "150"))

@@ -3,16 +3,20 @@
  *
  *   1. random numbers, hashing, failure reporting
  *   2. a crash-stop raft_io wrapper with a shadow "disk" (restarts)
- *   3. the raft_fsm of a node: the real fence_fsm, plus the apply-time checks
+ *   3. the raft_fsm of a node: fenced's leader module applying to the real
+ *      fence_fsm, plus the apply-time checks
  *   4. the global history and the independent lease model
- *   5. the leader procedure of src/server (barrier, LEADER_START, batches)
- *   6. simulated clients
+ *   5. the server: src/server/leader.c on each node (the same module fenced
+ *      runs), with the sim as its shell
+ *   6. simulated clients: connections with pipelines, reads, waits,
+ *      disconnects and REQID retries
  *   7. faults
  *   8. the run loop and the final checks
  *
- * Rule for raft callbacks: they only record what happened; every call into
- * raft (apply, barrier, transfer, close, start) is made by the driver between
- * fixture steps, never from inside a callback.
+ * Rule for raft callbacks (leader.h's, which the module asserts and the sim
+ * checks): they only record what happened and deliver replies; every call
+ * into raft (apply, barrier, transfer, close, start) is made between fixture
+ * steps, by the module's step or by the driver, never from inside a callback.
  */
 #include "sim.h"
 
@@ -28,12 +32,15 @@
 #include <raft.h>
 #include <raft/fixture.h>
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
+#include "server/leader.h"
 
 #define SIM_MAX_NODES 8
 #define SIM_MAX_CLIENTS 32
 #define SIM_LOCKS 5                          /* lock names "lock0".."lock4" */
-#define SIM_RESULTS_MAX (SIM_MAX_CLIENTS + 2) /* commands in one sim entry */
+#define SIM_RESULTS_MAX 256                  /* commands in one sim entry */
 #define SIM_EVENTS_MAX 4096                  /* events in one applied entry */
 #define SIM_CLIENT_LEASES 3                  /* leases a client keeps */
 #define SIM_CLIENT_HELD 8                    /* grants a client remembers */
@@ -140,8 +147,20 @@ typedef struct sim_ack {
 /* A request id the model has seen applied, with the result it got. */
 typedef struct sim_reqid {
     uint64_t req_id;     /* 0: empty slot */
+    bool forgotten;      /* the core forgot it (its wait was cancelled) */
     fence_result result; /* result of the first application */
 } sim_reqid;
+
+/* A queued wait of a command with a request id, as the model sees it: the
+ * core forgets that request id when a CANCEL fails the wait (fsm.c
+ * cmd_cancel), so a retry with the same id queues afresh. */
+typedef struct sim_mwait {
+    uint64_t wait_id;  /* from the QUEUED result */
+    uint64_t req_id;   /* the request id of the queued command */
+    uint64_t wait_ms;  /* its length (for LEADER_START rebases) */
+    uint64_t deadline; /* fsm time it times out */
+    bool cancelled;    /* a CANCEL failed it (its request id is forgotten) */
+} sim_mwait;
 
 /* Pending asynchronous I/O the wrapper forwarded to the fixture. */
 enum { PEND_APPEND = 1, PEND_SEND, PEND_SNAP_PUT, PEND_SNAP_GET };
@@ -177,19 +196,20 @@ typedef struct sim_diskop {
     struct raft_snapshot *snap;       /* SNAPSHOT: our copy once done */
 } sim_diskop;
 
-/* A proposal (raft_apply) in flight from one node. */
-typedef struct sim_batch {
-    struct raft_apply req;     /* req.data points back here */
-    struct sim_node *node;     /* proposing node */
-    bool busy;                 /* submitted, callback not yet fired */
-    bool is_start;             /* the LEADER_START entry */
-    raft_term term;            /* leadership it belongs to */
-    unsigned n;                /* client commands in it */
-    int clients[SIM_MAX_CLIENTS]; /* client of each command, in order */
-} sim_batch;
-
-enum { PHASE_NONE = 0, PHASE_BARRIER, PHASE_BARRIER_DONE, PHASE_START,
-       PHASE_READY };
+/* A raft request the leader module made through its ops (a proposal or a
+ * barrier).  A node that restarts marks its requests stale: their
+ * callbacks, if raft still fires them, no longer reach the new process. */
+typedef struct sim_req_raft {
+    union {
+        struct raft_apply apply;     /* ops->propose */
+        struct raft_barrier barrier; /* ops->barrier */
+    } u;                             /* raft's request (data = this) */
+    struct sim_node *node;           /* node whose module made it */
+    void *tag;                       /* the module's batch (propose) */
+    bool stale;                      /* the node restarted since */
+    struct sim_req_raft *prev;       /* list of requests in flight */
+    struct sim_req_raft *next;       /* list of requests in flight */
+} sim_req_raft;
 
 /* One cluster node: raft (inside the fixture), its fsm, its disk shadow and
  * the server-side procedure state. */
@@ -227,38 +247,53 @@ typedef struct sim_node {
     /* Applied-state tracking. */
     uint64_t last_cmd_index;   /* index of the last command entry applied */
     uint64_t last_token;       /* fence_fsm_last_token after it */
-    fence_result results[SIM_RESULTS_MAX]; /* results of the last entry */
-    fence_event *events;       /* events of the entry being applied */
-    unsigned n_events;         /* how many */
-    bool events_overflow;      /* more than SIM_EVENTS_MAX */
     uint8_t *snapbuf;          /* scratch for snapshot hashing */
     size_t snapcap;            /* its capacity */
 
-    /* Leader procedure. */
-    int phase;                 /* PHASE_* */
-    raft_term lterm;           /* term of the leadership being set up */
-    struct raft_barrier barrier; /* the catch-up barrier */
-    bool barrier_busy;         /* barrier callback pending */
-    sim_batch start;           /* the LEADER_START proposal */
-    sim_batch batch;           /* the client batch in flight */
-    int queue[SIM_MAX_CLIENTS]; /* clients waiting for the next batch */
-    unsigned n_queue;          /* how many */
+    /* The server: the same leader module as fenced. */
+    fence_leader *leader;      /* src/server/leader.c over fsm */
+    uint64_t timer_at;         /* leader timer (node clock); UINT64_MAX: off */
     struct raft_transfer transfer; /* leadership transfer request */
     bool transfer_busy;        /* its callback pending */
 } sim_node;
 
-enum { CL_IDLE = 0, CL_QUEUED, CL_PROPOSED, CL_WAITING };
+/* What a request of a simulated client got. */
+enum { ANS_NONE = 0, ANS_RESULT, ANS_READ, ANS_ERROR };
 
-/* A simulated client: one request at a time, a few leases, the grants it
- * was told about, and at most one queued wait. */
+/* One request in a simulated client's pipeline. */
+typedef struct sim_req {
+    fence_cmd cmd;         /* the command (name -> name_buf); type 0: a read */
+    uint8_t name_buf[8];   /* its lock name */
+    unsigned lock;         /* lock number (LOCK/UNLOCK/ACQUIRE/LOCK.INFO) */
+    bool is_read;          /* LEASE.INFO (cmd.lease) or LOCK.INFO (name) */
+    bool sent;             /* handed to a node's leader module */
+    int ans;               /* ANS_* once answered */
+    bool from_wait;        /* ANS_RESULT: a wait's outcome */
+    fence_result r;        /* ANS_RESULT */
+    int err;               /* ANS_ERROR: FENCE_LERR_* */
+    unsigned tries;        /* times sent (retries give up after a few) */
+    bool read_ok;          /* ANS_READ: the lease / lock existed */
+    uint64_t state_index;  /* index of the node's state when answered */
+    uint64_t floor_index;  /* highest index acknowledged anywhere at send */
+} sim_req;
+
+#define SIM_PIPE_MAX 4  /* requests a client pipelines at once */
+#define SIM_TRIES_MAX 6 /* sends of one request before the client gives up */
+
+/* A simulated client: one connection at a time to a node, a pipeline of
+ * up to SIM_PIPE_MAX requests answered in order, a few leases, the grants
+ * it was told about. */
 typedef struct sim_client {
     unsigned id;               /* index */
-    int state;                 /* CL_* */
-    fence_cmd cmd;             /* current command (name -> name_buf) */
-    uint8_t name_buf[8];       /* its lock name */
-    unsigned lock;             /* lock number of cmd (LOCK/UNLOCK/ACQUIRE) */
-    bool retry;                /* cmd is a retry after an unknown outcome */
-    unsigned node;             /* node it sent cmd to */
+    int node;                  /* node connected to; -1: none */
+    fence_lconn lconn;         /* the leader module's state of the conn */
+    sim_req pipes[2][SIM_PIPE_MAX]; /* pipelines; they alternate, so a
+                                  late answer for an old one is caught */
+    sim_req *pipe;             /* the current one, in send order */
+    unsigned n_pipe;           /* requests in it */
+    unsigned n_done;           /* of them, processed in order */
+    sim_req retry[SIM_PIPE_MAX]; /* to resend (same REQID) */
+    unsigned n_retry;          /* how many */
     uint64_t seq;              /* request id counter */
     uint64_t leases[SIM_CLIENT_LEASES]; /* leases it believes it has */
     unsigned n_leases;         /* how many */
@@ -268,11 +303,7 @@ typedef struct sim_client {
         uint64_t lease;        /* lease it was granted for */
     } held[SIM_CLIENT_HELD];   /* grants it believes it holds */
     unsigned n_held;           /* how many */
-    uint64_t wait_id;          /* queued wait, if CL_WAITING */
-    unsigned wait_node;        /* node that queued it */
-    unsigned wait_lock;        /* lock waited for */
-    uint64_t wait_lease;       /* lease of the wait (ACQUIRE: its own) */
-    uint64_t give_up_at;       /* stop waiting after this (sim time) */
+    uint64_t give_up_at;       /* disconnect if still waiting then */
     uint64_t next_at;          /* next action (sim time) */
 } sim_client;
 
@@ -304,9 +335,17 @@ typedef struct sim {
     size_t cap_mleases;        /* capacity of mleases (ids below it) */
     sim_reqid *reqids;         /* open-addressing table */
     size_t cap_reqids;         /* slots in reqids (a power of two) */
+    sim_mwait *mwaits;         /* queued waits with a request id */
+    uint64_t model_wait_max;   /* highest wait id seen queued */
+    size_t n_mwaits;           /* entries in mwaits */
+    size_t cap_mwaits;         /* capacity of mwaits */
     uint64_t model_now;        /* model's fsm time */
     uint64_t model_index;      /* last index the model processed */
     uint64_t model_token;      /* highest token in the history */
+    uint64_t acked_index;      /* highest index of a write acknowledged */
+    unsigned in_cb;            /* depth inside raft callbacks (the rule) */
+    sim_req_raft *raft_reqs;   /* raft requests in flight */
+    fence_event *events;       /* scratch: events of the entry applied */
 } sim;
 
 /* The run in progress; raft callbacks carry no user pointer of ours for
@@ -913,17 +952,6 @@ static void sim_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-/* Collect an event of the entry being applied. */
-static void on_event(void *ctx, const fence_event *ev)
-{
-    sim_node *n = ctx;
-    if (n->n_events >= SIM_EVENTS_MAX) {
-        n->events_overflow = true;
-        return;
-    }
-    n->events[n->n_events++] = *ev;
-}
-
 /* Create a fresh fence_fsm for a node. */
 static fence_fsm *node_fsm_new(sim_node *n)
 {
@@ -931,8 +959,7 @@ static fence_fsm *node_fsm_new(sim_node *n)
     memset(&fo, 0, sizeof fo);
     fo.alloc.alloc = sim_alloc;
     fo.alloc.free = sim_free;
-    fo.on_event = on_event;
-    fo.event_ctx = n;
+    (void)n;
     fence_fsm *f = NULL;
     int rv = fence_fsm_create(&fo, &f);
     assert(rv == 0 && f != NULL);
@@ -1035,6 +1062,48 @@ static uint64_t mdeadline(const sim_mlease *l, uint64_t now)
     return d;
 }
 
+/* A CANCEL for wait_id ran (not deduplicated) at fsm time now.  The core
+ * forgets the request id of the queued command when the CANCEL is what
+ * failed its wait (fsm.c cmd_cancel), at once: a retry later in the same
+ * entry already queues afresh.  The CANCEL failed the wait iff the entry
+ * reports it ended NIL and it did not time out: timeouts are processed
+ * before the commands (and only there; a LEADER_START entry fires no old
+ * deadline and carries no CANCEL), and anything else that ends a wait
+ * before the CANCEL (a grant, a lease's end) reports OK or NOLEASE. */
+static void model_cancel(sim *s, uint64_t wait_id, uint64_t now, bool starts,
+                         const fence_event *evs, unsigned n_ev)
+{
+    for (size_t j = 0; j < s->n_mwaits; j++) {
+        sim_mwait *w = &s->mwaits[j];
+        if (w->wait_id != wait_id || w->cancelled)
+            continue;
+        bool timed_out = !starts && w->deadline <= now;
+        for (unsigned k = 0; k < n_ev; k++) {
+            if (evs[k].wait_id != wait_id)
+                continue;
+            if (evs[k].result.status == FENCE_ST_NIL && !timed_out) {
+                sim_reqid *r = reqid_slot(s, w->req_id);
+                if (r->req_id == w->req_id)
+                    r->forgotten = true;
+                w->cancelled = true;
+                s->res->model_forgets++;
+            }
+            break;
+        }
+    }
+}
+
+/* Stop tracking the queued waits this entry's events ended. */
+static void model_waits_end(sim *s, const fence_event *evs, unsigned n_ev)
+{
+    for (unsigned k = 0; k < n_ev; k++)
+        for (size_t j = 0; j < s->n_mwaits; j++)
+            if (s->mwaits[j].wait_id == evs[k].wait_id) {
+                s->mwaits[j] = s->mwaits[--s->n_mwaits];
+                break;
+            }
+}
+
 /* The lease model, run once per index (by the first node applying it):
  * check every new grant went to a live lease and keep lease deadlines from
  * the applied commands alone.  Rules (fsm.h "Time"): now = max(previous
@@ -1067,7 +1136,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
         bool dup = false;
         if (c->flags & FENCE_CMD_F_REQID) {
             sim_reqid *slot = reqid_slot(s, c->req_id);
-            if (slot->req_id == c->req_id) {
+            if (slot->req_id == c->req_id && !slot->forgotten) {
                 dup = true;
                 /* A queued wait's stored result becomes its outcome. */
                 if (slot->result.status != FENCE_ST_QUEUED &&
@@ -1085,15 +1154,32 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
                 slot->result = *r;
             } else {
                 slot->req_id = c->req_id;
+                slot->forgotten = false;
                 slot->result = *r;
+                /* Only the request that created the wait (ids grow; one
+                 * that joined an existing wait keeps its record). */
+                if (r->status == FENCE_ST_QUEUED && r->wait_id > s->model_wait_max) {
+                    s->mwaits = grow(s->mwaits, &s->cap_mwaits,
+                                     s->n_mwaits + 1, sizeof *s->mwaits);
+                    sim_mwait *w = &s->mwaits[s->n_mwaits++];
+                    w->wait_id = r->wait_id;
+                    w->req_id = c->req_id;
+                    w->wait_ms = c->wait_ms;
+                    w->deadline = now + c->wait_ms;
+                    w->cancelled = false;
+                }
             }
         }
+        if (r->status == FENCE_ST_QUEUED && r->wait_id > s->model_wait_max)
+            s->model_wait_max = r->wait_id;
+        if (c->type == FENCE_CMD_CANCEL && !dup)
+            model_cancel(s, c->wait_id, now, starts, evs, n_ev);
         if (s->o.verbose > 1)
             sim_log(s, "apply %" PRIu64 "/%u now %" PRIu64 ": type %u lease %"
                        PRIu64 " ttl %" PRIu64 " wait %" PRIu64 " token %" PRIu64
                        "%s -> st %u lease %" PRIu64 " token %" PRIu64
                        " wait_id %" PRIu64,
-                    index, k, now, c->type, c->lease, c->ttl_ms, c->wait_ms,
+                    index, k, now, c->type, c->type == FENCE_CMD_CANCEL ? c->wait_id : c->lease, c->ttl_ms, c->wait_ms,
                     c->token, dup ? " (dup)" : "", r->status, r->lease,
                     r->token, r->wait_id);
         if (dup)
@@ -1103,6 +1189,8 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
         case FENCE_CMD_LEADER_START:
             if (r->status != FENCE_ST_OK)
                 break;
+            for (size_t k2 = 0; k2 < s->n_mwaits; k2++)
+                s->mwaits[k2].deadline = now + s->mwaits[k2].wait_ms;
             for (size_t id = 1; id < s->cap_mleases; id++) {
                 sim_mlease *m = &s->mleases[id];
                 if (m->acq_waiting)
@@ -1213,6 +1301,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
             else
                 m->live = false;
         }
+    model_waits_end(s, evs, n_ev);
     if (fence_fsm_now(nd->fsm) != now)
         sim_fail(s, "index %" PRIu64 ": fsm time %" PRIu64 " after the entry, "
                     "expected max(previous %" PRIu64 ", timestamp %" PRIu64 ")",
@@ -1224,7 +1313,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
      * it, the safe direction, and counts a "model adjust". */
     for (size_t id = 1; id < s->cap_mleases && !s->res->failed; id++) {
         sim_mlease *l = &s->mleases[id];
-        fence_lease_info li;
+        fence_fsm_lease_state li;
         int rv = fence_fsm_lease_info(nd->fsm, id, now, &li);
         if (rv == 0) {
             if (li.deadline_ms <= now || !l->known || !l->live ||
@@ -1253,9 +1342,10 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
     }
 }
 
-/* raft_fsm.apply: decode-and-apply the entry with the real fsm into the
- * node's results buffer, then check it against the history (or record it
- * as the history when this node is first at this index). */
+/* raft_fsm.apply: the node's leader module (src/server/leader.c) applies
+ * the entry with the real fsm and answers the waits it ends; then check it
+ * against the history (or record it as the history when this node is
+ * first at this index). */
 static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                       void **result)
 {
@@ -1264,33 +1354,44 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     struct raft *r = raft_fixture_get(&s->fx, nd->i);
     uint64_t index = raft_last_applied(r) + 1;
 
-    nd->n_events = 0;
-    nd->events_overflow = false;
-    int n = fence_fsm_apply_entry(nd->fsm, buf->base, buf->len, nd->results,
-                                  SIM_RESULTS_MAX);
-    *result = nd->results;
-    if (n < 0 || n > SIM_RESULTS_MAX) {
-        sim_fail(s, "node %u: entry at index %" PRIu64 " rejected (%d)", nd->i,
-                 index, n);
+    size_t plen = fence__entry_unframe(buf->base, buf->len);
+    if (plen == SIZE_MAX) {
+        sim_fail(s, "node %u: entry at index %" PRIu64 " badly framed", nd->i,
+                 index);
         return 0;
     }
-    if (nd->events_overflow)
+    s->in_cb++;
+    const fence_result *results = fence__leader_apply(nd->leader, buf->base,
+                                                      buf->len);
+    s->in_cb--;
+    *result = (void *)results;
+    size_t n_ev = 0;
+    const fence_event *evs = fence_fsm_events(nd->fsm, &n_ev);
+    if (n_ev > SIM_EVENTS_MAX) {
         sim_fail(s, "index %" PRIu64 ": more than %d events", index,
                  SIM_EVENTS_MAX);
+        return 0;
+    }
     const char *bad = fence_fsm_check(nd->fsm);
     if (bad != NULL)
         sim_fail(s, "node %u index %" PRIu64 ": fence_fsm_check: %s", nd->i,
                  index, bad);
 
     /* Decode our copy of the commands (names point into buf). */
-    fence_cmd cmds[SIM_RESULTS_MAX];
+    static fence_cmd cmds[SIM_RESULTS_MAX];
     fence_entry_iter it;
-    int rv = fence_entry_open(&it, buf->base, buf->len);
+    int rv = fence_entry_open(&it, buf->base, plen);
     assert(rv == 0);
+    (void)rv;
+    if (it.count > SIM_RESULTS_MAX) {
+        sim_fail(s, "index %" PRIu64 ": %u commands in one entry (the sim "
+                    "checks at most %d)", index, it.count, SIM_RESULTS_MAX);
+        return 0;
+    }
     unsigned nc = 0;
     while (nc < SIM_RESULTS_MAX && fence_entry_next(&it, &cmds[nc]) == 1)
         nc++;
-    assert(nc == (unsigned)n);
+    assert(nc == it.count);
     uint64_t ts = it.timestamp_ms;
 
     /* Every grant of this entry: new tokens must be distinct, above the
@@ -1303,7 +1404,7 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     uint64_t before = nd->last_token;
     uint64_t after = fence_fsm_last_token(nd->fsm);
     for (unsigned k = 0; k < nc; k++) {
-        const fence_result *res = &nd->results[k];
+        const fence_result *res = &results[k];
         if ((cmds[k].type != FENCE_CMD_LOCK &&
              cmds[k].type != FENCE_CMD_ACQUIRE) || res->status != FENCE_ST_OK)
             continue;
@@ -1327,8 +1428,8 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         gr[ng].from_event = false;
         ng++;
     }
-    for (unsigned k = 0; k < nd->n_events; k++) {
-        const fence_event *ev = &nd->events[k];
+    for (unsigned k = 0; k < n_ev; k++) {
+        const fence_event *ev = &evs[k];
         if (ev->result.status != FENCE_ST_OK)
             continue;
         if (ev->result.token <= before) {
@@ -1388,15 +1489,15 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     uint64_t eh = fnv(FNV_INIT, buf->base, buf->len);
     uint64_t rh = FNV_INIT;
     for (unsigned k = 0; k < nc; k++) {
-        const fence_result *res = &nd->results[k];
+        const fence_result *res = &results[k];
         rh = fnv_u64(rh, res->status);
         rh = fnv_u64(rh, res->lease);
         rh = fnv_u64(rh, res->token);
         rh = fnv_u64(rh, res->wait_id);
         rh = fnv_u64(rh, res->value);
     }
-    for (unsigned k = 0; k < nd->n_events; k++) {
-        const fence_event *ev = &nd->events[k];
+    for (unsigned k = 0; k < n_ev; k++) {
+        const fence_event *ev = &evs[k];
         rh = fnv_u64(rh, ev->wait_id);
         rh = fnv_u64(rh, ev->result.status);
         rh = fnv_u64(rh, ev->result.lease);
@@ -1427,7 +1528,7 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                                                        "lock2", "lock3",
                                                        "lock4"};
                 for (unsigned L = 0; L < SIM_LOCKS; L++) {
-                    fence_lock_info li;
+                    fence_fsm_lock_state li;
                     if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)names[L],
                                             5, &li) &&
                         li.token == gr[k].token) {
@@ -1442,8 +1543,8 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
             }
             grant_add(s, gr[k].token, index, gr[k].lease, nm, nl);
         }
-        model_entry(s, index, ts, cmds, nd->results, nc, nd->events,
-                    nd->n_events, gr, ng, nd);
+        model_entry(s, index, ts, cmds, results, nc, evs,
+                    (unsigned)n_ev, gr, ng, nd);
     } else {
         if (h->entry_hash != eh)
             sim_fail(s, "node %u applied a different entry at index %" PRIu64,
@@ -1460,36 +1561,6 @@ static int rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     nd->last_token = after;
     nd->last_cmd_index = index;
 
-    /* Deliver events to clients waiting on this node (only a leader's
-     * server answers waiting connections). */
-    if (raft_state(r) == RAFT_LEADER) {
-        for (unsigned k = 0; k < nd->n_events; k++) {
-            const fence_event *ev = &nd->events[k];
-            for (unsigned c = 0; c < s->o.clients; c++) {
-                sim_client *cl = &s->clients[c];
-                if (cl->state != CL_WAITING || cl->wait_id != ev->wait_id ||
-                    cl->wait_node != nd->i)
-                    continue;
-                if (ev->result.status == FENCE_ST_OK) {
-                    s->acks = grow(s->acks, &s->cap_acks, s->n_acks + 1,
-                                   sizeof *s->acks);
-                    s->acks[s->n_acks].token = ev->result.token;
-                    s->acks[s->n_acks].lease = ev->result.lease;
-                    s->acks[s->n_acks].lock = cl->wait_lock;
-                    s->acks[s->n_acks].time_ms = s->fx.time;
-                    s->n_acks++;
-                    s->res->acked_grants++;
-                    if (cl->n_held < SIM_CLIENT_HELD) {
-                        cl->held[cl->n_held].lock = cl->wait_lock;
-                        cl->held[cl->n_held].token = ev->result.token;
-                        cl->held[cl->n_held].lease = ev->result.lease;
-                        cl->n_held++;
-                    }
-                }
-                cl->state = CL_IDLE;
-            }
-        }
-    }
     return 0;
 }
 
@@ -1548,6 +1619,9 @@ static int rfsm_restore(struct raft_fsm *rf, struct raft_buffer *buf)
         sim_fail(s, "node %u: fence_fsm_restore failed (%d)", nd->i, rv);
         return RAFT_CORRUPT;
     }
+    s->in_cb++;
+    fence__leader_restored(nd->leader);
+    s->in_cb--;
     const char *bad = fence_fsm_check(nd->fsm);
     if (bad != NULL)
         sim_fail(s, "node %u: after restore: %s", nd->i, bad);
@@ -1573,7 +1647,15 @@ static int rfsm_restore(struct raft_fsm *rf, struct raft_buffer *buf)
 }
 
 /* ------------------------------------------------------------------------
- * 5. The leader procedure of src/server
+ * 5. The server: src/server/leader.c on each node, through its ops
+ *
+ * The sim links the same leader module as fenced and is its shell here,
+ * as loop.c is in the daemon: ops->propose is raft_apply on the fixture,
+ * ops->now_ms the node's monotonic clock, and the reply sink hands answers
+ * to the simulated clients' pipelines.  The rule for calling raft
+ * (leader.h) is checked from the outside too: s->in_cb counts raft
+ * callbacks in progress, and the ops that call raft fail the run when it
+ * is not zero.
  * ------------------------------------------------------------------------ */
 
 /* The node's monotonic clock: fixture time plus a fixed per-node offset
@@ -1583,32 +1665,425 @@ static uint64_t node_clock(sim *s, sim_node *n)
     return (uint64_t)((int64_t)s->fx.time + n->clock_offset);
 }
 
-/* Barrier callback: record the outcome. */
+/* raft's status as the leader module's (as loop.c maps it). */
+static int sim_lstatus(int rv)
+{
+    if (rv == 0)
+        return FENCE_LST_OK;
+    if (rv == RAFT_NOTLEADER)
+        return FENCE_LST_NOTLEADER;
+    if (rv == RAFT_SHUTDOWN)
+        return FENCE_LST_SHUTDOWN;
+    return FENCE_LST_UNKNOWN;
+}
+
+/* Track a raft request made for a node's module. */
+static sim_req_raft *raft_req_new(sim *s, sim_node *n, void *tag)
+{
+    sim_req_raft *q = calloc(1, sizeof *q);
+    assert(q != NULL);
+    q->node = n;
+    q->tag = tag;
+    q->next = s->raft_reqs;
+    if (s->raft_reqs != NULL)
+        s->raft_reqs->prev = q;
+    s->raft_reqs = q;
+    return q;
+}
+
+/* Forget a tracked raft request. */
+static void raft_req_free(sim *s, sim_req_raft *q)
+{
+    if (q->prev != NULL)
+        q->prev->next = q->next;
+    else
+        s->raft_reqs = q->next;
+    if (q->next != NULL)
+        q->next->prev = q->prev;
+    free(q);
+}
+
+/* The rule: nothing calls raft from inside a raft callback. */
+static void check_rule(sim *s, const char *what)
+{
+    if (s->in_cb != 0)
+        sim_fail(s, "the leader module called raft (%s) from inside a raft "
+                    "callback", what);
+}
+
+/* raft_apply callback: forward to the module (unless the node restarted
+ * since: the process that proposed it is gone). */
+static void apply_cb(struct raft_apply *req, int status, void *result)
+{
+    sim_req_raft *q = req->data;
+    sim *s = g_sim;
+    sim_node *n = q->node;
+    void *tag = q->tag;
+    bool stale = q->stale;
+    raft_req_free(s, q);
+    if (stale)
+        return;
+    if (status != 0)
+        s->res->unknown_batches++;
+    s->in_cb++;
+    fence__leader_applied(n->leader, tag, sim_lstatus(status), result);
+    s->in_cb--;
+}
+
+/* ops->propose: the entry into a raft buffer, raft_apply on the fixture. */
+static int op_propose(void *ctx, void *tag, const uint8_t *entry, size_t len)
+{
+    sim_node *n = ctx;
+    sim *s = n->sim;
+    check_rule(s, "propose");
+    struct raft *r = raft_fixture_get(&s->fx, n->i);
+    struct raft_buffer buf;
+    buf.base = raft_malloc(len);
+    assert(buf.base != NULL);
+    memcpy(buf.base, entry, len);
+    buf.len = len;
+    sim_req_raft *q = raft_req_new(s, n, tag);
+    q->u.apply.data = q;
+    int rv = raft_apply(r, &q->u.apply, &buf, 1, apply_cb);
+    if (rv != 0) {
+        raft_free(buf.base);
+        raft_req_free(s, q);
+    }
+    return sim_lstatus(rv);
+}
+
+/* raft_barrier callback: forward to the module (unless stale). */
 static void barrier_cb(struct raft_barrier *req, int status)
 {
-    sim_node *n = req->data;
-    n->barrier_busy = false;
-    if (n->phase == PHASE_BARRIER)
-        n->phase = status == 0 ? PHASE_BARRIER_DONE : PHASE_NONE;
+    sim_req_raft *q = req->data;
+    sim *s = g_sim;
+    sim_node *n = q->node;
+    bool stale = q->stale;
+    raft_req_free(s, q);
+    if (stale)
+        return;
+    s->in_cb++;
+    fence__leader_barrier_done(n->leader, sim_lstatus(status));
+    s->in_cb--;
 }
 
-/* Give a client its command back unapplied (it was never in an entry). */
-static void client_bounce(sim *s, int c)
+/* ops->barrier. */
+static int op_barrier(void *ctx)
 {
-    sim_client *cl = &s->clients[c];
-    cl->state = CL_IDLE;
-    cl->retry = true; /* resend the same command: nothing happened */
-    cl->next_at = s->fx.time + rng_range(&s->rng, 10, 200);
+    sim_node *n = ctx;
+    sim *s = n->sim;
+    check_rule(s, "barrier");
+    sim_req_raft *q = raft_req_new(s, n, NULL);
+    q->u.barrier.data = q;
+    int rv = raft_barrier(raft_fixture_get(&s->fx, n->i), &q->u.barrier,
+                          barrier_cb);
+    if (rv != 0) {
+        raft_req_free(s, q);
+        if (s->o.verbose > 1)
+            sim_log(s, "node %u: barrier refused: %s", n->i, raft_strerror(rv));
+    }
+    return sim_lstatus(rv);
 }
 
-/* Hand a client the result of its command. */
-static void client_result(sim *s, sim_client *cl, const fence_result *r)
+/* ops->is_leader: raft's state (a node that is down is not stepped at
+ * all, but raft on it may still complete what was in flight). */
+static bool op_is_leader(void *ctx)
 {
+    sim_node *n = ctx;
+    return raft_state(raft_fixture_get(&n->sim->fx, n->i)) == RAFT_LEADER;
+}
+
+/* ops->voters. */
+static unsigned op_voters(void *ctx)
+{
+    sim_node *n = ctx;
+    struct raft *r = raft_fixture_get(&n->sim->fx, n->i);
+    unsigned v = 0;
+    for (unsigned k = 0; k < r->configuration.n; k++)
+        if (r->configuration.servers[k].role == RAFT_VOTER)
+            v++;
+    return v;
+}
+
+/* ops->term. */
+static uint64_t op_term(void *ctx)
+{
+    sim_node *n = ctx;
+    return raft_fixture_get(&n->sim->fx, n->i)->current_term;
+}
+
+/* ops->now_ms. */
+static uint64_t op_now_ms(void *ctx)
+{
+    sim_node *n = ctx;
+    return node_clock(n->sim, n);
+}
+
+/* ops->log: the module's lines, when verbose. */
+static void op_log(void *ctx, int level, const char *msg)
+{
+    sim_node *n = ctx;
+    (void)level;
+    sim_log(n->sim, "node %u: %s", n->i, msg);
+    if (strncmp(msg, "leader ready", 12) == 0)
+        n->sim->res->leader_terms++;
+}
+
+/* The client owning a request handle. */
+static sim_client *req_client(sim *s, sim_req *q)
+{
+    for (unsigned c = 0; c < s->o.clients; c++) {
+        sim_client *cl = &s->clients[c];
+        if (q >= &cl->pipes[0][0] && q < &cl->pipes[0][0] + 2 * SIM_PIPE_MAX)
+            return cl;
+    }
+    return NULL;
+}
+
+/* Record an answer (the client processes answers in order later).  Every
+ * handle is answered at most once, and only while its client is still
+ * connected to this node. */
+static sim_req *answer(sim_node *n, void *req, int kind)
+{
+    sim *s = n->sim;
+    sim_req *q = req;
+    sim_client *cl = req_client(s, q);
+    if (cl == NULL || cl->node != (int)n->i || !q->sent || q->ans != ANS_NONE) {
+        sim_fail(s, "node %u answered a request that is %s", n->i,
+                 cl == NULL         ? "not a client's"
+                 : cl->node != (int)n->i ? "of a connection closed or elsewhere"
+                 : !q->sent         ? "not sent"
+                                    : "already answered");
+        return NULL;
+    }
+    q->ans = kind;
+    q->state_index = n->last_cmd_index;
+    return q;
+}
+
+/* Sink: a command's result or a wait's outcome. */
+static void op_reply_result(void *ctx, void *req, const fence_result *r,
+                            bool from_wait)
+{
+    sim_req *q = answer(ctx, req, ANS_RESULT);
+    if (q == NULL)
+        return;
+    q->r = *r;
+    q->from_wait = from_wait;
+}
+
+/* Sink: a read, evaluated now (as cmd.c does) from the node's state. */
+static void op_reply_read(void *ctx, void *req, const fence_cmd *cmd)
+{
+    sim_node *n = ctx;
+    sim_req *q = answer(n, req, ANS_READ);
+    if (q == NULL)
+        return;
+    if (cmd->name_len == 0) {
+        fence_fsm_lease_state li;
+        q->read_ok = fence_fsm_lease_info(n->fsm, cmd->lease,
+                                          fence__leader_now(n->leader), &li) == 0;
+    } else {
+        fence_fsm_lock_state ki;
+        q->read_ok = fence_fsm_lock_info(n->fsm, cmd->name, cmd->name_len, &ki);
+    }
+}
+
+/* Sink: an error. */
+static void op_reply_error(void *ctx, void *req, int err)
+{
+    sim_req *q = answer(ctx, req, ANS_ERROR);
+    if (q == NULL)
+        return;
+    q->err = err;
+}
+
+/* The limits every LEADER_START carries (small, so the sim reaches them). */
+static void sim_limits(fence_limits *l)
+{
+    fence_limits_default(l);
+    l->leases_max = 40;
+    l->locks_max = 4;
+    l->waiters_max = 6;
+    l->dedup_max = 4096;
+}
+
+/* A fresh server process on node n: a new fsm and leader module. */
+static void node_server_new(sim_node *n)
+{
+    fence_leader_ops ops = {
+        .ctx = n,
+        .propose = op_propose,
+        .barrier = op_barrier,
+        .is_leader = op_is_leader,
+        .voters = op_voters,
+        .term = op_term,
+        .now_ms = op_now_ms,
+        .log = op_log,
+        .reply_result = op_reply_result,
+        .reply_read = op_reply_read,
+        .reply_error = op_reply_error,
+    };
+    fence_limits lim;
+    sim_limits(&lim);
+    n->fsm = node_fsm_new(n);
+    int rv = fence__leader_create(&ops, n->fsm, &lim, &n->leader);
+    assert(rv == 0);
+    (void)rv;
+    n->timer_at = UINT64_MAX;
+}
+
+/* One turn of a node's server loop, as loop.c's check does: fire the
+ * leader timer when due, the module's step, re-arm the timer. */
+static void node_drive(sim *s, sim_node *n)
+{
+    if (n->down)
+        return; /* a paused or dead process runs nothing */
+    assert(s->in_cb == 0);
+    if (n->timer_at != UINT64_MAX && node_clock(s, n) >= n->timer_at) {
+        n->timer_at = UINT64_MAX;
+        fence__leader_timer(n->leader);
+    }
+    fence__leader_step(n->leader);
+    uint64_t delay;
+    if (fence__leader_timer_take(n->leader, &delay))
+        n->timer_at = delay == UINT64_MAX ? UINT64_MAX : node_clock(s, n) + delay;
+}
+
+/* ------------------------------------------------------------------------
+ * 6. Simulated clients
+ *
+ * A client connects to a node that says it is a ready leader (sometimes
+ * to any live node), sends a pipeline of 1..SIM_PIPE_MAX requests (writes
+ * and reads mixed), and processes the answers strictly in order, as a
+ * connection's reply queue delivers them.  It may disconnect at any time
+ * (orphaned requests; its waits are cancelled through the log), gives up
+ * a wait that takes too long by disconnecting, and retries what had an
+ * unknown outcome with the same REQID, on whatever node leads then.
+ *
+ * Pipeline checks, from the state index each answer came from (the index
+ * of the last entry the node had applied): a read sees every earlier
+ * write of its pipeline (index >= theirs) and no later one (index <
+ * theirs), and every write acknowledged anywhere before it was sent.
+ * ------------------------------------------------------------------------ */
+
+/* Pick a node a client can send to: any live node whose module is a ready
+ * leader (a stale leader in a minority partition included); now and then
+ * any live node, to see the refusals. */
+static int pick_node(sim *s)
+{
+    int cand[SIM_MAX_NODES];
+    int nc = 0;
+    bool any = rng_pct(&s->rng, 3);
+    for (unsigned k = 0; k < s->o.nodes; k++)
+        if (!s->nodes[k].down &&
+            (any || fence__leader_ready(s->nodes[k].leader)))
+            cand[nc++] = (int)k;
+    if (nc == 0)
+        return -1;
+    return cand[rng_range(&s->rng, 0, (uint64_t)nc - 1)];
+}
+
+/* Set a request's lock name. */
+static void set_name(sim_req *q, unsigned lock)
+{
+    q->lock = lock;
+    memcpy(q->name_buf, "lock", 4);
+    q->name_buf[4] = (uint8_t)('0' + lock);
+    q->cmd.name = q->name_buf;
+    q->cmd.name_len = 5;
+}
+
+/* Choose a random new request for a client. */
+static void client_new_req(sim *s, sim_client *cl, sim_req *q)
+{
+    uint64_t *g = &s->rng;
+    memset(q, 0, sizeof *q);
+    fence_cmd *c = &q->cmd;
+    unsigned roll = (unsigned)rng_range(g, 0, 109);
+    if (cl->n_leases == 0 && roll < 70)
+        roll = 0; /* mostly get a lease first */
+    uint64_t some_lease = cl->n_leases
+                              ? cl->leases[rng_range(g, 0, cl->n_leases - 1)]
+                              : rng_range(g, 1, 40);
+    if (roll < 12) {
+        c->type = FENCE_CMD_LEASE_GRANT;
+        c->ttl_ms = rng_range(g, 300, 4000);
+        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
+        if (rng_pct(g, 3))
+            c->ttl_ms = 1; /* invalid */
+    } else if (roll < 40) {
+        c->type = FENCE_CMD_LEASE_KEEPALIVE;
+        c->lease = some_lease;
+    } else if (roll < 44) {
+        c->type = FENCE_CMD_LEASE_REVOKE;
+        c->lease = some_lease;
+    } else if (roll < 70) {
+        c->type = FENCE_CMD_LOCK;
+        c->lease = some_lease;
+        set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
+    } else if (roll < 86) {
+        c->type = FENCE_CMD_UNLOCK;
+        if (cl->n_held && rng_pct(g, 85)) {
+            unsigned k = (unsigned)rng_range(g, 0, cl->n_held - 1);
+            set_name(q, cl->held[k].lock);
+            c->token = cl->held[k].token;
+        } else {
+            set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+            c->token = rng_range(g, 1, s->model_token + 2);
+        }
+    } else if (roll < 96) {
+        c->type = FENCE_CMD_ACQUIRE;
+        set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        c->ttl_ms = rng_range(g, 300, 4000);
+        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
+        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
+    } else if (roll < 99) {
+        c->type = FENCE_CMD_CANCEL;
+        c->wait_id = rng_range(g, 1, 50); /* probably not ours */
+    } else {
+        /* A read: LEASE.INFO or LOCK.INFO. */
+        q->is_read = true;
+        if (rng_pct(g, 50))
+            c->lease = some_lease;
+        else
+            set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        return;
+    }
+    if (rng_pct(g, 50)) {
+        c->flags |= FENCE_CMD_F_REQID;
+        c->req_id = ((uint64_t)(cl->id + 1) << 40) | ++cl->seq;
+    }
+}
+
+/* Record a grant a client was told about. */
+static void client_ack_grant(sim *s, sim_client *cl, unsigned lock,
+                             uint64_t token, uint64_t lease)
+{
+    s->acks = grow(s->acks, &s->cap_acks, s->n_acks + 1, sizeof *s->acks);
+    s->acks[s->n_acks].token = token;
+    s->acks[s->n_acks].lease = lease;
+    s->acks[s->n_acks].lock = lock;
+    s->acks[s->n_acks].time_ms = s->fx.time;
+    s->n_acks++;
+    s->res->acked_grants++;
+    if (cl->n_held < SIM_CLIENT_HELD) {
+        cl->held[cl->n_held].lock = lock;
+        cl->held[cl->n_held].token = token;
+        cl->held[cl->n_held].lease = lease;
+        cl->n_held++;
+    }
+}
+
+/* What a client learns from the result of its command. */
+static void client_result(sim *s, sim_client *cl, const sim_req *q)
+{
+    const fence_cmd *c = &q->cmd;
+    const fence_result *r = &q->r;
     s->res->acked_cmds++;
-    cl->state = CL_IDLE;
-    cl->retry = false;
-    cl->next_at = s->fx.time + rng_range(&s->rng, 0, 300);
-    const fence_cmd *c = &cl->cmd;
+    if (q->from_wait)
+        s->res->wait_answers++;
     switch (c->type) {
     case FENCE_CMD_LEASE_GRANT:
         if (r->status == FENCE_ST_OK && cl->n_leases < SIM_CLIENT_LEASES)
@@ -1630,30 +2105,9 @@ static void client_result(sim *s, sim_client *cl, const fence_result *r)
         break;
     case FENCE_CMD_LOCK:
     case FENCE_CMD_ACQUIRE:
-        if (r->status == FENCE_ST_OK) {
-            uint64_t lid = c->type == FENCE_CMD_LOCK ? c->lease : r->lease;
-            s->acks = grow(s->acks, &s->cap_acks, s->n_acks + 1,
-                           sizeof *s->acks);
-            s->acks[s->n_acks].token = r->token;
-            s->acks[s->n_acks].lease = lid;
-            s->acks[s->n_acks].lock = cl->lock;
-            s->acks[s->n_acks].time_ms = s->fx.time;
-            s->n_acks++;
-            s->res->acked_grants++;
-            if (cl->n_held < SIM_CLIENT_HELD) {
-                cl->held[cl->n_held].lock = cl->lock;
-                cl->held[cl->n_held].token = r->token;
-                cl->held[cl->n_held].lease = lid;
-                cl->n_held++;
-            }
-        } else if (r->status == FENCE_ST_QUEUED) {
-            cl->state = CL_WAITING;
-            cl->wait_id = r->wait_id;
-            cl->wait_node = cl->node;
-            cl->wait_lock = cl->lock;
-            cl->wait_lease = c->type == FENCE_CMD_LOCK ? c->lease : r->lease;
-            cl->give_up_at = s->fx.time + c->wait_ms + 3000;
-        }
+        if (r->status == FENCE_ST_OK)
+            client_ack_grant(s, cl, q->lock, r->token,
+                             c->type == FENCE_CMD_LOCK ? c->lease : r->lease);
         break;
     case FENCE_CMD_UNLOCK:
         for (unsigned k = 0; k < cl->n_held; k++)
@@ -1667,273 +2121,175 @@ static void client_result(sim *s, sim_client *cl, const fence_result *r)
     }
 }
 
-/* Apply callback of a proposal: status 0 means applied, and result is the
- * node's results array for that entry; anything else means the outcome is
- * unknown (RAFT_LEADERSHIPLOST) and clients retry by request id. */
-static void apply_cb(struct raft_apply *req, int status, void *result)
+/* Queue a request to be sent again (same command, same REQID). */
+static void client_retry(sim_client *cl, const sim_req *q)
 {
-    sim_batch *b = req->data;
-    sim_node *n = b->node;
-    sim *s = n->sim;
-    b->busy = false;
-    if (b->is_start) {
-        if (status == 0 && n->phase == PHASE_START && n->lterm == b->term) {
-            n->phase = PHASE_READY;
-            s->res->leader_terms++;
-            sim_log(s, "node %u ready as leader of term %" PRIu64, n->i,
-                    (uint64_t)b->term);
-        } else if (n->phase == PHASE_START) {
-            n->phase = PHASE_NONE;
+    if (cl->n_retry >= SIM_PIPE_MAX || q->tries >= SIM_TRIES_MAX)
+        return;
+    sim_req *d = &cl->retry[cl->n_retry++];
+    *d = *q;
+    if (d->cmd.name_len)
+        d->cmd.name = d->name_buf;
+    d->sent = false;
+    d->ans = ANS_NONE;
+}
+
+/* An answer's state index against the rest of its pipeline: a read sees
+ * its pipeline's earlier writes and no later one, and every write that was
+ * acknowledged anywhere before it was sent.  Writes answered by a wait's
+ * outcome are left out (their command applied at an earlier index). */
+static void check_pipeline(sim *s, sim_client *cl, unsigned k)
+{
+    const sim_req *q = &cl->pipe[k];
+    if (q->ans == ANS_READ) {
+        if (q->state_index < q->floor_index)
+            sim_fail(s, "client %u: a read was answered from index %" PRIu64
+                        " but index %" PRIu64 " was acknowledged before it "
+                        "was sent", cl->id, q->state_index, q->floor_index);
+        for (unsigned j = 0; j < cl->n_pipe; j++) {
+            const sim_req *w = &cl->pipe[j];
+            if (j == k || w->ans != ANS_RESULT || w->from_wait)
+                continue;
+            if (j < k && w->state_index > q->state_index)
+                sim_fail(s, "client %u: a read was answered from index %" PRIu64
+                            ", before the write ahead of it in its pipeline "
+                            "(applied at index %" PRIu64 ")",
+                         cl->id, q->state_index, w->state_index);
+            if (j > k && w->state_index <= q->state_index)
+                sim_fail(s, "client %u: a read answered from index %" PRIu64
+                            " saw the write behind it in its pipeline "
+                            "(applied at index %" PRIu64 ")",
+                         cl->id, q->state_index, w->state_index);
         }
-        return;
+        s->res->reads++;
     }
-    const fence_result *res = result;
-    for (unsigned k = 0; k < b->n; k++) {
-        sim_client *cl = &s->clients[b->clients[k]];
-        assert(cl->state == CL_PROPOSED);
-        if (status == 0) {
-            client_result(s, cl, &res[k]);
-        } else {
-            s->res->unknown_outcomes++;
-            cl->state = CL_IDLE;
-            /* Retry only what is idempotent by request id. */
-            cl->retry = (cl->cmd.flags & FENCE_CMD_F_REQID) != 0;
-            cl->next_at = s->fx.time + rng_range(&s->rng, 50, 500);
+}
+
+/* The current pipeline is over: nothing of it may be answered any more;
+ * the next one uses the other half. */
+static void pipe_end(sim_client *cl)
+{
+    for (unsigned k = 0; k < SIM_PIPE_MAX; k++)
+        cl->pipe[k].sent = false;
+    cl->n_pipe = cl->n_done = 0;
+    cl->pipe = cl->pipe == cl->pipes[0] ? cl->pipes[1] : cl->pipes[0];
+}
+
+/* Process the answers at the head of the pipeline, in order. */
+static void client_process(sim *s, sim_client *cl)
+{
+    if (cl->n_pipe == 0)
+        return;
+    while (cl->n_done < cl->n_pipe && cl->pipe[cl->n_done].ans != ANS_NONE) {
+        sim_req *q = &cl->pipe[cl->n_done];
+        if (q->ans == ANS_RESULT) {
+            assert(q->r.status != FENCE_ST_QUEUED);
+            client_result(s, cl, q);
+            if (!q->from_wait && q->state_index > s->acked_index)
+                s->acked_index = q->state_index;
+        } else if (q->ans == ANS_ERROR) {
+            if (q->err == FENCE_LERR_UNKNOWN || q->err == FENCE_LERR_RESTORED) {
+                s->res->unknown_outcomes++;
+                /* Retry only what is idempotent by request id. */
+                if (q->cmd.flags & FENCE_CMD_F_REQID)
+                    client_retry(cl, q);
+            } else if (q->err == FENCE_LERR_UNAVAILABLE && !q->is_read &&
+                       q->cmd.type != FENCE_CMD_CANCEL) {
+                client_retry(cl, q); /* never applied: resend as it is */
+            }
         }
+        cl->n_done++;
     }
-    b->n = 0;
-}
-
-/* Encode an entry into a raft_malloc'd buffer and propose it; returns
- * raft_apply's code (on failure the buffer is freed here: raft owns it only
- * when raft_apply returns 0). */
-static int propose(sim_node *n, sim_batch *b, uint64_t ts,
-                   const fence_cmd *cmds, unsigned nc)
-{
-    sim *s = n->sim;
-    struct raft *r = raft_fixture_get(&s->fx, n->i);
-    size_t len = fence_entry_size(cmds, nc);
-    struct raft_buffer buf;
-    buf.base = raft_malloc(len);
-    assert(buf.base != NULL);
-    buf.len = fence_entry_encode(ts, cmds, nc, buf.base, len);
-    assert(buf.len == len);
-    b->req.data = b;
-    b->node = n;
-    b->term = r->current_term;
-    b->busy = true;
-    int rv = raft_apply(r, &b->req, &buf, 1, apply_cb);
-    if (rv != 0) {
-        b->busy = false;
-        raft_free(buf.base);
-    }
-    return rv;
-}
-
-/* The limits every LEADER_START carries (small, so the sim reaches them). */
-static void sim_limits(fence_limits *l)
-{
-    fence_limits_default(l);
-    l->leases_max = 40;
-    l->locks_max = 4;
-    l->waiters_max = 6;
-    l->dedup_max = 4096;
-}
-
-/* One node's server procedure, run between steps: notice leadership,
- * barrier, LEADER_START, then group-commit client batches and TICKs. */
-static void node_drive(sim *s, sim_node *n)
-{
-    struct raft *r = raft_fixture_get(&s->fx, n->i);
-    bool leader = !n->down && raft_state(r) == RAFT_LEADER;
-    if (!leader || r->current_term != n->lterm) {
-        if (n->phase != PHASE_NONE)
-            sim_log(s, "node %u leadership of term %" PRIu64 " ended", n->i,
-                    (uint64_t)n->lterm);
-        n->phase = PHASE_NONE;
-        /* Queued commands were never proposed: the clients resend. */
-        for (unsigned k = 0; k < n->n_queue; k++)
-            client_bounce(s, n->queue[k]);
-        n->n_queue = 0;
-    }
-    if (!leader)
+    if (cl->n_done < cl->n_pipe)
         return;
-    if (n->phase == PHASE_NONE) {
-        if (n->barrier_busy || n->start.busy || n->batch.busy)
-            return; /* callbacks of the old term still to come */
-        n->lterm = r->current_term;
-        n->barrier.data = n;
-        if (raft_barrier(r, &n->barrier, barrier_cb) == 0) {
-            n->barrier_busy = true;
-            n->phase = PHASE_BARRIER;
-        }
-        return;
-    }
-    if (n->phase == PHASE_BARRIER_DONE) {
-        fence_cmd c;
-        memset(&c, 0, sizeof c);
-        c.type = FENCE_CMD_LEADER_START;
-        sim_limits(&c.limits);
-        uint64_t clk = node_clock(s, n);
-        uint64_t fnow = fence_fsm_now(n->fsm);
-        n->start.is_start = true;
-        n->start.n = 0;
-        if (propose(n, &n->start, clk > fnow ? clk : fnow, &c, 1) == 0)
-            n->phase = PHASE_START;
-        else
-            n->phase = PHASE_NONE;
-        return;
-    }
-    if (n->phase != PHASE_READY || n->batch.busy)
-        return;
-    bool tick = fence_fsm_next_deadline(n->fsm) <= node_clock(s, n);
-    if (n->n_queue == 0 && !tick)
-        return;
-    fence_cmd cmds[SIM_RESULTS_MAX];
-    unsigned nc = 0;
-    sim_batch *b = &n->batch;
-    b->is_start = false;
-    b->n = 0;
-    for (unsigned k = 0; k < n->n_queue; k++) {
-        sim_client *cl = &s->clients[n->queue[k]];
-        cmds[nc++] = cl->cmd;
-        b->clients[b->n++] = n->queue[k];
-    }
-    if (tick) {
-        memset(&cmds[nc], 0, sizeof cmds[nc]);
-        cmds[nc++].type = FENCE_CMD_TICK;
-    }
-    if (propose(n, b, node_clock(s, n), cmds, nc) == 0) {
-        for (unsigned k = 0; k < b->n; k++)
-            s->clients[b->clients[k]].state = CL_PROPOSED;
-        n->n_queue = 0;
-    } else {
-        b->n = 0; /* stays queued; the leadership check bounces it */
-    }
+    /* Every answer is in: check the pipeline as a whole. */
+    for (unsigned k = 0; k < cl->n_pipe; k++)
+        check_pipeline(s, cl, k);
+    pipe_end(cl);
+    cl->next_at = s->fx.time + rng_range(&s->rng, 0, 300);
 }
 
-/* ------------------------------------------------------------------------
- * 6. Simulated clients
- * ------------------------------------------------------------------------ */
-
-/* Pick a node a client can send to: any live node that believes it is the
- * leader and is ready (a stale leader in a minority partition included). */
-static int pick_leader(sim *s)
+/* Close the client's connection: the node's module forgets its requests
+ * (and cancels their waits through the log); those unanswered have an
+ * unknown outcome, and the client retries the ones with a REQID. */
+static void client_disconnect(sim *s, sim_client *cl)
 {
-    int cand[SIM_MAX_NODES];
-    int nc = 0;
-    for (unsigned k = 0; k < s->o.nodes; k++)
-        if (!s->nodes[k].down && s->nodes[k].phase == PHASE_READY)
-            cand[nc++] = (int)k;
-    if (nc == 0)
-        return -1;
-    return cand[rng_range(&s->rng, 0, (uint64_t)nc - 1)];
-}
-
-/* Set a command's lock name. */
-static void set_name(sim_client *cl, unsigned lock)
-{
-    cl->lock = lock;
-    memcpy(cl->name_buf, "lock", 4);
-    cl->name_buf[4] = (uint8_t)('0' + lock);
-    cl->cmd.name = cl->name_buf;
-    cl->cmd.name_len = 5;
-}
-
-/* Choose a random new command for an idle client. */
-static void client_new_cmd(sim *s, sim_client *cl)
-{
-    uint64_t *g = &s->rng;
-    fence_cmd *c = &cl->cmd;
-    memset(c, 0, sizeof *c);
-    unsigned roll = (unsigned)rng_range(g, 0, 99);
-    if (cl->n_leases == 0 && roll < 70)
-        roll = 0; /* mostly get a lease first */
-    uint64_t some_lease = cl->n_leases
-                              ? cl->leases[rng_range(g, 0, cl->n_leases - 1)]
-                              : rng_range(g, 1, 40);
-    if (roll < 12) {
-        c->type = FENCE_CMD_LEASE_GRANT;
-        c->ttl_ms = rng_range(g, 300, 4000);
-        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
-        if (rng_pct(g, 3))
-            c->ttl_ms = 1; /* invalid */
-    } else if (roll < 40) {
-        c->type = FENCE_CMD_LEASE_KEEPALIVE;
-        c->lease = some_lease;
-    } else if (roll < 44) {
-        c->type = FENCE_CMD_LEASE_REVOKE;
-        c->lease = some_lease;
-    } else if (roll < 70) {
-        c->type = FENCE_CMD_LOCK;
-        c->lease = some_lease;
-        set_name(cl, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
-        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
-    } else if (roll < 86) {
-        c->type = FENCE_CMD_UNLOCK;
-        if (cl->n_held && rng_pct(g, 85)) {
-            unsigned k = (unsigned)rng_range(g, 0, cl->n_held - 1);
-            set_name(cl, cl->held[k].lock);
-            c->token = cl->held[k].token;
-        } else {
-            set_name(cl, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
-            c->token = rng_range(g, 1, s->model_token + 2);
-        }
-    } else if (roll < 96) {
-        c->type = FENCE_CMD_ACQUIRE;
-        set_name(cl, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
-        c->ttl_ms = rng_range(g, 300, 4000);
-        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
-        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
-    } else {
-        c->type = FENCE_CMD_CANCEL;
-        c->wait_id = rng_range(g, 1, 50); /* probably not ours */
+    if (cl->node < 0)
+        return;
+    sim_node *n = &s->nodes[cl->node];
+    fence__leader_conn_close(n->leader, &cl->lconn);
+    for (unsigned k = cl->n_done; k < cl->n_pipe; k++) {
+        sim_req *q = &cl->pipe[k];
+        if (q->ans == ANS_NONE && !q->is_read &&
+            (q->cmd.flags & FENCE_CMD_F_REQID) && rng_pct(&s->rng, 70))
+            client_retry(cl, q);
     }
-    if (rng_pct(g, 50)) {
-        c->flags |= FENCE_CMD_F_REQID;
-        c->req_id = ((uint64_t)(cl->id + 1) << 40) | ++cl->seq;
-    }
+    if (cl->n_pipe > cl->n_done)
+        s->res->disconnects++;
+    cl->node = -1;
+    pipe_end(cl);
+    fence__leader_conn_init(&cl->lconn);
+    cl->next_at = s->fx.time + rng_range(&s->rng, 10, 300);
 }
 
-/* Let a client act: start a command, give up a wait (CANCEL), or resend
- * after a bounce or an unknown outcome. */
+/* Let a client act: process answers, give up a wait, disconnect at
+ * random, or send its next pipeline (retries first). */
 static void client_drive(sim *s, sim_client *cl)
 {
-    if (cl->state == CL_WAITING) {
-        if (s->fx.time >= cl->give_up_at) {
-            /* No answer (the leader changed, so nobody will send one). */
-            cl->state = CL_IDLE;
-            cl->retry = false;
-        } else if (s->traffic && s->fx.time >= cl->next_at &&
-                   rng_pct(&s->rng, 1)) {
-            /* The waiting client goes away: CANCEL its wait. */
-            memset(&cl->cmd, 0, sizeof cl->cmd);
-            cl->cmd.type = FENCE_CMD_CANCEL;
-            cl->cmd.wait_id = cl->wait_id;
-            cl->state = CL_IDLE;
-            cl->retry = true; /* i.e. send cmd as it is */
-        } else {
-            return;
-        }
-    }
-    if (cl->state != CL_IDLE || s->fx.time < cl->next_at)
+    client_process(s, cl);
+    if (cl->n_pipe > 0) {
+        /* Outstanding requests: maybe go away (orphans, CANCEL). */
+        if (s->fx.time >= cl->give_up_at ||
+            (s->traffic && rng_pct(&s->rng, 1) && rng_pct(&s->rng, 20)))
+            client_disconnect(s, cl);
         return;
-    if (!cl->retry) {
-        if (!s->traffic)
-            return;
-        client_new_cmd(s, cl);
     }
-    int node = pick_leader(s);
+    if (s->fx.time < cl->next_at)
+        return;
+    if (cl->n_retry == 0 && !s->traffic)
+        return;
+    int node = pick_node(s);
     if (node < 0) {
         cl->next_at = s->fx.time + 50;
         return;
     }
+    if (cl->node != node) {
+        client_disconnect(s, cl);
+        cl->node = node;
+    }
     sim_node *n = &s->nodes[node];
-    if (n->n_queue >= SIM_MAX_CLIENTS)
-        return;
-    n->queue[n->n_queue++] = (int)cl->id;
-    cl->node = (unsigned)node;
-    cl->state = CL_QUEUED;
+    /* The pipeline: the retries, or 1..SIM_PIPE_MAX new requests. */
+    if (cl->n_retry > 0) {
+        for (unsigned k = 0; k < cl->n_retry; k++) {
+            cl->pipe[k] = cl->retry[k];
+            if (cl->pipe[k].cmd.name_len)
+                cl->pipe[k].cmd.name = cl->pipe[k].name_buf;
+        }
+        cl->n_pipe = cl->n_retry;
+        cl->n_retry = 0;
+    } else {
+        unsigned len = (unsigned)rng_range(&s->rng, 1, SIM_PIPE_MAX);
+        for (unsigned k = 0; k < len; k++)
+            client_new_req(s, cl, &cl->pipe[k]);
+        cl->n_pipe = len;
+    }
+    cl->n_done = 0;
+    uint64_t wait_max = 0;
+    for (unsigned k = 0; k < cl->n_pipe; k++)
+        if (cl->pipe[k].cmd.wait_ms > wait_max)
+            wait_max = cl->pipe[k].cmd.wait_ms;
+    cl->give_up_at = s->fx.time + wait_max + 3000;
+    /* Sent one by one: an answer may come back at once (refusals), and a
+     * disconnect cannot happen in between (only this function does it). */
+    for (unsigned k = 0; k < cl->n_pipe; k++) {
+        sim_req *q = &cl->pipe[k];
+        q->sent = true;
+        q->tries++;
+        q->ans = ANS_NONE;
+        q->floor_index = s->acked_index;
+        fence__leader_submit(n->leader, &cl->lconn, q, &q->cmd, q->is_read);
+    }
+    client_process(s, cl);
 }
 
 /* ------------------------------------------------------------------------
@@ -1974,14 +2330,19 @@ static void node_restart(sim *s, sim_node *n)
 {
     struct raft *r = raft_fixture_get(&s->fx, n->i);
     assert(n->down && n->n_pend == 0);
+    /* The process died: its clients' connections are gone, and whatever
+     * raft still completes of its requests reaches nobody. */
+    for (unsigned c = 0; c < s->o.clients; c++)
+        if (s->clients[c].node == (int)n->i)
+            client_disconnect(s, &s->clients[c]);
+    for (sim_req_raft *q = s->raft_reqs; q != NULL; q = q->next)
+        if (q->node == n)
+            q->stale = true;
     raft_close(r, NULL);
     n->transfer_busy = false;
-    n->barrier_busy = false;
-    n->start.busy = false;
-    n->batch.busy = false;
-    n->phase = PHASE_NONE;
+    fence__leader_destroy(n->leader);
     fence_fsm_destroy(n->fsm);
-    n->fsm = node_fsm_new(n);
+    node_server_new(n);
     n->last_cmd_index = 0;
     n->last_token = 0;
     n->crashed = false;
@@ -2240,8 +2601,7 @@ static void fixture_op(sim *s)
 static bool settled(sim *s)
 {
     unsigned L = raft_fixture_leader_index(&s->fx);
-    if (L >= s->o.nodes || s->nodes[L].phase != PHASE_READY ||
-        s->nodes[L].batch.busy || s->nodes[L].n_queue)
+    if (L >= s->o.nodes || !fence__leader_ready(s->nodes[L].leader))
         return false;
     struct raft *lr = raft_fixture_get(&s->fx, L);
     raft_index last = raft_last_index(lr);
@@ -2252,8 +2612,7 @@ static bool settled(sim *s)
             return false;
     }
     for (unsigned c = 0; c < s->o.clients; c++)
-        if (s->clients[c].state == CL_QUEUED ||
-            s->clients[c].state == CL_PROPOSED)
+        if (s->clients[c].n_pipe > 0 || s->clients[c].n_retry > 0)
             return false;
     return true;
 }
@@ -2296,9 +2655,7 @@ static void cluster_setup(sim *s)
         n->sim = s;
         n->i = k;
         n->disk_fault = -1;
-        n->events = calloc(SIM_EVENTS_MAX, sizeof *n->events);
-        assert(n->events != NULL);
-        n->fsm = node_fsm_new(n);
+        node_server_new(n);
         n->rfsm.version = 1;
         n->rfsm.data = n;
         n->rfsm.apply = rfsm_apply;
@@ -2338,11 +2695,15 @@ static void cluster_teardown(sim *s)
     for (unsigned k = 0; k < s->o.nodes; k++)
         if (s->nodes[k].down)
             raft_fixture_revive(&s->fx, k);
+    for (sim_req_raft *q = s->raft_reqs; q != NULL; q = q->next)
+        q->stale = true;
     raft_fixture_close(&s->fx);
+    while (s->raft_reqs != NULL)
+        raft_req_free(s, s->raft_reqs);
     for (unsigned k = 0; k < s->o.nodes; k++) {
         sim_node *n = &s->nodes[k];
+        fence__leader_destroy(n->leader);
         fence_fsm_destroy(n->fsm);
-        free(n->events);
         free(n->snapbuf);
         free(n->pend);
         while (n->ops_head) {
@@ -2360,6 +2721,7 @@ static void cluster_teardown(sim *s)
     free(s->acks);
     free(s->mleases);
     free(s->reqids);
+    free(s->mwaits);
 }
 
 /* Run one seeded simulation (see sim.h): set up the cluster, step it with
@@ -2378,8 +2740,11 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
     s->res = out;
     s->rng = opts->seed * 0x2545f4914f6cdd1dULL + 1;
     g_sim = s;
-    for (unsigned c = 0; c < s->o.clients; c++)
+    for (unsigned c = 0; c < s->o.clients; c++) {
         s->clients[c].id = c;
+        s->clients[c].node = -1;
+        s->clients[c].pipe = s->clients[c].pipes[0];
+    }
     cluster_setup(s);
 
     /* Traffic and faults for the run's duration. */
@@ -2414,16 +2779,39 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
             struct raft *r = raft_fixture_get(&s->fx, k);
             int m = snprintf(why + w, sizeof why - w,
                              " [n%u st%d t%" PRIu64 " last%" PRIu64 " app%" PRIu64
-                             " ph%d%s%s]",
+                             " ready%d%s%s]",
                              k, raft_state(r), (uint64_t)r->current_term,
                              (uint64_t)raft_last_index(r),
-                             (uint64_t)raft_last_applied(r), s->nodes[k].phase,
+                             (uint64_t)raft_last_applied(r),
+                             (int)fence__leader_ready(s->nodes[k].leader),
                              s->nodes[k].down ? " down" : "",
                              s->nodes[k].n_pend ? " io" : "");
             if (m < 0)
                 break;
             w += (size_t)m;
         }
+        if (getenv("FENCE_SIM_DEBUG"))
+            for (unsigned k = 0; k < s->o.nodes; k++) {
+                struct raft *r = raft_fixture_get(&s->fx, k);
+                fprintf(stderr, "n%u last_stored %llu commit %llu pend %zu:", k,
+                        (unsigned long long)r->last_stored,
+                        (unsigned long long)r->commit_index, s->nodes[k].n_pend);
+                for (size_t j = 0; j < s->nodes[k].n_pend; j++)
+                    fprintf(stderr, " %d", s->nodes[k].pend[j].kind);
+                fprintf(stderr, "\n");
+            }
+        if (getenv("FENCE_SIM_DEBUG"))
+            for (unsigned c = 0; c < s->o.clients; c++) {
+                sim_client *cl = &s->clients[c];
+                fprintf(stderr, "c%u node %d pipe %u done %u retry %u next %llu give %llu:", c,
+                        cl->node, cl->n_pipe, cl->n_done, cl->n_retry,
+                        (unsigned long long)cl->next_at, (unsigned long long)cl->give_up_at);
+                for (unsigned k = 0; k < cl->n_pipe; k++)
+                    fprintf(stderr, " [t%u w%llu r%d ans%d err%d]", cl->pipe[k].cmd.type,
+                            (unsigned long long)cl->pipe[k].cmd.wait_ms, cl->pipe[k].is_read,
+                            cl->pipe[k].ans, cl->pipe[k].err);
+                fprintf(stderr, "\n");
+            }
         sim_fail(s, "cluster did not settle within %d ms after faults "
                     "stopped:%s", SIM_SETTLE_MS, why);
     }

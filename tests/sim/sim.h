@@ -2,16 +2,21 @@
  *
  * One run builds an N-node raft cluster (libraft's in-memory fixture: fake
  * clock, fake network, fake disk), gives every node a real fence_fsm behind
- * its raft_fsm, drives it the way src/server does (barrier, then
- * LEADER_START, then group-committed client batches and TICKs), lets
- * simulated clients send random commands, injects faults on a schedule drawn
- * from one seed, and checks the safety invariants after every step:
+ * its raft_fsm, runs fenced's own leader module (src/server/leader.c:
+ * barrier, LEADER_START, group commit, TICKs, the wait table) on every node,
+ * lets simulated clients pipeline random commands and reads over
+ * connections that come and go, injects faults on a schedule drawn from one
+ * seed, and checks the safety invariants after every step:
  *
  *   - tokens strictly increase and no token is issued twice; every node
  *     applies the same entry with the same results at the same index, so all
  *     nodes' grant sequences are prefixes of one sequence;
  *   - fence_fsm_check() holds on every node after every applied entry;
  *   - every grant a client saw acknowledged is in the final history;
+ *   - a read sees exactly the writes ahead of it in its pipeline and every
+ *     write acknowledged before it was sent; each request is answered once,
+ *     and only while its connection is open;
+ *   - raft is never called from inside a raft callback;
  *   - no grant goes to a lease that an independent model says was expired,
  *     revoked or unknown at the grant's entry time;
  *   - snapshots are byte-identical across nodes at equal applied index, and
@@ -55,6 +60,11 @@ typedef struct fence_sim_result {
     uint64_t snapshots_restored; /* fsm restores (install or restart) */
     uint64_t model_adjusts;      /* lease deadlines the model took from the
                                     fsm (rules it does not model) */
+    uint64_t model_forgets;      /* request ids forgotten by a CANCEL */
+    uint64_t reads;              /* reads answered and checked */
+    uint64_t wait_answers;       /* answers that were a wait's outcome */
+    uint64_t disconnects;        /* connections closed with requests out */
+    uint64_t unknown_batches;    /* proposals completed without an outcome */
 } fence_sim_result;
 
 /* Run one simulation.  Returns 0 when every invariant held, 1 when one was

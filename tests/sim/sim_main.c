@@ -13,7 +13,8 @@
  * --duration MS (simulated time with faults, default 30000), --clients C,
  * --verbose (faults, leaderships), --trace (also every applied command).
  * Environment: FENCE_SIM_NO_PRE_VOTE=1 turns raft pre-vote off,
- * FENCE_SIM_VOTE_FAULTS=1 lets disk faults hit set_term/set_vote too.  Every seed runs in a forked child, so an assert inside raft or
+ * FENCE_SIM_VOTE_FAULTS=1 lets disk faults hit set_term/set_vote too,
+ * FENCE_SIM_DEBUG=1 dumps node and client state when a run does not settle.  Every seed runs in a forked child, so an assert inside raft or
  * the core fails that seed (its number is printed) and not the whole run.
  */
 #include <errno.h>
@@ -128,11 +129,14 @@ static void print_stats(uint64_t seed, unsigned nodes, const fence_sim_result *r
            " unknown, %" PRIu64 " leaderships, %" PRIu64 " faults, %" PRIu64
            " restarts (%" PRIu64 " crash-stops), snapshots %" PRIu64
            " taken/%" PRIu64 " restored, %" PRIu64 " model adjusts, %" PRIu64
+           " forgotten reqids, %" PRIu64 " reads, %" PRIu64 " wait answers, %"
+           PRIu64 " disconnects, %" PRIu64 " unknown batches, %" PRIu64
            " steps\n",
            seed, nodes, r->entries, r->grants, r->acked_grants, r->acked_cmds,
            r->unknown_outcomes, r->leader_terms, r->faults, r->restarts,
            r->crashes, r->snapshots_taken, r->snapshots_restored,
-           r->model_adjusts, r->step);
+           r->model_adjusts, r->model_forgets, r->reads, r->wait_answers,
+           r->disconnects, r->unknown_batches, r->step);
 }
 
 /* Parse an unsigned number or exit with a message. */
@@ -252,6 +256,10 @@ int main(int argc, char **argv)
         {5, 1001, 20},
         {3, 2001, 15},
         {5, 3001, 15},
+        /* Regression: the lease model treated the retry of an ACQUIRE whose
+         * wait a CANCEL had failed (in the same entry) as a duplicate; the
+         * core forgets such a request id, so the retry queued afresh. */
+        {5, 1463, 1},
     };
     int failed = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Control (b): fenced built with -DFENCE_BUG_GRANT_EXPIRED (the etcd#11456
-# bug planted: a waiter whose lease expired while queued is not reaped and
-# the hand-off skips the liveness check).  Waiters are paused past their
+# Control (b): fenced built from the grant_expired mutant
+# (tests/mutants/grant_expired.patch, the etcd#11456 bug planted: a waiter
+# whose lease expired while queued is not reaped and the hand-off skips the
+# liveness check).  Waiters are paused past their
 # lease while holders hold long; the checker MUST report a grant to an
 # expired lease.  The same schedule against the correct fenced must pass.
 . "$(dirname "$0")/../lib/lib.sh"
-BUG_FENCED=${BUG_FENCED:-$BUILD/bug/fenced}
-for b in fenced fence-store fence-proxy fence-torture-worker fence-torture; do
+BUG_FENCED=${BUG_FENCED:-$BUILD/mutant/grant_expired/fenced}
+for b in fenced fence-store fence-faults fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "control planted bug: $BUILD/$b is missing"; finish; }
 done
 if [ ! -x "$BUG_FENCED" ]; then
-    make -s -C "$ROOT" BUILD="$BUILD/bug" EXTRA_CFLAGS=-DFENCE_BUG_GRANT_EXPIRED "$BUG_FENCED" >"$TEST_TMP/make.log" 2>&1 ||
+    bash "$ROOT/tests/mutants/build.sh" grant_expired "$BUILD/mutant/grant_expired" fenced >"$TEST_TMP/make.log" 2>&1 ||
         { sed 's/^/#   /' "$TEST_TMP/make.log" | tail; not_ok "control planted bug: build $BUG_FENCED"; finish; }
 fi
 common=(--duration 12 --workers 4 --faults pause-waiter --wait-ms 30000 --long-pct 50 --hold-max-ms 3000)

@@ -5,7 +5,7 @@
 # the seed's bug proves nothing.  Several short seeded runs; each must be
 # caught (measured: see docs/testing.md, "Torture").
 . "$(dirname "$0")/../lib/lib.sh"
-for b in fenced fence-store fence-proxy fence-torture-worker fence-torture; do
+for b in fenced fence-store fence-faults fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "control lease-only: $BUILD/$b is missing"; finish; }
 done
 for seed in ${CONTROL_SEEDS:-101 102 103}; do

@@ -3,7 +3,7 @@
 # or of a follower among the faults; leader changes are logged so the
 # checker knows leases were renewed).  The checker must find no violation.
 . "$(dirname "$0")/../lib/lib.sh"
-for b in fenced fence-store fence-proxy fence-torture-worker fence-torture; do
+for b in fenced fence-store fence-faults fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "cluster torture: $BUILD/$b is missing"; finish; }
 done
 args=(--nodes 3 --duration "${TORTURE_DURATION:-30}" --workers 4 --ttl-ms 1000 --out "$TEST_TMP/run"

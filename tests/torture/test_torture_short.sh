@@ -4,7 +4,7 @@
 # find no violation.  SEED=n replays a fault schedule; TORTURE_DURATION=s
 # changes the length.  On failure the run's files are kept and named.
 . "$(dirname "$0")/../lib/lib.sh"
-for b in fenced fence-store fence-proxy fence-torture-worker fence-torture; do
+for b in fenced fence-store fence-faults fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "torture: $BUILD/$b is missing (build it first)"; finish; }
 done
 args=(--duration "${TORTURE_DURATION:-50}" --workers 4 --ttl-ms 1000 --out "$TEST_TMP/run")

@@ -1,32 +1,33 @@
 #!/usr/bin/env bash
 # Control run: the core's tests must catch the planted etcd#11456 bug.
-# Builds the core and its tests with -DFENCE_BUG_GRANT_EXPIRED (expired
-# leases queued as waiters are not reaped, and hand-off skips the liveness
-# check) into a temporary directory and expects both test programs to FAIL.
-# A test suite that passes against the bug would prove nothing.
+# Builds test_core and test_core_model against the grant_expired mutant
+# (tests/mutants/grant_expired.patch: expired leases queued as waiters are
+# not reaped, and hand-off skips the liveness check) with
+# tests/mutants/build.sh, and expects both test programs to FAIL.  A test
+# suite that passes against the bug would prove nothing; a patch that no
+# longer applies fails this control loudly.
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD=${BUILD:-$ROOT/build}
 cd "$ROOT" || exit 1
 command -v "${CC:-cc}" >/dev/null || { echo "# skipped: no C compiler"; exit 77; }
-tmp=$(mktemp -d /tmp/fence-bugctl.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-flags="-std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -DFENCE_BUG_GRANT_EXPIRED"
+out=$BUILD/mutant/grant_expired
+log=$(mktemp /tmp/fence-bugctl.XXXXXX)
+trap 'rm -f "$log"' EXIT
+if ! bash tests/mutants/build.sh grant_expired "$out" tests/test_core tests/test_core_model >"$log" 2>&1; then
+    sed 's/^/# /' "$log" | tail -n 20
+    echo "not ok - the grant_expired mutant builds (tests/mutants/build.sh)"
+    exit 1
+fi
 fails=0
 for t in test_core test_core_model; do
-    # shellcheck disable=SC2086
-    if ! ${CC:-cc} $flags -o "$tmp/$t" "tests/unit/$t.c" src/core/*.c 2>"$tmp/$t.cc.log"; then
-        sed 's/^/# /' "$tmp/$t.cc.log" | tail -n 20
-        echo "not ok - $t builds with FENCE_BUG_GRANT_EXPIRED"
-        fails=$((fails + 1))
-        continue
-    fi
-    FENCE_SEEDS=300 "$tmp/$t" >"$tmp/$t.log" 2>&1
+    FENCE_SEEDS=300 "$out/tests/$t" >"$log" 2>&1
     rc=$?
-    if [ "$rc" -ne 0 ] && grep -q '^not ok' "$tmp/$t.log"; then
-        echo "ok - $t detects the planted bug: $(grep -m1 '^not ok' "$tmp/$t.log" | sed 's/^not ok - //')"
-        grep -m2 '^#   seed' "$tmp/$t.log" || true
+    if [ "$rc" -ne 0 ] && grep -q '^not ok' "$log"; then
+        echo "ok - $t detects the planted bug: $(grep -m1 '^not ok' "$log" | sed 's/^not ok - //')"
+        grep -m2 '^#   seed' "$log" || true
     else
-        tail -n 5 "$tmp/$t.log" | sed 's/^/# /'
+        tail -n 5 "$log" | sed 's/^/# /'
         echo "not ok - $t passes against the planted bug (exit $rc)"
         fails=$((fails + 1))
     fi

@@ -676,6 +676,43 @@ static const char *h_store(fake *f, int n, int argc, char argv[][ARG_LEN])
     return "-ERR unknown command\r\n";
 }
 
+/* The signed token the fake hands out (shape only; nothing verifies it). */
+#define FAKE_SIGNED "34.k1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+/* A verifying fence-store: a token with a '.' is "signed" (FAKE_SIGNED is
+ * good, anything else BADTOKEN); a plain number is BADTOKEN too. */
+static const char *h_store_signed(fake *f, int n, int argc, char argv[][ARG_LEN])
+{
+    (void)f;
+    (void)n;
+    (void)argc;
+    if (strcmp(argv[0], "FSET") == 0 || strcmp(argv[0], "FENCE.ADMIT") == 0)
+        return strcmp(argv[2], FAKE_SIGNED) == 0
+                   ? "+OK\r\n"
+                   : "-BADTOKEN the signature does not match\r\n";
+    return "-ERR unknown command\r\n";
+}
+
+/* The signed-token store calls send the string as is and map BADTOKEN. */
+static void test_store_signed(void)
+{
+    fake *f = fake_start(h_store_signed);
+    char a[64];
+    fence_store *s = NULL;
+    REQUIRE(fence_store_open(addr_of(f, a), 1000, &s) == 0);
+    CHECK(fence_store_set_signed(s, "orders", FAKE_SIGNED, "k", 1, "v", 1, NULL) == 0);
+    CHECK(log_count(f, "FSET orders 34.k1.AAAA") == 1);
+    CHECK(fence_store_admit_signed(s, "orders", FAKE_SIGNED, NULL) == 0);
+    CHECK(fence_store_set_signed(s, "orders", "35.k1.AAAA", "k", 1, "v", 1, NULL) ==
+          FENCE_EBADTOKEN);
+    CHECK(strstr(fence_store_errmsg(s), "BADTOKEN") != NULL);
+    CHECK(fence_store_set(s, "orders", 34, "k", 1, "v", 1, NULL) == FENCE_EBADTOKEN);
+    CHECK(fence_store_admit_signed(s, "orders", "34", NULL) == FENCE_EINVAL);
+    CHECK(fence_store_admit_signed(s, "orders", NULL, NULL) == FENCE_EINVAL);
+    CHECK(log_count(f, "FENCE.ADMIT orders 34 ") == 0);
+    fence_store_close(s);
+}
+
 static void test_store(void)
 {
     fake *f = fake_start(h_store);
@@ -702,6 +739,108 @@ static void test_store(void)
     CHECK(fence_store_open("bad address", 0, &s) == FENCE_EINVAL);
 }
 
+/* A signing leader: a request ending in SIGNED gets a signed token string
+ * (ACQUIRE: [string, lease]); lock names "bad-*" get malformed replies. */
+static const char *h_signed(fake *f, int n, int argc, char argv[][ARG_LEN])
+{
+    bool sign = strcmp(argv[argc - 1], "SIGNED") == 0;
+    static __thread char reply[256];
+    const char *tok = FAKE_SIGNED;
+    if (argc > 1 && strcmp(argv[1], "bad-int") == 0)
+        tok = NULL;
+    else if (argc > 1 && strcmp(argv[1], "bad-zero") == 0)
+        tok = "034.k1.x";
+    else if (argc > 1 && strcmp(argv[1], "bad-space") == 0)
+        tok = "34.k1 x";
+    else if (argc > 1 && strcmp(argv[1], "bad-nodot") == 0)
+        tok = "34";
+    if (strcmp(argv[0], "LEASE.GRANT") == 0)
+        return ":9\r\n";
+    if (strcmp(argv[0], "LOCK") == 0 && sign) {
+        if (tok == NULL)
+            return ":34\r\n";
+        snprintf(reply, sizeof(reply), "$%zu\r\n%s\r\n", strlen(tok), tok);
+        return reply;
+    }
+    if (strcmp(argv[0], "LOCK") == 0)
+        return ":34\r\n";
+    if (strcmp(argv[0], "ACQUIRE") == 0 && sign) {
+        if (tok == NULL)
+            return "*2\r\n:34\r\n:9\r\n";
+        snprintf(reply, sizeof(reply), "*2\r\n$%zu\r\n%s\r\n:9\r\n",
+                 strlen(tok), tok);
+        return reply;
+    }
+    if (strcmp(argv[0], "LEASE.REVOKE") == 0)
+        return "+OK\r\n";
+    return h_leader(f, n, argc, argv);
+}
+
+/* FENCE_LOCK_SIGNED sends SIGNED on ACQUIRE and on LOCK, and the handle
+ * keeps the string; without it nothing changes; malformed signed replies
+ * are protocol errors; the raw calls check their buffer. */
+static void test_signed(void)
+{
+    fake *f = fake_start(h_signed);
+    char a[64];
+    fence_client *c = client_for(addr_of(f, a), 2000);
+    fence_lock *l = NULL;
+    REQUIRE(fence_lock_acquire_ex(c, "s", 10000, 0, FENCE_LOCK_SIGNED, &l) == 0);
+    CHECK_EQ_U64(fence_lock_token(l), 34);
+    CHECK_EQ_U64(fence_lock_lease(l), 9);
+    CHECK_STR(fence_lock_signed_token(l), FAKE_SIGNED);
+    char e[128];
+    log_get(f, 0, e);
+    CHECK(strncmp(e, "ACQUIRE s 10000 REQID ", 22) == 0);
+    CHECK(strcmp(e + strlen(e) - 7, " SIGNED") == 0);
+    fence_lock_release(l);
+    /* A long wait goes through LEASE.GRANT + LOCK ... SIGNED. */
+    REQUIRE(fence_lock_acquire_ex(c, "s2", 10000, 60000, FENCE_LOCK_SIGNED, &l) == 0);
+    CHECK_EQ_U64(fence_lock_token(l), 34);
+    CHECK_STR(fence_lock_signed_token(l), FAKE_SIGNED);
+    CHECK(log_count(f, "LOCK s2 9 WAIT 60000 REQID ") == 1);
+    fence_lock_release(l);
+    /* Unsigned: no SIGNED argument, no string. */
+    REQUIRE(fence_lock_acquire(c, "u", 10000, 0, &l) == 0);
+    CHECK(fence_lock_signed_token(l) == NULL);
+    fence_lock_release(l);
+    CHECK(log_count(f, "ACQUIRE u 10000 REQID ") == 1);
+    int nsigned = 0;
+    for (int i = 0; i < 64; i++) {
+        log_get(f, i, e);
+        if (strncmp(e, "ACQUIRE u ", 10) == 0 && strstr(e, "SIGNED") != NULL)
+            nsigned++;
+    }
+    CHECK(nsigned == 0);
+    /* Malformed signed replies. */
+    const char *bad[] = {"bad-int", "bad-zero", "bad-space", "bad-nodot"};
+    for (int i = 0; i < 4; i++) {
+        l = NULL;
+        CHECK(fence_lock_acquire_ex(c, bad[i], 10000, 0, FENCE_LOCK_SIGNED, &l) ==
+              FENCE_EPROTO);
+        CHECK(l == NULL);
+        CHECK(fence_lock_acquire_ex(c, bad[i], 10000, 60000, FENCE_LOCK_SIGNED, &l) ==
+              FENCE_EPROTO);
+    }
+    CHECK(fence_lock_acquire_ex(c, "s", 10000, 0, 0x80, &l) == FENCE_EINVAL);
+    /* The raw calls. */
+    char buf[FENCE_SIGNED_TOKEN_BUF_SIZE];
+    uint64_t t = 0, lease = 0;
+    CHECK(fence_lock_acquire_raw_signed(c, "r", 10000, 0, &t, &lease, buf,
+                                        sizeof(buf)) == 0);
+    CHECK_EQ_U64(t, 34);
+    CHECK_EQ_U64(lease, 9);
+    CHECK_STR(buf, FAKE_SIGNED);
+    t = 0;
+    CHECK(fence_lease_lock_signed(c, 9, "r", 0, &t, buf, sizeof(buf)) == 0);
+    CHECK_EQ_U64(t, 34);
+    CHECK(log_count(f, "LOCK r 9 REQID ") == 1);
+    CHECK(fence_lease_lock_signed(c, 9, "r", 0, &t, buf, 20) == FENCE_EINVAL);
+    CHECK(fence_lock_acquire_raw_signed(c, "r", 10000, 0, &t, &lease, NULL, 0) ==
+          FENCE_EINVAL);
+    fence_client_close(c);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* the library must cope without SIG_IGN */
@@ -720,5 +859,7 @@ int main(void)
     TEST_RUN(test_cancelled_wait_reasked);
     TEST_RUN(test_threads_share_client);
     TEST_RUN(test_store);
+    TEST_RUN(test_signed);
+    TEST_RUN(test_store_signed);
     return TEST_DONE();
 }

@@ -74,6 +74,7 @@ static void test_error_codes(void)
     CHECK(fence__error_code("NOLEASE the lease is gone") == FENCE_ENOLEASE);
     CHECK(fence__error_code("NOLEASE") == FENCE_ENOLEASE);
     CHECK(fence__error_code("LIMIT too many leases") == FENCE_ELIMIT);
+    CHECK(fence__error_code("BADTOKEN token 9 is not signed") == FENCE_EBADTOKEN);
     CHECK(fence__error_code("TRYAGAIN retry") == FENCE_ETRYAGAIN);
     CHECK(fence__error_code("NOTLEADER 1.2.3.4:5") == FENCE_ENOTLEADER);
     CHECK(fence__error_code("STALE 3 4") == FENCE_ESTALE);
@@ -112,6 +113,26 @@ static void test_stale(void)
 }
 
 /* Decimal parsing rejects signs, spaces, overflow. */
+/* The shape check of signed token replies. */
+static void test_parse_signed(void)
+{
+    char buf[32];
+    uint64_t t = 0;
+    CHECK(fence__parse_signed("34.k1.abc", 9, &t, buf, sizeof(buf)) && t == 34);
+    CHECK(strcmp(buf, "34.k1.abc") == 0);
+    CHECK(fence__parse_signed("18446744073709551615.h.x", 24, &t, buf, sizeof(buf)));
+    CHECK(t == UINT64_MAX);
+    CHECK(!fence__parse_signed("18446744073709551616.h.x", 24, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("034.k1.abc", 10, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("0.k1.abc", 8, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34", 2, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed(".k1.abc", 7, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34.k1 abc", 9, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34.k1\nabc", 9, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("", 0, &t, buf, sizeof(buf)));
+    CHECK(!fence__parse_signed("34.k1.abc", 9, &t, buf, 9)); /* no room for NUL */
+}
+
 static void test_parse_u64(void)
 {
     uint64_t v;
@@ -234,6 +255,7 @@ static void test_env_default(void)
 int main(void)
 {
     TEST_RUN(test_addr_parse_forms);
+    TEST_RUN(test_parse_signed);
     TEST_RUN(test_addr_parse_rejects);
     TEST_RUN(test_addr_list);
     TEST_RUN(test_error_codes);

@@ -1,8 +1,11 @@
 /* Unit tests of the deterministic core (src/core): commands, time, events,
  * dedup, limits, snapshots and the entry codec. */
 #include "../lib/test.h"
+#include "test_core_fork.h"
 
+#include "core/entry.h"
 #include "core/fsm.h"
+#include "core/snapshot.h"
 #include "core/fsm_int.h"
 
 /* ---- Fixture ------------------------------------------------------------- */
@@ -47,18 +50,22 @@ typedef struct fx {
     int nev;                 /* events recorded */
 } fx;
 
-static void on_event(void *ctx, const fence_event *ev)
+/* Append the events of the last apply/advance call to x->ev. */
+static void take_events(fx *x)
 {
-    fx *x = ctx;
-    REQUIRE(x->nev < MAX_EV);
-    x->ev[x->nev++] = *ev;
+    size_t n = 0;
+    const fence_event *ev = fence_fsm_events(x->f, &n);
+    for (size_t i = 0; i < n; i++) {
+        REQUIRE(x->nev < MAX_EV);
+        x->ev[x->nev++] = ev[i];
+    }
 }
 
 static void fx_init(fx *x)
 {
     memset(x, 0, sizeof(*x));
     x->ta.budget = -1;
-    fence_fsm_opts o = {{t_alloc, t_free, &x->ta}, on_event, x};
+    fence_fsm_opts o = {{t_alloc, t_free, &x->ta}};
     REQUIRE(fence_fsm_create(&o, &x->f) == 0);
     REQUIRE(x->f != NULL);
 }
@@ -75,6 +82,7 @@ static fence_result run(fx *x, uint64_t now, fence_cmd c)
 {
     fence_result r;
     fence_fsm_apply(x->f, now, &c, &r);
+    take_events(x);
     const char *e = fence_fsm_check(x->f);
     if (e != NULL) {
         printf("#   check failed: %s\n", e);
@@ -146,6 +154,7 @@ static fence_cmd c_leader(uint32_t leases, uint32_t locks, uint32_t waiters,
     c.limits.locks_max = locks;
     c.limits.waiters_max = waiters;
     c.limits.dedup_max = dedup;
+    c.limits.waits_max = FENCE_WAITS_DEFAULT;
     return c;
 }
 
@@ -165,7 +174,7 @@ static uint64_t lease(fx *x, uint64_t now, uint64_t ttl, uint64_t delay)
     return r.lease;
 }
 
-static bool lock_held(fx *x, const char *name, fence_lock_info *out)
+static bool lock_held(fx *x, const char *name, fence_fsm_lock_state *out)
 {
     return fence_fsm_lock_info(x->f, (const uint8_t *)name,
                                (uint16_t)strlen(name), out);
@@ -242,7 +251,7 @@ static void test_reentrant_lock(void)
     CHECK_EQ_U64(r2.status, FENCE_ST_OK);
     CHECK_EQ_U64(r1.token, r2.token);
     CHECK_EQ_U64(fence_fsm_last_token(x.f), r1.token);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "r", &li));
     CHECK_EQ_U64(li.waiters, 0);
     fx_done(&x);
@@ -260,7 +269,7 @@ static void test_queued_twice_same_wait(void)
     CHECK_EQ_U64(q1.status, FENCE_ST_QUEUED);
     CHECK_EQ_U64(q2.status, FENCE_ST_QUEUED);
     CHECK_EQ_U64(q1.wait_id, q2.wait_id);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "k", &li));
     CHECK_EQ_U64(li.waiters, 1);
     fx_done(&x);
@@ -276,7 +285,7 @@ static void test_keepalive_and_revoke(void)
     fence_result k = run(&x, 90, c_keepalive(a));
     CHECK_EQ_U64(k.status, FENCE_ST_OK);
     CHECK_EQ_U64(k.value, 100);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 150, &li), 0);
     CHECK_EQ_U64(li.deadline_ms, 190);
     k = run(&x, 190, c_keepalive(a));
@@ -311,10 +320,10 @@ static void test_expiry_releases_and_hands_off(void)
     CHECK_EQ_U64(x.ev[0].wait_id, q.wait_id);
     CHECK_EQ_U64(x.ev[0].result.status, FENCE_ST_OK);
     CHECK_EQ_U64(x.ev[0].result.token, r.token + 1);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "e", &li));
     CHECK_EQ_U64(li.lease, b);
-    fence_lease_info le;
+    fence_fsm_lease_state le;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 100, &le), FENCE_ST_NOLEASE);
     fx_done(&x);
 }
@@ -353,7 +362,7 @@ static void test_no_grant_to_expired_lease(void)
     CHECK_EQ_U64(run(&x, 210, c_lock("m", d, 0)).status, FENCE_ST_NOLEASE);
     /* And a lone waiter whose lease ran out gets NOLEASE, never the lock. */
     uint64_t e = lease(&x, 300, 50, 0);
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     REQUIRE(lock_held(&x, "n", &li));
     fence_result qe = run(&x, 301, c_lock("n", e, 10000));
     REQUIRE(qe.status == FENCE_ST_QUEUED);
@@ -393,7 +402,7 @@ static void test_lock_delay(void)
     fence_result r = run(&x, 1, c_lock("d", a, 0));
     REQUIRE(r.status == FENCE_ST_OK);
     run(&x, 100, c_tick()); /* a expires: d unavailable until 600 */
-    fence_lock_info li;
+    fence_fsm_lock_state li;
     CHECK(!lock_held(&x, "d", &li));
     CHECK_EQ_U64(run(&x, 300, c_lock("d", b, 0)).status, FENCE_ST_NIL);
     fence_result q = run(&x, 301, c_lock("d", b, 10000));
@@ -445,7 +454,7 @@ static void test_acquire(void)
     fence_result q = run(&x, 2, c_acquire("x", 50, 0, 5000));
     REQUIRE(q.status == FENCE_ST_QUEUED);
     CHECK(q.lease != 0);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     /* Queued: its lease outlives its ttl while it waits. */
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, q.lease, 500, &li), 0);
     x.nev = 0;
@@ -499,11 +508,11 @@ static void test_cancel(void)
     CHECK_EQ_I64(x.nev, 1);
     run(&x, 5, c_cancel(qa.wait_id));
     CHECK_EQ_I64(x.nev, 2);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, qa.lease, 5, &li),
                  FENCE_ST_NOLEASE);
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, b, 5, &li), 0);
-    fence_lock_info ki;
+    fence_fsm_lock_state ki;
     REQUIRE(lock_held(&x, "c", &ki));
     CHECK_EQ_U64(ki.token, r.token);
     CHECK_EQ_U64(ki.waiters, 0);
@@ -639,7 +648,7 @@ static void test_leader_start_rebase(void)
     x.nev = 0;
     CHECK_EQ_U64(run(&x, 1000000, ls).status, FENCE_ST_OK);
     CHECK_EQ_I64(x.nev, 0);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, a, 1000000, &li), 0);
     CHECK_EQ_U64(li.deadline_ms, 1001000);
     CHECK_EQ_U64(fence_fsm_next_deadline(x.f), 1001000);
@@ -662,6 +671,9 @@ static void test_leader_start_rebase(void)
     /* INVALID limits change nothing. */
     CHECK_EQ_U64(run(&x, 1001501, c_leader(0, 1, 1, 1)).status,
                  FENCE_ST_INVALID);
+    fence_cmd no_waits = c_leader(1, 1, 1, 1);
+    no_waits.limits.waits_max = 0;
+    CHECK_EQ_U64(run(&x, 1001501, no_waits).status, FENCE_ST_INVALID);
     /* A leader whose clock is behind does not move time backwards. */
     run(&x, 5, ls);
     CHECK_EQ_U64(fence_fsm_now(x.f), 1001501);
@@ -714,6 +726,35 @@ static void test_waiters_limit(void)
     fx_done(&x);
 }
 
+/* waits_max bounds the waits across all locks: a LOCK or ACQUIRE that
+ * would queue one more answers LIMIT (an ACQUIRE consumes no lease). */
+static void test_waits_limit(void)
+{
+    fx x;
+    fx_init(&x);
+    fence_cmd ls = c_leader(10, 10, 10, 10);
+    ls.limits.waits_max = 2;
+    CHECK_EQ_U64(run(&x, 0, ls).status, FENCE_ST_OK);
+    uint64_t h = lease(&x, 0, 1000, 0);
+    uint64_t w = lease(&x, 0, 1000, 0);
+    run(&x, 0, c_lock("a", h, 0));
+    run(&x, 0, c_lock("b", h, 0));
+    run(&x, 0, c_lock("c", h, 0));
+    CHECK_EQ_U64(run(&x, 0, c_lock("a", w, 10)).status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(run(&x, 0, c_lock("b", w, 10)).status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(run(&x, 0, c_lock("c", w, 10)).status, FENCE_ST_LIMIT);
+    CHECK_EQ_U64(run(&x, 0, c_acquire("c", 100, 0, 10)).status,
+                 FENCE_ST_LIMIT);
+    fence_fsm_stats st;
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.leases, 2);
+    CHECK_EQ_U64(st.waiters, 2);
+    /* Once a wait ends, there is room again. */
+    run(&x, 10, c_tick());
+    CHECK_EQ_U64(run(&x, 10, c_lock("c", w, 10)).status, FENCE_ST_QUEUED);
+    fx_done(&x);
+}
+
 static void test_invalid_inputs(void)
 {
     fx x;
@@ -749,42 +790,130 @@ static void test_invalid_inputs(void)
     fx_done(&x);
 }
 
-/* Every allocation failure anywhere gives LIMIT (or a failed create), and
- * the state stays consistent. */
-static void test_alloc_failures(void)
+/* Run the allocation-failure scenario with budget allocations allowed
+ * (counted from the start, fence_fsm_create included), in this process.
+ * Returns only when the state machine survived: then its snapshot is
+ * compared with the reference (budget < 0) run's. */
+static void alloc_scenario(long budget, uint8_t **snap_out, size_t *len_out)
 {
-    for (long budget = 0; budget < 60; budget++) {
-        fx x;
-        memset(&x, 0, sizeof(x));
-        x.ta.budget = budget;
-        fence_fsm_opts o = {{t_alloc, t_free, &x.ta}, on_event, &x};
-        if (fence_fsm_create(&o, &x.f) != 0) {
-            CHECK(x.f == NULL);
-            CHECK_EQ_I64(x.ta.live, 0);
-            continue;
-        }
-        fence_result r;
-        fence_cmd cmds[] = {
-            c_grant(1000, 0), c_grant(1000, 10), c_lock("a", 1, 0),
-            c_lock("a", 2, 100), c_acquire("b", 100, 0, 0),
-            c_acquire("a", 100, 0, 100), with_req(c_grant(100, 0), 9),
-            c_lock("c", 2, 0), c_unlock("a", 1), c_revoke(2),
-        };
-        for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-            fence_fsm_apply(x.f, i, &cmds[i], &r);
-            CHECK(r.status != FENCE_ST_INVALID);
-            CHECK(fence_fsm_check(x.f) == NULL);
-        }
-        size_t n = fence_fsm_snapshot_size(x.f);
-        uint8_t *buf = malloc(n);
-        fence_fsm_snapshot(x.f, buf, n);
-        int rc = fence_fsm_restore(x.f, buf, n);
-        CHECK(rc == 0 || rc == FENCE_ST_LIMIT);
-        CHECK(fence_fsm_check(x.f) == NULL);
-        free(buf);
+    fx x;
+    memset(&x, 0, sizeof(x));
+    x.ta.budget = budget;
+    fence_fsm_opts o = {{t_alloc, t_free, &x.ta}};
+    if (fence_fsm_create(&o, &x.f) != 0) {
+        /* Create may fail; it leaves nothing behind. */
+        CHECK(x.f == NULL);
+        CHECK_EQ_I64(x.ta.live, 0);
+        *snap_out = NULL;
+        *len_out = 0;
+        return;
+    }
+    /* A snapshot restored into the fresh state machine may fail too. */
+    fx y;
+    fx_init(&y);
+    run(&y, 0, c_grant(5000, 0));
+    run(&y, 0, c_lock("s", 1, 0));
+    size_t n0 = fence_fsm_snapshot_size(y.f);
+    uint8_t *s0 = malloc(n0);
+    REQUIRE(s0 != NULL);
+    fence_fsm_snapshot(y.f, s0, n0);
+    fx_done(&y);
+    int rc = fence_fsm_restore(x.f, s0, n0);
+    free(s0);
+    CHECK(rc == 0 || rc == FENCE_ST_LIMIT);
+    CHECK(fence_fsm_check(x.f) == NULL);
+    if (rc != 0) {
         fence_fsm_destroy(x.f);
         CHECK_EQ_I64(x.ta.live, 0);
+        *snap_out = NULL;
+        *len_out = 0;
+        return;
     }
+    fence_result r;
+    fence_cmd cmds[] = {
+        c_grant(1000, 0), c_grant(1000, 10), c_lock("a", 2, 0),
+        c_lock("a", 3, 100), c_acquire("b", 100, 0, 0),
+        c_acquire("a", 100, 0, 100), with_req(c_grant(100, 0), 9),
+        c_lock("c", 3, 0), c_unlock("a", 2), c_revoke(3),
+    };
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        fence_fsm_apply(x.f, i, &cmds[i], &r);
+        take_events(&x);
+        CHECK(r.status != FENCE_ST_INVALID);
+        CHECK(r.status != FENCE_ST_LIMIT);
+        CHECK(fence_fsm_check(x.f) == NULL);
+    }
+    size_t n = fence_fsm_snapshot_size(x.f);
+    uint8_t *buf = malloc(n);
+    REQUIRE(buf != NULL);
+    fence_fsm_snapshot(x.f, buf, n);
+    /* A restore into the live state machine. */
+    REQUIRE(fence_fsm_restore(x.f, buf, n) == 0);
+    CHECK(fence_fsm_check(x.f) == NULL);
+    fence_fsm_destroy(x.f);
+    CHECK_EQ_I64(x.ta.live, 0);
+    *snap_out = buf;
+    *len_out = n;
+}
+
+/* The reference run's final snapshot, for alloc_child. */
+static const uint8_t *alloc_ref;
+static size_t alloc_ref_len;
+
+/* The child's side of one budget: exits 10 when the failure was reported
+ * (nothing to compare), 1 on a failed check, 0 when it ran to the end
+ * with the reference's state. */
+static void alloc_child(void *arg)
+{
+    test__failures_in_case = 0;
+    uint8_t *s = NULL;
+    size_t n = 0;
+    alloc_scenario(*(const long *)arg, &s, &n);
+    if (s != NULL) {
+        CHECK(n == alloc_ref_len && memcmp(s, alloc_ref, n) == 0);
+    }
+    bool reported = s == NULL;
+    free(s);
+    fflush(stdout);
+    _exit(test__failures_in_case ? 1 : reported ? 10 : 0);
+}
+
+/* Every allocation failure, wherever it happens, either is reported
+ * (fence_fsm_create, a restore into a fresh state machine: nothing
+ * changed, nothing leaked) or stops the process with "fatal: out of memory
+ * while ..." (inside apply, and a restore into a live state machine); an
+ * allocation failure never becomes a reply.  Each budget runs in a child
+ * with its stderr in a pipe. */
+static void test_alloc_failures(void)
+{
+    uint8_t *ref = NULL;
+    size_t ref_len = 0;
+    alloc_scenario(-1, &ref, &ref_len);
+    REQUIRE(ref != NULL);
+    alloc_ref = ref;
+    alloc_ref_len = ref_len;
+    long stopped = 0, reported = 0, survived = 0;
+    for (long budget = 0; budget < 80; budget++) {
+        char err[512];
+        int status = fork_case(alloc_child, &budget, err, sizeof(err));
+        if (stopped_for_oom(status, err)) {
+            stopped++;
+        } else if (exited_with(status, 10)) {
+            reported++;
+        } else if (exited_with(status, 0)) {
+            survived++;
+        } else {
+            printf("#   budget %ld: status 0x%x: %s\n", budget,
+                   (unsigned)status, err);
+            CHECK(0);
+        }
+    }
+    printf("# 80 budgets: %ld reported, %ld stopped, %ld ran to the end\n",
+           reported, stopped, survived);
+    CHECK(reported > 0);
+    CHECK(stopped > 0);
+    CHECK(survived > 0);
+    free(ref);
 }
 
 /* ---- Snapshots ------------------------------------------------------------------ */
@@ -973,6 +1102,76 @@ static void test_entry_round_trip(void)
     free(buf);
 }
 
+/* Logs and snapshots written before the global bound on waits still
+ * load: a version-1 entry's LEADER_START decodes with waits_max =
+ * UINT32_MAX (no bound, what it meant), and a version-2 snapshot restores
+ * with the same. */
+static void test_old_versions_load(void)
+{
+    /* Version 1: u8 1 | u64 ts | u32 1 | LEADER_START (type 1, flags 0,
+     * req_id 0) | 4 x u32 limits. */
+    uint8_t v1[13 + 10 + 16];
+    memset(v1, 0, sizeof(v1));
+    v1[0] = 1;
+    v1[1] = 7; /* timestamp 7 */
+    v1[9] = 1; /* one command */
+    v1[13] = FENCE_CMD_LEADER_START;
+    const uint32_t lim[4] = {5, 6, 7, 8};
+    for (int i = 0; i < 4; i++) {
+        v1[23 + 4 * i] = (uint8_t)lim[i];
+    }
+    fence_entry_iter it;
+    REQUIRE(fence_entry_open(&it, v1, sizeof(v1)) == 0);
+    CHECK_EQ_U64(it.version, 1);
+    CHECK_EQ_U64(it.timestamp_ms, 7);
+    fence_cmd c;
+    REQUIRE(fence_entry_next(&it, &c) == 1);
+    CHECK_EQ_U64(c.limits.leases_max, 5);
+    CHECK_EQ_U64(c.limits.locks_max, 6);
+    CHECK_EQ_U64(c.limits.waiters_max, 7);
+    CHECK_EQ_U64(c.limits.dedup_max, 8);
+    CHECK_EQ_U64(c.limits.waits_max, UINT32_MAX);
+    CHECK_EQ_I64(fence_entry_next(&it, &c), 0);
+    fx x;
+    fx_init(&x);
+    fence_result r;
+    CHECK_EQ_I64(fence_fsm_apply_entry(x.f, v1, sizeof(v1), &r, 1), 1);
+    CHECK_EQ_U64(r.status, FENCE_ST_OK);
+    /* A version-2 snapshot: the version-3 one without waits_max. */
+    uint64_t l = lease(&x, 10, 1000, 0);
+    run(&x, 10, c_lock("old", l, 0));
+    size_t n = fence_fsm_snapshot_size(x.f);
+    uint8_t *v3 = malloc(n);
+    REQUIRE(v3 != NULL);
+    REQUIRE(fence_fsm_snapshot(x.f, v3, n) == n);
+    CHECK_EQ_U64(v3[4], 3);
+    /* The limits start at byte 4 + 4 + 32; waits_max is the fifth u32. */
+    size_t at = 4 + 4 + 32 + 16;
+    CHECK_EQ_U64(v3[at] & v3[at + 1] & v3[at + 2] & v3[at + 3], 0xff);
+    uint8_t *v2 = malloc(n - 4);
+    REQUIRE(v2 != NULL);
+    memcpy(v2, v3, at);
+    memcpy(v2 + at, v3 + at + 4, n - at - 4);
+    v2[4] = 2;
+    uint32_t crc = fence__crc32c(v2, n - 8);
+    for (int i = 0; i < 4; i++) {
+        v2[n - 8 + (size_t)i] = (uint8_t)(crc >> (8 * i));
+    }
+    fx y;
+    fx_init(&y);
+    REQUIRE(fence_fsm_restore(y.f, v2, n - 4) == 0);
+    uint8_t *again = malloc(n);
+    REQUIRE(again != NULL);
+    REQUIRE(fence_fsm_snapshot_size(y.f) == n);
+    fence_fsm_snapshot(y.f, again, n);
+    CHECK(memcmp(again, v3, n) == 0);
+    free(again);
+    free(v2);
+    free(v3);
+    fx_done(&y);
+    fx_done(&x);
+}
+
 static void test_apply_entry(void)
 {
     fx x;
@@ -1001,7 +1200,7 @@ static void test_apply_entry(void)
     /* An empty batch advances time. */
     n = fence_entry_encode(2000, NULL, 0, buf, sizeof(buf));
     CHECK_EQ_I64(fence_fsm_apply_entry(x.f, buf, n, NULL, 0), 0);
-    fence_lease_info li;
+    fence_fsm_lease_state li;
     CHECK_EQ_I64(fence_fsm_lease_info(x.f, 1, 2000, &li), FENCE_ST_NOLEASE);
     free(before);
     free(after);
@@ -1057,6 +1256,7 @@ int main(void)
     TEST_RUN(test_leader_start_rebase);
     TEST_RUN(test_limits);
     TEST_RUN(test_waiters_limit);
+    TEST_RUN(test_waits_limit);
     TEST_RUN(test_invalid_inputs);
     TEST_RUN(test_wait_exists);
     TEST_RUN(test_alloc_failures);
@@ -1064,5 +1264,6 @@ int main(void)
     TEST_RUN(test_snapshot_corrupt_rejected);
     TEST_RUN(test_entry_round_trip);
     TEST_RUN(test_apply_entry);
+    TEST_RUN(test_old_versions_load);
     return TEST_DONE();
 }

@@ -1,0 +1,21 @@
+"""fenced: a Python client of the fenced lock service (locks with fencing
+tokens) and of fence-store (a key/value store that rejects stale tokens).
+
+    import fenced
+    c = fenced.Client("127.0.0.1:7700")
+    store = fenced.Store("127.0.0.1:7710")
+    with c.lock("orders", ttl_ms=10000, wait_ms=5000) as lock:
+        store.fset("orders", lock.token, "k", "v")
+
+See docs/python.md.
+"""
+from .client import Client, LeaseInfo, Lock, LockInfo, parse_servers
+from .errors import (FencedError, LeaseLost, LimitReached, NotAcquired, NotLeader,
+                     ServerError, StaleToken, TryAgain, Unreachable)
+from .store import Store
+
+__version__ = "0.1.0"
+
+__all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "Store", "parse_servers",
+           "FencedError", "LeaseLost", "LimitReached", "NotAcquired", "NotLeader",
+           "ServerError", "StaleToken", "TryAgain", "Unreachable", "__version__"]

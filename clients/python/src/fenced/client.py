@@ -1,0 +1,562 @@
+"""The fenced client: leases, locks with fencing tokens, and a lock object
+that keeps its lease alive.
+
+Built on redis-py's connection class (RESP2), so it runs wherever redis-py
+4.3 or newer does.  A :class:`Client` talks to one server at a time and
+follows ``NOTLEADER`` redirects; every state-changing request carries a
+random ``REQID`` and is retried with that same id after a timeout, a reset
+connection or ``TRYAGAIN``, so the server applies it once.
+
+A Client is not thread-safe: use one per thread.  A :class:`Lock` renews its
+lease from a thread of its own, over a connection of its own (a ``LOCK ...
+WAIT`` on a shared connection would hold up the renewals behind it).
+"""
+import random
+import secrets
+import threading
+import time
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import redis
+from redis.connection import Connection, UnixDomainSocketConnection
+
+from .errors import (FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain, Unreachable,
+                     from_reply)
+
+__all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "parse_servers"]
+
+#: The default server, as for fencectl.
+DEFAULT_SERVER = "127.0.0.1:7700"
+
+Servers = Union[str, Sequence[str]]
+
+
+class LeaseInfo(NamedTuple):
+    """LEASE.INFO: the lease's TTL, time left on the leader's clock, locks held."""
+    ttl_ms: int
+    remaining_ms: int
+    locks_held: int
+
+
+class LockInfo(NamedTuple):
+    """LOCK.INFO of a held lock: holder's token and lease, time left, waiters."""
+    token: int
+    lease: int
+    remaining_ms: int
+    waiters: int
+
+
+def parse_servers(servers: Servers) -> List[str]:
+    """Split a server list ("h:p,h:p", or a sequence of "h:p") into
+    addresses.  "unix:/path" names a Unix socket; IPv6 hosts go in
+    brackets ("[::1]:7700")."""
+    if isinstance(servers, str):
+        items = servers.split(",")
+    else:
+        items = list(servers)
+    out = [s.strip() for s in items if s and s.strip()]
+    if not out:
+        raise ValueError("no server given")
+    for s in out:
+        _split_addr(s)
+    return out
+
+
+def _split_addr(addr: str) -> Tuple[str, int]:
+    """(host, port) of "host:port" / "[v6]:port"; ("unix", path) is told
+    apart by the caller.  Raises ValueError for a malformed address."""
+    if addr.startswith("unix:"):
+        if len(addr) == 5:
+            raise ValueError("empty unix socket path in %r" % addr)
+        return addr, 0
+    if addr.startswith("["):
+        host, sep, rest = addr[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ValueError("bad server address %r" % addr)
+        port_s = rest[1:]
+    else:
+        host, sep, port_s = addr.rpartition(":")
+        if not sep:
+            raise ValueError("bad server address %r (want host:port)" % addr)
+    if not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+        raise ValueError("bad server address %r" % addr)
+    return host, int(port_s)
+
+
+def _margin_ms(ttl_ms: int) -> int:
+    """The client's safety margin for valid_until: TTL/10 + 5 ms (as
+    libfence)."""
+    return ttl_ms // 10 + 5
+
+
+def _reqid() -> int:
+    """A random 64-bit request id."""
+    return secrets.randbits(64)
+
+
+def _as_int(v: Any, what: str) -> int:
+    """A reply that must be an integer."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    raise FencedError("%s: unexpected reply %r" % (what, v))
+
+
+class Client:
+    """A connection to a fenced cluster.
+
+    ``servers``: "host:port" or a list of them (any members of the
+    cluster; the client finds the leader through ``NOTLEADER`` replies).
+    ``timeout_ms``: how long one request may take, reconnects and retries
+    included, on top of any wait.  A server that refuses the connection is
+    not retried for the whole timeout: when every server refused twice in a
+    row, :class:`Unreachable` is raised at once.
+    """
+
+    def __init__(self, servers: Servers = DEFAULT_SERVER, *, timeout_ms: int = 5000,
+                 connect_timeout_ms: int = 1000, max_redirects: int = 8) -> None:
+        if timeout_ms <= 0 or connect_timeout_ms <= 0:
+            raise ValueError("timeouts must be positive")
+        self.servers: List[str] = parse_servers(servers)  # known servers (redirects add)
+        self.timeout_ms = timeout_ms                      # per request, on top of waits
+        self.connect_timeout_ms = connect_timeout_ms      # per connection attempt
+        self.max_redirects = max_redirects                # NOTLEADER hops per request
+        self._cur = 0                                     # index of the server in use
+        self._conn: Optional[Connection] = None           # open connection, or None
+
+    # ---- plumbing -------------------------------------------------------------
+
+    def _clone(self) -> "Client":
+        """A new client with the same settings (and the leader found so far)."""
+        c = Client(self.servers, timeout_ms=self.timeout_ms,
+                   connect_timeout_ms=self.connect_timeout_ms, max_redirects=self.max_redirects)
+        c._cur = self._cur
+        return c
+
+    @property
+    def server(self) -> str:
+        """The server the client talks to now."""
+        return self.servers[self._cur]
+
+    def _connect(self) -> Connection:
+        """The open connection, connecting to the current server if needed."""
+        if self._conn is None:
+            addr = self.servers[self._cur]
+            t = self.connect_timeout_ms / 1000.0
+            if addr.startswith("unix:"):
+                conn = UnixDomainSocketConnection(path=addr[5:], socket_timeout=t)
+            else:
+                host, port = _split_addr(addr)
+                conn = Connection(host=host, port=port, socket_timeout=t,
+                                  socket_connect_timeout=t)
+            conn.connect()
+            self._conn = conn
+        return self._conn
+
+    def _drop(self) -> None:
+        """Close the connection (the next request reconnects)."""
+        if self._conn is not None:
+            try:
+                self._conn.disconnect()
+            except Exception:  # noqa: BLE001 - closing a broken socket
+                pass
+            self._conn = None
+
+    def close(self) -> None:
+        """Close the connection.  The client reconnects if used again."""
+        self._drop()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _follow(self, leader: Optional[str]) -> None:
+        """Switch to the leader a NOTLEADER reply named (or the next server)."""
+        self._drop()
+        if leader:
+            if leader not in self.servers:
+                self.servers.append(leader)
+            self._cur = self.servers.index(leader)
+        else:
+            self._cur = (self._cur + 1) % len(self.servers)
+
+    def _once(self, args: Sequence[Any], deadline: float) -> Any:
+        """Send one request and read its reply before deadline (monotonic
+        seconds).  Raises redis' ConnectionError/TimeoutError on I/O trouble
+        (the connection is then dropped) and ResponseError for an error
+        reply."""
+        conn = self._connect()
+        try:
+            conn.send_command(*args)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise redis.exceptions.TimeoutError("no reply within the timeout")
+                if conn.can_read(timeout=min(left, 1.0)):
+                    break
+            reply = conn.read_response()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            self._drop()
+            raise
+        if isinstance(reply, redis.exceptions.ResponseError):
+            raise reply
+        return reply
+
+    def call(self, *args: Any, wait_ms: int = 0, timeout_ms: Optional[int] = None) -> Any:
+        """Send a request, retrying as described in the class docstring, and
+        return its reply (bytes, int, list or None).  Error replies raise the
+        matching :mod:`fenced.errors` class.  Put the REQID into args
+        yourself for state-changing requests (the methods below do)."""
+        budget = (self.timeout_ms if timeout_ms is None else timeout_ms) + wait_ms
+        deadline = time.monotonic() + budget / 1000.0
+        redirects = 0
+        refusals = 0          # connection attempts refused in a row
+        backoff = 0.02
+        last: Optional[Exception] = None
+        answered: Optional[FencedError] = None  # the last TRYAGAIN/NOTLEADER reply
+        while True:
+            try:
+                return self._once(args, deadline)
+            except redis.exceptions.ResponseError as e:
+                err = from_reply(str(e))
+                if isinstance(err, NotLeader):
+                    redirects += 1
+                    if redirects > self.max_redirects:
+                        raise err from None
+                    self._follow(err.leader)
+                    if err.leader:
+                        continue
+                    last = answered = err
+                elif isinstance(err, TryAgain):
+                    last = answered = err
+                else:
+                    raise err from None
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                    OSError) as e:
+                last = e
+                if self._refused(e):
+                    refusals += 1
+                    self._cur = (self._cur + 1) % len(self.servers)
+                    if refusals >= 2 * len(self.servers):
+                        raise Unreachable("%s: connection refused by %s" % (
+                            args[0], ", ".join(self.servers))) from None
+                else:
+                    refusals = 0
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, backoff * (0.5 + random.random())))
+            backoff = min(backoff * 2, 0.5)
+        if answered is not None and not isinstance(last, redis.exceptions.ConnectionError):
+            # The servers kept answering TRYAGAIN (no leader, no quorum) or
+            # NOTLEADER without a leader until the time was up.
+            if isinstance(answered, TryAgain):
+                raise TryAgain("%s: %s (for %d ms)" % (args[0], answered, budget)) from None
+            raise answered
+        raise Unreachable("%s: no reply from %s within %d ms (%s)" % (
+            args[0], self.server, budget, last)) from None
+
+    @staticmethod
+    def _refused(e: BaseException) -> bool:
+        """Whether the connection was refused (nothing listens there)."""
+        seen = set()
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            if isinstance(e, ConnectionRefusedError):
+                return True
+            if "refused" in str(e).lower() or "Error 111 " in str(e):
+                return True
+            e = e.__cause__ or e.__context__
+        return False
+
+    # ---- leases ------------------------------------------------------------------
+
+    def lease_grant(self, ttl_ms: int, lock_delay_ms: Optional[int] = None) -> int:
+        """LEASE.GRANT: a new lease of ttl_ms; returns its id."""
+        args: List[Any] = ["LEASE.GRANT", ttl_ms]
+        if lock_delay_ms is not None:
+            args += ["LOCKDELAY", lock_delay_ms]
+        args += ["REQID", _reqid()]
+        return _as_int(self.call(*args), "LEASE.GRANT")
+
+    def lease_keepalive(self, lease: int, timeout_ms: Optional[int] = None) -> int:
+        """LEASE.KEEPALIVE: renew for the full TTL; returns the TTL.  Raises
+        LeaseLost if the lease is gone."""
+        return _as_int(self.call("LEASE.KEEPALIVE", lease, timeout_ms=timeout_ms),
+                       "LEASE.KEEPALIVE")
+
+    def lease_revoke(self, lease: int) -> None:
+        """LEASE.REVOKE: end the lease and release its locks (idempotent)."""
+        self.call("LEASE.REVOKE", lease)
+
+    def lease_info(self, lease: int) -> Optional[LeaseInfo]:
+        """LEASE.INFO, or None when the lease is gone."""
+        try:
+            r = self.call("LEASE.INFO", lease)
+        except LeaseLost:
+            return None
+        return LeaseInfo(*[_as_int(x, "LEASE.INFO") for x in r])
+
+    # ---- locks -------------------------------------------------------------------
+
+    def _wait_request(self, cmd: str, name: str, arg: int, wait_ms: int) -> Any:
+        """cmd name arg [WAIT ms] REQID id; a nil that comes clearly before
+        the wait is over (a retried request) is asked again for the time
+        left.  Returns the reply, None when the wait ran out."""
+        start = time.monotonic()
+        left = wait_ms
+        for _ in range(4):
+            args: List[Any] = [cmd, name, arg]
+            if left > 0:
+                args += ["WAIT", left]
+            args += ["REQID", _reqid()]
+            r = self.call(*args, wait_ms=left)
+            if r is not None or wait_ms == 0:
+                return r
+            elapsed = int((time.monotonic() - start) * 1000)
+            slack = max(wait_ms // 20, 50)
+            if elapsed + slack >= wait_ms:
+                return None
+            left = wait_ms - elapsed
+        return None
+
+    def lock_lease(self, name: str, lease: int, wait_ms: int = 0) -> Optional[int]:
+        """LOCK name lease [WAIT wait_ms]: the fencing token, or None if the
+        lock stayed busy.  Locking again with the holding lease returns the
+        same token."""
+        r = self._wait_request("LOCK", name, lease, wait_ms)
+        return None if r is None else _as_int(r, "LOCK")
+
+    def acquire(self, name: str, ttl_ms: int, wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+        """ACQUIRE: a dedicated lease and the lock in one request; returns
+        (token, lease) or None.  Nothing renews that lease: use
+        :meth:`lock` for a held lock that stays alive."""
+        r = self._wait_request("ACQUIRE", name, ttl_ms, wait_ms)
+        if r is None:
+            return None
+        return _as_int(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
+
+    def unlock(self, name: str, token: int) -> bool:
+        """UNLOCK name token: True if that token held the lock and released it."""
+        return _as_int(self.call("UNLOCK", name, token), "UNLOCK") == 1
+
+    def lock_info(self, name: str) -> Optional[LockInfo]:
+        """LOCK.INFO: the holder, or None when the lock is free."""
+        r = self.call("LOCK.INFO", name)
+        if r is None:
+            return None
+        return LockInfo(*[_as_int(x, "LOCK.INFO") for x in r])
+
+    def info(self) -> Dict[str, str]:
+        """INFO as a dict (``role``, ``last_token``, ``leases``, ...)."""
+        text = self.call("INFO")
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        out: Dict[str, str] = {}
+        for line in str(text).splitlines():
+            if ":" in line and not line.startswith("#"):
+                k, v = line.split(":", 1)
+                out[k] = v
+        return out
+
+    def ping(self) -> bool:
+        """PING: True when the server answers."""
+        return self.call("PING") in (b"PONG", "PONG")
+
+    def lock(self, name: str, ttl_ms: int = 10000, wait_ms: int = 0, *,
+             on_lost: Optional[Callable[["Lock", FencedError], None]] = None,
+             on_wait: Optional[Callable[[Optional[LockInfo]], None]] = None,
+             raise_on_lost: bool = True) -> "Lock":
+        """A lock on ``name`` held under a lease of ``ttl_ms`` that is renewed
+        every third of its TTL until released.  Use it as a context manager
+        (``with c.lock("orders") as lock: ... lock.token``) or call
+        :meth:`Lock.acquire` / :meth:`Lock.release`.
+
+        ``wait_ms``: how long to queue (FIFO) for a busy lock; 0 tries once.
+        Acquiring raises :class:`NotAcquired` when the lock stayed busy.
+        ``on_lost(lock, error)`` runs on the renewal thread when the lease
+        is lost; ``lock.lost`` (a threading.Event) is set as well.
+        ``on_wait(info)`` is called once, before waiting, when the lock is
+        busy (info: its holder).  With ``raise_on_lost`` the with-block
+        raises :class:`LeaseLost` at its end if the lease was lost during it.
+        """
+        return Lock(self, name, ttl_ms, wait_ms, on_lost=on_lost, on_wait=on_wait,
+                    raise_on_lost=raise_on_lost)
+
+
+class Lock:
+    """A held lock: its fencing token, its lease and a renewal thread.
+
+    Attributes (valid after acquiring): ``token`` (int: pass it to the
+    resource with every write), ``lease``, ``valid_until`` (a
+    ``time.monotonic()`` deadline: the send time of the last successful
+    grant or renewal + TTL - TTL/10 - 5 ms; past it the server may have
+    given the lock away.  It is for liveness only: safety comes from the
+    resource rejecting stale tokens), ``lost`` (threading.Event) and
+    ``lost_error``.
+    """
+
+    def __init__(self, client: Client, name: str, ttl_ms: int, wait_ms: int = 0, *,
+                 on_lost: Optional[Callable[["Lock", FencedError], None]] = None,
+                 on_wait: Optional[Callable[[Optional[LockInfo]], None]] = None,
+                 raise_on_lost: bool = True) -> None:
+        if not name:
+            raise ValueError("the lock name must not be empty")
+        if ttl_ms < 10 or wait_ms < 0:
+            raise ValueError("ttl_ms must be >= 10 and wait_ms >= 0")
+        self.client = client                  # main connection (grant, lock, release)
+        self.name = name                      # lock name
+        self.ttl_ms = ttl_ms                  # lease TTL
+        self.wait_ms = wait_ms                # how long to queue
+        self.on_lost = on_lost                # callback when the lease is lost
+        self.on_wait = on_wait                # callback before a wait
+        self.raise_on_lost = raise_on_lost    # with-block raises LeaseLost at its end
+        self.token: Optional[int] = None      # fencing token once acquired
+        self.lease: Optional[int] = None      # lease id once granted
+        self.valid_until: float = 0.0         # monotonic deadline (liveness only)
+        self.lost = threading.Event()         # set when the lease is lost
+        self.lost_error: Optional[FencedError] = None  # why it was lost
+        self._stop = threading.Event()        # tells the renewal thread to end
+        self._thread: Optional[threading.Thread] = None  # the renewal thread
+        self._released = False                # release() ran
+
+    def __repr__(self) -> str:
+        return "<fenced.Lock %r token=%r lease=%r%s>" % (
+            self.name, self.token, self.lease, " lost" if self.lost.is_set() else "")
+
+    @property
+    def held(self) -> bool:
+        """Acquired, not released, not lost, and before valid_until."""
+        return (self.token is not None and not self._released and not self.lost.is_set()
+                and time.monotonic() < self.valid_until)
+
+    def remaining_s(self) -> float:
+        """Seconds until valid_until (negative once past)."""
+        return self.valid_until - time.monotonic()
+
+    # ---- acquire / release ---------------------------------------------------------
+
+    def acquire(self) -> "Lock":
+        """Grant the lease, start renewing it, and lock (waiting up to
+        wait_ms).  Raises NotAcquired, Unreachable, LimitReached, ..."""
+        if self.token is not None:
+            raise FencedError("lock %r is already acquired" % self.name)
+        sent = time.monotonic()
+        self.lease = self.client.lease_grant(self.ttl_ms)
+        self.valid_until = sent + (self.ttl_ms - _margin_ms(self.ttl_ms)) / 1000.0
+        self._start_renewals()
+        try:
+            token = None
+            if self.on_wait is not None and self.wait_ms > 0:
+                token = self.client.lock_lease(self.name, self.lease, 0)
+                if token is None:
+                    self.on_wait(self.client.lock_info(self.name))
+            if token is None:
+                token = self.client.lock_lease(self.name, self.lease, self.wait_ms)
+            if token is None:
+                raise NotAcquired("lock %r not acquired within %d ms" % (self.name, self.wait_ms))
+            if self.lost.is_set():
+                raise self.lost_error or LeaseLost("lease lost while waiting")
+        except BaseException:
+            self._stop_renewals()
+            self._revoke_quietly()
+            raise
+        self.token = token
+        return self
+
+    def release(self) -> None:
+        """Stop renewing, UNLOCK by token and revoke the lease.  Safe to call
+        twice.  Errors are raised only when the lease was not lost (a lost
+        lease has nothing left to release)."""
+        if self._released:
+            return
+        self._released = True
+        self._stop_renewals()
+        if self.lease is None:
+            return
+        try:
+            if self.token is not None:
+                self.client.unlock(self.name, self.token)
+            self.client.lease_revoke(self.lease)
+        except FencedError:
+            if not self.lost.is_set():
+                raise
+
+    def _revoke_quietly(self) -> None:
+        """Revoke the lease after a failed acquire (errors ignored: it
+        expires on its own)."""
+        if self.lease is not None:
+            try:
+                self.client.lease_revoke(self.lease)
+            except FencedError:
+                pass
+
+    def __enter__(self) -> "Lock":
+        return self.acquire()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.release()
+        except FencedError:
+            if exc_type is None:
+                raise
+        if exc_type is None and self.raise_on_lost and self.lost.is_set():
+            raise self.lost_error or LeaseLost("the lease of lock %r was lost" % self.name)
+
+    # ---- renewals --------------------------------------------------------------------
+
+    def _start_renewals(self) -> None:
+        """Start the renewal thread (its own client and connection)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._renew_loop, args=(self.client._clone(),),
+                                        name="fenced-keepalive-%s" % self.name, daemon=True)
+        self._thread.start()
+
+    def _stop_renewals(self) -> None:
+        """Stop the renewal thread and wait for it (unless called from it)."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join()
+        self._thread = None
+
+    def _renew_loop(self, ka: Client) -> None:
+        """Renew every TTL/3; retry failed renewals until valid_until; on
+        NOLEASE or a missed deadline, mark the lock lost."""
+        interval = self.ttl_ms / 3000.0
+        delay = interval
+        try:
+            while not self._stop.wait(delay):
+                sent = time.monotonic()
+                left_ms = int((self.valid_until - sent) * 1000)
+                if left_ms <= 0:
+                    self._mark_lost(LeaseLost(
+                        "lease %d of lock %r: no renewal succeeded before valid_until"
+                        % (self.lease, self.name)))
+                    return
+                try:
+                    ka.lease_keepalive(self.lease, timeout_ms=max(10, min(left_ms,
+                                                                        self.ttl_ms // 3)))
+                except LeaseLost as e:
+                    self._mark_lost(e)
+                    return
+                except FencedError:
+                    delay = min(interval, max(0.01, self.ttl_ms / 20000.0))
+                    continue
+                self.valid_until = sent + (self.ttl_ms - _margin_ms(self.ttl_ms)) / 1000.0
+                delay = interval
+        finally:
+            ka.close()
+
+    def _mark_lost(self, err: FencedError) -> None:
+        """Record the loss, set the event, run the callback."""
+        self.lost_error = err
+        self.lost.set()
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self, err)
+            except Exception:  # noqa: BLE001 - a failing callback must not kill the thread silently
+                import traceback
+                traceback.print_exc()
+

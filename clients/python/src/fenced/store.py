@@ -1,0 +1,94 @@
+"""fence-store client: writes that carry a fencing token.
+
+fence-store admits a write with token T for fence F only if T is at least
+the highest token it admitted for F; otherwise the write is rejected with
+:class:`~fenced.errors.StaleToken` and nothing is written.  Use the lock's
+name as the fence and the lock's token as the token.
+
+Read-modify-write: ``admit`` first, then read, then write (docs/
+fence-store.md, "The admit-before-read pattern").
+"""
+import time
+from typing import Any, Optional, Union
+
+import redis
+
+from .client import Client, Servers
+from .errors import Unreachable, from_reply
+
+__all__ = ["Store"]
+
+#: fence-store's default address.
+DEFAULT_STORE = "127.0.0.1:7710"
+
+Value = Union[str, bytes, int]
+
+
+class Store:
+    """A connection to one fence-store server.
+
+    Requests are retried after a reset connection or a timeout (equal
+    tokens are admitted, so a retried FSET, FDEL or FENCE.ADMIT is
+    harmless), except ``fincr``, whose retry could count twice: it raises
+    :class:`~fenced.errors.Unreachable` instead, outcome unknown.
+    ``decode``: return str values from ``fget`` instead of bytes.
+    Not thread-safe: one Store per thread.
+    """
+
+    def __init__(self, servers: Servers = DEFAULT_STORE, *, timeout_ms: int = 5000,
+                 decode: bool = False) -> None:
+        self._c = Client(servers, timeout_ms=timeout_ms)  # transport (no NOTLEADER here)
+        self.decode = decode                               # fget returns str
+
+    def close(self) -> None:
+        """Close the connection (reopened if used again)."""
+        self._c.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def admit(self, fence: str, token: int) -> None:
+        """FENCE.ADMIT: raise the fence's mark to token (nothing else
+        written).  Raises StaleToken when a newer token was admitted."""
+        self._c.call("FENCE.ADMIT", fence, token)
+
+    def fset(self, fence: str, token: int, key: str, value: Value) -> None:
+        """FSET: write key = value if token is not stale."""
+        self._c.call("FSET", fence, token, key, value)
+
+    def fdel(self, fence: str, token: int, key: str) -> bool:
+        """FDEL: delete key if token is not stale; True if it existed."""
+        return self._c.call("FDEL", fence, token, key) == 1
+
+    def fincr(self, fence: str, token: int, key: str) -> int:
+        """FINCR: add 1 to the integer at key (missing: 0); the new value."""
+        # One attempt only: a retry after a lost reply could count twice.
+        return int(self._once("FINCR", fence, token, key))
+
+    def _once(self, *args: Any) -> Any:
+        """A request sent once (no retry after it may have reached the
+        server)."""
+        try:
+            return self._c._once(args, time.monotonic() + self._c.timeout_ms / 1000.0)
+        except redis.exceptions.ResponseError as e:
+            raise from_reply(str(e)) from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+            raise Unreachable("%s: no reply (%s); the outcome is unknown" % (args[0], e)) from None
+
+    def fget(self, key: str) -> Optional[Union[bytes, str]]:
+        """FGET: the value, or None."""
+        v = self._c.call("FGET", key)
+        if v is not None and self.decode:
+            return v.decode("utf-8")
+        return v
+
+    def high(self, fence: str) -> int:
+        """FENCE.HIGH: the highest token admitted for the fence (0: none)."""
+        return int(self._c.call("FENCE.HIGH", fence))
+
+    def info(self) -> dict:
+        """INFO as a dict."""
+        return self._c.info()

@@ -1,0 +1,32 @@
+/* File-system helpers for the daemons' data directories.
+ *
+ * Every function returns 0 or a positive errno value (ENAMETOOLONG for a
+ * path longer than FENCE_FS_PATH_MAX - 1); none sets errno for the caller
+ * to read, none logs. */
+#ifndef FENCE_COMMON_FS_H
+#define FENCE_COMMON_FS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Longest path (with its NUL) the helpers accept. */
+#define FENCE_FS_PATH_MAX 4096
+
+/* Create dir and every missing parent with the given mode (mkdir -p).  An
+ * existing directory is success; an existing non-directory is ENOTDIR. */
+int fence__fs_mkdir_p(const char *dir, mode_t mode);
+
+/* fsync the directory itself, so that entries created, renamed or removed
+ * in it survive a power cut. */
+int fence__fs_fsync_dir(const char *dir);
+
+/* Bytes an unprivileged writer may still use on the file system holding
+ * path (statvfs f_bavail * f_frsize), in *out. */
+int fence__fs_free_bytes(const char *path, uint64_t *out);
+
+/* 0 if the file system holding path has at least need bytes free for an
+ * unprivileged writer, ENOSPC if it has fewer (*avail says how many, when
+ * avail is not NULL), or the errno of the failed statvfs. */
+int fence__fs_check_space(const char *path, uint64_t need, uint64_t *avail);
+
+#endif /* FENCE_COMMON_FS_H */

@@ -1,0 +1,151 @@
+/* The shared logger (see log.h). */
+#include "common/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+
+int fence__log_level = FENCE_LOG_INFO;
+
+/* The destination: -1 for stderr, else the open --log-file. */
+static int log_fd = -1;
+/* The --log-file path, for fence__log_reopen ("" when on stderr). */
+static char log_path[FENCE_FS_PATH_MAX];
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+/* The word for a level. */
+const char *fence__log_level_name(int level)
+{
+    if (level < FENCE_LOG_DEBUG || level > FENCE_LOG_ERROR)
+        return "?";
+    return level_names[level];
+}
+
+/* The level for a word. */
+int fence__log_level_parse(const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (int i = FENCE_LOG_DEBUG; i <= FENCE_LOG_ERROR; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Write the whole line, retrying short writes and EINTR (a log line must
+ * not be lost to a signal). */
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Format "TIME PID LEVEL message\n" into a stack buffer and write it once. */
+void fence__log_vwrite(int level, const char *fmt, va_list ap)
+{
+    char line[FENCE_LOG_LINE_MAX];
+    struct timeval tv;
+    struct tm tm;
+    int saved = errno; /* callers often log strerror(errno) after us */
+
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+    int m = snprintf(line + n, sizeof(line) - n, ".%03dZ %d %s ",
+                     (int)(tv.tv_usec / 1000), (int)getpid(),
+                     fence__log_level_name(level));
+    if (m > 0)
+        n += (size_t)m < sizeof(line) - n ? (size_t)m : sizeof(line) - n - 1;
+    m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    if (m > 0)
+        n += (size_t)m < sizeof(line) - n - 1 ? (size_t)m : sizeof(line) - n - 2;
+    line[n++] = '\n';
+    write_all(log_fd >= 0 ? log_fd : STDERR_FILENO, line, n);
+    errno = saved;
+}
+
+/* Format and write one line. */
+void fence__log_write(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fence__log_vwrite(level, fmt, ap);
+    va_end(ap);
+}
+
+/* Open path for appending; -1 with errno set. */
+static int open_log(const char *path)
+{
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+/* Set the level and the destination. */
+int fence__log_open(int level, const char *path)
+{
+    fence__log_level = level;
+    if (path == NULL || path[0] == '\0')
+        return 0;
+    if (strlen(path) >= sizeof(log_path))
+        return ENAMETOOLONG;
+    int fd = open_log(path);
+    if (fd < 0)
+        return errno;
+    if (log_fd >= 0)
+        close(log_fd);
+    log_fd = fd;
+    snprintf(log_path, sizeof(log_path), "%s", path);
+    return 0;
+}
+
+/* Open the path again and switch descriptors. */
+int fence__log_reopen(void)
+{
+    if (log_fd < 0 || log_path[0] == '\0')
+        return 0;
+    int fd = open_log(log_path);
+    if (fd < 0) {
+        int e = errno;
+        fence__log_write(FENCE_LOG_ERROR, "cannot reopen log file %s: %s; "
+                         "still writing to the old one", log_path, strerror(e));
+        return e;
+    }
+    close(log_fd);
+    log_fd = fd;
+    return 0;
+}
+
+/* Back to stderr. */
+void fence__log_close(void)
+{
+    if (log_fd >= 0)
+        close(log_fd);
+    log_fd = -1;
+    log_path[0] = '\0';
+}
+
+/* Log, say we stop, abort. */
+void fence__log_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fence__log_vwrite(FENCE_LOG_ERROR, fmt, ap);
+    va_end(ap);
+    fence__log_write(FENCE_LOG_ERROR, "fatal: stopping (crash-stop)");
+    abort();
+}

@@ -1,0 +1,635 @@
+/* Apply: grants, hand-off and releases, time (the deadlines due at each
+ * entry), the commands, and the dedup of retried requests.  See fsm.h for
+ * the semantics; everything here runs inside apply, where a failed
+ * allocation stops the process (fence__alloc) instead of changing an
+ * answer. */
+#include <string.h>
+
+#include "core/fsm_int.h"
+
+/* ---- Events ------------------------------------------------------------------ */
+
+/* Append an event to the array of the current call, growing it through the
+ * injected allocator.  The outcome of apply may not depend on the
+ * allocator, so running out of memory here stops the process (in
+ * fence__alloc). */
+static void event_push(fence_fsm *f, uint64_t wait_id, const fence_result *r)
+{
+    if (f->n_events == f->cap_events) {
+        size_t cap = f->cap_events ? f->cap_events * 2 : 16;
+        FENCE_ASSERT(cap > f->cap_events);
+        FENCE_ASSERT(f->oom == FENCE__OOM_APPLY);
+        fence_event *v = fence__alloc(f, cap * sizeof(*v));
+        FENCE_ASSERT(v != NULL);
+        if (f->n_events > 0) {
+            memcpy(v, f->events, f->n_events * sizeof(*v));
+        }
+        fence__free(f, f->events);
+        f->events = v;
+        f->cap_events = cap;
+    }
+    fence_event *ev = &f->events[f->n_events++];
+    memset(ev, 0, sizeof(*ev));
+    ev->wait_id = wait_id;
+    ev->result = *r;
+}
+
+/* Forget the events of the previous call. */
+void fence__events_reset(fence_fsm *f)
+{
+    f->n_events = 0;
+}
+
+/* The events of the last call (borrowed). */
+const fence_event *fence_fsm_events(const fence_fsm *f, size_t *n)
+{
+    FENCE_ASSERT(f != NULL);
+    FENCE_ASSERT(n != NULL);
+    FENCE_ASSERT(f->n_events <= f->cap_events);
+    *n = f->n_events;
+    return f->events;
+}
+
+/* ---- Grants, releases, failures ------------------------------------------ */
+
+/* Report the resolution of wait w and, if it came with a request id,
+ * update the remembered result so that a retry sees the outcome. */
+static void emit(fence_fsm *f, const fence__wait *w, const fence_result *r)
+{
+    FENCE_ASSERT(r->wait_id == w->id);
+    FENCE_ASSERT(r->status != FENCE_ST_QUEUED);
+    if (w->has_req) {
+        fence__dedup *d = fence__dedup_find(f, w->req_id);
+        if (d != NULL && d->result.status == FENCE_ST_QUEUED &&
+            d->result.wait_id == w->id) {
+            d->result = *r;
+        }
+    }
+    event_push(f, w->id, r);
+}
+
+/* Grant free lock k to lease l: the next token. */
+static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    FENCE_ASSERT(k->holder == NULL);
+    FENCE_ASSERT(!k->in_delay);
+    FENCE_ASSERT(fence__lease_live(f, l));
+    FENCE_ASSERT(f->last_token < UINT64_MAX);
+    uint64_t token = ++f->last_token;
+    FENCE_ASSERT(token > k->token);
+    FENCE_ASSERT(f->lock_list.last == NULL ||
+                 LOCK_OF(f->lock_list.last)->token < token ||
+                 f->lock_list.last == &k->tlink);
+    fence__lock_retoken(f, k, token);
+    fence__held_append(f, l, k);
+    FENCE_ASSERT(k->holder == l);
+    return token;
+}
+
+/* True when waiter w may be granted now. */
+static bool waiter_eligible(const fence_fsm *f, const fence__wait *w)
+{
+    if (w->hi.deadline_ms <= f->now_ms) {
+        return false;
+    }
+    return fence__lease_live(f, w->lease);
+}
+
+/* Lock k just became available: grant it to the first eligible waiter in
+ * FIFO order.  Ineligible waiters (lease expired, wait timed out) are
+ * passed over but stay queued: their own deadlines are due, so the advance
+ * loop fails them moments later, in (deadline, kind, id) order.  Hand-off
+ * therefore never cascades.  A lock nobody takes is freed. */
+static void handoff(fence_fsm *f, fence__lock *k)
+{
+    FENCE_ASSERT(k->holder == NULL);
+    FENCE_ASSERT(!k->in_delay);
+    fence__wait *w = QWAIT_OF(k->queue.first);
+    while (w != NULL && !waiter_eligible(f, w)) {
+        w = QWAIT_OF(w->qlink.next);
+    }
+    if (w == NULL) {
+        fence__lock_maybe_destroy(f, k);
+        return;
+    }
+    fence__lease *l = w->lease;
+    bool acq = w->acquire;
+    fence__wait_unlink(f, w);
+    uint64_t token = grant(f, k, l);
+    if (acq) {
+        FENCE_ASSERT(l->dedicated);
+        fence__heap_move(&f->heap, &l->hi, f->now_ms + l->ttl_ms);
+    }
+    fence_result r;
+    memset(&r, 0, sizeof(r));
+    r.status = FENCE_ST_OK;
+    r.lease = l->id;
+    r.token = token;
+    r.wait_id = w->id;
+    emit(f, w, &r);
+    fence__free(f, w);
+}
+
+static void lease_remove(fence_fsm *f, fence__lease *l, bool expired);
+
+/* Fail a queued wait with NIL or NOLEASE.  A failed ACQUIRE's dedicated
+ * lease is revoked too when revoke_dedicated is set (timeout, cancel). */
+static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
+                      bool revoke_dedicated)
+{
+    FENCE_ASSERT(status == FENCE_ST_NIL || status == FENCE_ST_NOLEASE);
+    fence__lease *l = w->lease;
+    fence__lock *k = w->lock;
+    bool acq = w->acquire;
+    fence__wait_unlink(f, w);
+    fence_result r;
+    memset(&r, 0, sizeof(r));
+    r.status = status;
+    r.wait_id = w->id;
+    emit(f, w, &r);
+    fence__free(f, w);
+    fence__lock_maybe_destroy(f, k);
+    if (acq && revoke_dedicated) {
+        FENCE_ASSERT(l->dedicated);
+        lease_remove(f, l, false);
+    }
+}
+
+/* Remove a lease: release its locks in token order (expired: with its
+ * lock-delay, if any; revoked: handed off at once), fail its waits with
+ * NOLEASE in id order, then free it. */
+static void lease_remove(fence_fsm *f, fence__lease *l, bool expired)
+{
+    while (!fence__list_empty(&l->held)) {
+        fence__lock *k = HELD_OF(l->held.first);
+        fence__held_unlink(f, k);
+        if (expired && l->lock_delay_ms > 0) {
+            fence__lock_set_delay(f, k, l->lock_delay_ms,
+                                  f->now_ms + l->lock_delay_ms);
+        } else {
+            handoff(f, k);
+        }
+    }
+    while (!fence__list_empty(&l->waits)) {
+        wait_fail(f, LWAIT_OF(l->waits.first), FENCE_ST_NOLEASE, false);
+    }
+    fence__lease_destroy(f, l);
+}
+
+/* ---- Time ----------------------------------------------------------------- */
+
+/* Process every heap item due at fsm time now, in (deadline, kind, id)
+ * order. */
+static void process_due(fence_fsm *f)
+{
+    fence__hitem *it;
+    while ((it = fence__heap_top(&f->heap)) != NULL &&
+           it->deadline_ms <= f->now_ms) {
+        switch (it->kind) {
+        case FENCE__K_WAIT:
+            wait_fail(f, FENCE__CONTAINER(it, fence__wait, hi), FENCE_ST_NIL, true);
+            break;
+        case FENCE__K_LEASE: {
+            fence__lease *l = FENCE__CONTAINER(it, fence__lease, hi);
+            lease_remove(f, l, true);
+            break;
+        }
+        case FENCE__K_DELAY: {
+            fence__lock *k = FENCE__CONTAINER(it, fence__lock, hi);
+            FENCE_ASSERT(k->in_delay);
+            fence__heap_remove(&f->heap, it);
+            k->in_delay = false;
+            k->delay_ms = 0;
+            handoff(f, k);
+            break;
+        }
+        default:
+            FENCE_ASSERT(0);
+        }
+    }
+}
+
+/* Advance fsm time (never backwards) and process what is due, keeping the
+ * events collected so far. */
+void fence__advance(fence_fsm *f, uint64_t now_ms)
+{
+    FENCE_ASSERT(f != NULL);
+    FENCE_ASSERT(f->oom == FENCE__OOM_APPLY);
+    FENCE_ASSERT(now_ms <= FENCE_TIME_MS_MAX);
+    if (now_ms > f->now_ms) {
+        f->now_ms = now_ms;
+    }
+    process_due(f);
+}
+
+/* Advance fsm time; the events are this call's alone. */
+void fence_fsm_advance(fence_fsm *f, uint64_t now_ms)
+{
+    FENCE_ASSERT(f != NULL);
+    f->oom = FENCE__OOM_APPLY;
+    fence__events_reset(f);
+    fence__advance(f, now_ms);
+}
+
+/* The earliest pending deadline, or UINT64_MAX. */
+uint64_t fence_fsm_next_deadline(const fence_fsm *f)
+{
+    const fence__hitem *it = fence__heap_top(&f->heap);
+    return it != NULL ? it->deadline_ms : UINT64_MAX;
+}
+
+/* ---- Commands ------------------------------------------------------------- */
+
+/* True when a name length is acceptable. */
+static bool name_ok(const fence_cmd *c)
+{
+    return c->name != NULL && c->name_len >= 1 && c->name_len <= FENCE_NAME_MAX;
+}
+
+/* LEADER_START: new limits; rebase every deadline onto now. */
+static void cmd_leader_start(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    const fence_limits *lim = &c->limits;
+    if (lim->leases_max == 0 || lim->locks_max == 0 || lim->waiters_max == 0 ||
+        lim->waits_max == 0) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    f->limits = *lim;
+    fence__dedup_trim(f, lim->dedup_max);
+    for (fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        fence__wait *w = WAIT_OF(p);
+        w->hi.deadline_ms = f->now_ms + w->wait_ms;
+    }
+    for (fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
+        fence__lease *l = LEASE_OF(p);
+        l->hi.deadline_ms = fence__lease_deadline(f, l);
+    }
+    for (fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
+        fence__lock *k = LOCK_OF(p);
+        if (k->in_delay) {
+            k->hi.deadline_ms = f->now_ms + k->delay_ms;
+        }
+    }
+    fence__heap_rebuild(&f->heap);
+    r->status = FENCE_ST_OK;
+}
+
+/* LEASE_GRANT: a new lease. */
+static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    if (c->ttl_ms < FENCE_TTL_MS_MIN || c->ttl_ms > FENCE_TTL_MS_MAX ||
+        c->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    if (f->leases.count >= f->limits.leases_max) {
+        r->status = FENCE_ST_LIMIT;
+        return;
+    }
+    fence__lease *l = fence__lease_add(f, f->next_lease_id, c->ttl_ms,
+                                       c->lock_delay_ms,
+                                       f->now_ms + c->ttl_ms, false);
+    if (l == NULL) {
+        /* The heap's index range (counts only; memory never gets here). */
+        r->status = FENCE_ST_LIMIT;
+        return;
+    }
+    f->next_lease_id++;
+    r->status = FENCE_ST_OK;
+    r->lease = l->id;
+    r->value = l->ttl_ms;
+}
+
+/* LEASE_KEEPALIVE: restart a live lease's full TTL. */
+static void cmd_keepalive(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    fence__lease *l = fence__lease_find(f, c->lease);
+    if (l == NULL || !fence__lease_live(f, l)) {
+        r->status = FENCE_ST_NOLEASE;
+        return;
+    }
+    fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
+    FENCE_ASSERT(fence__lease_live(f, l));
+    r->status = FENCE_ST_OK;
+    r->lease = l->id;
+    r->value = l->ttl_ms;
+}
+
+/* LEASE_REVOKE: remove a live lease; unknown or expired is fine too. */
+static void cmd_revoke(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    fence__lease *l = fence__lease_find(f, c->lease);
+    if (l != NULL && fence__lease_live(f, l)) {
+        lease_remove(f, l, false);
+    }
+    r->status = FENCE_ST_OK;
+}
+
+/* Queue lease l on busy lock k for wait_ms.  Fills r (QUEUED or LIMIT). */
+static fence__wait *enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
+                            const fence_cmd *c, bool acquire, fence_result *r)
+{
+    FENCE_ASSERT(c->wait_ms > 0);
+    if (k->nwaiters >= f->limits.waiters_max ||
+        f->waits.count >= f->limits.waits_max) {
+        r->status = FENCE_ST_LIMIT;
+        return NULL;
+    }
+    bool has_req = (c->flags & FENCE_CMD_F_REQID) != 0;
+    fence__wait *w = fence__wait_add(f, f->next_wait_id, l, k, c->wait_ms,
+                                     f->now_ms + c->wait_ms, acquire, has_req,
+                                     c->req_id);
+    if (w == NULL) {
+        /* The heap's index range (counts only; memory never gets here). */
+        r->status = FENCE_ST_LIMIT;
+        return NULL;
+    }
+    f->next_wait_id++;
+    r->status = FENCE_ST_QUEUED;
+    r->wait_id = w->id;
+    r->lease = l->id;
+    return w;
+}
+
+/* LOCK: grant, reentrant answer, queue, or NIL. */
+static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    if (!name_ok(c) || c->wait_ms > FENCE_WAIT_MS_MAX) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    fence__lease *l = fence__lease_find(f, c->lease);
+    if (l == NULL || !fence__lease_live(f, l)) {
+        r->status = FENCE_ST_NOLEASE;
+        return;
+    }
+    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k == NULL) {
+        if (f->locks.count >= f->limits.locks_max) {
+            r->status = FENCE_ST_LIMIT;
+            return;
+        }
+        k = fence__lock_add(f, c->name, c->name_len, 0, NULL);
+        if (k == NULL) {
+            /* The heap's index range (counts only). */
+            r->status = FENCE_ST_LIMIT;
+            return;
+        }
+    }
+    if (k->holder == l) {
+        r->status = FENCE_ST_OK;
+        r->token = k->token;
+        r->lease = l->id;
+        return;
+    }
+    if (k->holder == NULL && !k->in_delay) {
+        FENCE_ASSERT(k->nwaiters == 0);
+        r->status = FENCE_ST_OK;
+        r->token = grant(f, k, l);
+        r->lease = l->id;
+        return;
+    }
+    fence__wait *w = fence__wait_of(l, k);
+    if (w != NULL) {
+        r->status = FENCE_ST_QUEUED;
+        r->wait_id = w->id;
+        r->lease = l->id;
+        return;
+    }
+    if (c->wait_ms == 0) {
+        r->status = FENCE_ST_NIL;
+        return;
+    }
+    enqueue(f, l, k, c, false, r);
+}
+
+/* UNLOCK: release if the token is the holder's; a dedicated lease goes too. */
+static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    if (!name_ok(c)) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    r->status = FENCE_ST_OK;
+    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k == NULL || k->holder == NULL || k->token != c->token) {
+        r->value = 0;
+        return;
+    }
+    fence__lease *l = k->holder;
+    fence__held_unlink(f, k);
+    handoff(f, k);
+    if (l->dedicated) {
+        lease_remove(f, l, false);
+    }
+    r->value = 1;
+}
+
+/* ACQUIRE: a dedicated lease plus LOCK, as one command. */
+static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    if (!name_ok(c) || c->ttl_ms < FENCE_TTL_MS_MIN ||
+        c->ttl_ms > FENCE_TTL_MS_MAX ||
+        c->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX ||
+        c->wait_ms > FENCE_WAIT_MS_MAX) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    if (f->leases.count >= f->limits.leases_max) {
+        r->status = FENCE_ST_LIMIT;
+        return;
+    }
+    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    bool free_now = k == NULL || (k->holder == NULL && !k->in_delay);
+    if (!free_now) {
+        if (c->wait_ms == 0) {
+            r->status = FENCE_ST_NIL;
+            return;
+        }
+        if (k->nwaiters >= f->limits.waiters_max ||
+            f->waits.count >= f->limits.waits_max) {
+            r->status = FENCE_ST_LIMIT;
+            return;
+        }
+    } else if (k == NULL && f->locks.count >= f->limits.locks_max) {
+        r->status = FENCE_ST_LIMIT;
+        return;
+    }
+    fence__lease *l = fence__lease_add(f, f->next_lease_id, c->ttl_ms,
+                                       c->lock_delay_ms,
+                                       f->now_ms + c->ttl_ms, true);
+    if (l == NULL) {
+        /* The heap's index range (counts only). */
+        r->status = FENCE_ST_LIMIT;
+        return;
+    }
+    if (free_now) {
+        if (k == NULL) {
+            k = fence__lock_add(f, c->name, c->name_len, 0, NULL);
+            if (k == NULL) {
+                /* The heap's index range (counts only). */
+                fence__lease_destroy(f, l);
+                r->status = FENCE_ST_LIMIT;
+                return;
+            }
+        }
+        f->next_lease_id++;
+        r->status = FENCE_ST_OK;
+        r->token = grant(f, k, l);
+        r->lease = l->id;
+        return;
+    }
+    if (enqueue(f, l, k, c, true, r) == NULL) {
+        fence__lease_destroy(f, l);
+        return;
+    }
+    f->next_lease_id++;
+    fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
+}
+
+/* CANCEL: the waiting client went away. */
+static void cmd_cancel(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    fence__wait *w = fence__wait_find(f, c->wait_id);
+    if (w != NULL) {
+        bool has_req = w->has_req;
+        uint64_t req_id = w->req_id;
+        uint64_t id = w->id;
+        wait_fail(f, w, FENCE_ST_NIL, true);
+        /* The request had no lasting effect (an ACQUIRE's lease is revoked
+         * with it), so forget its request id: a client that lost its
+         * connection and retries with the same REQID (after a failover,
+         * say) queues afresh instead of being told "timed out" early. */
+        if (has_req) {
+            fence__dedup *d = fence__dedup_find(f, req_id);
+            if (d != NULL && d->result.wait_id == id &&
+                d->result.status == FENCE_ST_NIL) {
+                fence__dedup_forget(f, d);
+            }
+        }
+    }
+    r->status = FENCE_ST_OK;
+}
+
+/* Run one command (no dedup, no time). */
+static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    switch (c->type) {
+    case FENCE_CMD_LEADER_START:
+        cmd_leader_start(f, c, r);
+        break;
+    case FENCE_CMD_TICK:
+        r->status = FENCE_ST_OK;
+        break;
+    case FENCE_CMD_LEASE_GRANT:
+        cmd_lease_grant(f, c, r);
+        break;
+    case FENCE_CMD_LEASE_KEEPALIVE:
+        cmd_keepalive(f, c, r);
+        break;
+    case FENCE_CMD_LEASE_REVOKE:
+        cmd_revoke(f, c, r);
+        break;
+    case FENCE_CMD_LOCK:
+        cmd_lock(f, c, r);
+        break;
+    case FENCE_CMD_UNLOCK:
+        cmd_unlock(f, c, r);
+        break;
+    case FENCE_CMD_ACQUIRE:
+        cmd_acquire(f, c, r);
+        break;
+    case FENCE_CMD_CANCEL:
+        cmd_cancel(f, c, r);
+        break;
+    default:
+        r->status = FENCE_ST_INVALID;
+        break;
+    }
+}
+
+static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
+
+/* Apply one command at now_ms: advance time (LEADER_START only moves the
+ * clock: it rebases the old deadlines instead of firing them), run the
+ * command, then process anything still due (see apply_cmd). */
+void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                      fence_result *out)
+{
+    FENCE_ASSERT(f != NULL);
+    FENCE_ASSERT(f->oom == FENCE__OOM_APPLY);
+    FENCE_ASSERT(cmd != NULL);
+    FENCE_ASSERT(out != NULL);
+    FENCE_ASSERT(now_ms <= FENCE_TIME_MS_MAX);
+    memset(out, 0, sizeof(*out));
+    if (cmd->type == FENCE_CMD_LEADER_START) {
+        if (now_ms > f->now_ms) {
+            f->now_ms = now_ms;
+        }
+    } else {
+        fence__advance(f, now_ms);
+    }
+    apply_cmd(f, cmd, out);
+    /* A LEADER_START that did not rebase (invalid, or answered from the
+     * dedup table) leaves old deadlines due: process them now. */
+    process_due(f);
+}
+
+/* Apply one command; the events are this call's alone. */
+void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                     fence_result *out)
+{
+    FENCE_ASSERT(f != NULL);
+    f->oom = FENCE__OOM_APPLY;
+    fence__events_reset(f);
+    fence__apply_one(f, now_ms, cmd, out);
+}
+
+/* Dedup lookup, the command itself, dedup record. */
+static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
+{
+    if ((cmd->flags & ~FENCE_CMD_F_REQID) != 0) {
+        out->status = FENCE_ST_INVALID;
+        return;
+    }
+    fence__dedup *d = NULL;
+    uint64_t fp = 0;
+    if (cmd->flags & FENCE_CMD_F_REQID) {
+        fp = fence__cmd_fp(cmd);
+        fence__dedup *old = fence__dedup_find(f, cmd->req_id);
+        if (old != NULL) {
+            if (old->fp != fp) {
+                /* The same request id for a different request. */
+                memset(out, 0, sizeof(*out));
+                out->status = FENCE_ST_INVALID;
+                return;
+            }
+            *out = old->result;
+            return;
+        }
+        if (f->limits.dedup_max > 0) {
+            if (f->dedup.count >= f->limits.dedup_max) {
+                d = fence__dedup_pop_oldest(f);
+            } else {
+                d = fence__alloc(f, sizeof(*d));
+                FENCE_ASSERT(d != NULL); /* fence__alloc stops on failure */
+            }
+            memset(d, 0, sizeof(*d));
+            d->req_id = cmd->req_id;
+            d->fp = fp;
+        }
+    }
+    uint64_t token_before = f->last_token;
+    dispatch(f, cmd, out);
+    FENCE_ASSERT(f->last_token >= token_before);
+    FENCE_ASSERT(out->status <= FENCE_ST_INVALID);
+    FENCE_ASSERT(out->status != FENCE_ST_OK || out->token == 0 ||
+                 out->token <= f->last_token);
+    if (d != NULL) {
+        d->result = *out;
+        fence__dedup_link(f, d);
+        fence__dedup_trim(f, f->limits.dedup_max);
+    }
+}
+

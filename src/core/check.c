@@ -1,0 +1,283 @@
+/* The invariant check: every structure against every other (lists, tables,
+ * heap, counters), and the semantic invariants (token order, no lock both
+ * held and in lock-delay, nothing due left unprocessed).  Tests run it after
+ * every step; snapshot restore runs it as its last gate. */
+#include "core/fsm_int.h"
+
+/* True when list l is well linked (every link's prev is the link before
+ * it, last is the final link) and holds exactly count links. */
+static bool list_ok(const fence__list *l, uint64_t count)
+{
+    uint64_t n = 0;
+    const fence__link *prev = NULL;
+    for (const fence__link *p = l->first; p != NULL; p = p->next) {
+        if (p->prev != prev || n == count) {
+            return false;
+        }
+        prev = p;
+        n++;
+    }
+    return l->last == prev && n == count;
+}
+
+/* Check the heap: positions, order, and that it holds exactly the objects
+ * with a pending deadline. */
+static const char *check_heap(const fence_fsm *f, uint64_t expect)
+{
+    FENCE_ASSERT(f->heap.len == 0 || f->heap.items != NULL);
+    const fence__heap *h = &f->heap;
+    if (h->len > h->cap) {
+        return "heap longer than its capacity";
+    }
+    if ((uint64_t)f->leases.count + f->waits.count + f->locks.count >
+        h->cap) {
+        return "heap capacity below the object count";
+    }
+    for (uint32_t i = 0; i < h->len; i++) {
+        if (h->items[i]->idx != i) {
+            return "heap item index wrong";
+        }
+        if (i > 0 && fence__hitem_less(h->items[i], h->items[(i - 1) / 2])) {
+            return "heap order violated";
+        }
+    }
+    if (h->len != expect) {
+        return "heap size does not match leases + waits + delayed locks";
+    }
+    if (h->len > 0 && h->items[0]->deadline_ms <= f->now_ms) {
+        return "a due deadline was not processed";
+    }
+    return NULL;
+}
+
+/* Check the leases and their held and wait lists. */
+static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
+{
+    FENCE_ASSERT(nwaits_out != NULL);
+    if (!list_ok(&f->lease_list, f->leases.count)) {
+        return "lease list broken or not the size of the lease table";
+    }
+    uint64_t nwaits = 0;
+    const fence__lease *prev = NULL;
+    for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
+        const fence__lease *l = LEASE_OF(p);
+        if (prev != NULL && prev->id >= l->id) {
+            return "leases not in id order";
+        }
+        if (l->id == 0 || l->id >= f->next_lease_id) {
+            return "lease id out of range";
+        }
+        if (fence__lease_find(f, l->id) != l) {
+            return "lease not found by id";
+        }
+        if (l->ttl_ms < FENCE_TTL_MS_MIN || l->ttl_ms > FENCE_TTL_MS_MAX) {
+            return "lease ttl out of range";
+        }
+        if (l->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX) {
+            return "lease lock-delay out of range";
+        }
+        if (!list_ok(&l->held, l->nheld)) {
+            return "lease held list broken or its count wrong";
+        }
+        uint64_t last = 0;
+        for (const fence__link *q = l->held.first; q != NULL; q = q->next) {
+            const fence__lock *k = HELD_OF(q);
+            if (k->holder != l) {
+                return "held lock names another holder";
+            }
+            if (k->token <= last) {
+                return "held locks not in token order";
+            }
+            last = k->token;
+        }
+        if (!list_ok(&l->waits, l->nwaits)) {
+            return "lease wait list broken or its count wrong";
+        }
+        uint64_t lastw = 0;
+        bool acq_seen = false;
+        for (const fence__link *q = l->waits.first; q != NULL; q = q->next) {
+            const fence__wait *w = LWAIT_OF(q);
+            if (w->lease != l) {
+                return "lease wait names another lease";
+            }
+            if (w->id <= lastw) {
+                return "lease waits not in id order";
+            }
+            lastw = w->id;
+            if (w->acquire) {
+                if (!l->dedicated || l->acq_wait != w || acq_seen) {
+                    return "ACQUIRE wait without its dedicated lease";
+                }
+                acq_seen = true;
+            }
+        }
+        if ((l->acq_wait != NULL) != acq_seen) {
+            return "dedicated lease's ACQUIRE wait missing";
+        }
+        if (l->acq_wait != NULL &&
+            l->hi.deadline_ms < l->acq_wait->hi.deadline_ms) {
+            return "dedicated lease would expire before its ACQUIRE wait";
+        }
+        nwaits += l->nwaits;
+        prev = l;
+    }
+    *nwaits_out = nwaits;
+    return NULL;
+}
+
+/* Check the locks, their FIFOs and the token order. */
+static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
+{
+    FENCE_ASSERT(ndelay_out != NULL);
+    if (!list_ok(&f->lock_list, f->locks.count)) {
+        return "lock list broken or not the size of the lock table";
+    }
+    uint64_t nheld = 0;
+    uint64_t ndelay = 0;
+    uint64_t nwaiters = 0;
+    const fence__lock *prev = NULL;
+    for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
+        const fence__lock *k = LOCK_OF(p);
+        if (k->token == 0 || k->token > f->last_token) {
+            return "lock token out of range";
+        }
+        if (prev != NULL && prev->token >= k->token) {
+            return "lock tokens not strictly increasing (a token reused?)";
+        }
+        if (k->name_len == 0 || k->name_len > FENCE_NAME_MAX) {
+            return "lock name length out of range";
+        }
+        if (fence__lock_find(f, k->name, k->name_len) != k) {
+            return "lock not found by name";
+        }
+        if (k->holder == NULL && !k->in_delay) {
+            return "a lock exists that is neither held nor in lock-delay";
+        }
+        if (k->holder != NULL && k->in_delay) {
+            return "a held lock is in lock-delay";
+        }
+        if (k->holder != NULL) {
+            nheld++;
+            if (fence__lease_find(f, k->holder->id) != k->holder) {
+                return "lock holder is not a known lease";
+            }
+        }
+        if (k->in_delay) {
+            ndelay++;
+            if (k->hi.idx == FENCE__NOT_IN_HEAP || k->hi.id != k->token ||
+                k->delay_ms == 0 || k->delay_ms > FENCE_LOCK_DELAY_MS_MAX) {
+                return "lock-delay state wrong";
+            }
+        } else if (k->hi.idx != FENCE__NOT_IN_HEAP) {
+            return "lock in the heap without lock-delay";
+        }
+        if (!list_ok(&k->queue, k->nwaiters)) {
+            return "lock FIFO broken or its count wrong";
+        }
+        uint64_t lastw = 0;
+        for (const fence__link *x = k->queue.first; x != NULL; x = x->next) {
+            const fence__wait *w = QWAIT_OF(x);
+            if (w->lock != k) {
+                return "waiter names another lock";
+            }
+            if (w->id <= lastw) {
+                return "lock FIFO not in wait id order";
+            }
+            if (w->lease == k->holder) {
+                return "the holder waits for its own lock";
+            }
+            if (fence__lease_find(f, w->lease->id) != w->lease) {
+                return "waiter's lease does not exist";
+            }
+            lastw = w->id;
+        }
+        nwaiters += k->nwaiters;
+        prev = k;
+    }
+    if (nheld != f->nheld) {
+        return "held lock count wrong";
+    }
+    if (nwaiters != f->waits.count) {
+        return "waiters in FIFOs do not match the wait table";
+    }
+    *ndelay_out = ndelay;
+    return NULL;
+}
+
+/* Check the global wait list. */
+static const char *check_waits(const fence_fsm *f)
+{
+    if (!list_ok(&f->wait_list, f->waits.count)) {
+        return "wait list broken or not the size of the wait table";
+    }
+    const fence__wait *prev = NULL;
+    for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        const fence__wait *w = WAIT_OF(p);
+        if (prev != NULL && prev->id >= w->id) {
+            return "waits not in id order";
+        }
+        if (w->id == 0 || w->id >= f->next_wait_id) {
+            return "wait id out of range";
+        }
+        if (fence__wait_find(f, w->id) != w) {
+            return "wait not found by id";
+        }
+        if (w->hi.idx == FENCE__NOT_IN_HEAP) {
+            return "wait without a deadline in the heap";
+        }
+        if (w->wait_ms == 0 || w->wait_ms > FENCE_WAIT_MS_MAX) {
+            return "wait_ms out of range";
+        }
+        prev = w;
+    }
+    return NULL;
+}
+
+/* Check the dedup table. */
+static const char *check_dedup(const fence_fsm *f)
+{
+    if (!list_ok(&f->dedup_list, f->dedup.count)) {
+        return "dedup list broken or not the size of the dedup table";
+    }
+    for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
+        const fence__dedup *d = DEDUP_OF(p);
+        if (fence__dedup_find(f, d->req_id) != d) {
+            return "dedup record not found by req_id";
+        }
+        if (d->result.status > FENCE_ST_INVALID) {
+            return "dedup result status out of range";
+        }
+    }
+    if (f->dedup.count > f->limits.dedup_max) {
+        return "dedup table above its limit";
+    }
+    return NULL;
+}
+
+/* Check every invariant; NULL when all hold. */
+const char *fence_fsm_check(const fence_fsm *f)
+{
+    FENCE_ASSERT(f != NULL);
+    const char *e;
+    uint64_t nwaits = 0;
+    uint64_t ndelay = 0;
+    if (f->next_lease_id == 0 || f->next_wait_id == 0) {
+        return "id counters must start at 1";
+    }
+    if ((e = check_leases(f, &nwaits)) != NULL) {
+        return e;
+    }
+    if (nwaits != f->waits.count) {
+        return "waits in lease lists do not match the wait table";
+    }
+    if ((e = check_locks(f, &ndelay)) != NULL) {
+        return e;
+    }
+    if ((e = check_waits(f)) != NULL) {
+        return e;
+    }
+    if ((e = check_dedup(f)) != NULL) {
+        return e;
+    }
+    return check_heap(f, f->leases.count + f->waits.count + ndelay);
+}

@@ -1,0 +1,90 @@
+/* The dedup table: results remembered by client request id (REQID), so
+ * that a retried request gets the first answer instead of running twice.
+ * Records are kept by age and the oldest evicted past dedup_max. */
+#include <string.h>
+
+#include "core/fsm_int.h"
+
+/* The dedup record for req_id, or NULL. */
+fence__dedup *fence__dedup_find(const fence_fsm *f, uint64_t req_id)
+{
+    fence__hnode *h = fence__htab_first(&f->dedup, fence__key_hash(f, req_id));
+    return h ? FENCE__CONTAINER(h, fence__dedup, hn) : NULL;
+}
+
+/* Link a filled-in record as the newest. */
+void fence__dedup_link(fence_fsm *f, fence__dedup *d)
+{
+    FENCE_ASSERT(fence__dedup_find(f, d->req_id) == NULL);
+    d->hn.hash = fence__key_hash(f, d->req_id);
+    fence__list_append(&f->dedup_list, &d->link);
+    fence__htab_insert(f, &f->dedup, &d->hn);
+}
+
+/* Unlink the oldest record and hand it back (not freed). */
+fence__dedup *fence__dedup_pop_oldest(fence_fsm *f)
+{
+    fence__dedup *d = DEDUP_OF(f->dedup_list.first);
+    FENCE_ASSERT(d != NULL);
+    fence__list_remove(&f->dedup_list, &d->link);
+    fence__htab_remove(&f->dedup, &d->hn);
+    return d;
+}
+
+/* Unlink record d from wherever it is in the age list and free it. */
+void fence__dedup_forget(fence_fsm *f, fence__dedup *d)
+{
+    FENCE_ASSERT(fence__dedup_find(f, d->req_id) == d);
+    fence__list_remove(&f->dedup_list, &d->link);
+    fence__htab_remove(&f->dedup, &d->hn);
+    fence__free(f, d);
+}
+
+/* Evict the oldest records until at most max remain. */
+void fence__dedup_trim(fence_fsm *f, uint32_t max)
+{
+    while (f->dedup.count > max) {
+        fence__free(f, fence__dedup_pop_oldest(f));
+    }
+}
+
+/* A fingerprint of everything a command asks for (type and fields), so a
+ * request id reused for a different request is refused instead of being
+ * answered with another request's result (which could hand one client the
+ * token and lease of another).  FNV-1a over the fields in a fixed order:
+ * deterministic on every replica (unlike the hash tables' seed). */
+uint64_t fence__cmd_fp(const fence_cmd *cmd)
+{
+    uint64_t h = 14695981039346656037ULL;
+    const uint64_t fields[] = {cmd->type,    cmd->lease,   cmd->token,
+                               cmd->wait_id, cmd->ttl_ms,  cmd->wait_ms,
+                               cmd->lock_delay_ms, cmd->name_len};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        for (int b = 0; b < 64; b += 8) {
+            h ^= (fields[i] >> b) & 0xff;
+            h *= 1099511628211ULL;
+        }
+    }
+    FENCE_ASSERT(cmd->name_len == 0 || cmd->name != NULL);
+    for (uint16_t i = 0; i < cmd->name_len; i++) {
+        h ^= cmd->name[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* Add a record as the newest (restore uses it). */
+fence__dedup *fence__dedup_add(fence_fsm *f, uint64_t req_id, uint64_t fp,
+                               const fence_result *r)
+{
+    fence__dedup *d = fence__alloc(f, sizeof(*d));
+    if (d == NULL) {
+        return NULL;
+    }
+    memset(d, 0, sizeof(*d));
+    d->req_id = req_id;
+    d->fp = fp;
+    d->result = *r;
+    fence__dedup_link(f, d);
+    return d;
+}

@@ -1,0 +1,50 @@
+/* The log-entry codec: one raft entry carries one group-commit batch of
+ * commands and the leader's timestamp. */
+#ifndef FENCE_CORE_ENTRY_H
+#define FENCE_CORE_ENTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/fsm.h"
+
+/* One raft entry = one group-commit batch:
+ *   u8 version (2) | u64 timestamp_ms | u32 count | count x command
+ * command = u8 type | u8 flags | u64 req_id | type-specific fields,
+ * integers little-endian, names as u16 length + bytes.  See entry.c. */
+
+/* The version the encoder writes; the decoder also reads versions from
+ * FENCE_ENTRY_VERSION_MIN (1: LEADER_START without waits_max, which then
+ * decodes as UINT32_MAX, no bound), so that existing logs replay. */
+#define FENCE_ENTRY_VERSION 2
+#define FENCE_ENTRY_VERSION_MIN 1
+
+/* Bytes the encoding of these commands needs. */
+size_t fence_entry_size(const fence_cmd *cmds, uint32_t n);
+/* Encode; returns the length written, or 0 if cap is too small. */
+size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
+                          uint32_t n, uint8_t *buf, size_t cap);
+
+typedef struct fence_entry_iter {
+    const uint8_t *p;      /* next byte to decode */
+    const uint8_t *end;    /* one past the entry */
+    uint8_t version;       /* the entry's format version */
+    uint64_t timestamp_ms; /* the leader's timestamp */
+    uint32_t count;        /* commands in the entry */
+    uint32_t index;        /* commands decoded so far */
+} fence_entry_iter;
+
+/* 0, or FENCE_ST_INVALID if the header is malformed. */
+int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len);
+/* 1 and *out filled (name borrowed from buf), 0 at the end, or
+ * -FENCE_ST_INVALID if malformed. */
+int fence_entry_next(fence_entry_iter *it, fence_cmd *out);
+
+/* Decode and apply a whole entry: advance to its timestamp, then apply each
+ * command, writing the i-th result to results[i] when i < results_cap.
+ * Returns the number of commands, or -FENCE_ST_INVALID for a malformed
+ * entry (nothing applied: the entry is validated before anything runs). */
+int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
+                          fence_result *results, uint32_t results_cap);
+
+#endif /* FENCE_CORE_ENTRY_H */

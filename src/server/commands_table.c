@@ -1,0 +1,101 @@
+/* fenced's commands for COMMAND, COMMAND INFO and COMMAND DOCS (see
+ * commands_table.h).  Arity follows Redis' convention (the name counts; a
+ * negative value is a minimum) and matches cmd.c's argc bounds; the
+ * argument lists are what redis-cli shows as hints. */
+#include "server/commands_table.h"
+
+#define ARGS(a) (a), (sizeof(a) / sizeof((a)[0]))
+#define NO_ARGS NULL, 0
+#define OPT FENCE_COMPAT_ARG_OPTIONAL
+
+/* Flags shared by the commands that go through the raft log. */
+#define LOGGED (FENCE_COMPAT_CMD_WRITE)
+/* Reads answered from applied state. */
+#define READ (FENCE_COMPAT_CMD_READONLY | FENCE_COMPAT_CMD_FAST)
+/* Answered by any server at once. */
+#define LOCAL (FENCE_COMPAT_CMD_FAST | FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE)
+
+static const fence_compat_arg ping_args[] = {
+    {"message", "string", NULL, OPT, NULL, 0},
+};
+static const fence_compat_arg grant_args[] = {
+    {"ttl_ms", "integer", NULL, 0, NULL, 0},
+    {"ms", "integer", "LOCKDELAY", OPT, NULL, 0},
+    {"id", "integer", "REQID", OPT, NULL, 0},
+};
+static const fence_compat_arg lease_arg[] = {
+    {"lease", "integer", NULL, 0, NULL, 0},
+};
+static const fence_compat_arg lock_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"lease", "integer", NULL, 0, NULL, 0},
+    {"ms", "integer", "WAIT", OPT, NULL, 0},
+    {"id", "integer", "REQID", OPT, NULL, 0},
+};
+static const fence_compat_arg unlock_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"token", "integer", NULL, 0, NULL, 0},
+};
+static const fence_compat_arg name_arg[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+};
+static const fence_compat_arg acquire_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"ttl_ms", "integer", NULL, 0, NULL, 0},
+    {"ms", "integer", "WAIT", OPT, NULL, 0},
+    {"lockdelay", "integer", "LOCKDELAY", OPT, NULL, 0},
+    {"id", "integer", "REQID", OPT, NULL, 0},
+};
+static const fence_compat_arg info_args[] = {
+    {"section", "string", NULL, OPT, NULL, 0},
+};
+static const fence_compat_arg cluster_add_args[] = {
+    {"id", "integer", NULL, 0, NULL, 0},
+    {"raft-addr", "string", NULL, 0, NULL, 0},
+    {"client-addr", "string", NULL, 0, NULL, 0},
+};
+static const fence_compat_arg id_arg[] = {
+    {"id", "integer", NULL, 0, NULL, 0},
+};
+static const fence_compat_arg id_opt_arg[] = {
+    {"id", "integer", NULL, OPT, NULL, 0},
+};
+
+const fence_compat_command fence__server_commands[] = {
+    {"PING", -1, LOCAL, "connection", "0.1.0",
+     "Liveness check: PONG, or the message.", ARGS(ping_args), NULL, 0},
+    {"LEASE.GRANT", -2, LOGGED, "lease", "0.1.0",
+     "Creates a lease of ttl_ms milliseconds; replies its id.", ARGS(grant_args), NULL, 0},
+    {"LEASE.KEEPALIVE", 2, LOGGED, "lease", "0.1.0",
+     "Renews a lease for its full TTL; replies the TTL.", ARGS(lease_arg), NULL, 0},
+    {"LEASE.REVOKE", 2, LOGGED, "lease", "0.1.0",
+     "Ends a lease now and releases its locks.", ARGS(lease_arg), NULL, 0},
+    {"LEASE.INFO", 2, READ, "lease", "0.1.0",
+     "Replies [ttl_ms, remaining_ms, locks_held] of a lease.", ARGS(lease_arg), NULL, 0},
+    {"LOCK", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
+     "Locks name for a lease; replies the fencing token, or nil when busy.",
+     ARGS(lock_args), NULL, 0},
+    {"UNLOCK", 3, LOGGED, "lock", "0.1.0",
+     "Releases name if token is its holder's; replies 1 or 0.", ARGS(unlock_args), NULL, 0},
+    {"LOCK.INFO", 2, READ, "lock", "0.1.0",
+     "Replies [token, lease, remaining_ms, waiters], or nil when free.", ARGS(name_arg),
+     NULL, 0},
+    {"ACQUIRE", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
+     "Grants a lease and locks name with it; replies [token, lease] or nil.",
+     ARGS(acquire_args), NULL, 0},
+    {"INFO", -1, LOCAL, "server", "0.1.0",
+     "Server state and counters, one key:value a line.", ARGS(info_args), NULL, 0},
+    {"QUIT", 1, LOCAL, "connection", "0.1.0",
+     "Closes the connection after the earlier replies.", NO_ARGS, NULL, 0},
+    {"CLUSTER.INFO", 1, LOCAL, "cluster", "0.1.0",
+     "This node's view of the cluster.", NO_ARGS, NULL, 0},
+    {"CLUSTER.ADD", 4, FENCE_COMPAT_CMD_WRITE | FENCE_COMPAT_CMD_ADMIN, "cluster", "0.1.0",
+     "Adds node id (started with --join 1) as a voter.", ARGS(cluster_add_args), NULL, 0},
+    {"CLUSTER.REMOVE", 2, FENCE_COMPAT_CMD_WRITE | FENCE_COMPAT_CMD_ADMIN, "cluster",
+     "0.1.0", "Removes node id from the cluster.", ARGS(id_arg), NULL, 0},
+    {"CLUSTER.TRANSFER", -1, FENCE_COMPAT_CMD_ADMIN, "cluster", "0.1.0",
+     "Hands leadership to node id (or any other voter).", ARGS(id_opt_arg), NULL, 0},
+};
+
+const size_t fence__server_commands_n =
+    sizeof(fence__server_commands) / sizeof(fence__server_commands[0]);

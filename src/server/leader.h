@@ -1,0 +1,230 @@
+/* The leader's logic of fenced, without libuv and without raft: group
+ * commit, the leadership phases, fsm time, TICKs, the wait table, batch
+ * failure and shutdown.  The daemon's shell (loop.c) and the deterministic
+ * simulation (tests/sim) both drive this same module; each supplies an
+ * ops table (propose, barrier, is-leader, voters, term, a monotonic clock,
+ * a log line, and a reply sink) and forwards raft's callbacks to it.
+ *
+ * Requests.  The shell hands in every request that needs the leader
+ * (commands, and reads that must be linearizable) with an opaque handle of
+ * its own and the module-owned per-connection struct fence_lconn that the
+ * shell embeds in its connection.  The module answers each handle exactly
+ * once through the sink (reply_result, reply_read or reply_error), unless
+ * fence__leader_conn_close() was called for its connection first: from
+ * then on the module never mentions that connection's handles again.
+ *
+ * Group commit.  Requests accumulate in the pending batch; the batch goes
+ * out as ONE raft entry when no entry is in flight, or at once (behind the
+ * entries in flight) when it is full (FENCE_BATCH_MAX items) or when a
+ * write follows a read of the same connection (reads are answered once the
+ * whole entry is applied, so a later write of the same pipeline must not be
+ * in it, or the read would see it).  A batch of reads only carries a TICK,
+ * so its entry is not empty.
+ *
+ * Reads.  In a cluster a read rides the next entry and is answered from the
+ * state right after that entry is applied (never before the writes ahead of
+ * it in its connection's pipeline, never after a later one).  In a cluster
+ * of one a read is answered at once from applied state unless a write of
+ * the same connection is still unapplied (then it rides like in a cluster).
+ *
+ * Leadership phases: not leader -> barrier in flight (catch-up: every entry
+ * of earlier terms gets applied) -> barrier applied -> LEADER_START in
+ * flight (it goes ALONE in its entry; it carries our limits and rebases
+ * every deadline onto our clock) -> ready (writes are served).  Losing
+ * leadership at any point answers NOTLEADER/TRYAGAIN (reply_error
+ * UNAVAILABLE) to requests not yet proposed; proposed ones complete with
+ * their outcome or, when raft cannot say, UNKNOWN (retry with the REQID).
+ *
+ * Time.  fsm time on the leader = monotonic ms + an offset fixed when the
+ * barrier is applied, so it never goes back across leaders; off the leader
+ * it is the time of the last applied entry.  The shell arms one timer for
+ * the core's next deadline (fence__leader_timer_take) and calls
+ * fence__leader_timer() when it fires: the module proposes a TICK.  A TICK
+ * whose proposal failed re-arms the timer (with a 100 ms back-off when the
+ * deadline is already due), so expiries never stop on a ready leader.
+ *
+ * Waits.  A LOCK/ACQUIRE answered QUEUED is registered in the wait table
+ * under its wait id; the event that ends the wait (granted, timed out,
+ * lease gone, cancelled) answers every request registered for it.  An
+ * event of the same entry that queued the wait (it was queued and granted
+ * in one entry) is taken from that entry's events.  A connection that
+ * closes cancels its waits through the log (CANCEL, proposed by a ready
+ * leader only) unless another request still waits for the same wait.
+ * After a snapshot restore, a registered wait that no longer exists ended
+ * inside the entries the snapshot replaced: it is answered RESTORED
+ * (TRYAGAIN; the leader knows the outcome).
+ *
+ * THE RULE FOR CALLING RAFT.  Callbacks from raft into this module
+ * (fence__leader_apply, _restored, _applied, _barrier_done) only record
+ * what happened and deliver replies; they never call into raft.  Every
+ * call into raft (ops->propose, ops->barrier) is made from
+ * fence__leader_step(), which the shell calls from its loop check and the
+ * simulation from its driver between fixture steps, never from inside a
+ * raft callback.  Work that arises inside a callback (a batch that filled
+ * up, a CANCEL for a client that went away, LEADER_START once the barrier
+ * is applied) waits for the next step.  The module counts how deep it is
+ * inside raft callbacks and asserts the count is zero in step and in
+ * every proposal; the simulation also checks from the outside that its
+ * raft is never entered from a callback.
+ *
+ * libraft 0.15 behaviour this relies on (read in its v0.15.0 source):
+ *   - replication.c applyCommand(): fsm->apply runs on every server; on
+ *     the leader the raft_apply callback of that entry fires right after,
+ *     with the result pointer apply returned and before the next entry is
+ *     applied.  So the results (and the fsm's borrowed events of the last
+ *     apply) are still those of that entry when fence__leader_applied()
+ *     runs; nobody frees result, so it points into this module.
+ *   - convert.c convertFailApply(): when leadership is lost, pending
+ *     requests complete with RAFT_LEADERSHIPLOST: the outcome is unknown
+ *     (FENCE_LST_UNKNOWN), and clients retry with REQID.
+ *   - raft_barrier() appends a log entry; its callback fires once every
+ *     earlier entry is applied: the new leader's catch-up.
+ *   - uv_encoding.c / uv_segment.c: raft_uv pads entries to 8 bytes when
+ *     written but reloads them unpadded, so every entry is framed
+ *     (fence__entry_frame) and apply strips the frame.
+ */
+#ifndef FENCE_SERVER_LEADER_H
+#define FENCE_SERVER_LEADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/fsm.h"
+
+typedef struct fence_leader fence_leader;
+typedef struct fence_lconn fence_lconn;
+typedef struct fence_lreq fence_lreq;
+
+/* Status of a proposal or a barrier, mapped by the shell from raft's. */
+enum fence_lstatus {
+    FENCE_LST_OK = 0,    /* proposed / applied */
+    FENCE_LST_NOTLEADER, /* not the leader: never entered the log */
+    FENCE_LST_SHUTDOWN,  /* raft is closing */
+    FENCE_LST_UNKNOWN,   /* leadership lost, or another failure: outcome unknown */
+};
+
+/* Why a request is answered with an error (the shell words it). */
+enum fence_lerr {
+    FENCE_LERR_UNAVAILABLE = 1, /* not the leader, not ready, or stopping:
+                                   NOTLEADER with the leader, or TRYAGAIN */
+    FENCE_LERR_UNKNOWN,         /* a write's outcome is unknown (TRYAGAIN,
+                                   retry with the same REQID) */
+    FENCE_LERR_READ_RETRY,      /* leadership changed under a read */
+    FENCE_LERR_NOMEM,           /* out of memory before it was proposed */
+    FENCE_LERR_RESTORED,        /* its wait ended inside a restored snapshot */
+};
+
+/* Log levels of ops->log (the values of server/log.h). */
+enum { FENCE_LLOG_INFO = 1, FENCE_LLOG_WARN = 2, FENCE_LLOG_ERROR = 3 };
+
+/* What the module needs from its shell.  Every function gets ctx. */
+typedef struct fence_leader_ops {
+    void *ctx; /* the shell's state */
+    /* Propose one entry (len bytes, copied by the shell before it returns).
+     * Returns FENCE_LST_OK, after which the shell calls
+     * fence__leader_applied(l, tag, ...) exactly once, or another
+     * FENCE_LST_* (no callback).  Called from fence__leader_step only. */
+    int (*propose)(void *ctx, void *tag, const uint8_t *entry, size_t len);
+    /* Propose a barrier; FENCE_LST_OK, after which the shell calls
+     * fence__leader_barrier_done exactly once.  From step only. */
+    int (*barrier)(void *ctx);
+    bool (*is_leader)(void *ctx);   /* raft is the leader right now */
+    unsigned (*voters)(void *ctx);  /* voters in the configuration */
+    uint64_t (*term)(void *ctx);    /* raft's current term (for logs) */
+    uint64_t (*now_ms)(void *ctx);  /* monotonic milliseconds */
+    /* One log line (no newline), level FENCE_LLOG_*. */
+    void (*log)(void *ctx, int level, const char *msg);
+    /* The reply sink.  r / cmd are borrowed for the call.  from_wait: the
+     * result is a wait's outcome (an event), not its command's result. */
+    void (*reply_result)(void *ctx, void *req, const fence_result *r,
+                         bool from_wait);
+    /* Answer a read (LEASE.INFO, LOCK.INFO) from the fsm's state now. */
+    void (*reply_read)(void *ctx, void *req, const fence_cmd *cmd);
+    /* Answer an error, err one of FENCE_LERR_*. */
+    void (*reply_error)(void *ctx, void *req, int err);
+} fence_leader_ops;
+
+/* Per connection; embedded by the shell in its connection, owned by the
+ * module (the shell only initializes it and passes it in).  Lives until
+ * fence__leader_conn_close() returns. */
+struct fence_lconn {
+    fence_lreq *reqs;   /* requests of ours the module holds (batch or wait) */
+    uint32_t unapplied; /* of them, those in a batch not yet applied */
+    uint64_t read_seq;  /* seq of the last batch a read of ours rode */
+};
+
+/* Counters for INFO. */
+typedef struct fence_leader_stats {
+    uint64_t batches;     /* entries proposed */
+    uint64_t batch_cmds;  /* commands in those entries */
+    uint64_t entry_bytes; /* bytes of those entries (framed) */
+    uint64_t waits;       /* requests registered in the wait table */
+} fence_leader_stats;
+
+/* Create the module over fsm (borrowed; it must outlive the module).
+ * limits travel in every LEADER_START.  Returns 0, or -1 out of memory. */
+int fence__leader_create(const fence_leader_ops *ops, fence_fsm *fsm,
+                         const fence_limits *limits, fence_leader **out);
+/* Free everything left (after raft is closed).  NULL is a no-op. */
+void fence__leader_destroy(fence_leader *l);
+
+/* ---- From the shell's loop (never from inside a raft callback) ---- */
+
+/* Follow raft's leadership (start the catch-up, or refuse what is not
+ * yet proposed), propose LEADER_START, full batches, and the pending
+ * batch when no entry is in flight.  THE place where raft is called. */
+void fence__leader_step(fence_leader *l);
+/* The shell's timer fired: propose a TICK (at the next step). */
+void fence__leader_timer(fence_leader *l);
+/* true when the shell must (re)arm or stop its timer; then *delay_ms is
+ * the delay, or UINT64_MAX to stop it. */
+bool fence__leader_timer_take(fence_leader *l, uint64_t *delay_ms);
+/* Shutdown: refuse new requests; answer those not yet proposed. */
+void fence__leader_stop(fence_leader *l);
+
+/* Take a request: a command (is_read false) or a read of LEASE.INFO /
+ * LOCK.INFO (is_read true; cmd->lease or cmd->name says what).  cmd's
+ * name is copied.  Every path answers req through the sink, possibly
+ * before this returns. */
+void fence__leader_submit(fence_leader *l, fence_lconn *c, void *req,
+                          const fence_cmd *cmd, bool is_read);
+void fence__leader_conn_init(fence_lconn *c);
+/* The connection closed: forget its requests (their batches complete
+ * without them) and cancel its waits through the log. */
+void fence__leader_conn_close(fence_leader *l, fence_lconn *c);
+
+/* ---- From raft's callbacks (record and reply only) ---- */
+
+/* raft fsm->apply: strip the frame, apply the entry, deliver the events of
+ * waits that ended.  Returns the results array for raft's result pointer.
+ * A malformed entry is a bug: the process stops. */
+const fence_result *fence__leader_apply(fence_leader *l, const uint8_t *buf,
+                                        size_t len);
+/* After raft fsm->restore replaced the state: answer stale waits. */
+void fence__leader_restored(fence_leader *l);
+/* raft_apply callback of a proposal (tag from ops->propose); result is the
+ * pointer raft passed (the array fence__leader_apply returned). */
+void fence__leader_applied(fence_leader *l, void *tag, int status,
+                           const void *result);
+/* raft_barrier callback. */
+void fence__leader_barrier_done(fence_leader *l, int status);
+
+/* ---- Queries ---- */
+
+bool fence__leader_ready(const fence_leader *l); /* LEADER_START applied */
+uint64_t fence__leader_now(const fence_leader *l); /* fsm time, see above */
+void fence__leader_stats_get(const fence_leader *l, fence_leader_stats *out);
+
+/* ---- Entry framing (see "libraft 0.15" above) ----
+ * payload, zero bytes, and a last byte saying how many (1..8) were added. */
+
+/* Bytes an entry with a payload of len bytes occupies once framed. */
+size_t fence__entry_framed_len(size_t len);
+/* Frame in place: buf holds len payload bytes and has room for
+ * fence__entry_framed_len(len); returns the framed length. */
+size_t fence__entry_frame(uint8_t *buf, size_t len);
+/* The payload length of a framed entry, or SIZE_MAX if it is malformed. */
+size_t fence__entry_unframe(const uint8_t *buf, size_t len);
+
+#endif /* FENCE_SERVER_LEADER_H */

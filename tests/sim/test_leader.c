@@ -1,0 +1,333 @@
+/* Unit tests of the leader module (src/server/leader.c) through its ops
+ * table, with the real core and a fake raft: proposals are kept in a list
+ * and "committed" by the test, which calls fence__leader_apply and then
+ * fence__leader_applied as raft would.  Checks the phases (barrier, then
+ * LEADER_START alone), group commit (one entry while none is in flight; a
+ * full batch, or a write after a read of the same connection, goes out at
+ * once), orphans, waits, leadership loss, and that calling raft from inside
+ * a raft callback aborts (the rule in leader.h). */
+#include <assert.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/entry.h"
+#include "core/fsm.h"
+#include "server/leader.h"
+
+#define MAXP 64
+
+/* One proposal the fake raft holds. */
+typedef struct prop {
+    void *tag;       /* the module's batch */
+    uint8_t *buf;    /* copy of the framed entry */
+    size_t len;      /* its length */
+} prop;
+
+/* One answer the sink got. */
+typedef struct ans {
+    int kind;        /* 1 result, 2 read, 3 error */
+    int req;         /* request number (handle - reqs) */
+    fence_result r;  /* kind 1 */
+    bool from_wait;  /* kind 1 */
+    int err;         /* kind 3 */
+} ans;
+
+static int failures;
+static bool leader = true;
+static int barriers;
+static prop props[MAXP];
+static int n_props;
+static ans answers[8192];
+static int n_answers;
+static int reqs[8192];
+static uint64_t clock_ms = 1000;
+static fence_leader *g_l;
+static bool step_in_sink;
+
+#define CHECK(cond, what)                                                   \
+    do {                                                                    \
+        if (cond) {                                                         \
+            printf("ok - %s\n", what);                                      \
+        } else {                                                            \
+            printf("not ok - %s (line %d)\n", what, __LINE__);              \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+
+/* ops->propose: keep a copy. */
+static int t_propose(void *ctx, void *tag, const uint8_t *entry, size_t len)
+{
+    (void)ctx;
+    assert(n_props < MAXP);
+    props[n_props].tag = tag;
+    props[n_props].buf = malloc(len);
+    assert(props[n_props].buf != NULL);
+    memcpy(props[n_props].buf, entry, len);
+    props[n_props].len = len;
+    n_props++;
+    return leader ? FENCE_LST_OK : FENCE_LST_NOTLEADER;
+}
+
+/* ops->barrier: count. */
+static int t_barrier(void *ctx)
+{
+    (void)ctx;
+    barriers++;
+    return FENCE_LST_OK;
+}
+
+static bool t_is_leader(void *ctx) { (void)ctx; return leader; }
+static unsigned t_voters(void *ctx) { (void)ctx; return 3; }
+static uint64_t t_term(void *ctx) { (void)ctx; return 2; }
+static uint64_t t_now(void *ctx) { (void)ctx; return clock_ms; }
+static void t_log(void *ctx, int level, const char *msg) { (void)ctx; (void)level; (void)msg; }
+
+/* Record an answer. */
+static ans *t_answer(void *req, int kind)
+{
+    ans *a = &answers[n_answers++];
+    memset(a, 0, sizeof(*a));
+    a->kind = kind;
+    a->req = (int)((int *)req - reqs);
+    if (step_in_sink)
+        fence__leader_step(g_l); /* breaks the rule: must abort */
+    return a;
+}
+
+static void t_result(void *ctx, void *req, const fence_result *r, bool from_wait)
+{
+    (void)ctx;
+    ans *a = t_answer(req, 1);
+    a->r = *r;
+    a->from_wait = from_wait;
+}
+
+static void t_read(void *ctx, void *req, const fence_cmd *cmd)
+{
+    (void)ctx;
+    (void)cmd;
+    t_answer(req, 2);
+}
+
+static void t_error(void *ctx, void *req, int err)
+{
+    (void)ctx;
+    t_answer(req, 3)->err = err;
+}
+
+static void *t_alloc(void *ctx, size_t size) { (void)ctx; return malloc(size); }
+static void t_free(void *ctx, void *p) { (void)ctx; free(p); }
+
+/* Commands in proposal k. */
+static uint32_t prop_count(int k, fence_cmd *first)
+{
+    size_t plen = fence__entry_unframe(props[k].buf, props[k].len);
+    assert(plen != SIZE_MAX);
+    fence_entry_iter it;
+    int rv = fence_entry_open(&it, props[k].buf, plen);
+    assert(rv == 0);
+    (void)rv;
+    if (first != NULL)
+        fence_entry_next(&it, first);
+    return it.count;
+}
+
+/* Commit proposal k the way raft does: apply, then its callback. */
+static void commit(int k)
+{
+    const fence_result *res = fence__leader_apply(g_l, props[k].buf, props[k].len);
+    fence__leader_applied(g_l, props[k].tag, FENCE_LST_OK, res);
+}
+
+/* Free every proposal copy. */
+static void props_clear(void)
+{
+    for (int k = 0; k < n_props; k++)
+        free(props[k].buf);
+    n_props = 0;
+}
+
+/* A command of the given type. */
+static fence_cmd cmd_of(uint8_t type)
+{
+    fence_cmd c;
+    memset(&c, 0, sizeof(c));
+    c.type = type;
+    return c;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IONBF, 0);
+    fence_fsm_opts fo;
+    memset(&fo, 0, sizeof(fo));
+    fo.alloc.alloc = t_alloc;
+    fo.alloc.free = t_free;
+    fence_fsm *fsm = NULL;
+    assert(fence_fsm_create(&fo, &fsm) == 0);
+    fence_leader_ops ops = {
+        .ctx = NULL, .propose = t_propose, .barrier = t_barrier,
+        .is_leader = t_is_leader, .voters = t_voters, .term = t_term,
+        .now_ms = t_now, .log = t_log, .reply_result = t_result,
+        .reply_read = t_read, .reply_error = t_error,
+    };
+    fence_limits lim;
+    fence_limits_default(&lim);
+    assert(fence__leader_create(&ops, fsm, &lim, &g_l) == 0);
+    fence_lconn a, b;
+    fence__leader_conn_init(&a);
+    fence__leader_conn_init(&b);
+
+    /* Not ready: refused at once. */
+    fence_cmd grant = cmd_of(FENCE_CMD_LEASE_GRANT);
+    grant.ttl_ms = 10000;
+    fence__leader_submit(g_l, &a, &reqs[0], &grant, false);
+    CHECK(n_answers == 1 && answers[0].kind == 3 &&
+          answers[0].err == FENCE_LERR_UNAVAILABLE, "a write before ready is refused");
+
+    /* Phases: barrier, then LEADER_START alone, then ready. */
+    fence__leader_step(g_l);
+    CHECK(barriers == 1 && n_props == 0, "becoming leader issues one barrier");
+    fence__leader_barrier_done(g_l, FENCE_LST_OK);
+    CHECK(n_props == 0, "LEADER_START waits for the step (nothing proposed in the callback)");
+    fence__leader_step(g_l);
+    fence_cmd first;
+    CHECK(n_props == 1 && prop_count(0, &first) == 1 &&
+          first.type == FENCE_CMD_LEADER_START, "LEADER_START goes alone");
+    CHECK(!fence__leader_ready(g_l), "not ready before LEADER_START applies");
+    commit(0);
+    props_clear();
+    CHECK(fence__leader_ready(g_l), "ready once LEADER_START applied");
+
+    /* Group commit and the cut: with an entry in flight, conn a sends
+     * write, read, write and conn b a write.  The batch holding a's read is
+     * cut before a's second write and goes out at once, behind the entry in
+     * flight; the second write starts the next batch, which waits. */
+    n_answers = 0;
+    fence_cmd tk = cmd_of(FENCE_CMD_LEASE_GRANT);
+    tk.ttl_ms = 10000;
+    fence__leader_submit(g_l, &b, &reqs[9], &tk, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "an entry in flight");
+    fence__leader_submit(g_l, &a, &reqs[1], &grant, false);
+    fence_cmd rd = cmd_of(0);
+    rd.lease = 1;
+    fence__leader_submit(g_l, &a, &reqs[2], &rd, true);
+    fence__leader_submit(g_l, &b, &reqs[3], &grant, false);
+    fence__leader_submit(g_l, &a, &reqs[4], &grant, false);
+    CHECK(n_props == 1, "nothing is proposed outside the step");
+    fence__leader_step(g_l);
+    CHECK(n_props == 2 && prop_count(1, NULL) == 2,
+          "the batch cut before a write after a read goes out behind the entry in flight");
+    commit(0);
+    commit(1);
+    CHECK(n_answers == 4 && answers[0].req == 9 && answers[1].req == 1 &&
+          answers[2].req == 2 && answers[2].kind == 2 && answers[3].req == 3,
+          "the cut entry answers a's write, the read, and b's write");
+    fence__leader_step(g_l);
+    CHECK(n_props == 3 && prop_count(2, NULL) == 1, "the later write goes in the next entry");
+    commit(2);
+    CHECK(n_answers == 5 && answers[4].req == 4 && answers[4].kind == 1,
+          "and is answered by it");
+    props_clear();
+
+    /* Group commit: while an entry is in flight the pending batch waits,
+     * unless it is full. */
+    n_answers = 0;
+    fence__leader_submit(g_l, &a, &reqs[5], &grant, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "one entry in flight");
+    fence__leader_submit(g_l, &b, &reqs[6], &grant, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "the next batch waits for the entry in flight");
+    fence_cmd ka = cmd_of(FENCE_CMD_LEASE_KEEPALIVE);
+    ka.lease = 1;
+    for (int i = 0; i < FENCE_BATCH_MAX; i++)
+        fence__leader_submit(g_l, &b, &reqs[7 + i % 8000], &ka, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2 && prop_count(1, NULL) == FENCE_BATCH_MAX,
+          "a full batch goes out behind the entry in flight");
+    commit(0);
+    commit(1);
+    fence__leader_step(g_l);
+    CHECK(n_props == 3 && prop_count(2, NULL) == 1, "the rest follows in the next entry");
+    commit(2);
+    props_clear();
+
+    /* Orphans: a closed connection's requests are never answered. */
+    n_answers = 0;
+    fence_lconn c;
+    fence__leader_conn_init(&c);
+    fence__leader_submit(g_l, &c, &reqs[100], &grant, false);
+    fence__leader_step(g_l);
+    fence__leader_conn_close(g_l, &c);
+    commit(0);
+    props_clear();
+    CHECK(n_answers == 0, "a closed connection's request is not answered");
+
+    /* Waits: lease 1 holds "x"; lease 2 waits; revoking lease 1 grants it,
+     * answered as a wait's outcome. */
+    n_answers = 0;
+    fence_cmd lk = cmd_of(FENCE_CMD_LOCK);
+    lk.name = (const uint8_t *)"x";
+    lk.name_len = 1;
+    lk.lease = 1;
+    fence__leader_submit(g_l, &a, &reqs[200], &lk, false);
+    lk.lease = 2;
+    lk.wait_ms = 5000;
+    fence__leader_submit(g_l, &b, &reqs[201], &lk, false);
+    fence__leader_step(g_l);
+    commit(0);
+    CHECK(n_answers == 1 && answers[0].req == 200 && answers[0].r.status == FENCE_ST_OK,
+          "the free lock is granted; the second LOCK waits");
+    fence_cmd rv = cmd_of(FENCE_CMD_LEASE_REVOKE);
+    rv.lease = 1;
+    fence__leader_submit(g_l, &a, &reqs[202], &rv, false);
+    fence__leader_step(g_l);
+    commit(1);
+    CHECK(n_answers == 3 && answers[1].req == 201 && answers[1].from_wait &&
+          answers[1].r.status == FENCE_ST_OK && answers[2].req == 202,
+          "the waiter gets the lock as a wait's outcome when the holder goes");
+    props_clear();
+
+    /* Leadership lost: what is not proposed is refused. */
+    n_answers = 0;
+    fence__leader_submit(g_l, &a, &reqs[300], &grant, false);
+    leader = false;
+    fence__leader_step(g_l);
+    CHECK(n_answers == 1 && answers[0].err == FENCE_LERR_UNAVAILABLE && n_props == 0,
+          "leadership lost: an unproposed request is refused");
+    CHECK(!fence__leader_ready(g_l), "not ready after leadership is lost");
+
+    /* The rule: raft called from inside a raft callback aborts. */
+    leader = true;
+    fence__leader_step(g_l);
+    fence__leader_barrier_done(g_l, FENCE_LST_OK);
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+    fence__leader_submit(g_l, &a, &reqs[400], &grant, false);
+    fence__leader_step(g_l);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(2); /* the assertion message is expected */
+        step_in_sink = true;
+        commit(0);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+          "a step from inside a raft callback aborts");
+    commit(0);
+    props_clear();
+
+    fence__leader_destroy(g_l);
+    fence_fsm_destroy(fsm);
+    return failures ? 1 : 0;
+}
