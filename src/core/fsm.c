@@ -240,4 +240,9 @@ void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out)
     out->waiters = f->waits.count;
     out->last_token = f->last_token;
     out->now_ms = f->now_ms;
+    out->grants = f->n_grants;
+    out->handoffs = f->n_handoffs;
+    out->expirations = f->n_expired;
+    out->expirations_with_locks = f->n_expired_held;
+    out->revocations = f->n_revoked;
 }

@@ -255,6 +255,14 @@ typedef struct fence_fsm_stats {
     uint64_t waiters;  /* total queued */
     uint64_t last_token;
     uint64_t now_ms;
+    /* Events counted since this state machine was created (metrics).  Not
+     * state: a snapshot neither carries nor resets them, so two replicas
+     * agree only on what both applied since their start. */
+    uint64_t grants;                 /* tokens issued */
+    uint64_t handoffs;               /* grants to a queued waiter */
+    uint64_t expirations;            /* leases that ran out */
+    uint64_t expirations_with_locks; /* ... while holding a lock */
+    uint64_t revocations;            /* live leases revoked (LEASE_REVOKE) */
 } fence_fsm_stats;
 void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out);
 

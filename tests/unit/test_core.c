@@ -328,6 +328,41 @@ static void test_expiry_releases_and_hands_off(void)
     fx_done(&x);
 }
 
+/* The event counters of fence_fsm_stats (metrics): grants, hand-offs,
+ * expiries with and without locks, revocations; a restore keeps them. */
+static void test_stats_counters(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 100, 0);
+    uint64_t b = lease(&x, 0, 1000, 0);
+    uint64_t c = lease(&x, 0, 50, 0);
+    run(&x, 1, c_lock("s", a, 0));
+    REQUIRE(run(&x, 2, c_lock("s", b, 5000)).status == FENCE_ST_QUEUED);
+    run(&x, 60, c_tick());  /* c expires holding nothing */
+    run(&x, 100, c_tick()); /* a expires holding "s": hand-off to b */
+    run(&x, 101, c_revoke(b));
+    run(&x, 102, c_revoke(b)); /* already gone: not counted */
+    fence_fsm_stats st;
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.grants, 2);
+    CHECK_EQ_U64(st.handoffs, 1);
+    CHECK_EQ_U64(st.expirations, 2);
+    CHECK_EQ_U64(st.expirations_with_locks, 1);
+    CHECK_EQ_U64(st.revocations, 1);
+    (void)c;
+    size_t len = fence_fsm_snapshot_size(x.f);
+    uint8_t *buf = malloc(len);
+    REQUIRE(buf != NULL);
+    REQUIRE(fence_fsm_snapshot(x.f, buf, len) == len);
+    REQUIRE(fence_fsm_restore(x.f, buf, len) == 0);
+    free(buf);
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.grants, 2);
+    CHECK_EQ_U64(st.expirations_with_locks, 1);
+    fx_done(&x);
+}
+
 static void test_no_grant_to_expired_lease(void)
 {
     fx x;
@@ -1262,6 +1297,7 @@ int main(void)
     TEST_RUN(test_alloc_failures);
     TEST_RUN(test_snapshot_round_trip);
     TEST_RUN(test_snapshot_corrupt_rejected);
+    TEST_RUN(test_stats_counters);
     TEST_RUN(test_entry_round_trip);
     TEST_RUN(test_apply_entry);
     TEST_RUN(test_old_versions_load);
