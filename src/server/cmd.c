@@ -33,6 +33,7 @@ static const cmd_def commands[] = {
     {"LOCK.INFO", OP_LOCK_INFO, 2, 2},
     {"ACQUIRE", OP_ACQUIRE, 3, 9},
     {"INFO", OP_INFO, 1, 2},
+    {"HEALTH", OP_HEALTH, 1, 1},
     {"QUIT", OP_INTERNAL, 1, 1},
     {"CLUSTER.INFO", OP_CLUSTER, 1, 1},
     {"CLUSTER.ADD", OP_CLUSTER, 4, 4},
@@ -263,6 +264,11 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     default:
         break;
     }
+    /* A grant that comes as an event ended a wait: how long it queued. */
+    if (r->wait_id != 0 && slot->conn != NULL &&
+        (slot->op == OP_LOCK || slot->op == OP_ACQUIRE))
+        fence_metric_observe(slot->conn->srv->metrics.acquire_wait,
+                             (double)(uv_hrtime() - slot->t0_ns) * 1e-9);
     switch (slot->op) {
     case OP_GRANT:
         reply_uint(slot, r->lease);
@@ -444,6 +450,17 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     case OP_INFO:
         reply_info(s, slot);
         return;
+    case OP_HEALTH: {
+        /* The answer /health gives: +OK <why> or -UNAVAILABLE <why>. */
+        char why[128], buf[160];
+        if (fence__srv_health(&s->metrics, why, sizeof(why))) {
+            size_t n = fence_resp_simple(buf, sizeof(buf), why);
+            fence__slot_reply(slot, buf, n);
+        } else {
+            fence__slot_error(slot, "UNAVAILABLE", why);
+        }
+        return;
+    }
     case OP_CLUSTER:
         fence__cluster_dispatch(c, slot, m);
         return;

@@ -85,6 +85,8 @@ const fence_compat_command fence__server_commands[] = {
      ARGS(acquire_args), NULL, 0},
     {"INFO", -1, LOCAL, "server", "0.1.0",
      "Server state and counters, one key:value a line.", ARGS(info_args), NULL, 0},
+    {"HEALTH", 1, LOCAL, "server", "0.1.0",
+     "Whether this node can serve writes: +<why>, or -UNAVAILABLE <why>.", NO_ARGS, NULL, 0},
     {"QUIT", 1, LOCAL, "connection", "0.1.0",
      "Closes the connection after the earlier replies.", NO_ARGS, NULL, 0},
     {"CLUSTER.INFO", 1, LOCAL, "cluster", "0.1.0",

@@ -22,6 +22,8 @@
 /* The option table: flags, config-file directives and --help. */
 static const fence_opt options[] = {
     U64("port", port, 1, 65535, 7700, "<port>", "client TCP port"),
+    U64("metrics-port", metrics_port, 0, 65535, 0, "<port>",
+        "serve /metrics and /health over HTTP on --bind (0: off)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "client TCP address (IPv4 or IPv6)"),
     STR("unix-socket", unix_socket, "", "<path>",

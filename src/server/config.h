@@ -27,6 +27,7 @@ typedef struct fence_peer {
 /* Everything the daemon can be told.  Strings are NUL-terminated. */
 typedef struct fence_config {
     uint64_t port;                 /* client TCP port */
+    uint64_t metrics_port;         /* HTTP /metrics and /health, 0: off */
     char bind[FENCE_HOST_MAX];     /* client TCP address */
     char unix_socket[108];         /* Unix socket path, "" for none */
     char data_dir[1024];           /* raft log and snapshots */

@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include "common/assert.h"
+#include "core/entry.h"
+#include "server/server.h"
 
 /* One row of the family table. */
 typedef struct family_def {
@@ -190,4 +192,83 @@ double fence__srv_metrics_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- The server's side: what feeds the families ---------------------------- */
+
+/* Command names by enum fence_op (the latency label). */
+static const char *const op_names[] = {
+    [OP_INTERNAL] = "QUIT",         [OP_PING] = "PING",
+    [OP_GRANT] = "LEASE.GRANT",     [OP_KEEPALIVE] = "LEASE.KEEPALIVE",
+    [OP_REVOKE] = "LEASE.REVOKE",   [OP_LEASE_INFO] = "LEASE.INFO",
+    [OP_LOCK] = "LOCK",             [OP_UNLOCK] = "UNLOCK",
+    [OP_LOCK_INFO] = "LOCK.INFO",   [OP_ACQUIRE] = "ACQUIRE",
+    [OP_INFO] = "INFO",             [OP_CLUSTER] = "CLUSTER",
+    [OP_HEALTH] = "HEALTH",
+};
+
+/* Publish the numbers other parts keep (once per loop turn: a handful of
+ * relaxed stores). */
+void fence__server_metrics_publish(fence_server *s)
+{
+    fence_srv_metrics *m = &s->metrics;
+    fence_fsm_stats st;
+    fence_fsm_stats_get(s->fsm, &st);
+    fence_srv_core_counts c = {
+        .leases = st.leases,
+        .locks = st.locks,
+        .waiters = st.waiters,
+        .grants = st.grants,
+        .handoffs = st.handoffs,
+        .expirations = st.expirations,
+        .expirations_with_locks = st.expirations_with_locks,
+        .revocations = st.revocations,
+    };
+    fence__srv_metrics_core(m, &c);
+    const fence_peer *lp = fence__node_leader_peer(&s->node);
+    bool leader = fence__node_is_leader(&s->node);
+    fence__srv_metrics_raft(m, fence__node_term(&s->node), fence__node_commit_index(&s->node),
+                            fence__node_applied_index(&s->node), lp != NULL ? lp->id : 0,
+                            leader);
+    fence_metric_set(m->connections, (int64_t)s->net.n_conns);
+    fence_series_set(fence_metric_with(m->rejections, "clients", 7),
+                     (int64_t)s->net.stat_refused);
+    fence_series_set(fence_metric_with(m->rejections, "obuf", 4),
+                     (int64_t)s->net.stat_slow_closed);
+    int why;
+    if (s->stopping)
+        why = FENCE_HEALTH_STOPPING;
+    else if (leader)
+        why = fence__leader_ready(s->leader) ? FENCE_HEALTH_LEADER : FENCE_HEALTH_CATCHUP;
+    else if (lp != NULL)
+        why = FENCE_HEALTH_FOLLOWER;
+    else
+        why = FENCE_HEALTH_NO_LEADER;
+    fence__srv_metrics_health_set(m, why);
+}
+
+/* A slot's reply is final (conn.c): latency by command, errors by code. */
+void fence__server_metrics_slot(fence_slot *slot, const char *code)
+{
+    if (slot->conn == NULL)
+        return; /* orphaned: nobody is waiting for this reply */
+    fence_srv_metrics *m = &slot->conn->srv->metrics;
+    double secs = (double)(uv_hrtime() - slot->t0_ns) * 1e-9;
+    const char *name = slot->op < sizeof(op_names) / sizeof(op_names[0]) &&
+                               op_names[slot->op] != NULL
+                           ? op_names[slot->op]
+                           : "OTHER";
+    fence__srv_metrics_command(m, name, secs);
+    if (code != NULL)
+        fence__srv_metrics_error(m, code, strcmp(code, "LIMIT") == 0 ? "state" : NULL);
+}
+
+/* The batch size of an entry about to be proposed (its header's count). */
+void fence__server_metrics_entry(fence_server *s, const uint8_t *entry, size_t len)
+{
+    size_t plen = fence__entry_unframe(entry, len);
+    fence_entry_iter it;
+    if (plen == SIZE_MAX || fence_entry_open(&it, entry, plen) != 0)
+        return;
+    fence_metric_observe(s->metrics.batch_size, (double)it.count);
 }

@@ -33,6 +33,7 @@
 #include "proto/resp.h"
 #include "server/config.h"
 #include "server/leader.h"
+#include "server/metrics.h"
 #include "server/node.h"
 
 #define FENCED_VERSION "0.1.0"
@@ -55,6 +56,7 @@ enum fence_op {
     OP_ACQUIRE,        /* ACQUIRE */
     OP_INFO,           /* INFO (read) */
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
+    OP_HEALTH,         /* HEALTH: can this node serve writes */
 };
 
 /* Where a slot is in its life. */
@@ -73,6 +75,7 @@ struct fence_slot {
     fence_conn *conn;      /* owner; NULL once the connection closed */
     uint8_t op;            /* enum fence_op of the request */
     uint8_t state;         /* enum fence_slot_state */
+    uint64_t t0_ns;        /* when the request was parsed (latency metric) */
 };
 
 /* One client connection (TCP or Unix socket): the shared layer's
@@ -106,6 +109,7 @@ struct fence_server {
 
     uint64_t start_ms;           /* monotonic ms at start (uptime) */
     uint64_t stat_commands;      /* requests processed */
+    fence_srv_metrics metrics;   /* metric families, /metrics, /health (metrics.c) */
 };
 
 /* ---- loop.c: the shell around the leader module ---- */
@@ -120,6 +124,15 @@ void fence__server_submit(fence_server *s, fence_slot *slot, const fence_cmd *cm
 /* c is closing: the leader module forgets its requests (call before its
  * SLOT_LEADER slots are freed). */
 void fence__server_conn_closed(fence_server *s, fence_conn *c);
+
+/* ---- metrics.c (the server side of metrics.h) ---- */
+/* Once per loop turn: publish the core's, raft's and the connection
+ * layer's numbers and the health state. */
+void fence__server_metrics_publish(fence_server *s);
+/* A slot's reply is final: its command's latency; an error reply's code. */
+void fence__server_metrics_slot(fence_slot *slot, const char *code);
+/* The entry about to be proposed (framed bytes): its batch size. */
+void fence__server_metrics_entry(fence_server *s, const uint8_t *entry, size_t len);
 
 /* ---- conn.c ---- */
 int fence__listen(fence_server *s);
