@@ -15,6 +15,8 @@
 static const fence_opt opts[] = {
     FENCE_OPT_U64_ROW(T, "port", port, 1, 65535, 7710, "<port>",
                       "TCP port to listen on"),
+    FENCE_OPT_U64_ROW(T, "metrics-port", metrics_port, 0, 65535, 0, "<port>",
+                      "serve /metrics and /health over HTTP on --bind (0: off)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "address to listen on (an IPv4 or IPv6 literal)"),
     FENCE_OPT_STR_ROW(T, "unix-socket", unix_socket, "", "<path>",

@@ -11,6 +11,7 @@
 /* Everything fence-store can be told. */
 typedef struct fence_store_config {
     uint64_t port;           /* TCP port to listen on */
+    uint64_t metrics_port;   /* HTTP /metrics and /health, 0: off */
     char bind[64];           /* address to listen on (IPv4/IPv6 literal) */
     char unix_socket[108];   /* Unix socket path, "" for none */
     char data_dir[1024];     /* directory of the LMDB environment */
