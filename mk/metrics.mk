@@ -31,3 +31,4 @@ INTEG_TESTS += tests/integration/test_metrics_prom.py
 # the order of the mk fragments does not matter).
 $(BUILD)/fenced: LDFLAGS += $(METRICS_LIBS)
 $(BUILD)/fence-store: LDFLAGS += $(METRICS_LIBS)
+$(BUILD)/fence-proxy: LDFLAGS += $(METRICS_LIBS)
