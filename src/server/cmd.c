@@ -343,6 +343,8 @@ static void reply_info(fence_server *s, fence_slot *slot)
         snprintf(leader, sizeof(leader), "%s:%u", lp->host, (unsigned)lp->client_port);
     uint64_t mono = uv_hrtime() / 1000000;
     double avg = ls.batches ? (double)ls.batch_cmds / (double)ls.batches : 0.0;
+    char why[128];
+    bool healthy = fence__srv_health(&s->metrics, why, sizeof(why));
     int n = snprintf(
         text, sizeof(text),
         "# fenced\r\n"
@@ -370,7 +372,9 @@ static void reply_info(fence_server *s, fence_slot *slot)
         "avg_batch_size:%.2f\r\n"
         "raft_entries:%llu\r\n"
         "raft_bytes:%llu\r\n"
-        "fsync_batches:%llu\r\n",
+        "fsync_batches:%llu\r\n"
+        "healthy:%d\r\n"
+        "health:%s\r\n",
         FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
         (unsigned long long)fence__node_term(&s->node),
@@ -385,7 +389,7 @@ static void reply_info(fence_server *s, fence_slot *slot)
         (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
         (unsigned long long)ls.batch_cmds, avg,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
-        (unsigned long long)s->node.appends);
+        (unsigned long long)s->node.appends, healthy ? 1 : 0, why);
     FENCE_ASSERT(n > 0 && (size_t)n < sizeof(text));
     size_t len = fence_resp_bulk(buf, sizeof(buf), text, (size_t)n);
     FENCE_ASSERT(len <= sizeof(buf));
