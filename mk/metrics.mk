@@ -32,3 +32,7 @@ INTEG_TESTS += tests/integration/test_metrics_prom.py
 $(BUILD)/fenced: LDFLAGS += $(METRICS_LIBS)
 $(BUILD)/fence-store: LDFLAGS += $(METRICS_LIBS)
 $(BUILD)/fence-proxy: LDFLAGS += $(METRICS_LIBS)
+# fenced, fence-store and fence-proxy under a real Prometheus: promtool,
+# the pause scenario through the query API, the dashboard's names, bad
+# input and many scrapers.
+INTEG_TESTS += tests/integration/test_metrics_daemons.py

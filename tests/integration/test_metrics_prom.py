@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The metrics endpoint under a real Prometheus (Debian's prometheus).
 
 A stand-alone exporter over src/common/metrics (build/tests/metrics_demo)
