@@ -36,3 +36,12 @@ $(BUILD)/fence-proxy: LDFLAGS += $(METRICS_LIBS)
 # the pause scenario through the query API, the dashboard's names, bad
 # input and many scrapers.
 INTEG_TESTS += tests/integration/test_metrics_daemons.py
+
+# make bench-metrics (part of make bench): cycles/s with and without
+# --metrics-port (and a scraper), same run, alternating.
+bench: bench-metrics
+bench-metrics:
+	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
+	@BUILD=$(BUILD) bash src/common/metrics_bench.sh
+
+.PHONY: bench bench-metrics
