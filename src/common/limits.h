@@ -88,6 +88,16 @@ _Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_INLINE_MAX, "a name must fit a requ
 _Static_assert(FENCE_COMPAT_LIB_MAX <= FENCE_COMPAT_NAME_MAX, "lib fields are names");
 _Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 
+/* ---- Operator views (LOCK.LIST, LEASE.LIST) ------------------------------ */
+
+/* Entries one LOCK.LIST / LEASE.LIST call returns: default and ceiling. */
+#define FENCE_LIST_COUNT_DEFAULT 100
+#define FENCE_LIST_COUNT_MAX 1000
+/* A LOCK.LIST call examines at most COUNT times this many locks. */
+#define FENCE_LIST_VISIT_FACTOR 10
+
+_Static_assert(FENCE_LIST_COUNT_DEFAULT <= FENCE_LIST_COUNT_MAX, "list count bounds");
+
 /* ---- Metrics (src/common/metrics.c) -------------------------------------- */
 
 /* Longest metric or label name, and longest help text, in bytes. */

@@ -34,6 +34,8 @@ static const cmd_def commands[] = {
     {"ACQUIRE", OP_ACQUIRE, 3, 9},
     {"INFO", OP_INFO, 1, 2},
     {"HEALTH", OP_HEALTH, 1, 1},
+    {"LOCK.LIST", OP_LIST, 1, 6},
+    {"LEASE.LIST", OP_LIST, 1, 5},
     {"QUIT", OP_INTERNAL, 1, 1},
     {"CLUSTER.INFO", OP_CLUSTER, 1, 1},
     {"CLUSTER.ADD", OP_CLUSTER, 4, 4},
@@ -453,6 +455,12 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     }
     case OP_INFO:
         reply_info(s, slot);
+        return;
+    case OP_LIST:
+        if (m->argv[0].len == 9) /* LOCK.LIST; LEASE.LIST is 10 bytes */
+            fence__list_locks(s, slot, m);
+        else
+            fence__list_leases(s, slot, m);
         return;
     case OP_HEALTH: {
         /* The answer /health gives: +OK <why> or -UNAVAILABLE <why>. */

@@ -204,7 +204,7 @@ static const char *const op_names[] = {
     [OP_LOCK] = "LOCK",             [OP_UNLOCK] = "UNLOCK",
     [OP_LOCK_INFO] = "LOCK.INFO",   [OP_ACQUIRE] = "ACQUIRE",
     [OP_INFO] = "INFO",             [OP_CLUSTER] = "CLUSTER",
-    [OP_HEALTH] = "HEALTH",
+    [OP_HEALTH] = "HEALTH",         [OP_LIST] = "LIST",
 };
 
 /* Publish the numbers other parts keep (once per loop turn: a handful of

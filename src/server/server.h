@@ -57,6 +57,7 @@ enum fence_op {
     OP_INFO,           /* INFO (read) */
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
     OP_HEALTH,         /* HEALTH: can this node serve writes */
+    OP_LIST,           /* LOCK.LIST, LEASE.LIST (list.c) */
 };
 
 /* Where a slot is in its life. */
@@ -124,6 +125,12 @@ void fence__server_submit(fence_server *s, fence_slot *slot, const fence_cmd *cm
 /* c is closing: the leader module forgets its requests (call before its
  * SLOT_LEADER slots are freed). */
 void fence__server_conn_closed(fence_server *s, fence_conn *c);
+
+/* ---- list.c ---- */
+/* LOCK.LIST [pattern] [COUNT n] [CURSOR c] and LEASE.LIST [COUNT n]
+ * [CURSOR c], answered from applied state. */
+void fence__list_locks(fence_server *s, fence_slot *slot, const fence_resp_msg *m);
+void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg *m);
 
 /* ---- metrics.c (the server side of metrics.h) ---- */
 /* Once per loop turn: publish the core's, raft's and the connection
