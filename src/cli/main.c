@@ -292,6 +292,8 @@ int main(int argc, char **argv)
         return fencectl_cmd_cluster(argc, argv);
     if (fencectl_is_keygen(argc, argv)) /* src/cli/keygen.c */
         return fencectl_cmd_keygen(argc, argv);
+    if (fencectl_is_top(argc, argv)) /* src/cli/top.c */
+        return fencectl_cmd_top(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {
         fprintf(stderr, "fencectl: %s\n", err);

@@ -376,7 +376,12 @@ static void reply_info(fence_server *s, fence_slot *slot)
         "raft_bytes:%llu\r\n"
         "fsync_batches:%llu\r\n"
         "healthy:%d\r\n"
-        "health:%s\r\n",
+        "health:%s\r\n"
+        "grants:%llu\r\n"
+        "handoffs:%llu\r\n"
+        "lease_expirations:%llu\r\n"
+        "lease_expirations_with_locks:%llu\r\n"
+        "revocations:%llu\r\n",
         FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
         (unsigned long long)fence__node_term(&s->node),
@@ -391,7 +396,10 @@ static void reply_info(fence_server *s, fence_slot *slot)
         (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
         (unsigned long long)ls.batch_cmds, avg,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
-        (unsigned long long)s->node.appends, healthy ? 1 : 0, why);
+        (unsigned long long)s->node.appends, healthy ? 1 : 0, why,
+        (unsigned long long)st.grants, (unsigned long long)st.handoffs,
+        (unsigned long long)st.expirations, (unsigned long long)st.expirations_with_locks,
+        (unsigned long long)st.revocations);
     FENCE_ASSERT(n > 0 && (size_t)n < sizeof(text));
     size_t len = fence_resp_bulk(buf, sizeof(buf), text, (size_t)n);
     FENCE_ASSERT(len <= sizeof(buf));

@@ -2,9 +2,12 @@
 """LOCK.LIST and LEASE.LIST against a real fenced: token order, the glob
 filter, COUNT and CURSOR paging to the end (cursor 0), a waiter counted,
 bounds (COUNT 0, COUNT above the ceiling, a bad cursor) and a lock granted
-again between pages (listed again, never skipped)."""
+again between pages (listed again, never skipped).  Then `fencectl top`
+shows the contended lock."""
 import os
+import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import Fenced, Tap, redis  # noqa: E402
@@ -59,5 +62,23 @@ for args, what in ((["COUNT", 0], "COUNT 0"), (["COUNT", 1001], "COUNT above 100
     except redis.ResponseError as e:
         t.check(str(e).startswith(("COUNT", "CURSOR", "syntax")), "LOCK.LIST refuses %s" % what,
                 str(e))
+# fencectl top: a frame with the contended lock, grants, health.
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+from fencetest import binary  # noqa: E402
+w = threading.Thread(target=lambda: f.client().execute_command("LOCK", "job:07", l2, "WAIT", 3000))
+w.start()
+time.sleep(0.3)
+p = subprocess.run([binary("fencectl"), "--server", "127.0.0.1:%d" % f.port, "top",
+                    "--iterations", "2", "--interval", "100"], capture_output=True, timeout=30)
+out = p.stdout.decode()
+t.eq(0, p.returncode, "fencectl top exits 0", p.stderr.decode())
+t.check("role leader" in out and "health: leader, ready" in out, "top shows role and health", out)
+t.check(re.search(r"^job:07 +1 ", out, re.M) is not None, "top lists the contended lock", out)
+t.check(out.count("--\n") == 2 and "grants/s" in out, "two frames with grants/s", out)
+w.join()
+p = subprocess.run([binary("fencectl"), "--server", "127.0.0.1:1", "top", "--iterations", "1"],
+                   capture_output=True, timeout=30)
+t.eq(69, p.returncode, "fencectl top exits 69 when the server is unreachable")
 t.eq(0, f.stop(), "fenced stops cleanly")
 t.finish()
