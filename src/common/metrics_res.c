@@ -30,6 +30,7 @@ static fence_metric *add(fence_res_metrics *m, int type, const char *prefix,
 int fence_res_metrics_init(fence_res_metrics *m, const char *prefix, char *errbuf,
                            size_t errcap) {
     memset(m, 0, sizeof(*m));
+    m->audit.burst = FENCE_RES_AUDIT_BURST;
     if (fence_metrics_new(&m->reg) != 0) {
         snprintf(errbuf, errcap, "metrics: out of memory");
         return -1;
@@ -85,10 +86,28 @@ void fence_res_metrics_admit(fence_res_metrics *m, const char *fence, size_t len
 }
 
 /* One stale rejection. */
-void fence_res_metrics_stale(fence_res_metrics *m, const char *fence, size_t len) {
+void fence_res_metrics_stale(fence_res_metrics *m, const char *fence, size_t len,
+                             uint64_t token, uint64_t high) {
     if (m->reg == NULL)
         return;
     fence_series_inc(fence_metric_with(m->stale, fence, len));
+    unsigned long dropped;
+    if (fence__log_level > FENCE_LOG_INFO || !fence__log_limit_take(&m->audit, &dropped))
+        return;
+    char name[64];
+    size_t k = 0;
+    for (size_t i = 0; i < len && k + 5 < sizeof(name); i++) {
+        unsigned char c = (unsigned char)fence[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            name[k++] = (char)c;
+        else
+            k += (size_t)snprintf(name + k, sizeof(name) - k, "\\x%02x", c);
+    }
+    name[k] = '\0';
+    FENCE_LOG_I("audit: stale-rejection: fence '%s' token %llu < mark %llu (a holder that "
+                "lost its lock tried to write)%s",
+                name, (unsigned long long)token, (unsigned long long)high,
+                dropped ? " (earlier lines dropped by the rate limit)" : "");
 }
 
 /* One error reply. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/log.h"
 #include "common/metrics.h"
 
 /* Distinct fences shown per family; the rest count under "_other". */
@@ -24,6 +25,7 @@ typedef struct fence_res_metrics {
     fence_metric *fsync;        /* <prefix>_fsync_duration_seconds */
     fence_metric *connections;  /* <prefix>_connections */
     fence_metric *errors;       /* <prefix>_error_replies_total{code} */
+    fence_log_limit audit;      /* rate limit of the stale-rejection audit lines */
 } fence_res_metrics;
 
 /* Register the families under prefix.  0, or -1 with the reason. */
@@ -42,8 +44,13 @@ void fence_res_metrics_free(fence_res_metrics *m);
 void fence_res_metrics_admit(fence_res_metrics *m, const char *fence, size_t len,
                              uint64_t token);
 
-/* A stale token was refused for fence. */
-void fence_res_metrics_stale(fence_res_metrics *m, const char *fence, size_t len);
+/* A stale token was refused for fence (its mark is high): counted, and an
+ * info-level audit line (at most FENCE_RES_AUDIT_BURST a second). */
+void fence_res_metrics_stale(fence_res_metrics *m, const char *fence, size_t len,
+                             uint64_t token, uint64_t high);
+
+/* Audit lines a second at most. */
+#define FENCE_RES_AUDIT_BURST 20
 
 /* An error reply with this code went out. */
 void fence_res_metrics_error(fence_res_metrics *m, const char *code);

@@ -178,7 +178,7 @@ __attribute__((format(printf, 5, 6))) static void reply(h2o_req_t *req, int stat
 /* The 409 for a stale token. */
 static void reply_stale(h2o_req_t *req, const fp_fence *f, uint64_t token, uint64_t highest)
 {
-    fence_res_metrics_stale(&srv.metrics, f->name, f->len);
+    fence_res_metrics_stale(&srv.metrics, f->name, f->len, token, highest);
     char hv[32];
     snprintf(hv, sizeof(hv), "%" PRIu64, highest);
     FENCE_LOG_D("stale: fence %.*s token %" PRIu64 " < %" PRIu64, (int)f->len, f->name, token,

@@ -266,11 +266,8 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     default:
         break;
     }
-    /* A grant that comes as an event ended a wait: how long it queued. */
-    if (r->wait_id != 0 && slot->conn != NULL &&
-        (slot->op == OP_LOCK || slot->op == OP_ACQUIRE))
-        fence_metric_observe(slot->conn->srv->metrics.acquire_wait,
-                             (double)(uv_hrtime() - slot->t0_ns) * 1e-9);
+    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE)
+        fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
         reply_uint(slot, r->lease);

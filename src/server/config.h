@@ -52,6 +52,7 @@ typedef struct fence_config {
     uint64_t max_obuf;             /* unsent reply bytes per connection */
     char log_level[16];            /* debug, info, warn, error */
     char log_file[1024];           /* "" for stderr */
+    char log_format[8];            /* text or json */
 
     /* Derived by validation (not options themselves). */
     unsigned n_peers;                   /* entries in peer[] */

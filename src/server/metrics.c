@@ -59,6 +59,8 @@ static const family_def defs[] = {
 /* Register every family of defs. */
 int fence__srv_metrics_init(fence_srv_metrics *m, char *errbuf, size_t errcap) {
     memset(m, 0, sizeof(*m));
+    m->audit_grant.burst = FENCE_AUDIT_BURST;
+    m->audit_expiry.burst = FENCE_AUDIT_BURST;
     atomic_init(&m->health, 0);
     atomic_init(&m->health_why, FENCE_HEALTH_STARTING);
     if (fence_metrics_new(&m->reg) != 0) {
@@ -225,6 +227,17 @@ void fence__server_metrics_publish(fence_server *s)
         .revocations = st.revocations,
     };
     fence__srv_metrics_core(m, &c);
+    if (st.expirations_with_locks > m->expired_held_seen) {
+        unsigned long dropped;
+        if (fence__log_limit_take(&m->audit_expiry, &dropped))
+            FENCE_LOG_I("audit: expiry-with-locks: %llu lease(s) ran out while holding locks "
+                        "(%llu since start; their locks moved on; fencing stops the old "
+                        "holders' writes)%s",
+                        (unsigned long long)(st.expirations_with_locks - m->expired_held_seen),
+                        (unsigned long long)st.expirations_with_locks,
+                        dropped ? " (earlier lines dropped by the rate limit)" : "");
+        m->expired_held_seen = st.expirations_with_locks;
+    }
     const fence_peer *lp = fence__node_leader_peer(&s->node);
     bool leader = fence__node_is_leader(&s->node);
     fence__srv_metrics_raft(m, fence__node_term(&s->node), fence__node_commit_index(&s->node),
@@ -261,6 +274,34 @@ void fence__server_metrics_slot(fence_slot *slot, const char *code)
     fence__srv_metrics_command(m, name, secs);
     if (code != NULL)
         fence__srv_metrics_error(m, code, strcmp(code, "LIMIT") == 0 ? "state" : NULL);
+}
+
+/* A grant reply (cmd.c): acquire wait and the audit line. */
+void fence__server_metrics_grant(fence_slot *slot, const fence_result *r)
+{
+    if (slot->conn == NULL)
+        return;
+    fence_srv_metrics *m = &slot->conn->srv->metrics;
+    double secs = (double)(uv_hrtime() - slot->t0_ns) * 1e-9;
+    bool waited = r->wait_id != 0;
+    if (waited)
+        fence_metric_observe(m->acquire_wait, secs);
+    if (fence__log_level > FENCE_LOG_INFO)
+        return;
+    unsigned long dropped;
+    if (!fence__log_limit_take(&m->audit_grant, &dropped))
+        return;
+    if (dropped != 0)
+        FENCE_LOG_I("audit: %lu grant/handoff lines dropped by the rate limit (%d a second)",
+                    dropped, FENCE_AUDIT_BURST);
+    if (waited)
+        FENCE_LOG_I("audit: handoff: token %llu to lease %llu (conn %llu) after %.3f s queued",
+                    (unsigned long long)r->token, (unsigned long long)r->lease,
+                    (unsigned long long)slot->conn->id, secs);
+    else
+        FENCE_LOG_I("audit: grant: token %llu to lease %llu (conn %llu)",
+                    (unsigned long long)r->token, (unsigned long long)r->lease,
+                    (unsigned long long)slot->conn->id);
 }
 
 /* The batch size of an entry about to be proposed (its header's count). */

@@ -13,7 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/log.h"
 #include "common/metrics.h"
+
+/* Audit lines of one kind per second at most (the rest are counted). */
+#define FENCE_AUDIT_BURST 20
 
 /* Commands the latency histogram labels (cap on its "command" label). */
 #define FENCE_SRV_METRIC_COMMANDS 32
@@ -60,6 +64,9 @@ typedef struct fence_srv_metrics {
     fence_metric *rejections;        /* fenced_rejections_total{limit} */
     fence_metric *errors;            /* fenced_error_replies_total{code} */
     uint64_t leader_id;              /* last leader id seen (leader changes) */
+    uint64_t expired_held_seen;      /* expirations_with_locks already audited */
+    fence_log_limit audit_grant;     /* rate limit of grant audit lines */
+    fence_log_limit audit_expiry;    /* rate limit of expiry audit lines */
     _Atomic int health;              /* 1: can serve writes (read by /health) */
     _Atomic int health_why;          /* enum fence_srv_health_why */
 } fence_srv_metrics;

@@ -138,6 +138,9 @@ void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg 
 void fence__server_metrics_publish(fence_server *s);
 /* A slot's reply is final: its command's latency; an error reply's code. */
 void fence__server_metrics_slot(fence_slot *slot, const char *code);
+/* A LOCK/ACQUIRE was granted (r): the acquire-wait metric for a grant
+ * that ended a wait, and the audit line. */
+void fence__server_metrics_grant(fence_slot *slot, const fence_result *r);
 /* The entry about to be proposed (framed bytes): its batch size. */
 void fence__server_metrics_entry(fence_server *s, const uint8_t *entry, size_t len);
 

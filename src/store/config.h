@@ -25,6 +25,7 @@ typedef struct fence_store_config {
     bool ignore_tokens;      /* control mode: admit every token */
     char log_level[16];      /* debug, info, warn, error (or 0..3, old) */
     char log_file[1024];     /* "" for stderr */
+    char log_format[8];      /* text or json */
 
     /* Derived by validation. */
     int log_level_num;       /* enum fence_log_level of log_level */

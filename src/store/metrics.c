@@ -27,7 +27,7 @@ void fence__store_metrics_write(fence_res_metrics *m, const fence_store_cmd *cmd
         fence_metric_observe(m->fsync, secs);
         break;
     case FENCE_STORE_STALE:
-        fence_res_metrics_stale(m, cmd->fence, cmd->fence_len);
+        fence_res_metrics_stale(m, cmd->fence, cmd->fence_len, cmd->token, out->high);
         fence_res_metrics_error(m, "STALE");
         break;
     case FENCE_STORE_WRONGFENCE:

@@ -154,7 +154,29 @@ def bad_input_and_scrapers(fenced, mport):
     tap.eq(200, scrape(mport)[0], "the endpoint still answers after bad input and scrapers")
 
 
+def json_logs():
+    """fenced --log-format json: every line is one JSON object."""
+    j = Fenced("fenced-json", args=["--log-format", "json"]).start()
+    j.client().execute_command("LEASE.GRANT", 1000)
+    j.stop()
+    lines = [ln for ln in j.log_text().splitlines() if ln.strip()]
+    good = 0
+    for ln in lines:
+        try:
+            o = json.loads(ln)
+            good += all(k in o for k in ("ts", "pid", "level", "msg"))
+        except ValueError:
+            tap.note("not JSON: %r" % ln)
+    tap.check(lines and good == len(lines), "--log-format json: %d lines, each a JSON object"
+              % len(lines))
+    bad = subprocess.run([binary("fenced"), "--log-format", "xml", "--data-dir",
+                          os.path.join(TMP, "x")], capture_output=True, timeout=30)
+    tap.check(bad.returncode != 0 and b"log-format" in bad.stderr,
+              "--log-format xml is refused", bad.stderr)
+
+
 def main():
+    json_logs()
     fm, sm, pm = free_port(), free_port(), free_port()
     fenced = Fenced("fenced", args=["--metrics-port", str(fm)]).start()
     store = Store(TMP, flags=["--metrics-port", str(sm)])
@@ -227,6 +249,14 @@ def main():
         'histogram_quantile(0.5, sum by (le) (rate(fenced_command_duration_seconds_bucket'
         '{command="LEASE.KEEPALIVE"}[30s])))', lambda r: r and 0 < r[0][1] < 1)
     tap.check(ok, "prometheus: a command latency quantile", res)
+
+    # The audit lines of the scenario.
+    flog, slog = fenced.log_text(), open(store.log, errors="replace").read()
+    tap.check("audit: expiry-with-locks" in flog, "fenced logs an expiry-with-locks audit line")
+    tap.check("audit: handoff: token %s" % new_token in flog,
+              "fenced logs the hand-off to the waiter")
+    tap.check("audit: stale-rejection: fence 'res' token %d" % old_token in slog,
+              "fence-store logs the stale rejection", slog[-2000:])
 
     # The dashboard's metric names exist.
     names = set()
