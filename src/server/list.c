@@ -5,7 +5,8 @@
  *   LOCK.LIST [pattern] [COUNT n] [CURSOR c]
  *     -> [next-cursor, [[name, token, lease, remaining_ms, waiters], ...]]
  *   LEASE.LIST [COUNT n] [CURSOR c]
- *     -> [next-cursor, [[id, ttl_ms, remaining_ms, locks_held, waits], ...]]
+ *     -> [next-cursor, [[id, ttl_ms, remaining_ms, locks_held, waits, owner name,
+ *         owner address], ...]]   (owner: owners.c; "" when unknown)
  *
  * Locks come in token order, leases in id order; cursor 0 starts, a reply
  * cursor of 0 ends.  pattern is a glob over the name's bytes (* any run,
@@ -154,7 +155,7 @@ void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg 
     if (parse_args(slot, m, false, &pt, &count, &cursor) != 0)
         return;
     fence_fsm_lease_entry *e = malloc(count * sizeof(*e));
-    size_t need = 64 + count * (16 + 5 * 24);
+    size_t need = 64 + count * (16 + 5 * 24 + 2 * 16 + FENCE_COMPAT_NAME_MAX + 64);
     char *buf = malloc(need);
     if (e == NULL || buf == NULL) {
         free(e);
@@ -169,12 +170,17 @@ void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg 
     off += fence_resp_uint(buf + off, need - off, next);
     off += fence_resp_array(buf + off, need - off, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
-        off += fence_resp_array(buf + off, need - off, 5);
+        const fence_owner *ow = fence__owner_find(s, e[i].id);
+        const char *oname = ow != NULL ? ow->name : "";
+        const char *oaddr = ow != NULL ? ow->addr : "";
+        off += fence_resp_array(buf + off, need - off, 7);
         off += fence_resp_uint(buf + off, need - off, e[i].id);
         off += fence_resp_uint(buf + off, need - off, e[i].ttl_ms);
         off += fence_resp_uint(buf + off, need - off, left(e[i].deadline_ms, now));
         off += fence_resp_uint(buf + off, need - off, e[i].locks_held);
         off += fence_resp_uint(buf + off, need - off, e[i].waits);
+        off += fence_resp_bulk(buf + off, need - off, oname, strlen(oname));
+        off += fence_resp_bulk(buf + off, need - off, oaddr, strlen(oaddr));
     }
     FENCE_ASSERT(off <= need);
     fence__slot_reply(slot, buf, off);

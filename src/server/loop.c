@@ -427,6 +427,7 @@ void fence__server_free(fence_server *s)
     if (s->node.tcp)
         raft_uv_tcp_close(&s->node.transport);
     fence__srv_metrics_free(&s->metrics);
+    fence__owners_free(s);
     fence__leader_destroy(s->leader);
     fence_fsm_destroy(s->fsm);
 }

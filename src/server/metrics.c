@@ -294,14 +294,17 @@ void fence__server_metrics_grant(fence_slot *slot, const fence_result *r)
     if (dropped != 0)
         FENCE_LOG_I("audit: %lu grant/handoff lines dropped by the rate limit (%d a second)",
                     dropped, FENCE_AUDIT_BURST);
+    const fence_owner *ow = fence__owner_find(slot->conn->srv, r->lease);
+    const char *who = ow != NULL ? ow->name : slot->conn->compat.name;
     if (waited)
-        FENCE_LOG_I("audit: handoff: token %llu to lease %llu (conn %llu) after %.3f s queued",
+        FENCE_LOG_I("audit: handoff: token %llu to lease %llu (conn %llu, client '%s') after "
+                    "%.3f s queued",
                     (unsigned long long)r->token, (unsigned long long)r->lease,
-                    (unsigned long long)slot->conn->id, secs);
+                    (unsigned long long)slot->conn->id, who, secs);
     else
-        FENCE_LOG_I("audit: grant: token %llu to lease %llu (conn %llu)",
+        FENCE_LOG_I("audit: grant: token %llu to lease %llu (conn %llu, client '%s')",
                     (unsigned long long)r->token, (unsigned long long)r->lease,
-                    (unsigned long long)slot->conn->id);
+                    (unsigned long long)slot->conn->id, who);
 }
 
 /* The batch size of an entry about to be proposed (its header's count). */

@@ -96,6 +96,20 @@ struct fence_conn {
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
 };
 
+/* The owner of one lease (owners.c): the connection it was granted to. */
+typedef struct fence_owner {
+    uint64_t lease;                         /* lease id */
+    char name[FENCE_COMPAT_NAME_MAX + 1];   /* CLIENT SETNAME of the grantee, "" */
+    char addr[64];                          /* its peer "ip:port", or "unix" */
+} fence_owner;
+
+/* Owners in lease-id order (owners.c). */
+typedef struct fence_owners {
+    fence_owner *v;  /* records, ascending lease id */
+    size_t n;        /* records used */
+    size_t cap;      /* records allocated */
+} fence_owners;
+
 /* The daemon. */
 struct fence_server {
     uv_loop_t *loop;             /* the one event loop */
@@ -120,6 +134,7 @@ struct fence_server {
     uint64_t start_ms;           /* monotonic ms at start (uptime) */
     uint64_t stat_commands;      /* requests processed */
     fence_srv_metrics metrics;   /* metric families, /metrics, /health (metrics.c) */
+    fence_owners owners;         /* who was granted each lease (owners.c) */
 };
 
 /* ---- loop.c: the shell around the leader module ---- */
@@ -134,6 +149,11 @@ void fence__server_submit(fence_server *s, fence_slot *slot, const fence_cmd *cm
 /* c is closing: the leader module forgets its requests (call before its
  * SLOT_LEADER slots are freed). */
 void fence__server_conn_closed(fence_server *s, fence_conn *c);
+
+/* ---- owners.c ---- */
+void fence__owner_record(fence_conn *c, uint64_t lease);
+const fence_owner *fence__owner_find(fence_server *s, uint64_t lease);
+void fence__owners_free(fence_server *s);
 
 /* ---- list.c ---- */
 /* LOCK.LIST [pattern] [COUNT n] [CURSOR c] and LEASE.LIST [COUNT n]

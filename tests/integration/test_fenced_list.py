@@ -54,6 +54,14 @@ t.check(cur != 0 and leases[0][0] == l1 and leases[0][3] == len(names) - 1,
         "LEASE.LIST COUNT 1: the first lease, its locks, a cursor", leases)
 cur, leases = c.execute_command("LEASE.LIST", "CURSOR", cur)
 t.check(cur == 0 and [e[0] for e in leases] == [l2], "then the second lease, cursor 0", leases)
+# The owner: the grantee connection's CLIENT SETNAME and address.
+oc = f.client()
+oc.execute_command("CLIENT", "SETNAME", "worker-7")
+l3 = oc.execute_command("LEASE.GRANT", 60000)
+_, leases = c.execute_command("LEASE.LIST", "CURSOR", l2)
+t.check(len(leases) == 1 and leases[0][0] == l3 and leases[0][5] == "worker-7" and
+        leases[0][6].startswith("127.0.0.1:"),
+        "LEASE.LIST shows the owner's client name and address", leases)
 for args, what in ((["COUNT", 0], "COUNT 0"), (["COUNT", 1001], "COUNT above 1000"),
                    (["CURSOR", "x"], "a bad CURSOR"), (["a", "b"], "two patterns")):
     try:
