@@ -267,11 +267,19 @@ void fence__server_metrics_slot(fence_slot *slot, const char *code)
         return; /* orphaned: nobody is waiting for this reply */
     fence_srv_metrics *m = &slot->conn->srv->metrics;
     double secs = (double)(uv_hrtime() - slot->t0_ns) * 1e-9;
-    const char *name = slot->op < sizeof(op_names) / sizeof(op_names[0]) &&
-                               op_names[slot->op] != NULL
-                           ? op_names[slot->op]
-                           : "OTHER";
-    fence__srv_metrics_command(m, name, secs);
+    bool known = slot->op < sizeof(op_names) / sizeof(op_names[0]) && op_names[slot->op] != NULL;
+    _Static_assert(sizeof(op_names) / sizeof(op_names[0]) <= FENCE_SRV_METRIC_COMMANDS,
+                   "a latency series slot per op");
+    if (known) {
+        /* The series of each op is looked up once, then kept. */
+        fence_metric_series **ser = &m->cmd_series[slot->op];
+        if (*ser == NULL)
+            *ser = fence_metric_with(m->cmd_latency, op_names[slot->op],
+                                     strlen(op_names[slot->op]));
+        fence_series_observe(*ser, secs);
+    } else {
+        fence__srv_metrics_command(m, "OTHER", secs);
+    }
     if (code != NULL)
         fence__srv_metrics_error(m, code, strcmp(code, "LIMIT") == 0 ? "state" : NULL);
 }
