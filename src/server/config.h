@@ -27,6 +27,7 @@ typedef struct fence_peer {
 /* Everything the daemon can be told.  Strings are NUL-terminated. */
 typedef struct fence_config {
     uint64_t port;                 /* client TCP port */
+    uint64_t metrics_port;         /* HTTP /metrics and /health, 0: off */
     char bind[FENCE_HOST_MAX];     /* client TCP address */
     char unix_socket[108];         /* Unix socket path, "" for none */
     char data_dir[1024];           /* raft log and snapshots */
@@ -57,6 +58,7 @@ typedef struct fence_config {
     uint64_t idle_timeout_ms;      /* close idle connections (0: never) */
     uint64_t request_timeout_ms;   /* incomplete request deadline (0: none) */
     uint64_t auth_timeout_ms;      /* login deadline with --acl-file (0: none) */
+    char log_format[8];            /* text or json */
     char token_signing_key[1024];  /* signing.key for LOCK/ACQUIRE ... SIGNED,
                                     * "" for none (docs/security.md) */
 

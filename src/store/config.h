@@ -11,6 +11,7 @@
 /* Everything fence-store can be told. */
 typedef struct fence_store_config {
     uint64_t port;           /* TCP port to listen on */
+    uint64_t metrics_port;   /* HTTP /metrics and /health, 0: off */
     char bind[64];           /* address to listen on (IPv4/IPv6 literal) */
     char unix_socket[108];   /* Unix socket path, "" for none */
     char data_dir[1024];     /* directory of the LMDB environment */
@@ -32,6 +33,7 @@ typedef struct fence_store_config {
     uint64_t idle_timeout_ms;    /* close idle connections (0: never) */
     uint64_t request_timeout_ms; /* incomplete request deadline (0: none) */
     uint64_t auth_timeout_ms;    /* login deadline with --acl-file (0: none) */
+    char log_format[8];      /* text or json */
 
     /* Derived by validation. */
     int log_level_num;       /* enum fence_log_level of log_level */
