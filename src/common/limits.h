@@ -88,4 +88,19 @@ _Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_INLINE_MAX, "a name must fit a requ
 _Static_assert(FENCE_COMPAT_LIB_MAX <= FENCE_COMPAT_NAME_MAX, "lib fields are names");
 _Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 
+/* ---- The mutual-TLS raft transport (src/server/peer_tls.c) -------------- */
+
+/* Peer connections still in the TLS handshake or hello at once; more are
+ * refused (a stranger cannot tie up memory with half-open handshakes). */
+#define FENCE_PEER_TLS_PENDING_MAX 32
+/* Time a peer has to finish the handshake and hello. */
+#define FENCE_PEER_TLS_HANDSHAKE_MS 5000
+/* Longest raft address in the hello. */
+#define FENCE_PEER_TLS_ADDR_MAX 160
+/* Bytes queued toward one side before the pump stops reading the other. */
+#define FENCE_PEER_TLS_FLOW_MAX (8 * 1024 * 1024)
+
+_Static_assert(FENCE_PEER_TLS_ADDR_MAX < 65536, "the hello's length field is 16 bits");
+_Static_assert(FENCE_PEER_TLS_FLOW_MAX >= 64 * 1024, "room for a few TLS records");
+
 #endif /* FENCE_LIMITS_H */

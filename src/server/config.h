@@ -51,6 +51,10 @@ typedef struct fence_config {
     uint64_t max_obuf;             /* unsent reply bytes per connection */
     char log_level[16];            /* debug, info, warn, error */
     char log_file[1024];           /* "" for stderr */
+    char peer_tls_cert[1024];      /* raft mTLS: this node's certificate, "" off */
+    char peer_tls_key[1024];       /* raft mTLS: its private key */
+    char peer_tls_ca[1024];        /* raft mTLS: the cluster CA */
+    uint64_t peer_tls_check_id;    /* 1: peer certificate CN must be node-<id> */
 
     /* Derived by validation (not options themselves). */
     unsigned n_peers;                   /* entries in peer[] */
