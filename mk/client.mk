@@ -8,7 +8,7 @@ CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 CLIENT_LIB := $(BUILD)/libfence.a
 CLIENT_SO_VERSION := 0
 CLIENT_SO  := $(BUILD)/libfence.so.$(CLIENT_SO_VERSION)
-CLIENT_LIBS := $(HIREDIS_LIBS) -lpthread
+CLIENT_LIBS := $(HIREDIS_LIBS) $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto) -lpthread
 
 # Objects are position-independent so one build serves both libraries.
 # Both carry src/common's assert.o (FENCE_ASSERT's handler), so that the
