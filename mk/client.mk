@@ -61,3 +61,4 @@ FUZZ_TARGETS += client
 FUZZ_client_LIBS := $(BUILD)/src/cli/args.o $(BUILD)/libfence.a
 FUZZ_client_LDLIBS := $(HIREDIS_LIBS) -lpthread
 FUZZ_client_FLAGS := -max_len=1024
+INTEG_TESTS += tests/integration/test_client_tls.py
