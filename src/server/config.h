@@ -51,6 +51,8 @@ typedef struct fence_config {
     uint64_t max_obuf;             /* unsent reply bytes per connection */
     char log_level[16];            /* debug, info, warn, error */
     char log_file[1024];           /* "" for stderr */
+    char token_signing_key[1024];  /* signing.key for LOCK/ACQUIRE ... SIGNED,
+                                    * "" for none (docs/security.md) */
     char peer_tls_cert[1024];      /* raft mTLS: this node's certificate, "" off */
     char peer_tls_key[1024];       /* raft mTLS: its private key */
     char peer_tls_ca[1024];        /* raft mTLS: the cluster CA */
