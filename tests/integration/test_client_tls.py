@@ -12,9 +12,9 @@ SAN IP 127.0.0.1) and pumps bytes to a plain fenced.  Checked:
 - a terminator that requires client certificates (mTLS) refuses fencectl
   without --cert/--key and serves it with them;
 - --user/--pass and $FENCE_PASSWORD send AUTH: fenced without an ACL answers
-  an error ("AUTH ... called without any password configured" once the
-  compat layer answers AUTH, "unknown command 'AUTH'" today), shown by
-  fencectl, and the password appears in no output nor in the server log.
+  the compat layer's error ("AUTH <password> called without any password
+  configured ...", "AUTH <username> <password> called, but this server has no
+  users or passwords configured"), shown by fencectl, and the password appears in no output nor in the server log.
 """
 import os
 import socket
@@ -124,6 +124,7 @@ def no_login(err):
     where the compat layer answers AUTH, "unknown command" before it does
     (the ACL engineer's branch replaces both with real logins)."""
     return "AUTH refused" in err and ("without any password configured" in err
+                                      or "no users or passwords configured" in err
                                       or "unknown command 'AUTH'" in err)
 
 
