@@ -175,6 +175,14 @@ def main():
                        "acquire", "tls.m", "--ttl", "30000")
     t.eq(0, rc, "with --cert/--key the mTLS server serves fencectl", err)
 
+    rc, out, err = ctl(*tls, "--server", addr, "cluster", "info")
+    t.check(rc == 0 and "role:" in out, "fencectl --tls ... cluster info works through TLS",
+            out + err)
+    rc, out, err = ctl("--tls", "--cacert", other[0], "--server", addr, "--timeout", "1500",
+                       "cluster", "info")
+    t.check(rc == 69 and "TLS" in err,  # the last try may end in a handshake timeout
+            "fencectl cluster with another CA is refused", (rc, err))
+
     secret = "pw-Very-Secret-42"
     rc, out, err = ctl("--server", addr, *tls, "--user", "alice", "--pass", secret,
                        "info", "tls.lock")
@@ -184,7 +192,12 @@ def main():
                           env={"FENCE_PASSWORD": secret})
     t.check(rc2 != 0 and no_login(err2),
             "$FENCE_PASSWORD sends AUTH password (plaintext port too)", err2)
-    t.check(secret not in out + err + out2 + err2, "the password is in no fencectl output")
+    rc3, out3, err3 = ctl(*tls, "--server", addr, "--user", "alice", "cluster", "info",
+                          env={"FENCE_PASSWORD": secret})
+    t.check(rc3 == 1 and no_login(err3),
+            "fencectl cluster --user sends AUTH too (refused at once: exit 1)", (rc3, err3))
+    t.check(secret not in out + err + out2 + err2 + out3 + err3,
+            "the password is in no fencectl output")
     t.check(secret not in read_log(f.log), "the password is not in the server log")
     f.stop()
     t.finish()
