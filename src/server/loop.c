@@ -407,7 +407,7 @@ void fence__server_free(fence_server *s)
 {
     if (s->node.started)
         raft_uv_close(&s->node.io);
-    if (s->node.tcp)
+    if (s->node.tcp && !s->node.peer_tls)
         raft_uv_tcp_close(&s->node.transport);
     fence__leader_destroy(s->leader);
     fence_fsm_destroy(s->fsm);

@@ -225,6 +225,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
                                  cfg->peer_tls_key, cfg->peer_tls_ca,
                                  cfg->peer_tls_check_id != 0) != 0)
             return -1;
+        n->peer_tls = true;
         fence__cluster_wrap_transport(&n->transport);
     } else if (n->tcp) {
         rv = raft_uv_tcp_init(&n->transport, loop);

@@ -17,6 +17,7 @@ plus a second, unrelated CA.  A 3-node cluster runs with them and must:
 - refuse to start with only some of the peer-tls files.
 """
 import os
+import signal
 import socket
 import ssl
 import struct
@@ -264,6 +265,18 @@ def main():
     ldr.start()
     ok, f = cl.wait_caught_up(ldr)
     t.check(ok, "back with its own certificate, it catches up", f)
+
+    # A clean stop closes the TLS transport (pending connects cancelled,
+    # every handle closed) and exits 0.
+    codes = {}
+    for n in cl.live():
+        n.proc.send_signal(signal.SIGTERM)
+        try:
+            codes[n.id] = n.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            codes[n.id] = "hung"
+        n.proc = None
+    t.eq({i: 0 for i in codes}, codes, "SIGTERM: every TLS node exits 0")
     t.finish()
 
 
