@@ -97,6 +97,9 @@ _Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 #define FENCE_PEER_TLS_HANDSHAKE_MS 5000
 /* Longest raft address in the hello. */
 #define FENCE_PEER_TLS_ADDR_MAX 160
+/* Refused raft connections logged one by one per second; the rest are
+ * counted in one line. */
+#define FENCE_PEER_TLS_LOG_PER_S 50
 /* Bytes queued toward one side before the pump stops reading the other. */
 #define FENCE_PEER_TLS_FLOW_MAX (8 * 1024 * 1024)
 

@@ -52,6 +52,9 @@ struct ptls {
     bool closing;                       /* close was called */
     bool listener_closed;               /* the listener's close cb ran */
     raft_uv_transport_close_cb close_cb; /* raft's close callback */
+    uint64_t log_window_ms;             /* start of the current refusal-log second */
+    unsigned logged;                    /* refusals logged in that second */
+    unsigned suppressed;                /* refusals not logged in it */
 };
 
 /* One peer connection: TCP socket, TLS session and socketpair. */
@@ -168,10 +171,26 @@ static void conn_close(pconn *pc, int status)
         uv_close((uv_handle_t *)&pc->pipe, conn_handle_closed);
 }
 
-/* Refuse a peer: log why, then close. */
+/* Refuse a peer: log why (at most FENCE_PEER_TLS_LOG_PER_S lines a second,
+ * so a flood of strangers cannot flood the log), then close. */
 static void conn_refuse(pconn *pc, const char *why)
 {
-    LOG_WARN("raft peer %s refused: %s", pc->peer, why);
+    ptls *pt = pc->pt;
+    uint64_t now = uv_now(pt->loop);
+    if (now - pt->log_window_ms >= 1000) {
+        if (pt->suppressed > 0)
+            LOG_WARN("raft peers: %u more connections refused in the last second "
+                     "(not logged one by one)", pt->suppressed);
+        pt->log_window_ms = now;
+        pt->logged = 0;
+        pt->suppressed = 0;
+    }
+    if (pt->logged < FENCE_PEER_TLS_LOG_PER_S) {
+        pt->logged++;
+        LOG_WARN("raft peer %s refused: %s", pc->peer, why);
+    } else {
+        pt->suppressed++;
+    }
     conn_close(pc, RAFT_NOCONNECTION);
 }
 
