@@ -83,7 +83,9 @@ extern "C" {
     X(SERVER, "the server refused the request")                              \
     X(STALE, "fencing token is older than one the resource has seen")        \
     X(TOOBIG, "value exceeds a limit")                                       \
-    X(BADTOKEN, "the resource refused the token: unsigned, forged or for another fence")
+    X(BADTOKEN, "the resource refused the token: unsigned, forged or for another fence") \
+    X(AUTH, "the server refused the login (AUTH) or requires one")          \
+    X(NOPERM, "the server's user permissions forbid this")
 
 /* Positions in the map (1, 2, ...); the codes are their negatives. */
 enum fence_errno_index_ {
@@ -142,6 +144,26 @@ typedef struct fence_client_opts {
     /* Most connections the pool keeps open at once (concurrent calls beyond
      * this wait for a free one).  0: 64. */
     uint32_t pool_max;
+    /* TLS to the servers (fenced --tls-port).  Unix-socket addresses stay
+     * plaintext.  The certificate is always verified. */
+    bool tls;
+    /* PEM file of the CA(s) the servers' certificates must chain to.
+     * NULL: the system's trusted CAs.  Copied. */
+    const char *tls_ca_file;
+    /* Client certificate and key (PEM), for servers that verify clients
+     * (mTLS, --tls-ca); both or neither.  NULL: none.  Copied. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    /* The name the server certificate must carry (and the SNI).  NULL: the
+     * host part of each address (an IP literal is checked as an IP SAN);
+     * "": check the chain only, not the name.  Copied. */
+    const char *tls_server_name;
+    /* Login sent as AUTH on every new connection: "AUTH user password", or
+     * "AUTH password" when user is NULL.  password NULL: no AUTH.  Copied
+     * (and wiped from memory on fence_client_close); never put in
+     * fence_client_errmsg(). */
+    const char *user;
+    const char *password;
 } fence_client_opts;
 
 /* Fill opts with defaults (all zero: see the fields). */
@@ -150,8 +172,10 @@ FENCE_API void fence_client_opts_init(fence_client_opts *opts);
 /* Create a client.  No connection is made yet: the first call connects, so
  * opening succeeds while the servers are down.  On success *out is the
  * handle; close it with fence_client_close().
- * Errors: FENCE_EINVAL (opts NULL, a malformed or too long server list),
- * FENCE_ENOMEM. */
+ * Errors: FENCE_EINVAL (opts NULL, a malformed or too long server list,
+ * unreadable TLS files, a certificate without its key), FENCE_ENOMEM.
+ * Calls may then also fail with FENCE_EAUTH (login refused, or the server
+ * wants one: NOAUTH) and FENCE_ENOPERM (the user may not do that). */
 FENCE_API int fence_client_open(const fence_client_opts *opts,
                                 fence_client **out);
 

@@ -8,7 +8,7 @@ CLIENT_OBJ := $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 CLIENT_LIB := $(BUILD)/libfence.a
 CLIENT_SO_VERSION := 0
 CLIENT_SO  := $(BUILD)/libfence.so.$(CLIENT_SO_VERSION)
-CLIENT_LIBS := $(HIREDIS_LIBS) -lpthread
+CLIENT_LIBS := $(HIREDIS_LIBS) $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto) -lpthread
 
 # Objects are position-independent so one build serves both libraries.
 # Both carry src/common's assert.o (FENCE_ASSERT's handler) and num.o (the
@@ -61,3 +61,4 @@ FUZZ_TARGETS += client
 FUZZ_client_LIBS := $(BUILD)/src/cli/args.o $(BUILD)/libfence.a
 FUZZ_client_LDLIBS := $(HIREDIS_LIBS) -lpthread
 FUZZ_client_FLAGS := -max_len=1024
+INTEG_TESTS += tests/integration/test_client_tls.py

@@ -73,7 +73,7 @@ install-lib: $(BUILD)/libfence.a $(BUILD)/libfence.so.$(CLIENT_SO_VERSION)
 	    'Name: libfence' \
 	    'Description: client of the fenced lock service (locks with fencing tokens)' \
 	    'Version: $(FENCE_CLIENT_VERSION)' \
-	    'Requires.private: hiredis' \
+	    'Requires.private: hiredis openssl' \
 	    'Libs: -L$${libdir} -lfence' \
 	    'Libs.private: -lpthread' \
 	    'Cflags: -I$${includedir}' >$(DESTDIR)$(LIBDIR)/pkgconfig/libfence.pc

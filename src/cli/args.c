@@ -22,9 +22,18 @@ enum {
     OPT_MODE = 1u << 10,
     OPT_PREFIX = 1u << 11,
     OPT_SIGNED = 1u << 12,
+    OPT_TLS = 1u << 13,
+    OPT_CACERT = 1u << 14,
+    OPT_CERT = 1u << 15,
+    OPT_KEY = 1u << 16,
+    OPT_SNI = 1u << 17,
+    OPT_USER = 1u << 18,
+    OPT_PASS = 1u << 19,
 };
 
-#define OPT_COMMON (OPT_SERVER | OPT_TIMEOUT)
+/* Connection options: every subcommand that talks to fenced takes them. */
+#define OPT_CONNECT (OPT_TLS | OPT_CACERT | OPT_CERT | OPT_KEY | OPT_SNI | OPT_USER | OPT_PASS)
+#define OPT_COMMON (OPT_SERVER | OPT_TIMEOUT | OPT_CONNECT)
 
 /* One subcommand: its words, positional arguments and options. */
 typedef struct cmd_spec {
@@ -56,6 +65,14 @@ static const cmd_spec specs[] = {
     "  --server HOST:PORT[,HOST:PORT...]  fenced servers (default $FENCE_SERVER,\n" \
     "                                     else 127.0.0.1:7700)\n" \
     "  --timeout MS                       per-request timeout (default 5000)\n" \
+    "  --tls                              TLS to the servers (certificate verified)\n" \
+    "  --cacert FILE                      CA file for --tls (default: system CAs)\n" \
+    "  --cert FILE --key FILE             client certificate and key (mTLS)\n" \
+    "  --sni NAME                         name the server certificate must carry\n" \
+    "                                     (default: the host of --server)\n" \
+    "  --user NAME                        log in as NAME (AUTH NAME password)\n" \
+    "  --pass PASSWORD                    password (prefer $FENCE_PASSWORD: a command\n" \
+    "                                     line is visible to other users)\n" \
     "  -h, --help                         this help\n"
 
 static const char usage_top[] =
@@ -286,7 +303,10 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         {"lease", OPT_LEASE, true},       {"env", OPT_ENV, false},
         {"duration", OPT_DURATION, true}, {"conns", OPT_CONNS, true},
         {"mode", OPT_MODE, true},         {"prefix", OPT_PREFIX, true},
-        {"signed", OPT_SIGNED, false},
+        {"signed", OPT_SIGNED, false},    {"tls", OPT_TLS, false},
+        {"cacert", OPT_CACERT, true},     {"cert", OPT_CERT, true},
+        {"key", OPT_KEY, true},           {"sni", OPT_SNI, true},
+        {"user", OPT_USER, true},         {"pass", OPT_PASS, true},
     };
     size_t i;
     for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -348,6 +368,29 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         break;
     case OPT_SIGNED:
         a->signed_token = true;
+        break;
+    case OPT_TLS:
+        a->tls = true;
+        break;
+    case OPT_CACERT:
+        a->tls_ca = value;
+        break;
+    case OPT_CERT:
+        a->tls_cert = value;
+        break;
+    case OPT_KEY:
+        a->tls_key = value;
+        break;
+    case OPT_SNI:
+        a->tls_server_name = value;
+        break;
+    case OPT_USER:
+        if (value[0] == '\0')
+            return usage_err(err, errcap, "--user needs a name%s", NULL);
+        a->user = value;
+        break;
+    case OPT_PASS:
+        a->password = value;
         break;
     case OPT_DURATION:
         if (!fencectl_parse_ms(value, 3600, &v) || v == 0)

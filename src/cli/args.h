@@ -55,6 +55,13 @@ typedef struct fencectl_args {
     bool help;               /* --help / -h given: print usage of cmd */
     const char *servers;     /* --server, else $FENCE_SERVER, else default */
     uint32_t timeout_ms;     /* --timeout: per-request timeout (0: library default) */
+    bool tls;                /* --tls */
+    const char *tls_ca;      /* --cacert, or NULL */
+    const char *tls_cert;    /* --cert, or NULL */
+    const char *tls_key;     /* --key, or NULL */
+    const char *tls_server_name; /* --sni, or NULL */
+    const char *user;        /* --user, or NULL */
+    const char *password;    /* --pass, else $FENCE_PASSWORD (fencectl_client_opts) */
     const char *name;        /* lock name (lock, acquire, release, info) */
     uint32_t ttl_ms;         /* --ttl (default 10000) */
     uint32_t wait_ms;        /* --wait (default 30000 for lock/acquire) */

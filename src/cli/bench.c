@@ -108,9 +108,7 @@ static int run_cell(const fencectl_args *a, const char *prefix, bool contended, 
         ws[i].index = (int)i;
         fencectl_hist_init(&ws[i].hist);
         fence_client_opts o;
-        fence_client_opts_init(&o);
-        o.servers = fencectl_servers(a);
-        o.timeout_ms = a->timeout_ms;
+        fencectl_client_opts(a, &o);
         o.pool_max = 1;
         if (fence_client_open(&o, &ws[i].c) != 0) {
             fprintf(stderr, "fencectl: bench: %s\n", fence_client_errmsg(NULL));

@@ -11,6 +11,9 @@ int fencectl_exit_code(int rc);
 /* Open a client for the parsed arguments (exits with a message on error). */
 fence_client *fencectl_open(const fencectl_args *a);
 
+/* The client options the command line asks for (TLS, login, timeout). */
+void fencectl_client_opts(const fencectl_args *a, fence_client_opts *o);
+
 /* The server list in use (for FENCE_SERVER in the child's environment). */
 const char *fencectl_servers(const fencectl_args *a);
 

@@ -2,7 +2,8 @@
  * fenced cluster (CLUSTER.* on the server; see docs/cluster.md).
  *
  * libfence has no raw-command call, so this file speaks RESP through
- * hiredis directly.  Requests go to the first reachable server of the
+ * libfence's private connection layer (src/client/wire.h: TLS and AUTH as
+ * for the other commands; fencectl links libfence statically).  Requests go to the first reachable server of the
  * --server list; NOTLEADER <host:port> is followed (a few hops), TRYAGAIN
  * is retried with a short pause until --timeout runs out.  The membership
  * commands are idempotent on the server (a retried ADD of a node already
@@ -19,6 +20,7 @@
 #include "common/assert.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "client/wire.h"
 
 /* Most NOTLEADER redirects followed for one request. */
 #define REDIRECTS_MAX 8
@@ -26,6 +28,11 @@
 #define RETRY_PAUSE_MS 100
 /* Default overall time for one cluster command (ms). */
 #define CLUSTER_TIMEOUT_MS_DEFAULT 15000
+/* Longest wait for one reply.  CLUSTER.ADD answers only after raft's
+ * catch-up attempt of the new node, which gives up after 5 s: waiting just
+ * 5 s raced with that answer (and a retry then met "membership change in
+ * progress"), so one try waits well past it. */
+#define TRY_TIMEOUT_MS 8000
 /* Longest host:port text handled. */
 #define ADDR_MAX 128
 
@@ -36,10 +43,16 @@ typedef struct cluster_args {
     const char *verb;       /* info, add, remove, transfer */
     const char *argv[3];    /* the verb's arguments */
     int argc;               /* entries used in argv */
+    bool tls;               /* --tls (or a TLS file given) */
+    const char *ca;         /* --cacert */
+    const char *cert;       /* --cert */
+    const char *key;        /* --key */
+    fence__wire_cfg wcfg;   /* TLS context, --sni, --user, password */
 } cluster_args;
 
 static const char cluster_usage[] =
-    "usage: fencectl [--server HOST:PORT[,...]] [--timeout MS] cluster COMMAND\n"
+    "usage: fencectl [--server HOST:PORT[,...]] [--timeout MS] [--tls] [--cacert FILE]\n"
+    "                [--cert FILE --key FILE] [--sni NAME] [--user NAME] cluster COMMAND\n"
     "\n"
     "commands:\n"
     "  info                          this node's view: leader, term, indexes, nodes\n"
@@ -48,7 +61,8 @@ static const char cluster_usage[] =
     "  transfer [ID]                 hand leadership to ID (or to the best voter)\n"
     "\n"
     "Requests follow NOTLEADER to the leader and retry TRYAGAIN until --timeout\n"
-    "(default 15000 ms).  Addresses are IPv4-address:port.\n"
+    "(default 15000 ms).  Addresses are IPv4-address:port.  The password for\n"
+    "--user comes from $FENCE_PASSWORD (or --pass).\n"
     "exit status: 0 done, 1 refused by the server, 64 usage, 69 no server reachable\n";
 
 /* Monotonic milliseconds. */
@@ -70,7 +84,12 @@ static void sleep_ms(unsigned ms)
 /* Whether option o of fencectl cluster takes a value. */
 static bool takes_value(const char *o)
 {
-    return strcmp(o, "--server") == 0 || strcmp(o, "--timeout") == 0;
+    static const char *const with_value[] = {"--server", "--timeout", "--cacert", "--cert",
+                                             "--key", "--sni", "--user", "--pass"};
+    for (size_t i = 0; i < sizeof(with_value) / sizeof(with_value[0]); i++)
+        if (strcmp(o, with_value[i]) == 0)
+            return true;
+    return false;
 }
 
 /* See cli.h: the first word that is neither an option nor an option's
@@ -108,6 +127,10 @@ static int parse_cluster_args(int argc, char **argv, cluster_args *a)
             fputs(cluster_usage, stdout);
             return 1;
         }
+        if (strcmp(argv[i], "--tls") == 0) {
+            a->tls = true;
+            continue;
+        }
         if (!takes_value(argv[i])) {
             fprintf(stderr, "fencectl: cluster: unknown option '%s'\n", argv[i]);
             return FENCECTL_EXIT_USAGE;
@@ -116,8 +139,21 @@ static int parse_cluster_args(int argc, char **argv, cluster_args *a)
             fprintf(stderr, "fencectl: cluster: %s needs a value\n", argv[i]);
             return FENCECTL_EXIT_USAGE;
         }
-        if (strcmp(argv[i], "--server") == 0) {
+        const char *o = argv[i];
+        if (strcmp(o, "--server") == 0) {
             a->servers = argv[++i];
+        } else if (strcmp(o, "--cacert") == 0) {
+            a->ca = argv[++i];
+        } else if (strcmp(o, "--cert") == 0) {
+            a->cert = argv[++i];
+        } else if (strcmp(o, "--key") == 0) {
+            a->key = argv[++i];
+        } else if (strcmp(o, "--sni") == 0) {
+            a->wcfg.server_name = argv[++i];
+        } else if (strcmp(o, "--user") == 0) {
+            a->wcfg.user = argv[++i];
+        } else if (strcmp(o, "--pass") == 0) {
+            a->wcfg.password = argv[++i];
         } else {
             uint64_t v;
             if (!fencectl_parse_ms(argv[++i], 3600000, &v) || v == 0) {
@@ -169,6 +205,23 @@ static int parse_cluster_args(int argc, char **argv, cluster_args *a)
         a->servers = getenv("FENCE_SERVER");
     if (a->servers == NULL || a->servers[0] == '\0')
         a->servers = "127.0.0.1:7700";
+    if (a->wcfg.password == NULL) {
+        const char *env = getenv("FENCE_PASSWORD");
+        if (env != NULL && env[0] != '\0')
+            a->wcfg.password = env;
+    }
+    if (a->wcfg.user != NULL && a->wcfg.password == NULL) {
+        fprintf(stderr, "fencectl: cluster: --user needs a password ($FENCE_PASSWORD)\n");
+        return FENCECTL_EXIT_USAGE;
+    }
+    if (a->tls || a->ca != NULL || a->cert != NULL) {
+        char err[256];
+        a->wcfg.tls = fence__wire_tls_ctx(a->ca, a->cert, a->key, err, sizeof(err));
+        if (a->wcfg.tls == NULL) {
+            fprintf(stderr, "fencectl: cluster: %s\n", err);
+            return FENCECTL_EXIT_USAGE;
+        }
+    }
     return 0;
 }
 
@@ -192,24 +245,35 @@ static bool split_addr(const char *s, size_t len, char *host, size_t cap, int *p
 }
 
 /* Send the command to addr; returns the reply (caller frees) or NULL when
- * the server cannot be reached (the reason in err). */
+ * the server cannot be reached or refuses the login (*login_refused; the
+ * reason in err). */
 static redisReply *send_to(const char *addr, const cluster_args *a, const char *cmd,
-                           uint32_t timeout_ms, char *err, size_t errcap)
+                           uint32_t timeout_ms, char *err, size_t errcap, bool *login_refused)
 {
+    *login_refused = false;
     char host[ADDR_MAX];
     int port;
     if (!split_addr(addr, strlen(addr), host, sizeof(host), &port)) {
         snprintf(err, errcap, "bad server address '%s'", addr);
         return NULL;
     }
-    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout(host, port, tv);
-    if (ctx == NULL || ctx->err) {
-        snprintf(err, errcap, "%s: %s", addr, ctx ? ctx->errstr : "out of memory");
-        redisFree(ctx);
+    fence__addr fa;
+    memset(&fa, 0, sizeof(fa));
+    if (strlen(host) >= sizeof(fa.host)) {
+        snprintf(err, errcap, "bad server address '%s'", addr);
         return NULL;
     }
-    redisSetTimeout(ctx, tv);
+    memcpy(fa.host, host, strlen(host) + 1);
+    fa.port = port;
+    fence__wire *w = NULL;
+    bool refused;
+    char why[200];
+    int rv = fence__wire_open(&fa, &a->wcfg, timeout_ms, &w, &refused, why, sizeof(why));
+    if (rv != 0) {
+        snprintf(err, errcap, "%s: %s", addr, why);
+        *login_refused = rv == FENCE_EAUTH;
+        return NULL;
+    }
     const char *argv[4];
     size_t lens[4];
     argv[0] = cmd;
@@ -217,10 +281,12 @@ static redisReply *send_to(const char *addr, const cluster_args *a, const char *
         argv[i + 1] = a->argv[i];
     for (int i = 0; i <= a->argc; i++)
         lens[i] = strlen(argv[i]);
-    redisReply *r = redisCommandArgv(ctx, a->argc + 1, argv, lens);
+    bool timed_out;
+    redisReply *r = fence__wire_command(w, timeout_ms, a->argc + 1, argv, lens, &timed_out);
     if (r == NULL)
-        snprintf(err, errcap, "%s: %s", addr, ctx->errstr[0] ? ctx->errstr : "no reply");
-    redisFree(ctx);
+        snprintf(err, errcap, "%s: %s", addr,
+                 fence__wire_errstr(w)[0] ? fence__wire_errstr(w) : "no reply");
+    fence__wire_close(w);
     return r;
 }
 
@@ -260,8 +326,13 @@ static int run(const cluster_args *a)
             for (int hop = 0; hop <= REDIRECTS_MAX; hop++) {
                 uint64_t now = now_ms();
                 uint32_t left = now < deadline ? (uint32_t)(deadline - now) : 1;
-                redisReply *r = send_to(addr, a, cmd, left < 5000 ? left : 5000, err,
-                                        sizeof(err));
+                bool login_refused;
+                redisReply *r = send_to(addr, a, cmd, left < TRY_TIMEOUT_MS ? left : TRY_TIMEOUT_MS, err,
+                                        sizeof(err), &login_refused);
+                if (r == NULL && login_refused) {
+                    fprintf(stderr, "fencectl: cluster %s: %s\n", a->verb, err);
+                    return FENCECTL_EXIT_ERROR;
+                }
                 if (r == NULL)
                     break; /* next server */
                 reached = true;
@@ -318,6 +389,7 @@ int fencectl_cmd_cluster(int argc, char **argv)
     if (rv != 0)
         return rv;
     int rc = run(&a);
+    SSL_CTX_free(a.wcfg.tls);
     fflush(stdout);
     return rc;
 }

@@ -45,13 +45,32 @@ const char *fencectl_servers(const fencectl_args *a)
     return "127.0.0.1:7700";
 }
 
+/* Fill the client options from the command line (and $FENCE_PASSWORD when
+ * --pass is not given). */
+void fencectl_client_opts(const fencectl_args *a, fence_client_opts *o)
+{
+    fence_client_opts_init(o);
+    o->servers = fencectl_servers(a);
+    o->timeout_ms = a->timeout_ms;
+    o->tls = a->tls || a->tls_ca != NULL || a->tls_cert != NULL;
+    o->tls_ca_file = a->tls_ca;
+    o->tls_cert_file = a->tls_cert;
+    o->tls_key_file = a->tls_key;
+    o->tls_server_name = a->tls_server_name;
+    o->user = a->user;
+    o->password = a->password;
+    if (o->password == NULL) {
+        const char *env = getenv("FENCE_PASSWORD");
+        if (env != NULL && env[0] != '\0')
+            o->password = env;
+    }
+}
+
 /* Open the client or exit with a usage error. */
 fence_client *fencectl_open(const fencectl_args *a)
 {
     fence_client_opts o;
-    fence_client_opts_init(&o);
-    o.servers = fencectl_servers(a);
-    o.timeout_ms = a->timeout_ms;
+    fencectl_client_opts(a, &o);
     fence_client *c = NULL;
     int rc = fence_client_open(&o, &c);
     if (rc != 0) {

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "common/assert.h"
 #include "client/internal.h"
 
@@ -108,6 +110,63 @@ void fence_client_opts_init(fence_client_opts *opts)
     memset(opts, 0, sizeof(*opts));
 }
 
+/* strdup that keeps NULL; false when out of memory. */
+static bool dup_opt(const char *s, char **out)
+{
+    *out = NULL;
+    if (s == NULL)
+        return true;
+    *out = strdup(s);
+    return *out != NULL;
+}
+
+/* Release what copy_secrets made, wiping the password first. */
+static void free_secrets(fence_client *c)
+{
+    if (c->password != NULL)
+        OPENSSL_cleanse(c->password, strlen(c->password));
+    free(c->password);
+    free(c->user);
+    free(c->server_name);
+    free(c->key_file);
+    free(c->cert_file);
+    free(c->ca_file);
+    SSL_CTX_free(c->wcfg.tls);
+}
+
+/* Copy the TLS and login options, make the TLS context and the wire
+ * config.  0, FENCE_ENOMEM or FENCE_EINVAL (errmsg set). */
+static int copy_secrets(fence_client *c, const fence_client_opts *opts)
+{
+    if (!dup_opt(opts->tls_ca_file, &c->ca_file) ||
+        !dup_opt(opts->tls_cert_file, &c->cert_file) ||
+        !dup_opt(opts->tls_key_file, &c->key_file) ||
+        !dup_opt(opts->tls_server_name, &c->server_name) ||
+        !dup_opt(opts->user, &c->user) || !dup_opt(opts->password, &c->password))
+        return fence__fail(FENCE_ENOMEM, "out of memory");
+    c->opts.tls_ca_file = c->ca_file;
+    c->opts.tls_cert_file = c->cert_file;
+    c->opts.tls_key_file = c->key_file;
+    c->opts.tls_server_name = c->server_name;
+    c->opts.user = c->user;
+    c->opts.password = c->password;
+    if (c->user != NULL && c->password == NULL)
+        return fence__fail(FENCE_EINVAL, "%s", "a user needs a password");
+    if (opts->tls) {
+        char err[FENCE_ERRMSG_BUF_SIZE];
+        c->wcfg.tls = fence__wire_tls_ctx(c->ca_file, c->cert_file, c->key_file, err,
+                                          sizeof(err));
+        if (c->wcfg.tls == NULL)
+            return fence__fail(FENCE_EINVAL, "%s", err);
+    } else if (c->ca_file != NULL || c->cert_file != NULL || c->key_file != NULL) {
+        return fence__fail(FENCE_EINVAL, "%s", "TLS files given without tls");
+    }
+    c->wcfg.server_name = c->server_name;
+    c->wcfg.user = c->user;
+    c->wcfg.password = c->password;
+    return 0;
+}
+
 /* Create a client; see fence.h. */
 int fence_client_open(const fence_client_opts *opts, fence_client **out)
 {
@@ -144,6 +203,12 @@ int fence_client_open(const fence_client_opts *opts, fence_client **out)
     if (c->opts.pool_max == 0)
         c->opts.pool_max = 64;
     c->rand_state = fence__reqid();
+    int rv = copy_secrets(c, opts);
+    if (rv != 0) {
+        free_secrets(c);
+        free(c);
+        return rv;
+    }
 
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -160,9 +225,9 @@ int fence_client_open(const fence_client_opts *opts, fence_client **out)
 /* Close a connection's context. */
 void fence__conn_drop(fence__conn *k)
 {
-    if (k->ctx != NULL) {
-        redisFree(k->ctx);
-        k->ctx = NULL;
+    if (k->wire != NULL) {
+        fence__wire_close(k->wire);
+        k->wire = NULL;
     }
 }
 
@@ -191,6 +256,7 @@ void fence_client_close(fence_client *c)
     pthread_cond_destroy(&c->ka_cv);
     pthread_cond_destroy(&c->ka_done_cv);
     pthread_mutex_destroy(&c->mu);
+    free_secrets(c);
     free(c);
 }
 
@@ -266,7 +332,7 @@ static bool backoff(fence_client *c, uint32_t attempt, uint64_t deadline_ms)
 static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms, bool *refused)
 {
     *refused = false;
-    FENCE_ASSERT(k->ctx == NULL);
+    FENCE_ASSERT(k->wire == NULL);
     pthread_mutex_lock(&c->mu);
     fence__addr a = c->addrs[c->leader];
     pthread_mutex_unlock(&c->mu);
@@ -276,19 +342,15 @@ static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms, bool
         ms = deadline_ms - now;
     if (ms == 0)
         ms = 1;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    redisContext *ctx = a.is_unix ? redisConnectUnixWithTimeout(a.host, tv)
-                                  : redisConnectWithTimeout(a.host, a.port, tv);
-    if (ctx == NULL)
-        return fence__fail(FENCE_ENOMEM, "out of memory connecting");
-    if (ctx->err) {
-        *refused = ctx->err == REDIS_ERR_IO &&
-                   strstr(ctx->errstr, strerror(ECONNREFUSED)) != NULL;
+    char err[FENCE_ERRMSG_BUF_SIZE];
+    fence__wire *w;
+    int rv = fence__wire_open(&a, &c->wcfg, ms, &w, refused, err, sizeof(err));
+    if (rv != 0) {
         char where[FENCE__HOST_MAX + 16];
         fence__addr_format(&a, where, sizeof(where));
-        fence__fail(FENCE_EUNREACHABLE, "cannot connect to %s: %s", where,
-                    ctx->errstr);
-        redisFree(ctx);
+        fence__fail(rv, "cannot connect to %s: %s", where, err);
+        if (rv != FENCE_EUNREACHABLE)
+            return rv;
         /* Try the next known server next time. */
         pthread_mutex_lock(&c->mu);
         if (fence__addr_equal(&c->addrs[c->leader], &a))
@@ -296,10 +358,7 @@ static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms, bool
         pthread_mutex_unlock(&c->mu);
         return FENCE_EUNREACHABLE;
     }
-    /* Programs that fork and exec (fencectl lock) must not hand the
-     * connection to their children. */
-    fcntl(ctx->fd, F_SETFD, FD_CLOEXEC);
-    k->ctx = ctx;
+    k->wire = w;
     k->addr = a;
     return 0;
 }
@@ -344,7 +403,7 @@ static fence__conn *pool_get(fence_client *c, uint64_t deadline_ms)
 static void pool_put(fence_client *c, fence__conn *k)
 {
     pthread_mutex_lock(&c->mu);
-    if (k->ctx != NULL && (k->ctx->err || !fence__addr_equal(&k->addr, &c->addrs[c->leader])))
+    if (k->wire != NULL && (fence__wire_broken(k->wire) || !fence__addr_equal(&k->addr, &c->addrs[c->leader])))
         fence__conn_drop(k);
     k->next = c->idle;
     c->idle = k;
@@ -403,13 +462,13 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
         fence__conn *k = own ? own : pool_get(c, deadline_ms);
         if (k == NULL)
             return FENCE_ETIMEOUT;
-        if (k->ctx == NULL) {
+        if (k->wire == NULL) {
             bool refused;
             int rv = conn_open(c, k, deadline_ms, &refused);
             if (rv != 0) {
                 if (!own)
                     pool_put(c, k);
-                if (rv == FENCE_ENOMEM)
+                if (rv == FENCE_ENOMEM || rv == FENCE_EAUTH)
                     return rv;
                 if (!ever_connected)
                     last = rv;
@@ -437,12 +496,9 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
             break;
         }
         uint64_t ms = deadline_ms - now;
-        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-        redisSetTimeout(k->ctx, tv);
-        redisReply *r = fence__command(k->ctx, argc, argv, lens);
+        bool timed_out;
+        redisReply *r = fence__wire_command(k->wire, ms, argc, argv, lens, &timed_out);
         if (r == NULL) {
-            bool timed_out = k->ctx->err == REDIS_ERR_IO &&
-                             (errno == EAGAIN || errno == EWOULDBLOCK);
             char where[FENCE__HOST_MAX + 16];
             fence__addr_format(&k->addr, where, sizeof(where));
             if (timed_out)
@@ -450,7 +506,8 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
                                    argv[0], where, (unsigned long long)ms);
             else
                 last = fence__fail(FENCE_EIO, "%s to %s: %s", argv[0], where,
-                                   k->ctx->errstr[0] ? k->ctx->errstr : "connection lost");
+                                   fence__wire_errstr(k->wire)[0] ? fence__wire_errstr(k->wire)
+                                                                  : "connection lost");
             fence__conn_drop(k);
             if (!own)
                 pool_put(c, k);

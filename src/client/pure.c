@@ -143,6 +143,10 @@ int fence__error_code(const char *err)
         return FENCE_ESTALE;
     if (starts_with_word(err, "BADTOKEN"))
         return FENCE_EBADTOKEN;
+    if (starts_with_word(err, "NOAUTH") || starts_with_word(err, "WRONGPASS"))
+        return FENCE_EAUTH;
+    if (starts_with_word(err, "NOPERM"))
+        return FENCE_ENOPERM;
     return FENCE_ESERVER;
 }
 

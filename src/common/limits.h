@@ -153,4 +153,22 @@ _Static_assert(FENCE_LIST_COUNT_DEFAULT <= FENCE_LIST_COUNT_MAX, "list count bou
 _Static_assert(FENCE_METRIC_LABEL_MAX <= FENCE_NAME_MAX, "a cut label is a prefix of a name");
 _Static_assert(FENCE_METRIC_LABEL_MAX < 65536, "label lengths fit a uint16_t");
 
+/* ---- The mutual-TLS raft transport (src/server/peer_tls.c) -------------- */
+
+/* Peer connections still in the TLS handshake or hello at once; more are
+ * refused (a stranger cannot tie up memory with half-open handshakes). */
+#define FENCE_PEER_TLS_PENDING_MAX 32
+/* Time a peer has to finish the handshake and hello. */
+#define FENCE_PEER_TLS_HANDSHAKE_MS 5000
+/* Longest raft address in the hello. */
+#define FENCE_PEER_TLS_ADDR_MAX 160
+/* Refused raft connections logged one by one per second; the rest are
+ * counted in one line. */
+#define FENCE_PEER_TLS_LOG_PER_S 50
+/* Bytes queued toward one side before the pump stops reading the other. */
+#define FENCE_PEER_TLS_FLOW_MAX (8 * 1024 * 1024)
+
+_Static_assert(FENCE_PEER_TLS_ADDR_MAX < 65536, "the hello's length field is 16 bits");
+_Static_assert(FENCE_PEER_TLS_FLOW_MAX >= 64 * 1024, "room for a few TLS records");
+
 #endif /* FENCE_LIMITS_H */

@@ -92,6 +92,13 @@ static const fence_opt options[] = {
                        "the port owns every lock)"),
     STR("log-format", log_format, "text", "<text|json>",
         "log lines as text, or one JSON object a line"),
+    STR("peer-tls-cert", peer_tls_cert, "", "<file>",
+        "raft transport mutual TLS: this node's certificate (PEM, signed by peer-tls-ca)"),
+    STR("peer-tls-key", peer_tls_key, "", "<file>", "raft transport mutual TLS: its key (PEM)"),
+    STR("peer-tls-ca", peer_tls_ca, "", "<file>",
+        "raft transport mutual TLS: the cluster CA every node's certificate is signed by"),
+    U64("peer-tls-check-id", peer_tls_check_id, 0, 1, 1, "<0|1>",
+        "1: a peer's certificate CN must be node-<its raft id>"),
 };
 
 #undef U64
@@ -179,6 +186,19 @@ static int parse_peers(fence_config *cfg, char *err, size_t err_cap)
     return 0;
 }
 
+/* The raft mTLS files come together: all three or none. */
+static int check_peer_tls(const fence_config *cfg, char *err, size_t err_cap)
+{
+    int set = (cfg->peer_tls_cert[0] != '\0') + (cfg->peer_tls_key[0] != '\0') +
+              (cfg->peer_tls_ca[0] != '\0');
+    if (set != 0 && set != 3) {
+        snprintf(err, err_cap, "%s",
+                 "peer-tls-cert, peer-tls-key and peer-tls-ca go together");
+        return -1;
+    }
+    return 0;
+}
+
 /* Check the whole struct, fill derived fields, and refuse combinations
  * that cannot work. */
 static int config_validate(fence_config *cfg, char *err, size_t err_cap)
@@ -205,6 +225,8 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                                   err_cap) != 0)
         return -1;
     if (parse_peers(cfg, err, err_cap) != 0)
+        return -1;
+    if (check_peer_tls(cfg, err, err_cap) != 0)
         return -1;
     if (cfg->n_peers == 0) {
         /* A cluster of one: this node alone. */

@@ -61,6 +61,10 @@ typedef struct fence_config {
     char log_format[8];            /* text or json */
     char token_signing_key[1024];  /* signing.key for LOCK/ACQUIRE ... SIGNED,
                                     * "" for none (docs/security.md) */
+    char peer_tls_cert[1024];      /* raft mTLS: this node's certificate, "" off */
+    char peer_tls_key[1024];       /* raft mTLS: its private key */
+    char peer_tls_ca[1024];        /* raft mTLS: the cluster CA */
+    uint64_t peer_tls_check_id;    /* 1: peer certificate CN must be node-<id> */
 
     /* Derived by validation (not options themselves). */
     unsigned n_peers;                   /* entries in peer[] */

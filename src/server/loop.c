@@ -424,7 +424,7 @@ void fence__server_free(fence_server *s)
 {
     if (s->node.started)
         raft_uv_close(&s->node.io);
-    if (s->node.tcp)
+    if (s->node.tcp && !s->node.peer_tls)
         raft_uv_tcp_close(&s->node.transport);
     fence__srv_metrics_free(&s->metrics);
     fence__owners_free(s);

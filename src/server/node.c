@@ -13,6 +13,7 @@
 #include "common/fs.h"
 #include "server/cluster.h"
 #include "server/log.h"
+#include "server/peer_tls.h"
 
 #define NODE_OF_IO(p) ((fence_node *)((char *)(p) - offsetof(fence_node, io)))
 
@@ -223,7 +224,14 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     n->tcp = cfg->raft_port != 0;
     snprintf(n->address, sizeof(n->address), "%s:%u", self->host,
              (unsigned)self->raft_port);
-    if (n->tcp) {
+    if (n->tcp && cfg->peer_tls_cert[0] != '\0') {
+        if (fence__peer_tls_init(&n->transport, loop, cfg->peer_tls_cert,
+                                 cfg->peer_tls_key, cfg->peer_tls_ca,
+                                 cfg->peer_tls_check_id != 0) != 0)
+            return -1;
+        n->peer_tls = true;
+        fence__cluster_wrap_transport(&n->transport);
+    } else if (n->tcp) {
         rv = raft_uv_tcp_init(&n->transport, loop);
         if (rv != 0) {
             LOG_ERROR("raft transport: %s", fence__raft_strerror(rv));

@@ -13,7 +13,8 @@
  *   fence__node_close()    raft_close, then a callback.
  *
  * Transport: with --raft-port 0 (the default, a single node) raft uses a
- * no-network transport; otherwise raft_uv_tcp on host:raft-port.
+ * no-network transport; otherwise raft_uv_tcp on host:raft-port, or with
+ * --peer-tls-* the mutual-TLS transport of peer_tls.h.
  *
  * Crash-stop: the append, truncate and snapshot_put functions of the
  * raft_io that raft_uv_init fills are replaced by wrappers.  A non-zero
@@ -42,7 +43,9 @@ struct fence_node {
     struct raft raft;                   /* the raft instance */
     struct raft_io io;                  /* raft_uv, with wrapped callbacks */
     struct raft_uv_transport transport; /* raft_uv_tcp or the local one */
-    bool tcp;                           /* transport is raft_uv_tcp */
+    bool tcp;                           /* transport is raft_uv_tcp or TLS */
+    bool peer_tls;                      /* transport is peer_tls.c's (it frees
+                                         * itself in close: no raft_uv_tcp_close) */
     bool started;                       /* raft_start succeeded */
     bool closing;                       /* fence__node_close was called */
     const fence_config *cfg;            /* options, incl. the peer map */

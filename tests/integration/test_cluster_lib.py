@@ -64,6 +64,7 @@ class Node:
         self.data = os.path.join(self.dir, "data")
         self.log = os.path.join(self.dir, "fenced.log")
         self.proc = None
+        self.args = []  # flags of this node alone (e.g. its own certificate)
         os.makedirs(self.dir, exist_ok=True)
 
     @property
@@ -87,7 +88,8 @@ class Node:
         cmd = self.prefix + [FENCED, "--node-id", str(self.id), "--port", str(self.port),
                              "--bind", self.bind, "--raft-port", str(self.raft_port),
                              "--data-dir", self.data, "--peers", peers,
-                             "--log-level", "info"] + list(self.cluster.args) + list(extra)
+                             "--log-level", "info"] + list(self.cluster.args) + list(self.args) + \
+            list(extra)
         if join:
             cmd += ["--join", "1"]
         self.proc = spawn(cmd, self.log, header="### start %s\n" % " ".join(cmd))

@@ -841,6 +841,118 @@ static void test_signed(void)
     fence_client_close(c);
 }
 
+/* A server with a login, like Redis with an ACL: alice / s3cret.  Before
+ * AUTH everything gets NOAUTH.  Its first PING after a login drops the
+ * connection (count[0]), so a reconnect must log in again. */
+static const char *h_auth(fake *f, int n, int argc, char argv[][ARG_LEN])
+{
+    (void)n;
+    static __thread bool authed; /* one per connection thread */
+    if (strcmp(argv[0], "AUTH") == 0) {
+        if (argc == 3 && strcmp(argv[1], "alice") == 0 && strcmp(argv[2], "s3cret") == 0) {
+            authed = true;
+            return "+OK\r\n";
+        }
+        return "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    }
+    if (!authed)
+        return "-NOAUTH Authentication required.\r\n";
+    if (strcmp(argv[0], "PING") == 0)
+        return atomic_fetch_add(&f->count[0], 1) == 0 ? NULL : "+PONG\r\n";
+    return "-ERR unknown\r\n";
+}
+
+/* Open a client with a login (user may be NULL). */
+static int client_auth(const char *servers, const char *user, const char *pass,
+                       fence_client **out)
+{
+    fence_client_opts o;
+    fence_client_opts_init(&o);
+    o.servers = servers;
+    o.timeout_ms = 2000;
+    o.backoff_ms_min = 5;
+    o.backoff_ms_max = 50;
+    o.user = user;
+    o.password = pass;
+    return fence_client_open(&o, out);
+}
+
+/* AUTH user password goes first on every new connection; a refused or
+ * missing login is FENCE_EAUTH, and the password is in no message. */
+static void test_auth(void)
+{
+    fake *f = fake_start(h_auth);
+    char fa[64];
+    addr_of(f, fa);
+    fence_client *c = NULL;
+    REQUIRE(client_auth(fa, "alice", "s3cret", &c) == 0);
+    CHECK_EQ_I64(0, fence_client_ping(c)); /* dropped once, re-logged in */
+    fence_client_close(c);
+    char e0[128], e1[128], e2[128];
+    log_get(f, 0, e0);
+    log_get(f, 1, e1);
+    log_get(f, 2, e2);
+    CHECK_STR("AUTH alice s3cret", e0);
+    CHECK_STR("PING", e1);
+    CHECK_STR("AUTH alice s3cret", e2);
+    CHECK_EQ_I64(2, log_count(f, "AUTH"));
+
+    REQUIRE(client_auth(fa, "alice", "wrong-pw-123", &c) == 0);
+    CHECK_EQ_I64(FENCE_EAUTH, fence_client_ping(c));
+    CHECK(strstr(fence_client_errmsg(c), "WRONGPASS") != NULL);
+    CHECK(strstr(fence_client_errmsg(c), "wrong-pw-123") == NULL);
+    fence_client_close(c);
+
+    REQUIRE(client_auth(fa, NULL, NULL, &c) == 0);
+    CHECK_EQ_I64(FENCE_EAUTH, fence_client_ping(c));
+    CHECK(strstr(fence_client_errmsg(c), "NOAUTH") != NULL);
+    fence_client_close(c);
+
+    /* "AUTH password" (no user) is what this server refuses too. */
+    REQUIRE(client_auth(fa, NULL, "s3cret", &c) == 0);
+    CHECK_EQ_I64(FENCE_EAUTH, fence_client_ping(c));
+    fence_client_close(c);
+    CHECK_EQ_I64(1, log_count(f, "AUTH s3cret"));
+
+    /* A user without a password, and TLS files without tls, are refused
+     * at open. */
+    c = NULL;
+    CHECK_EQ_I64(FENCE_EINVAL, client_auth(fa, "alice", NULL, &c));
+    CHECK(c == NULL);
+    fence_client_opts o;
+    fence_client_opts_init(&o);
+    o.servers = fa;
+    o.tls_ca_file = "/nonexistent/ca.pem";
+    CHECK_EQ_I64(FENCE_EINVAL, fence_client_open(&o, &c));
+    o.tls = true;
+    CHECK_EQ_I64(FENCE_EINVAL, fence_client_open(&o, &c));
+    CHECK(strstr(fence_client_errmsg(NULL), "/nonexistent/ca.pem") != NULL);
+    o.tls_ca_file = NULL;
+    o.tls_cert_file = "/nonexistent/cert.pem";
+    CHECK_EQ_I64(FENCE_EINVAL, fence_client_open(&o, &c));
+}
+
+/* A TLS client against a plaintext server fails as unreachable, with the
+ * TLS error in the message, and does not hang. */
+static void test_tls_to_plain(void)
+{
+    fake *f = fake_start(h_leader);
+    char fa[64];
+    addr_of(f, fa);
+    fence_client_opts o;
+    fence_client_opts_init(&o);
+    o.servers = fa;
+    o.timeout_ms = 1500;
+    o.connect_timeout_ms = 500;
+    o.tls = true;
+    fence_client *c = NULL;
+    REQUIRE(fence_client_open(&o, &c) == 0);
+    int rc = fence_client_ping(c);
+    CHECK(rc == FENCE_EUNREACHABLE || rc == FENCE_ETIMEOUT);
+    CHECK(strstr(fence_client_errmsg(c), "TLS") != NULL);
+    fence_client_close(c);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* the library must cope without SIG_IGN */
@@ -861,5 +973,7 @@ int main(void)
     TEST_RUN(test_store);
     TEST_RUN(test_signed);
     TEST_RUN(test_store_signed);
+    TEST_RUN(test_auth);
+    TEST_RUN(test_tls_to_plain);
     return TEST_DONE();
 }

@@ -1,0 +1,836 @@
+/* The mutual-TLS raft transport: a socketpair per peer connection, pumped
+ * through OpenSSL memory BIOs to the TCP socket.  See peer_tls.h. */
+#include "server/peer_tls.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/assert.h"
+#include "common/limits.h"
+#include "server/log.h"
+
+/* Hello magic and version (inside TLS, from the connecting side). */
+#define HELLO_MAGIC "FNCR"
+#define HELLO_VERSION 1u
+/* Fixed part of the hello: magic, version, id, address length. */
+#define HELLO_HEAD (4 + 4 + 8 + 2)
+/* Bytes read from the TLS session at a time. */
+#define PUMP_CHUNK (16 * 1024)
+
+/* Where a peer connection is in its life. */
+enum pconn_state {
+    PC_HANDSHAKE = 0, /* TLS handshake running */
+    PC_HELLO,         /* accepted: waiting for the hello inside TLS */
+    PC_OPEN,          /* raft has its stream; pumping */
+    PC_CLOSING,       /* handles being closed */
+};
+
+typedef struct ptls ptls;
+typedef struct pconn pconn;
+
+/* The transport's state (t->impl). */
+struct ptls {
+    struct raft_uv_transport *t;        /* the transport this is */
+    uv_loop_t *loop;                    /* the daemon's loop */
+    SSL_CTX *ctx;                       /* one context for both roles */
+    bool check_id;                      /* require CN node-<id> */
+    raft_id id;                         /* this server's id (init) */
+    char address[FENCE_PEER_TLS_ADDR_MAX]; /* this server's raft address */
+    uv_tcp_t listener;                  /* the raft port */
+    bool listening;                     /* listener initialised */
+    raft_uv_accept_cb accept_cb;        /* raft's accept callback */
+    pconn *conns;                       /* every live connection */
+    unsigned pending;                   /* connections not yet PC_OPEN */
+    bool closing;                       /* close was called */
+    bool listener_closed;               /* the listener's close cb ran */
+    raft_uv_transport_close_cb close_cb; /* raft's close callback */
+    uint64_t log_window_ms;             /* start of the current refusal-log second */
+    unsigned logged;                    /* refusals logged in that second */
+    unsigned suppressed;                /* refusals not logged in it */
+};
+
+/* One peer connection: TCP socket, TLS session and socketpair. */
+struct pconn {
+    ptls *pt;                           /* the transport */
+    pconn *next;                        /* list of pt->conns */
+    pconn *prev;                        /* list of pt->conns */
+    int state;                          /* enum pconn_state */
+    bool outgoing;                      /* we connected (raft asked) */
+    uv_tcp_t tcp;                       /* the real connection */
+    uv_timer_t timer;                   /* handshake deadline */
+    uv_pipe_t pipe;                     /* our end of the socketpair */
+    bool have_pipe;                     /* pipe initialised */
+    uv_pipe_t *raft_end;                /* raft's end until handed over */
+    unsigned handles;                   /* handles not yet closed */
+    uv_connect_t creq;                  /* TCP connect request */
+    struct raft_uv_connect *req;        /* raft's request until its cb */
+    SSL *ssl;                           /* the TLS session */
+    BIO *rbio;                          /* network -> SSL */
+    BIO *wbio;                          /* SSL -> network */
+    raft_id id;                         /* target id, or the hello's id */
+    uint8_t hello[HELLO_HEAD + FENCE_PEER_TLS_ADDR_MAX]; /* hello bytes */
+    size_t hello_len;                   /* bytes of hello read */
+    char address[FENCE_PEER_TLS_ADDR_MAX]; /* the hello's address */
+    bool tcp_paused;                    /* tcp reading stopped (flow) */
+    bool pipe_paused;                   /* pipe reading stopped (flow) */
+    char peer[64];                      /* ip:port for logs */
+};
+
+/* A write with its bytes behind it. */
+typedef struct pbytes {
+    uv_write_t req;                     /* libuv request; data = pconn */
+    size_t len;                         /* bytes in data[] */
+    char data[];                        /* the bytes */
+} pbytes;
+
+static void conn_drive(pconn *pc);
+
+/* The first OpenSSL error on the queue as text (clears the queue). */
+static const char *ssl_why(char *buf, size_t cap)
+{
+    unsigned long e = ERR_get_error();
+    if (e == 0)
+        snprintf(buf, cap, "%s", "TLS error");
+    else
+        ERR_error_string_n(e, buf, cap);
+    ERR_clear_error();
+    return buf;
+}
+
+/* Close callback of a transport-level handle: last one out finishes. */
+static void maybe_closed(ptls *pt)
+{
+    if (!pt->closing || pt->conns != NULL || (pt->listening && !pt->listener_closed))
+        return;
+    struct raft_uv_transport *t = pt->t;
+    raft_uv_transport_close_cb cb = pt->close_cb;
+    SSL_CTX_free(pt->ctx);
+    free(pt);
+    t->impl = NULL;
+    if (cb != NULL)
+        cb(t);
+}
+
+/* A handle of a connection closed: free it after the last one. */
+static void conn_handle_closed(uv_handle_t *h)
+{
+    pconn *pc = h->data;
+    FENCE_ASSERT(pc->handles > 0);
+    if (--pc->handles > 0)
+        return;
+    ptls *pt = pc->pt;
+    if (pc->prev != NULL)
+        pc->prev->next = pc->next;
+    else
+        pt->conns = pc->next;
+    if (pc->next != NULL)
+        pc->next->prev = pc->prev;
+    SSL_free(pc->ssl); /* frees both BIOs */
+    free(pc);
+    maybe_closed(pt);
+}
+
+/* raft's end closed before raft ever saw it: release the raft_malloc'd
+ * handle. */
+static void raft_end_closed(uv_handle_t *h)
+{
+    raft_free(h);
+}
+
+/* Tear a connection down (idempotent).  An outgoing connection still owed
+ * to raft completes its request with status. */
+static void conn_close(pconn *pc, int status)
+{
+    if (pc->state == PC_CLOSING)
+        return;
+    if (pc->state != PC_OPEN) {
+        FENCE_ASSERT(pc->pt->pending > 0);
+        pc->pt->pending--;
+    }
+    pc->state = PC_CLOSING;
+    if (pc->req != NULL) {
+        struct raft_uv_connect *req = pc->req;
+        pc->req = NULL;
+        req->cb(req, NULL, status);
+    }
+    if (pc->raft_end != NULL) {
+        uv_close((uv_handle_t *)pc->raft_end, raft_end_closed);
+        pc->raft_end = NULL;
+    }
+    uv_close((uv_handle_t *)&pc->tcp, conn_handle_closed);
+    uv_close((uv_handle_t *)&pc->timer, conn_handle_closed);
+    if (pc->have_pipe)
+        uv_close((uv_handle_t *)&pc->pipe, conn_handle_closed);
+}
+
+/* Refuse a peer: log why (at most FENCE_PEER_TLS_LOG_PER_S lines a second,
+ * so a flood of strangers cannot flood the log), then close. */
+static void conn_refuse(pconn *pc, const char *why)
+{
+    ptls *pt = pc->pt;
+    uint64_t now = uv_now(pt->loop);
+    if (now - pt->log_window_ms >= 1000) {
+        if (pt->suppressed > 0)
+            LOG_WARN("raft peers: %u more connections refused in the last second "
+                     "(not logged one by one)", pt->suppressed);
+        pt->log_window_ms = now;
+        pt->logged = 0;
+        pt->suppressed = 0;
+    }
+    if (pt->logged < FENCE_PEER_TLS_LOG_PER_S) {
+        pt->logged++;
+        LOG_WARN("raft peer %s refused: %s", pc->peer, why);
+    } else {
+        pt->suppressed++;
+    }
+    conn_close(pc, RAFT_NOCONNECTION);
+}
+
+/* Buffer allocation for reads (freed by the read callbacks). */
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    (void)suggested;
+    buf->base = malloc(PUMP_CHUNK);
+    buf->len = buf->base != NULL ? PUMP_CHUNK : 0;
+}
+
+/* A TCP write finished: resume reading raft's bytes if we paused. */
+static void tcp_written(uv_write_t *req, int status)
+{
+    pbytes *w = (pbytes *)req;
+    pconn *pc = req->data;
+    free(w);
+    if (pc->state == PC_CLOSING)
+        return;
+    if (status != 0) {
+        LOG_DEBUG("raft peer %s: write: %s", pc->peer, uv_strerror(status));
+        conn_close(pc, RAFT_NOCONNECTION);
+        return;
+    }
+    if (pc->pipe_paused && pc->tcp.write_queue_size < FENCE_PEER_TLS_FLOW_MAX / 2) {
+        pc->pipe_paused = false;
+        conn_drive(pc); /* no-op unless open */
+    }
+}
+
+/* Queue len bytes to a stream; the copy is freed by cb.  0 or -1. */
+static int stream_write(pconn *pc, uv_stream_t *s, const char *data, size_t len,
+                        uv_write_cb cb)
+{
+    pbytes *w = malloc(sizeof(*w) + len);
+    if (w == NULL)
+        return -1;
+    memcpy(w->data, data, len);
+    w->len = len;
+    w->req.data = pc;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+    if (uv_write(&w->req, s, &b, 1, cb) != 0) {
+        free(w);
+        return -1;
+    }
+    return 0;
+}
+
+/* Send whatever OpenSSL has written to the network BIO.  0 or -1. */
+static int flush_tls(pconn *pc)
+{
+    size_t n;
+    while ((n = BIO_ctrl_pending(pc->wbio)) > 0) {
+        pbytes *w = malloc(sizeof(*w) + n);
+        if (w == NULL)
+            return -1;
+        int got = BIO_read(pc->wbio, w->data, (int)n);
+        FENCE_ASSERT(got == (int)n);
+        w->len = n;
+        w->req.data = pc;
+        uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
+        if (uv_write(&w->req, (uv_stream_t *)&pc->tcp, &b, 1, tcp_written) != 0) {
+            free(w);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A pipe write (toward raft) finished: resume TCP reads if paused. */
+static void pipe_written(uv_write_t *req, int status)
+{
+    pbytes *w = (pbytes *)req;
+    pconn *pc = req->data;
+    free(w);
+    if (pc->state == PC_CLOSING)
+        return;
+    if (status != 0) {
+        conn_close(pc, RAFT_NOCONNECTION);
+        return;
+    }
+    if (pc->tcp_paused && pc->pipe.write_queue_size < FENCE_PEER_TLS_FLOW_MAX / 2) {
+        pc->tcp_paused = false;
+        conn_drive(pc);
+    }
+}
+
+/* Bytes from the network: feed them to OpenSSL and drive the session. */
+static void tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    pconn *pc = s->data;
+    if (nread < 0) {
+        free(buf->base);
+        if (pc->state == PC_OPEN)
+            LOG_DEBUG("raft peer %s: closed: %s", pc->peer, uv_strerror((int)nread));
+        else if (pc->state != PC_CLOSING)
+            conn_refuse(pc, "closed during the TLS handshake");
+        conn_close(pc, RAFT_NOCONNECTION);
+        return;
+    }
+    if (nread > 0 && pc->state != PC_CLOSING) {
+        int put = BIO_write(pc->rbio, buf->base, (int)nread);
+        FENCE_ASSERT(put == (int)nread); /* memory BIOs grow */
+    }
+    free(buf->base);
+    if (nread > 0)
+        conn_drive(pc);
+}
+
+/* Bytes from raft: encrypt them and send. */
+static void pipe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    pconn *pc = s->data;
+    if (nread < 0) {
+        free(buf->base);
+        LOG_DEBUG("raft peer %s: raft closed the stream", pc->peer);
+        conn_close(pc, RAFT_NOCONNECTION);
+        return;
+    }
+    if (nread > 0 && pc->state == PC_OPEN) {
+        int n = SSL_write(pc->ssl, buf->base, (int)nread);
+        free(buf->base);
+        if (n != (int)nread || flush_tls(pc) != 0) {
+            char why[256];
+            LOG_WARN("raft peer %s: %s", pc->peer, ssl_why(why, sizeof(why)));
+            conn_close(pc, RAFT_NOCONNECTION);
+            return;
+        }
+        if (pc->tcp.write_queue_size > FENCE_PEER_TLS_FLOW_MAX) {
+            pc->pipe_paused = true;
+            uv_read_stop((uv_stream_t *)&pc->pipe);
+        }
+        return;
+    }
+    free(buf->base);
+}
+
+/* Check that the peer certificate names node id (CN "node-<id>"). */
+static bool cert_names(pconn *pc, raft_id id, char *why, size_t cap)
+{
+    X509 *cert = SSL_get0_peer_certificate(pc->ssl);
+    if (cert == NULL) {
+        snprintf(why, cap, "%s", "no peer certificate");
+        return false;
+    }
+    char cn[128];
+    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName,
+                                      cn, sizeof(cn));
+    char want[32];
+    snprintf(want, sizeof(want), "node-%" PRIu64, (uint64_t)id);
+    if (n <= 0 || strcmp(cn, want) != 0) {
+        snprintf(why, cap, "certificate CN '%.60s' does not name %s",
+                 n > 0 ? cn : "", want);
+        return false;
+    }
+    return true;
+}
+
+/* Make the socketpair: our end starts reading, raft's end waits in
+ * pc->raft_end.  0 or -1. */
+static int make_pair(pconn *pc)
+{
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+        return -1;
+    uv_pipe_t *re = raft_malloc(sizeof(*re));
+    if (re == NULL)
+        goto out_close_fds;
+    uv_pipe_init(pc->pt->loop, &pc->pipe, 0);
+    pc->pipe.data = pc;
+    pc->have_pipe = true;
+    pc->handles++;
+    if (uv_pipe_open(&pc->pipe, fds[0]) != 0) {
+        close(fds[0]);
+        raft_free(re);
+        close(fds[1]);
+        return -1;
+    }
+    uv_pipe_init(pc->pt->loop, re, 0);
+    if (uv_pipe_open(re, fds[1]) != 0) {
+        close(fds[1]);
+        uv_close((uv_handle_t *)re, raft_end_closed);
+        return -1;
+    }
+    pc->raft_end = re;
+    uv_read_start((uv_stream_t *)&pc->pipe, alloc_cb, pipe_read);
+    return 0;
+
+out_close_fds:
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+}
+
+/* The connection is authenticated: hand raft its stream. */
+static void conn_open(pconn *pc)
+{
+    if (make_pair(pc) != 0) {
+        conn_refuse(pc, "cannot make a socketpair");
+        return;
+    }
+    uv_timer_stop(&pc->timer);
+    FENCE_ASSERT(pc->pt->pending > 0);
+    pc->pt->pending--;
+    pc->state = PC_OPEN;
+    uv_stream_t *re = (uv_stream_t *)pc->raft_end;
+    pc->raft_end = NULL;
+    LOG_INFO("raft peer %s: node %" PRIu64 " authenticated (%s)", pc->peer,
+             (uint64_t)pc->id, pc->outgoing ? "outgoing" : "incoming");
+    if (pc->outgoing) {
+        struct raft_uv_connect *req = pc->req;
+        pc->req = NULL;
+        req->cb(req, re, 0);
+    } else {
+        pc->pt->accept_cb(pc->pt->t, pc->id, pc->address, re);
+    }
+}
+
+/* Send the hello (connecting side, right after the handshake).  0 or -1. */
+static int send_hello(pconn *pc)
+{
+    const char *addr = pc->pt->address;
+    size_t alen = strlen(addr);
+    uint8_t h[HELLO_HEAD + FENCE_PEER_TLS_ADDR_MAX];
+    FENCE_ASSERT(alen < FENCE_PEER_TLS_ADDR_MAX);
+    memcpy(h, HELLO_MAGIC, 4);
+    for (int i = 0; i < 4; i++)
+        h[4 + i] = (uint8_t)(HELLO_VERSION >> (24 - 8 * i));
+    uint64_t id = pc->pt->id;
+    for (int i = 0; i < 8; i++)
+        h[8 + i] = (uint8_t)(id >> (56 - 8 * i));
+    h[16] = (uint8_t)(alen >> 8);
+    h[17] = (uint8_t)alen;
+    memcpy(h + HELLO_HEAD, addr, alen);
+    int n = (int)(HELLO_HEAD + alen);
+    if (SSL_write(pc->ssl, h, n) != n)
+        return -1;
+    return flush_tls(pc);
+}
+
+/* Read the hello; on the whole of it, check and open.  Returns true when
+ * the caller may go on reading application data. */
+static bool read_hello(pconn *pc)
+{
+    char why[256];
+    for (;;) {
+        size_t need = HELLO_HEAD;
+        if (pc->hello_len >= HELLO_HEAD)
+            need += ((size_t)pc->hello[16] << 8) | pc->hello[17];
+        if (need > sizeof(pc->hello)) {
+            conn_refuse(pc, "hello address too long");
+            return false;
+        }
+        if (pc->hello_len == need)
+            break;
+        int n = SSL_read(pc->ssl, pc->hello + pc->hello_len, (int)(need - pc->hello_len));
+        if (n <= 0) {
+            int e = SSL_get_error(pc->ssl, n);
+            if (e == SSL_ERROR_WANT_READ)
+                return false;
+            conn_refuse(pc, e == SSL_ERROR_ZERO_RETURN ? "closed before the hello"
+                                                       : ssl_why(why, sizeof(why)));
+            return false;
+        }
+        pc->hello_len += (size_t)n;
+        if (pc->hello_len == HELLO_HEAD && memcmp(pc->hello, HELLO_MAGIC, 4) != 0) {
+            conn_refuse(pc, "bad hello magic");
+            return false;
+        }
+    }
+    uint32_t ver = 0;
+    uint64_t id = 0;
+    for (int i = 0; i < 4; i++)
+        ver = (ver << 8) | pc->hello[4 + i];
+    for (int i = 0; i < 8; i++)
+        id = (id << 8) | pc->hello[8 + i];
+    size_t alen = pc->hello_len - HELLO_HEAD;
+    if (ver != HELLO_VERSION) {
+        snprintf(why, sizeof(why), "hello version %u (want %u)", ver, HELLO_VERSION);
+        conn_refuse(pc, why);
+        return false;
+    }
+    if (id == 0 || alen == 0 || memchr(pc->hello + HELLO_HEAD, '\0', alen) != NULL) {
+        conn_refuse(pc, "malformed hello");
+        return false;
+    }
+    if (pc->pt->check_id && !cert_names(pc, id, why, sizeof(why))) {
+        conn_refuse(pc, why);
+        return false;
+    }
+    pc->id = id;
+    memcpy(pc->address, pc->hello + HELLO_HEAD, alen);
+    pc->address[alen] = '\0';
+    conn_open(pc);
+    return pc->state == PC_OPEN;
+}
+
+/* Move the session on: handshake, hello, then decrypted bytes to raft. */
+static void conn_drive(pconn *pc)
+{
+    char why[256];
+    if (pc->state == PC_HANDSHAKE) {
+        int rv = SSL_do_handshake(pc->ssl);
+        if (flush_tls(pc) != 0) {
+            conn_close(pc, RAFT_NOCONNECTION);
+            return;
+        }
+        if (rv != 1) {
+            int e = SSL_get_error(pc->ssl, rv);
+            if (e == SSL_ERROR_WANT_READ)
+                return;
+            long vr = SSL_get_verify_result(pc->ssl);
+            if (vr != X509_V_OK) {
+                snprintf(why, sizeof(why), "certificate: %s",
+                         X509_verify_cert_error_string(vr));
+                ERR_clear_error();
+            } else {
+                ssl_why(why, sizeof(why));
+            }
+            conn_refuse(pc, why);
+            return;
+        }
+        if (pc->outgoing) {
+            if (pc->pt->check_id && !cert_names(pc, pc->id, why, sizeof(why))) {
+                conn_refuse(pc, why);
+                return;
+            }
+            if (send_hello(pc) != 0) {
+                conn_refuse(pc, "cannot send the hello");
+                return;
+            }
+            conn_open(pc);
+            if (pc->state != PC_OPEN)
+                return;
+        } else {
+            pc->state = PC_HELLO;
+        }
+    }
+    if (pc->state == PC_HELLO && !read_hello(pc))
+        return;
+    if (pc->state != PC_OPEN || pc->tcp_paused)
+        return;
+    if (pc->pipe_paused && pc->tcp.write_queue_size < FENCE_PEER_TLS_FLOW_MAX / 2) {
+        pc->pipe_paused = false;
+        uv_read_start((uv_stream_t *)&pc->pipe, alloc_cb, pipe_read);
+    }
+    char buf[PUMP_CHUNK];
+    for (;;) {
+        int n = SSL_read(pc->ssl, buf, sizeof(buf));
+        if (n <= 0) {
+            int e = SSL_get_error(pc->ssl, n);
+            if (flush_tls(pc) != 0) {
+                conn_close(pc, RAFT_NOCONNECTION);
+                return;
+            }
+            if (e == SSL_ERROR_WANT_READ)
+                break;
+            if (e == SSL_ERROR_ZERO_RETURN)
+                LOG_DEBUG("raft peer %s: TLS closed", pc->peer);
+            else
+                LOG_WARN("raft peer %s: %s", pc->peer, ssl_why(why, sizeof(why)));
+            conn_close(pc, RAFT_NOCONNECTION);
+            return;
+        }
+        if (stream_write(pc, (uv_stream_t *)&pc->pipe, buf, (size_t)n, pipe_written) != 0) {
+            conn_close(pc, RAFT_NOCONNECTION);
+            return;
+        }
+        if (pc->pipe.write_queue_size > FENCE_PEER_TLS_FLOW_MAX) {
+            /* Raft is slow to read: stop taking bytes off the network; the
+             * rest stays buffered in the BIO until pipe_written resumes. */
+            pc->tcp_paused = true;
+            uv_read_stop((uv_stream_t *)&pc->tcp);
+            return;
+        }
+    }
+    uv_read_start((uv_stream_t *)&pc->tcp, alloc_cb, tcp_read);
+}
+
+/* The handshake took too long. */
+static void conn_timeout(uv_timer_t *tm)
+{
+    pconn *pc = tm->data;
+    conn_refuse(pc, "TLS handshake timed out");
+}
+
+/* A new connection object around an initialised pc->tcp.  NULL if the
+ * SSL session cannot be made (pc->tcp is then closed by the caller). */
+static pconn *conn_new(ptls *pt, bool outgoing)
+{
+    pconn *pc = calloc(1, sizeof(*pc));
+    if (pc == NULL)
+        return NULL;
+    pc->pt = pt;
+    pc->outgoing = outgoing;
+    pc->ssl = SSL_new(pt->ctx);
+    if (pc->ssl == NULL)
+        goto out_free;
+    pc->rbio = BIO_new(BIO_s_mem());
+    pc->wbio = BIO_new(BIO_s_mem());
+    if (pc->rbio == NULL || pc->wbio == NULL) {
+        BIO_free(pc->rbio);
+        BIO_free(pc->wbio);
+        goto out_free_ssl;
+    }
+    SSL_set_bio(pc->ssl, pc->rbio, pc->wbio);
+    if (outgoing)
+        SSL_set_connect_state(pc->ssl);
+    else
+        SSL_set_accept_state(pc->ssl);
+    uv_tcp_init(pt->loop, &pc->tcp);
+    uv_timer_init(pt->loop, &pc->timer);
+    pc->tcp.data = pc;
+    pc->timer.data = pc;
+    pc->handles = 2;
+    pc->next = pt->conns;
+    if (pt->conns != NULL)
+        pt->conns->prev = pc;
+    pt->conns = pc;
+    pt->pending++;
+    snprintf(pc->peer, sizeof(pc->peer), "%s", "?");
+    uv_timer_start(&pc->timer, conn_timeout, FENCE_PEER_TLS_HANDSHAKE_MS, 0);
+    return pc;
+
+out_free_ssl:
+    SSL_free(pc->ssl);
+out_free:
+    free(pc);
+    return NULL;
+}
+
+/* Format a socket address as ip:port. */
+static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
+{
+    char ip[64] = "?";
+    int port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        uv_ip4_name(a, ip, sizeof(ip));
+        port = ntohs(a->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        uv_ip6_name(a, ip, sizeof(ip));
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(out, cap, "%s:%d", ip, port);
+}
+
+/* A stranger or a peer connected to the raft port. */
+static void on_connection(uv_stream_t *server, int status)
+{
+    ptls *pt = server->data;
+    if (status != 0 || pt->closing)
+        return;
+    pconn *pc = conn_new(pt, false);
+    if (pc == NULL) {
+        uv_tcp_t *tmp = malloc(sizeof(*tmp));
+        if (tmp == NULL)
+            return;
+        uv_tcp_init(pt->loop, tmp);
+        if (uv_accept(server, (uv_stream_t *)tmp) == 0)
+            LOG_WARN("raft peer refused: out of memory");
+        uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+        return;
+    }
+    if (uv_accept(server, (uv_stream_t *)&pc->tcp) != 0) {
+        conn_close(pc, 0);
+        return;
+    }
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    if (uv_tcp_getpeername(&pc->tcp, (struct sockaddr *)&ss, &len) == 0)
+        fmt_addr(&ss, pc->peer, sizeof(pc->peer));
+    if (pt->pending > FENCE_PEER_TLS_PENDING_MAX) {
+        conn_refuse(pc, "too many connections in the handshake");
+        return;
+    }
+    uv_tcp_nodelay(&pc->tcp, 1);
+    uv_read_start((uv_stream_t *)&pc->tcp, alloc_cb, tcp_read);
+}
+
+/* transport->init: remember who we are. */
+static int tls_init(struct raft_uv_transport *t, raft_id id, const char *address)
+{
+    ptls *pt = t->impl;
+    if (strlen(address) >= sizeof(pt->address))
+        return RAFT_NAMETOOLONG;
+    pt->id = id;
+    snprintf(pt->address, sizeof(pt->address), "%s", address);
+    return 0;
+}
+
+/* Split "a.b.c.d:port" into an IPv4 socket address.  0 or -1. */
+static int parse_addr(const char *address, struct sockaddr_in *sa)
+{
+    const char *colon = strrchr(address, ':');
+    char host[64];
+    if (colon == NULL || (size_t)(colon - address) >= sizeof(host))
+        return -1;
+    memcpy(host, address, (size_t)(colon - address));
+    host[colon - address] = '\0';
+    char *end;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || port == 0 || port > 65535)
+        return -1;
+    return uv_ip4_addr(host, (int)port, sa) == 0 ? 0 : -1;
+}
+
+/* transport->listen: bind the raft port. */
+static int tls_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
+{
+    ptls *pt = t->impl;
+    struct sockaddr_in sa;
+    if (parse_addr(pt->address, &sa) != 0) {
+        snprintf(t->errmsg, sizeof(t->errmsg), "bad raft address %s", pt->address);
+        return RAFT_INVALID;
+    }
+    pt->accept_cb = cb;
+    uv_tcp_init(pt->loop, &pt->listener);
+    pt->listener.data = pt;
+    pt->listening = true;
+    int rv = uv_tcp_bind(&pt->listener, (const struct sockaddr *)&sa, 0);
+    if (rv == 0)
+        rv = uv_listen((uv_stream_t *)&pt->listener, 128, on_connection);
+    if (rv != 0) {
+        snprintf(t->errmsg, sizeof(t->errmsg), "listen on %s: %s", pt->address,
+                 uv_strerror(rv));
+        return RAFT_IOERR;
+    }
+    LOG_INFO("raft transport: mutual TLS on %s", pt->address);
+    return 0;
+}
+
+/* TCP connect finished: start the TLS handshake. */
+static void on_connect(uv_connect_t *creq, int status)
+{
+    pconn *pc = creq->data;
+    if (pc->state == PC_CLOSING)
+        return;
+    if (status != 0) {
+        conn_close(pc, RAFT_NOCONNECTION);
+        return;
+    }
+    uv_tcp_nodelay(&pc->tcp, 1);
+    uv_read_start((uv_stream_t *)&pc->tcp, alloc_cb, tcp_read);
+    conn_drive(pc); /* sends the ClientHello */
+}
+
+/* transport->connect: TCP, TLS, hello; raft's cb fires after all three. */
+static int tls_connect(struct raft_uv_transport *t, struct raft_uv_connect *req,
+                       raft_id id, const char *address, raft_uv_connect_cb cb)
+{
+    ptls *pt = t->impl;
+    FENCE_ASSERT(!pt->closing);
+    struct sockaddr_in sa;
+    if (parse_addr(address, &sa) != 0)
+        return RAFT_NOCONNECTION;
+    pconn *pc = conn_new(pt, true);
+    if (pc == NULL)
+        return RAFT_NOMEM;
+    req->cb = cb;
+    pc->req = req;
+    pc->id = id;
+    snprintf(pc->peer, sizeof(pc->peer), "%.63s", address);
+    pc->creq.data = pc;
+    int rv = uv_tcp_connect(&pc->creq, &pc->tcp, (const struct sockaddr *)&sa, on_connect);
+    if (rv != 0) {
+        pc->req = NULL; /* raft sees the error as the return value */
+        conn_close(pc, 0);
+        return RAFT_NOCONNECTION;
+    }
+    return 0;
+}
+
+/* The listener's close callback. */
+static void listener_closed(uv_handle_t *h)
+{
+    ptls *pt = h->data;
+    pt->listener_closed = true;
+    maybe_closed(pt);
+}
+
+/* transport->close: stop listening, cancel connects, close everything. */
+static void tls_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
+{
+    ptls *pt = t->impl;
+    FENCE_ASSERT(!pt->closing);
+    pt->closing = true;
+    pt->close_cb = cb;
+    if (pt->listening)
+        uv_close((uv_handle_t *)&pt->listener, listener_closed);
+    for (pconn *pc = pt->conns; pc != NULL; pc = pc->next)
+        conn_close(pc, RAFT_CANCELED);
+    maybe_closed(pt);
+}
+
+/* See peer_tls.h. */
+int fence__peer_tls_init(struct raft_uv_transport *t, uv_loop_t *loop,
+                         const char *cert, const char *key, const char *ca,
+                         bool check_id)
+{
+    char why[256];
+    memset(t, 0, sizeof(*t));
+    ptls *pt = calloc(1, sizeof(*pt));
+    if (pt == NULL)
+        return -1;
+    pt->t = t;
+    pt->loop = loop;
+    pt->check_id = check_id;
+    pt->ctx = SSL_CTX_new(TLS_method());
+    if (pt->ctx == NULL)
+        goto out_free;
+    SSL_CTX_set_min_proto_version(pt->ctx, TLS1_3_VERSION);
+    SSL_CTX_set_num_tickets(pt->ctx, 0);
+    SSL_CTX_set_session_cache_mode(pt->ctx, SSL_SESS_CACHE_OFF);
+    if (SSL_CTX_use_certificate_chain_file(pt->ctx, cert) != 1) {
+        LOG_ERROR("peer-tls-cert %s: %s", cert, ssl_why(why, sizeof(why)));
+        goto out_free_ctx;
+    }
+    if (SSL_CTX_use_PrivateKey_file(pt->ctx, key, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(pt->ctx) != 1) {
+        LOG_ERROR("peer-tls-key %s: %s", key, ssl_why(why, sizeof(why)));
+        goto out_free_ctx;
+    }
+    if (SSL_CTX_load_verify_locations(pt->ctx, ca, NULL) != 1) {
+        LOG_ERROR("peer-tls-ca %s: %s", ca, ssl_why(why, sizeof(why)));
+        goto out_free_ctx;
+    }
+    SSL_CTX_set_verify(pt->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    t->impl = pt;
+    t->init = tls_init;
+    t->listen = tls_listen;
+    t->connect = tls_connect;
+    t->close = tls_close;
+    return 0;
+
+out_free_ctx:
+    SSL_CTX_free(pt->ctx);
+out_free:
+    free(pt);
+    return -1;
+}
