@@ -71,6 +71,12 @@ _Static_assert(FENCE_WAITERS_DEFAULT <= FENCE_WAITS_DEFAULT,
 #define FENCE_STORE_CLIENTS_MAX 100000
 
 _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value bounds");
+/* fence-store group commit: most requests in one batch (one LMDB
+ * transaction, one fsync), and the bytes of requests copied into it past
+ * which it commits early (one request may exceed it alone). */
+#define FENCE_STORE_BATCH_MAX 4096
+#define FENCE_STORE_BATCH_BYTES (32 * 1024 * 1024)
+_Static_assert(FENCE_STORE_BATCH_BYTES >= FENCE_STORE_VALUE_DEFAULT, "a default-size value fits a batch");
 _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
                "a request's other arguments must fit the slack");
 

@@ -34,6 +34,12 @@ struct fence_store_db {
     uint64_t admitted;     /* tokens admitted since start */
     uint64_t rejected;     /* tokens rejected as stale since start */
     uint64_t wrongfence;   /* writes refused: key of another fence */
+    uint64_t b_admitted;   /* admitted since the last commit (tentative) */
+    uint64_t b_rejected;   /* stale since the last commit (tentative) */
+    uint64_t b_wrongfence; /* wrong fence since the last commit (tentative) */
+    bool in_batch;         /* a batch is open (batch_begin .. batch_end) */
+    bool broken;           /* a put failed in the batch: it gets replayed */
+    MDB_txn *batch;        /* the batch's write transaction, or NULL */
 };
 
 /* Open the environment and the three databases. */
@@ -161,14 +167,6 @@ static fence_store_result write_failed(fence_store_db *db, int rc,
     FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
 }
 
-/* A write failed inside txn: abort it, then as write_failed. */
-static fence_store_result put_failed(fence_store_db *db, MDB_txn *txn, int rc,
-                                     const char *what)
-{
-    mdb_txn_abort(txn);
-    return write_failed(db, rc, what);
-}
-
 /* The key's fence inside txn: 0 and the name in *owner when bound, MDB_NOTFOUND
  * when not. */
 static int owner_get(fence_store_db *db, MDB_txn *txn, const char *key,
@@ -184,102 +182,227 @@ static int owner_get(fence_store_db *db, MDB_txn *txn, const char *key,
     return rc;
 }
 
-/* The rule, the mark and the write, in one transaction. */
-fence_store_result fence__store_db_write(fence_store_db *db,
-                                         const fence_store_cmd *c,
-                                         fence_store_write_out *out)
+/* Encode a mark as 8 bytes little-endian. */
+static void mark_encode(unsigned char buf[8], uint64_t x)
+{
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(x >> (8 * i));
+}
+
+/* The rule, the mark and the write inside txn, every check before the
+ * first put, so a refusal leaves txn exactly as it was.  Returns 0 with
+ * *res set (FENCE_STORE_OK or a refusal), or an LMDB error from a put with
+ * *what naming it: txn is then unusable (the caller aborts it). */
+static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
+                 fence_store_write_out *out, fence_store_result *res,
+                 const char **what)
 {
     FENCE_ASSERT(fence__store_cmd_is_write(c->op));
     FENCE_ASSERT(c->fence_len >= 1);
     memset(out, 0, sizeof(*out));
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
-    if (rc != 0)
-        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+    *what = NULL;
     uint64_t high = mark_get(db, txn, c->fence, c->fence_len);
     if (c->token < high && !db->ignore_tokens) {
-        mdb_txn_abort(txn);
-        db->rejected++;
+        db->b_rejected++;
         out->high = high;
-        return FENCE_STORE_STALE;
+        *res = FENCE_STORE_STALE;
+        return 0;
     }
     bool bind = false; /* this write binds the key to c->fence */
     if (c->op != FENCE_STORE_OP_FENCE_ADMIT && !db->ignore_tokens) {
         MDB_val own;
-        rc = owner_get(db, txn, c->key, c->key_len, &own);
+        int rc = owner_get(db, txn, c->key, c->key_len, &own);
         if (rc == 0 && (own.mv_size != c->fence_len ||
                         memcmp(own.mv_data, c->fence, c->fence_len) != 0)) {
             memcpy(out->owner, own.mv_data, own.mv_size);
             out->owner_len = own.mv_size;
-            mdb_txn_abort(txn);
-            db->wrongfence++;
-            return FENCE_STORE_WRONGFENCE;
+            db->b_wrongfence++;
+            *res = FENCE_STORE_WRONGFENCE;
+            return 0;
         }
         bind = rc == MDB_NOTFOUND && c->op != FENCE_STORE_OP_FDEL;
     }
+    MDB_val k = {c->key_len, (void *)c->key}, v;
+    char num[24];
+    if (c->op == FENCE_STORE_OP_FINCR) {
+        /* The counter's checks, before anything is put. */
+        int64_t n = 0;
+        int rc = mdb_get(txn, db->data, &k, &v);
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
+        if (rc == 0 && fence__num_i64(v.mv_data, v.mv_size, &n) != 0) {
+            *res = FENCE_STORE_NOTINT;
+            return 0;
+        }
+        if (n == INT64_MAX) {
+            *res = FENCE_STORE_OVERFLOW;
+            return 0;
+        }
+        n++;
+        int len = snprintf(num, sizeof(num), "%" PRId64, n);
+        FENCE_ASSERT(len > 0);
+        FENCE_ASSERT((size_t)len < sizeof(num));
+        v.mv_size = (size_t)len;
+        v.mv_data = num;
+        out->number = n;
+    }
+    int rc;
     if (bind) {
-        MDB_val k = {c->key_len, (void *)c->key};
-        MDB_val v = {c->fence_len, (void *)c->fence};
-        if ((rc = mdb_put(txn, db->owners, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "binding of a key to its fence");
+        MDB_val bv = {c->fence_len, (void *)c->fence};
+        *what = "binding of a key to its fence";
+        if ((rc = mdb_put(txn, db->owners, &k, &bv, 0)) != 0)
+            return rc;
     }
     if (c->token > high) {
         unsigned char buf[8];
-        for (int i = 0; i < 8; i++)
-            buf[i] = (unsigned char)(c->token >> (8 * i));
-        MDB_val k = {c->fence_len, (void *)c->fence}, v = {8, buf};
-        if ((rc = mdb_put(txn, db->fences, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "put of a fence mark");
+        mark_encode(buf, c->token);
+        MDB_val mk = {c->fence_len, (void *)c->fence}, mv = {8, buf};
+        *what = "put of a fence mark";
+        if ((rc = mdb_put(txn, db->fences, &mk, &mv, 0)) != 0)
+            return rc;
         high = c->token;
     }
     out->high = high;
-    MDB_val k = {c->key_len, (void *)c->key}, v;
     switch (c->op) {
     case FENCE_STORE_OP_FSET:
         v.mv_size = c->value_len;
         v.mv_data = (void *)c->value;
+        *what = "put of a value";
         if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "put of a value");
+            return rc;
         break;
     case FENCE_STORE_OP_FDEL:
         rc = mdb_del(txn, db->data, &k, NULL);
+        *what = "delete of a key";
         if (rc != 0 && rc != MDB_NOTFOUND)
-            return put_failed(db, txn, rc, "delete of a key");
+            return rc;
         out->number = rc == 0 ? 1 : 0;
         break;
-    case FENCE_STORE_OP_FINCR: {
-        int64_t n = 0;
-        rc = mdb_get(txn, db->data, &k, &v);
-        if (rc != 0 && rc != MDB_NOTFOUND)
-            FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
-        if (rc == 0 && fence__num_i64(v.mv_data, v.mv_size, &n) != 0) {
-            mdb_txn_abort(txn);
-            return FENCE_STORE_NOTINT;
-        }
-        if (n == INT64_MAX) {
-            mdb_txn_abort(txn);
-            return FENCE_STORE_OVERFLOW;
-        }
-        n++;
-        char num[24];
-        int len = snprintf(num, sizeof(num), "%" PRId64, n);
-        v.mv_size = (size_t)len;
-        v.mv_data = num;
+    case FENCE_STORE_OP_FINCR:
+        *what = "put of a counter";
         if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "put of a counter");
-        out->number = n;
+            return rc;
         break;
-    }
     case FENCE_STORE_OP_FENCE_ADMIT:
         break;
     default:
         FENCE_ASSERT(0 && "not a write");
     }
-    rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
+    db->b_admitted++;
+    *res = FENCE_STORE_OK;
+    return 0;
+}
+
+/* Fold the counters of the writes since the last commit into the totals
+ * (keep true) or drop them (the transaction was aborted). */
+static void counters_settle(fence_store_db *db, bool keep)
+{
+    if (keep) {
+        db->admitted += db->b_admitted;
+        db->rejected += db->b_rejected;
+        db->wrongfence += db->b_wrongfence;
+    }
+    db->b_admitted = db->b_rejected = db->b_wrongfence = 0;
+}
+
+/* One write in its own transaction and sync (the path outside a batch, and
+ * the replay of a broken one). */
+static fence_store_result write_alone(fence_store_db *db,
+                                      const fence_store_cmd *c,
+                                      fence_store_write_out *out)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
     if (rc != 0)
+        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+    fence_store_result res;
+    const char *what;
+    if ((rc = apply(db, txn, c, out, &res, &what)) != 0) {
+        counters_settle(db, false);
+        mdb_txn_abort(txn);
+        return write_failed(db, rc, what);
+    }
+    if (res != FENCE_STORE_OK) {
+        mdb_txn_abort(txn);
+        counters_settle(db, true);
+        return res;
+    }
+    rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
+    if (rc != 0) {
+        counters_settle(db, false);
         return write_failed(db, rc, "commit");
-    db->admitted++;
+    }
+    counters_settle(db, true);
     return FENCE_STORE_OK;
+}
+
+/* A write: inside the open batch, or alone (see db.h). */
+fence_store_result fence__store_db_write(fence_store_db *db,
+                                         const fence_store_cmd *c,
+                                         fence_store_write_out *out)
+{
+    if (!db->in_batch)
+        return write_alone(db, c, out);
+    if (db->broken) {
+        memset(out, 0, sizeof(*out));
+        return FENCE_STORE_REPLAY;
+    }
+    if (db->batch == NULL) {
+        int rc = mdb_txn_begin(db->env, NULL, 0, &db->batch);
+        if (rc != 0)
+            FENCE_STORE_FATAL("LMDB mdb_txn_begin (batch): %s",
+                              mdb_strerror(rc));
+    }
+    fence_store_result res;
+    const char *what;
+    int rc = apply(db, db->batch, c, out, &res, &what);
+    if (rc == 0)
+        return res;
+    /* A put failed: the transaction is unusable, so the whole batch is
+     * dropped and replayed one write at a time (fence__store_db_batch_end). */
+    FENCE_LOG_D("batch: %s failed (%s); replaying the batch one write at a "
+                "time", what, mdb_strerror(rc));
+    mdb_txn_abort(db->batch);
+    db->batch = NULL;
+    db->broken = true;
+    counters_settle(db, false);
+    memset(out, 0, sizeof(*out));
+    return FENCE_STORE_REPLAY;
+}
+
+/* Open a batch (see db.h). */
+void fence__store_db_batch_begin(fence_store_db *db)
+{
+    FENCE_ASSERT(!db->in_batch);
+    FENCE_ASSERT(db->batch == NULL);
+    db->in_batch = true;
+    db->broken = false;
+}
+
+/* Commit the batch in one transaction and one sync (see db.h). */
+int fence__store_db_batch_end(fence_store_db *db)
+{
+    FENCE_ASSERT(db->in_batch);
+    db->in_batch = false;
+    if (db->broken) {
+        db->broken = false;
+        FENCE_ASSERT(db->batch == NULL);
+        return -1;
+    }
+    if (db->batch == NULL) /* reads only */
+        return 0;
+    MDB_txn *txn = db->batch;
+    db->batch = NULL;
+    int rc = mdb_txn_commit(txn); /* one fsync for every write of the batch */
+    if (rc != 0) {
+        counters_settle(db, false);
+        /* Fatal unless the disk or the map is full; then nothing of the
+         * batch was written and the caller replays it write by write. */
+        (void)write_failed(db, rc, "commit of a batch");
+        return -1;
+    }
+    counters_settle(db, true);
+    return 0;
 }
 
 /* Begin a read-only transaction or stop. */
@@ -296,7 +419,8 @@ static MDB_txn *read_txn(fence_store_db *db)
 void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
                   void (*fn)(void *ctx, const char *p, size_t n), void *ctx)
 {
-    MDB_txn *txn = read_txn(db);
+    FENCE_ASSERT(!db->broken);
+    MDB_txn *txn = db->batch != NULL ? db->batch : read_txn(db);
     MDB_val k = {len, (void *)key}, v;
     int rc = mdb_get(txn, db->data, &k, &v);
     if (rc == 0)
@@ -305,23 +429,34 @@ void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
         fn(ctx, NULL, 0);
     else
         FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
-    mdb_txn_abort(txn);
+    if (txn != db->batch)
+        mdb_txn_abort(txn);
 }
 
 /* Read a mark in its own read transaction. */
 uint64_t fence__store_db_high(fence_store_db *db, const char *fence, size_t len)
 {
+    FENCE_ASSERT(!db->broken);
+    if (db->batch != NULL)
+        return mark_get(db, db->batch, fence, len);
     MDB_txn *txn = read_txn(db);
     uint64_t h = mark_get(db, txn, fence, len);
     mdb_txn_abort(txn);
     return h;
 }
 
+/* True while a broken batch waits for its replay. */
+bool fence__store_db_batch_broken(const fence_store_db *db)
+{
+    return db->broken;
+}
+
 /* Counts from LMDB's statistics plus the in-memory counters. */
 void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
 {
     memset(st, 0, sizeof(*st));
-    MDB_txn *txn = read_txn(db);
+    FENCE_ASSERT(!db->broken);
+    MDB_txn *txn = db->batch != NULL ? db->batch : read_txn(db);
     MDB_stat s;
     if (mdb_stat(txn, db->data, &s) == 0)
         st->keys = s.ms_entries;
@@ -330,7 +465,8 @@ void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
     MDB_envinfo info;
     if (mdb_env_info(db->env, &info) == 0 && mdb_env_stat(db->env, &s) == 0)
         st->map_used = (uint64_t)(info.me_last_pgno + 1) * s.ms_psize;
-    mdb_txn_abort(txn);
+    if (txn != db->batch)
+        mdb_txn_abort(txn);
     st->admitted = db->admitted;
     st->rejected_stale = db->rejected;
     st->rejected_wrongfence = db->wrongfence;
