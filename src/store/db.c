@@ -27,7 +27,8 @@ struct fence_store_db {
     MDB_env *env;          /* the environment */
     MDB_dbi data;          /* key -> value */
     MDB_dbi fences;        /* fence -> mark */
-    MDB_dbi owners;        /* key -> fence it belongs to */
+    MDB_dbi owners;        /* deleted key -> fence it stays bound to */
+    MDB_dbi meta;          /* "format" -> FORMAT (the record layout) */
     char dir[1024];        /* the data directory (messages) */
     bool ignore_tokens;    /* control mode: never reject */
     uint64_t map_size;     /* configured map size */
@@ -42,7 +43,109 @@ struct fence_store_db {
     MDB_txn *batch;        /* the batch's write transaction, or NULL */
 };
 
-/* Open the environment and the three databases. */
+/* The record layout of the "data" database this code writes: each value
+ * is [u16 LE owner length][owner fence][value bytes], the key's fence
+ * inside its own record, so a write touches one leaf page instead of two
+ * (format 1 kept the binding in "owners" for every key).  "owners" now
+ * holds only the bindings of deleted keys. */
+#define FORMAT "2"
+
+/* Bytes before the value in a record. */
+#define REC_HDR 2
+
+/* Upgrade a format-1 store (no "format" in meta) in txn: every value gets
+ * its key's binding from "owners" in front; the "owners" entries stay (they
+ * are read only for keys absent from "data").  0, or an LMDB error. */
+static int migrate(fence_store_db *db, MDB_txn *txn, uint64_t *n)
+{
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, db->data, &cur);
+    if (rc != 0)
+        return rc;
+    MDB_val k, v;
+    *n = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        MDB_val own = {0, NULL};
+        int orc = mdb_get(txn, db->owners, &k, &own);
+        if (orc != 0 && orc != MDB_NOTFOUND)
+            break;
+        if (orc == MDB_NOTFOUND)
+            own.mv_size = 0;
+        if (own.mv_size > FENCE_NAME_MAX) {
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        size_t len = REC_HDR + own.mv_size + v.mv_size;
+        unsigned char *buf = malloc(len ? len : 1);
+        if (buf == NULL) {
+            rc = ENOMEM;
+            break;
+        }
+        buf[0] = (unsigned char)(own.mv_size & 0xff);
+        buf[1] = (unsigned char)(own.mv_size >> 8);
+        if (own.mv_size > 0)
+            memcpy(buf + REC_HDR, own.mv_data, own.mv_size);
+        if (v.mv_size > 0)
+            memcpy(buf + REC_HDR + own.mv_size, v.mv_data, v.mv_size);
+        /* Put through a copy of the key (k points into the page the put
+         * rewrites), then find the key again for MDB_NEXT. */
+        char key[FENCE_STORE_KEY_MAX + 1];
+        if (k.mv_size > sizeof(key)) {
+            free(buf);
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        memcpy(key, k.mv_data, k.mv_size);
+        MDB_val kc = {k.mv_size, key}, nv = {len, buf};
+        rc = mdb_put(txn, db->data, &kc, &nv, 0);
+        free(buf);
+        if (rc == 0)
+            rc = mdb_cursor_get(cur, &kc, &v, MDB_SET);
+        if (rc != 0)
+            break;
+        (*n)++;
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Check the store's record format in txn, upgrading a format-1 store;
+ * 0, or -1 with a message in err. */
+static int format_check(fence_store_db *db, MDB_txn *txn, char *err,
+                        size_t errcap)
+{
+    MDB_val k = {6, (void *)"format"}, v;
+    int rc = mdb_get(txn, db->meta, &k, &v);
+    if (rc == 0) {
+        if (v.mv_size == strlen(FORMAT) &&
+            memcmp(v.mv_data, FORMAT, v.mv_size) == 0)
+            return 0;
+        snprintf(err, errcap, "the store in %s has record format '%.*s'; "
+                 "this fence-store reads format " FORMAT, db->dir,
+                 (int)(v.mv_size < 16 ? v.mv_size : 16),
+                 (const char *)v.mv_data);
+        return -1;
+    }
+    uint64_t n = 0;
+    if (rc == MDB_NOTFOUND)
+        rc = migrate(db, txn, &n);
+    if (rc == 0) {
+        MDB_val fv = {strlen(FORMAT), (void *)FORMAT};
+        rc = mdb_put(txn, db->meta, &k, &fv, 0);
+    }
+    if (rc != 0) {
+        snprintf(err, errcap, "LMDB format upgrade of %s: %s", db->dir,
+                 mdb_strerror(rc));
+        return -1;
+    }
+    if (n > 0)
+        FENCE_LOG_I("store in %s upgraded to record format " FORMAT
+                    " (%" PRIu64 " keys)", db->dir, n);
+    return 0;
+}
+
+/* Open the environment and the four databases; upgrade the format. */
 int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
                   fence_store_db **out, char *err, size_t errcap)
 {
@@ -69,7 +172,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     if ((rc = mdb_env_set_mapsize(db->env, (size_t)map_size)) != 0)
         goto out_close;
     what = "mdb_env_set_maxdbs";
-    if ((rc = mdb_env_set_maxdbs(db->env, 3)) != 0)
+    if ((rc = mdb_env_set_maxdbs(db->env, 4)) != 0)
         goto out_close;
     /* Flags 0: full fsync on every commit (no MDB_NOSYNC/MDB_NOMETASYNC). */
     what = "mdb_env_open";
@@ -88,6 +191,16 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     what = "mdb_dbi_open(owners)";
     if ((rc = mdb_dbi_open(txn, "owners", MDB_CREATE, &db->owners)) != 0)
         goto out_abort;
+    what = "mdb_dbi_open(meta)";
+    if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &db->meta)) != 0)
+        goto out_abort;
+    what = "format check";
+    if ((rc = format_check(db, txn, err, errcap)) != 0) {
+        mdb_txn_abort(txn);
+        mdb_env_close(db->env);
+        free(db);
+        return -1;
+    }
     what = "mdb_txn_commit";
     if ((rc = mdb_txn_commit(txn)) != 0)
         goto out_close;
@@ -167,8 +280,8 @@ static fence_store_result write_failed(fence_store_db *db, int rc,
     FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
 }
 
-/* The key's fence inside txn: 0 and the name in *owner when bound, MDB_NOTFOUND
- * when not. */
+/* A deleted key's fence inside txn ("owners"): 0 and the name in *owner
+ * when bound, MDB_NOTFOUND when not. */
 static int owner_get(fence_store_db *db, MDB_txn *txn, const char *key,
                      size_t key_len, MDB_val *owner)
 {
@@ -180,6 +293,52 @@ static int owner_get(fence_store_db *db, MDB_txn *txn, const char *key,
         FENCE_STORE_FATAL("owners database holds a %zu-byte fence name: the "
                           "store is corrupt", owner->mv_size);
     return rc;
+}
+
+/* A key's record in "data", split: 0 with its fence in *owner (size 0:
+ * unbound) and its value in *value, or MDB_NOTFOUND.  Both point into
+ * LMDB's pages: valid until the next put in txn. */
+static int record_get(fence_store_db *db, MDB_txn *txn, const char *key,
+                      size_t key_len, MDB_val *owner, MDB_val *value)
+{
+    MDB_val k = {key_len, (void *)key}, v;
+    int rc = mdb_get(txn, db->data, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return rc;
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
+    const unsigned char *p = v.mv_data;
+    size_t olen = v.mv_size >= REC_HDR ? (size_t)p[0] | (size_t)p[1] << 8 : 0;
+    if (v.mv_size < REC_HDR || olen > FENCE_NAME_MAX ||
+        v.mv_size < REC_HDR + olen)
+        FENCE_STORE_FATAL("data database holds a malformed %zu-byte record: "
+                          "the store is corrupt", v.mv_size);
+    owner->mv_size = olen;
+    owner->mv_data = (void *)(p + REC_HDR);
+    value->mv_size = v.mv_size - REC_HDR - olen;
+    value->mv_data = (void *)(p + REC_HDR + olen);
+    return 0;
+}
+
+/* Put key's record (owner, value) in "data"; 0 or an LMDB error. */
+static int record_put(fence_store_db *db, MDB_txn *txn, const char *key,
+                      size_t key_len, const char *owner, size_t owner_len,
+                      const void *value, size_t value_len)
+{
+    FENCE_ASSERT(owner_len <= FENCE_NAME_MAX);
+    MDB_val k = {key_len, (void *)key};
+    MDB_val v = {REC_HDR + owner_len + value_len, NULL};
+    int rc = mdb_put(txn, db->data, &k, &v, MDB_RESERVE);
+    if (rc != 0)
+        return rc;
+    unsigned char *p = v.mv_data;
+    p[0] = (unsigned char)(owner_len & 0xff);
+    p[1] = (unsigned char)(owner_len >> 8);
+    if (owner_len > 0)
+        memcpy(p + REC_HDR, owner, owner_len);
+    if (value_len > 0)
+        memcpy(p + REC_HDR + owner_len, value, value_len);
+    return 0;
 }
 
 /* Encode a mark as 8 bytes little-endian. */
@@ -208,29 +367,37 @@ static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
         *res = FENCE_STORE_STALE;
         return 0;
     }
-    bool bind = false; /* this write binds the key to c->fence */
-    if (c->op != FENCE_STORE_OP_FENCE_ADMIT && !db->ignore_tokens) {
-        MDB_val own;
-        int rc = owner_get(db, txn, c->key, c->key_len, &own);
-        if (rc == 0 && (own.mv_size != c->fence_len ||
-                        memcmp(own.mv_data, c->fence, c->fence_len) != 0)) {
+    char owner[FENCE_NAME_MAX]; /* the key's fence after this write */
+    size_t owner_len = 0;
+    bool have = false;          /* the key holds a value */
+    MDB_val own = {0, NULL}, cur = {0, NULL};
+    if (c->op != FENCE_STORE_OP_FENCE_ADMIT) {
+        have = record_get(db, txn, c->key, c->key_len, &own, &cur) == 0;
+        if (!have && owner_get(db, txn, c->key, c->key_len, &own) != 0)
+            own.mv_size = 0; /* never bound */
+        if (own.mv_size > 0 && !db->ignore_tokens &&
+            (own.mv_size != c->fence_len ||
+             memcmp(own.mv_data, c->fence, c->fence_len) != 0)) {
             memcpy(out->owner, own.mv_data, own.mv_size);
             out->owner_len = own.mv_size;
             db->b_wrongfence++;
             *res = FENCE_STORE_WRONGFENCE;
             return 0;
         }
-        bind = rc == MDB_NOTFOUND && c->op != FENCE_STORE_OP_FDEL;
+        if (own.mv_size > 0) { /* bound: stays so (also with --ignore-tokens) */
+            memcpy(owner, own.mv_data, own.mv_size);
+            owner_len = own.mv_size;
+        } else if (!db->ignore_tokens && c->op != FENCE_STORE_OP_FDEL) {
+            memcpy(owner, c->fence, c->fence_len); /* this write binds it */
+            owner_len = c->fence_len;
+        }
     }
-    MDB_val k = {c->key_len, (void *)c->key}, v;
     char num[24];
+    size_t num_len = 0;
     if (c->op == FENCE_STORE_OP_FINCR) {
         /* The counter's checks, before anything is put. */
         int64_t n = 0;
-        int rc = mdb_get(txn, db->data, &k, &v);
-        if (rc != 0 && rc != MDB_NOTFOUND)
-            FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
-        if (rc == 0 && fence__num_i64(v.mv_data, v.mv_size, &n) != 0) {
+        if (have && fence__num_i64(cur.mv_data, cur.mv_size, &n) != 0) {
             *res = FENCE_STORE_NOTINT;
             return 0;
         }
@@ -242,17 +409,10 @@ static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
         int len = snprintf(num, sizeof(num), "%" PRId64, n);
         FENCE_ASSERT(len > 0);
         FENCE_ASSERT((size_t)len < sizeof(num));
-        v.mv_size = (size_t)len;
-        v.mv_data = num;
+        num_len = (size_t)len;
         out->number = n;
     }
     int rc;
-    if (bind) {
-        MDB_val bv = {c->fence_len, (void *)c->fence};
-        *what = "binding of a key to its fence";
-        if ((rc = mdb_put(txn, db->owners, &k, &bv, 0)) != 0)
-            return rc;
-    }
     if (c->token > high) {
         unsigned char buf[8];
         mark_encode(buf, c->token);
@@ -265,22 +425,30 @@ static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
     out->high = high;
     switch (c->op) {
     case FENCE_STORE_OP_FSET:
-        v.mv_size = c->value_len;
-        v.mv_data = (void *)c->value;
         *what = "put of a value";
-        if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
+        if ((rc = record_put(db, txn, c->key, c->key_len, owner, owner_len,
+                             c->value, c->value_len)) != 0)
             return rc;
         break;
     case FENCE_STORE_OP_FDEL:
-        rc = mdb_del(txn, db->data, &k, NULL);
+        out->number = have ? 1 : 0;
+        if (!have)
+            break;
         *what = "delete of a key";
-        if (rc != 0 && rc != MDB_NOTFOUND)
+        MDB_val k = {c->key_len, (void *)c->key};
+        if ((rc = mdb_del(txn, db->data, &k, NULL)) != 0)
             return rc;
-        out->number = rc == 0 ? 1 : 0;
+        if (owner_len > 0) { /* the binding outlives the key */
+            MDB_val ov = {owner_len, owner};
+            *what = "binding of a deleted key to its fence";
+            if ((rc = mdb_put(txn, db->owners, &k, &ov, 0)) != 0)
+                return rc;
+        }
         break;
     case FENCE_STORE_OP_FINCR:
         *what = "put of a counter";
-        if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
+        if ((rc = record_put(db, txn, c->key, c->key_len, owner, owner_len,
+                             num, num_len)) != 0)
             return rc;
         break;
     case FENCE_STORE_OP_FENCE_ADMIT:
@@ -421,14 +589,11 @@ void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
 {
     FENCE_ASSERT(!db->broken);
     MDB_txn *txn = db->batch != NULL ? db->batch : read_txn(db);
-    MDB_val k = {len, (void *)key}, v;
-    int rc = mdb_get(txn, db->data, &k, &v);
-    if (rc == 0)
+    MDB_val own, v;
+    if (record_get(db, txn, key, len, &own, &v) == 0)
         fn(ctx, v.mv_data, v.mv_size);
-    else if (rc == MDB_NOTFOUND)
-        fn(ctx, NULL, 0);
     else
-        FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
+        fn(ctx, NULL, 0);
     if (txn != db->batch)
         mdb_txn_abort(txn);
 }
