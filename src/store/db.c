@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/bytes.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/num.h"
@@ -232,11 +233,7 @@ static uint64_t mark_decode(const MDB_val *v)
     if (v->mv_size != 8)
         FENCE_STORE_FATAL("fences database holds a %zu-byte mark (expected 8): "
                     "the store is corrupt", v->mv_size);
-    const unsigned char *p = v->mv_data;
-    uint64_t x = 0;
-    for (int i = 7; i >= 0; i--)
-        x = (x << 8) | p[i];
-    return x;
+    return fence__get_u64(v->mv_data);
 }
 
 /* Read the fence's mark inside txn (0 if absent). */
@@ -341,13 +338,6 @@ static int record_put(fence_store_db *db, MDB_txn *txn, const char *key,
     return 0;
 }
 
-/* Encode a mark as 8 bytes little-endian. */
-static void mark_encode(unsigned char buf[8], uint64_t x)
-{
-    for (int i = 0; i < 8; i++)
-        buf[i] = (unsigned char)(x >> (8 * i));
-}
-
 /* The rule, the mark and the write inside txn, every check before the
  * first put, so a refusal leaves txn exactly as it was.  Returns 0 with
  * *res set (FENCE_STORE_OK or a refusal), or an LMDB error from a put with
@@ -414,8 +404,8 @@ static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
     }
     int rc;
     if (c->token > high) {
-        unsigned char buf[8];
-        mark_encode(buf, c->token);
+        uint8_t buf[8];
+        fence__put_u64(buf, c->token);
         MDB_val mk = {c->fence_len, (void *)c->fence}, mv = {8, buf};
         *what = "put of a fence mark";
         if ((rc = mdb_put(txn, db->fences, &mk, &mv, 0)) != 0)
@@ -454,7 +444,7 @@ static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
     case FENCE_STORE_OP_FENCE_ADMIT:
         break;
     default:
-        FENCE_ASSERT(0 && "not a write");
+        FENCE_ASSERT(!"not a write");
     }
     db->b_admitted++;
     *res = FENCE_STORE_OK;

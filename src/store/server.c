@@ -33,6 +33,7 @@
 #include "store/server.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,11 +41,14 @@
 #include <uv.h>
 
 #include "common/assert.h"
+#include "common/compat.h"
+#include "common/compat_net.h"
 #include "common/conn.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "proto/resp.h"
 #include "store/cmd.h"
+#include "store/commands_table.h"
 
 /* The server. */
 typedef struct server {
@@ -66,7 +70,29 @@ typedef struct server {
     uint64_t stat_batches;         /* batches committed */
     uint64_t stat_batched;         /* requests answered through a batch */
     uint64_t stat_replays;         /* batches replayed one by one */
+    fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
+    fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
 } server;
+
+/* One client connection: the layer's and its Redis-client state. */
+typedef struct store_conn {
+    fence_net_conn base;      /* the layer's connection (first) */
+    fence_compat_conn compat; /* CLIENT SETNAME, MULTI refusal, ... */
+} store_conn;
+
+/* A connection was accepted: fresh compat state. */
+static void on_open(void *ctx, fence_net_conn *c)
+{
+    (void)ctx;
+    fence_compat_conn_init(&((store_conn *)c)->compat, c->id);
+}
+
+/* CLIENT LIST: every open connection. */
+static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
+{
+    server *s = arg;
+    fence__compat_net_list(&s->net, offsetof(store_conn, compat), emit, emit_arg);
+}
 
 /* Where a reply goes: straight to a connection (c != NULL), or into a
  * heap buffer kept until the batch is durable. */
@@ -245,7 +271,7 @@ static void reply_write_refused(server *s, sink *c,
         break;
     case FENCE_STORE_OK:
     case FENCE_STORE_REPLAY:
-        FENCE_ASSERT(0 && "not a refusal");
+        FENCE_ASSERT(!"not a refusal");
         break;
     }
 }
@@ -419,7 +445,9 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
-    if (fence__store_cmd_parse(msg, s->cfg->max_value, &cmd, &code, err,
+    if (fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
+        return;
+    if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
                                sizeof(err)) != 0) {
         fence__net_reply_error(c, code, err);
         return;
@@ -502,6 +530,18 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     s->cfg = cfg;
     s->db = db;
     s->loop = uv_default_loop();
+    if (cfg->token_verify_keys[0] != '\0') {
+        char kerr[1300];
+        if (fence_signtok_verifier_load(cfg->token_verify_keys, 0, &s->verifier,
+                                        kerr, sizeof(kerr)) != 0) {
+            FENCE_LOG_E("token-verify-keys: %s", kerr);
+            return 1;
+        }
+        FENCE_LOG_I("accepting only signed tokens (%zu verify keys from %s)",
+                    fence_signtok_verifier_nkeys(s->verifier), cfg->token_verify_keys);
+    }
+    fence__compat_ctx_init(&s->compat, "fence-store", fence__store_commands,
+                           fence__store_commands_n, list_conns, s);
     snprintf(s->refuse, sizeof(s->refuse), "max clients (%" PRIu64
              ") reached", cfg->max_clients);
 
@@ -512,6 +552,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     lim.max_pipeline = (uint32_t)cfg->max_pipeline;
     lim.max_obuf = cfg->max_obuf;
     lim.slot_size = sizeof(fence_net_slot);
+    lim.conn_size = sizeof(store_conn);
     lim.eof_flush = true;
     fence_resp_limits_default(&lim.resp);
     lim.resp.args_max = 16;
@@ -520,6 +561,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;
     hooks.on_request = on_request;
+    hooks.on_open = on_open;
     hooks.proto_error = on_proto_error;
     hooks.on_slot_orphan = on_slot_orphan;
     hooks.refuse_msg = s->refuse;
@@ -542,6 +584,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence__net_stop(&s->net);
         uv_run(s->loop, UV_RUN_DEFAULT);
         fence__net_free(&s->net);
+        fence_signtok_verifier_free(s->verifier);
         return 1;
     }
     uv_check_init(s->loop, &s->check);
@@ -566,6 +609,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     s->items = NULL;
     uv_loop_close(s->loop);
     fence__net_free(&s->net);
+    fence_signtok_verifier_free(s->verifier);
     FENCE_LOG_I("fence-store stopped");
     return 0;
 }
