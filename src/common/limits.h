@@ -71,6 +71,11 @@ _Static_assert(FENCE_WAITERS_DEFAULT <= FENCE_WAITS_DEFAULT,
 #define FENCE_STORE_CLIENTS_MAX 100000
 
 _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value bounds");
+/* fenced's loop-lag monitor: period of the tick whose lateness is
+ * measured (INFO loop_lag_max_us). */
+#define FENCE_LAG_PERIOD_MS 10
+_Static_assert(FENCE_LAG_PERIOD_MS >= 1, "a lag tick of at least 1 ms");
+
 /* fence-store group commit: most requests in one batch (one LMDB
  * transaction, one fsync), and the bytes of requests copied into it past
  * which it commits early (one request may exceed it alone). */

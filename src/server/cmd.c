@@ -416,7 +416,9 @@ static void reply_info(fence_server *s, fence_slot *slot)
         "avg_batch_size:%.2f\r\n"
         "raft_entries:%llu\r\n"
         "raft_bytes:%llu\r\n"
-        "fsync_batches:%llu\r\n",
+        "fsync_batches:%llu\r\n"
+        "loop_lag_max_us:%llu\r\n"
+        "loop_lag_over_20ms:%llu\r\n",
         FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
         (unsigned long long)fence__node_term(&s->node),
@@ -431,7 +433,8 @@ static void reply_info(fence_server *s, fence_slot *slot)
         (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
         (unsigned long long)ls.batch_cmds, avg,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
-        (unsigned long long)s->node.appends);
+        (unsigned long long)s->node.appends,
+        (unsigned long long)s->lag.max_us, (unsigned long long)s->lag.over_20ms);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     const char *note = fence_fsm_build_note();

@@ -311,6 +311,7 @@ static void node_closed(fence_node *n)
     fence_server *s = (fence_server *)((char *)n - offsetof(fence_server, node));
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->tick_timer, NULL);
+    fence__lag_close(&s->lag);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);
     LOG_INFO("stopped");
@@ -388,6 +389,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     uv_check_start(&s->check, check_cb);
     uv_timer_init(loop, &s->tick_timer);
     s->tick_timer.data = s;
+    fence__lag_start(&s->lag, loop);
     uv_signal_init(loop, &s->sig_term);
     s->sig_term.data = s;
     uv_signal_start(&s->sig_term, signal_cb, SIGTERM);
