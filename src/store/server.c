@@ -507,9 +507,13 @@ static void on_stop_signal(uv_signal_t *sig, int signum)
 {
     server *s = sig->data;
     FENCE_LOG_I("signal %d: stopping", signum);
+    /* Commit and answer the open batch; flushing its replies may resume a
+     * connection whose buffered requests open another one, committed
+     * after the connections are closed (its slots orphaned, then freed). */
+    batch_flush(s);
+    fence__net_stop(&s->net);
     batch_flush(s);
     close_signals(s);
-    fence__net_stop(&s->net);
 }
 
 /* SIGHUP: logrotate moved the log file; write to a new one. */
