@@ -71,6 +71,12 @@ _Static_assert(FENCE_WAITERS_DEFAULT <= FENCE_WAITS_DEFAULT,
 #define FENCE_STORE_CLIENTS_MAX 100000
 
 _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value bounds");
+/* fenced: most log entries between two snapshots once the threshold
+ * scales with the state (src/server/loop.c; --snapshot-threshold is the
+ * floor). */
+#define FENCE_SNAPSHOT_THRESHOLD_MAX 100000000u
+_Static_assert(FENCE_SNAPSHOT_THRESHOLD_MAX <= 1000000000u, "fits raft's unsigned threshold");
+
 /* fenced's loop-lag monitor: period of the tick whose lateness is
  * measured (INFO loop_lag_max_us). */
 #define FENCE_LAG_PERIOD_MS 10

@@ -205,6 +205,23 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
     return 0;
 }
 
+/* Scale the snapshot threshold with the state: the next snapshot comes
+ * after max(--snapshot-threshold, live objects) entries, so encoding the
+ * whole state costs a bounded amount per entry however big it is (a
+ * million held locks are not serialized every 1,024 entries). */
+static void scale_snapshot_threshold(fence_server *s)
+{
+    fence_fsm_stats st;
+    fence_fsm_stats_get(s->fsm, &st);
+    uint64_t n = st.leases + st.locks + st.waiters;
+    uint64_t thr = s->cfg->snapshot_threshold;
+    if (n > thr)
+        thr = n;
+    if (thr > FENCE_SNAPSHOT_THRESHOLD_MAX)
+        thr = FENCE_SNAPSHOT_THRESHOLD_MAX;
+    raft_set_snapshot_threshold(&s->node.raft, (unsigned)thr);
+}
+
 /* raft fsm->snapshot: the whole state in one raft_malloc'd buffer (raft
  * frees it: fsm version 1). */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
@@ -224,6 +241,7 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
     FENCE_ASSERT(b->len == size);
     *bufs = b;
     *n_bufs = 1;
+    scale_snapshot_threshold(s);
     LOG_INFO("snapshot taken: %zu bytes, last token %llu", size,
              (unsigned long long)fence_fsm_last_token(s->fsm));
     return 0;
@@ -241,6 +259,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     raft_free(buf->base);
     LOG_INFO("snapshot restored: last token %llu",
              (unsigned long long)fence_fsm_last_token(s->fsm));
+    scale_snapshot_threshold(s);
     fence__leader_restored(s->leader);
     return 0;
 }
