@@ -26,3 +26,10 @@ for _ in $(seq 1 200); do
 done
 echo "bench: fenced pid $pid on 127.0.0.1:$port, data in $tmp/data"
 "$BUILD/fencectl" --server "127.0.0.1:$port" bench "$@"
+# The loop's worst lateness during the run (a 10 ms uv timer measuring its
+# own lateness; INFO loop_lag_max_us), when redis-cli is at hand.
+if command -v redis-cli >/dev/null; then
+    info=$(redis-cli -p "$port" INFO 2>/dev/null | tr -d '\r')
+    echo "loop lag: max $(echo "$info" | sed -n 's/^loop_lag_max_us://p') us," \
+         "ticks later than 20 ms: $(echo "$info" | sed -n 's/^loop_lag_over_20ms://p')"
+fi

@@ -71,6 +71,23 @@ _Static_assert(FENCE_WAITERS_DEFAULT <= FENCE_WAITS_DEFAULT,
 #define FENCE_STORE_CLIENTS_MAX 100000
 
 _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value bounds");
+/* fenced: most log entries between two snapshots once the threshold
+ * scales with the state (src/server/loop.c; --snapshot-threshold is the
+ * floor). */
+#define FENCE_SNAPSHOT_THRESHOLD_MAX 100000000u
+_Static_assert(FENCE_SNAPSHOT_THRESHOLD_MAX <= 1000000000u, "fits raft's unsigned threshold");
+
+/* fenced's loop-lag monitor: period of the tick whose lateness is
+ * measured (INFO loop_lag_max_us). */
+#define FENCE_LAG_PERIOD_MS 10
+_Static_assert(FENCE_LAG_PERIOD_MS >= 1, "a lag tick of at least 1 ms");
+
+/* fence-store group commit: most requests in one batch (one LMDB
+ * transaction, one fsync), and the bytes of requests copied into it past
+ * which it commits early (one request may exceed it alone). */
+#define FENCE_STORE_BATCH_MAX 4096
+#define FENCE_STORE_BATCH_BYTES (32 * 1024 * 1024)
+_Static_assert(FENCE_STORE_BATCH_BYTES >= FENCE_STORE_VALUE_DEFAULT, "a default-size value fits a batch");
 _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
                "a request's other arguments must fit the slack");
 

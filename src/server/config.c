@@ -47,7 +47,8 @@ static const fence_opt options[] = {
     U64("heartbeat-ms", heartbeat_ms, 0, 30000, 0, "<ms>",
         "raft heartbeat (0: election timeout / 10)"),
     U64("snapshot-threshold", snapshot_threshold, 4, 1000000000, 1024, "<n>",
-        "log entries between snapshots"),
+        "least log entries between snapshots (scales up with the live "
+        "objects)"),
     U64("snapshot-trailing", snapshot_trailing, 0, 1000000000, 128, "<n>",
         "log entries kept after a snapshot"),
     U64("join", join, 0, 1, 0, "<0|1>",

@@ -206,6 +206,23 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
     return 0;
 }
 
+/* Scale the snapshot threshold with the state: the next snapshot comes
+ * after max(--snapshot-threshold, live objects) entries, so encoding the
+ * whole state costs a bounded amount per entry however big it is (a
+ * million held locks are not serialized every 1,024 entries). */
+static void scale_snapshot_threshold(fence_server *s)
+{
+    fence_fsm_stats st;
+    fence_fsm_stats_get(s->fsm, &st);
+    uint64_t n = st.leases + st.locks + st.waiters;
+    uint64_t thr = s->cfg->snapshot_threshold;
+    if (n > thr)
+        thr = n;
+    if (thr > FENCE_SNAPSHOT_THRESHOLD_MAX)
+        thr = FENCE_SNAPSHOT_THRESHOLD_MAX;
+    raft_set_snapshot_threshold(&s->node.raft, (unsigned)thr);
+}
+
 /* raft fsm->snapshot: the whole state in one raft_malloc'd buffer (raft
  * frees it: fsm version 1). */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
@@ -225,6 +242,7 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
     FENCE_ASSERT(b->len == size);
     *bufs = b;
     *n_bufs = 1;
+    scale_snapshot_threshold(s);
     LOG_INFO("snapshot taken: %zu bytes, last token %llu", size,
              (unsigned long long)fence_fsm_last_token(s->fsm));
     return 0;
@@ -242,6 +260,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     raft_free(buf->base);
     LOG_INFO("snapshot restored: last token %llu",
              (unsigned long long)fence_fsm_last_token(s->fsm));
+    scale_snapshot_threshold(s);
     fence__leader_restored(s->leader);
     return 0;
 }
@@ -313,6 +332,7 @@ static void node_closed(fence_node *n)
     fence_server *s = (fence_server *)((char *)n - offsetof(fence_server, node));
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->tick_timer, NULL);
+    fence__lag_close(&s->lag);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);
     LOG_INFO("stopped");
@@ -395,6 +415,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     uv_check_start(&s->check, check_cb);
     uv_timer_init(loop, &s->tick_timer);
     s->tick_timer.data = s;
+    fence__lag_start(&s->lag, loop);
     uv_signal_init(loop, &s->sig_term);
     s->sig_term.data = s;
     uv_signal_start(&s->sig_term, signal_cb, SIGTERM);

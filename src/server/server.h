@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "server/lag.h"
+
 #include "core/entry.h"
 #include "common/acl_srv.h"
 #include "common/compat.h"
@@ -129,6 +131,7 @@ struct fence_server {
     uv_signal_t sig_int;         /* SIGINT: clean stop */
     uv_check_t check;            /* end of every loop turn: leader step, flush */
     uv_timer_t tick_timer;       /* leader: next fsm deadline */
+    fence_lag lag;               /* loop-lag monitor (lag.h) */
     struct raft_barrier barrier; /* the leader module's catch-up barrier */
     bool stopping;               /* shutdown started */
     int exit_code;               /* process exit status */

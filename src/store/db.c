@@ -28,16 +28,125 @@ struct fence_store_db {
     MDB_env *env;          /* the environment */
     MDB_dbi data;          /* key -> value */
     MDB_dbi fences;        /* fence -> mark */
-    MDB_dbi owners;        /* key -> fence it belongs to */
+    MDB_dbi owners;        /* deleted key -> fence it stays bound to */
+    MDB_dbi meta;          /* "format" -> FORMAT (the record layout) */
     char dir[1024];        /* the data directory (messages) */
     bool ignore_tokens;    /* control mode: never reject */
     uint64_t map_size;     /* configured map size */
     uint64_t admitted;     /* tokens admitted since start */
     uint64_t rejected;     /* tokens rejected as stale since start */
     uint64_t wrongfence;   /* writes refused: key of another fence */
+    uint64_t b_admitted;   /* admitted since the last commit (tentative) */
+    uint64_t b_rejected;   /* stale since the last commit (tentative) */
+    uint64_t b_wrongfence; /* wrong fence since the last commit (tentative) */
+    bool in_batch;         /* a batch is open (batch_begin .. batch_end) */
+    bool broken;           /* a put failed in the batch: it gets replayed */
+    MDB_txn *batch;        /* the batch's write transaction, or NULL */
 };
 
-/* Open the environment and the three databases. */
+/* The record layout of the "data" database this code writes: each value
+ * is [u16 LE owner length][owner fence][value bytes], the key's fence
+ * inside its own record, so a write touches one leaf page instead of two
+ * (format 1 kept the binding in "owners" for every key).  "owners" now
+ * holds only the bindings of deleted keys. */
+#define FORMAT "2"
+
+/* Bytes before the value in a record. */
+#define REC_HDR 2
+
+/* Upgrade a format-1 store (no "format" in meta) in txn: every value gets
+ * its key's binding from "owners" in front; the "owners" entries stay (they
+ * are read only for keys absent from "data").  0, or an LMDB error. */
+static int migrate(fence_store_db *db, MDB_txn *txn, uint64_t *n)
+{
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, db->data, &cur);
+    if (rc != 0)
+        return rc;
+    MDB_val k, v;
+    *n = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        MDB_val own = {0, NULL};
+        int orc = mdb_get(txn, db->owners, &k, &own);
+        if (orc != 0 && orc != MDB_NOTFOUND)
+            break;
+        if (orc == MDB_NOTFOUND)
+            own.mv_size = 0;
+        if (own.mv_size > FENCE_NAME_MAX) {
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        size_t len = REC_HDR + own.mv_size + v.mv_size;
+        unsigned char *buf = malloc(len ? len : 1);
+        if (buf == NULL) {
+            rc = ENOMEM;
+            break;
+        }
+        buf[0] = (unsigned char)(own.mv_size & 0xff);
+        buf[1] = (unsigned char)(own.mv_size >> 8);
+        if (own.mv_size > 0)
+            memcpy(buf + REC_HDR, own.mv_data, own.mv_size);
+        if (v.mv_size > 0)
+            memcpy(buf + REC_HDR + own.mv_size, v.mv_data, v.mv_size);
+        /* Put through a copy of the key (k points into the page the put
+         * rewrites), then find the key again for MDB_NEXT. */
+        char key[FENCE_STORE_KEY_MAX + 1];
+        if (k.mv_size > sizeof(key)) {
+            free(buf);
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        memcpy(key, k.mv_data, k.mv_size);
+        MDB_val kc = {k.mv_size, key}, nv = {len, buf};
+        rc = mdb_put(txn, db->data, &kc, &nv, 0);
+        free(buf);
+        if (rc == 0)
+            rc = mdb_cursor_get(cur, &kc, &v, MDB_SET);
+        if (rc != 0)
+            break;
+        (*n)++;
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Check the store's record format in txn, upgrading a format-1 store;
+ * 0, or -1 with a message in err. */
+static int format_check(fence_store_db *db, MDB_txn *txn, char *err,
+                        size_t errcap)
+{
+    MDB_val k = {6, (void *)"format"}, v;
+    int rc = mdb_get(txn, db->meta, &k, &v);
+    if (rc == 0) {
+        if (v.mv_size == strlen(FORMAT) &&
+            memcmp(v.mv_data, FORMAT, v.mv_size) == 0)
+            return 0;
+        snprintf(err, errcap, "the store in %s has record format '%.*s'; "
+                 "this fence-store reads format " FORMAT, db->dir,
+                 (int)(v.mv_size < 16 ? v.mv_size : 16),
+                 (const char *)v.mv_data);
+        return -1;
+    }
+    uint64_t n = 0;
+    if (rc == MDB_NOTFOUND)
+        rc = migrate(db, txn, &n);
+    if (rc == 0) {
+        MDB_val fv = {strlen(FORMAT), (void *)FORMAT};
+        rc = mdb_put(txn, db->meta, &k, &fv, 0);
+    }
+    if (rc != 0) {
+        snprintf(err, errcap, "LMDB format upgrade of %s: %s", db->dir,
+                 mdb_strerror(rc));
+        return -1;
+    }
+    if (n > 0)
+        FENCE_LOG_I("store in %s upgraded to record format " FORMAT
+                    " (%" PRIu64 " keys)", db->dir, n);
+    return 0;
+}
+
+/* Open the environment and the four databases; upgrade the format. */
 int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
                   fence_store_db **out, char *err, size_t errcap)
 {
@@ -64,7 +173,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     if ((rc = mdb_env_set_mapsize(db->env, (size_t)map_size)) != 0)
         goto out_close;
     what = "mdb_env_set_maxdbs";
-    if ((rc = mdb_env_set_maxdbs(db->env, 3)) != 0)
+    if ((rc = mdb_env_set_maxdbs(db->env, 4)) != 0)
         goto out_close;
     /* Flags 0: full fsync on every commit (no MDB_NOSYNC/MDB_NOMETASYNC). */
     what = "mdb_env_open";
@@ -83,6 +192,16 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     what = "mdb_dbi_open(owners)";
     if ((rc = mdb_dbi_open(txn, "owners", MDB_CREATE, &db->owners)) != 0)
         goto out_abort;
+    what = "mdb_dbi_open(meta)";
+    if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &db->meta)) != 0)
+        goto out_abort;
+    what = "format check";
+    if ((rc = format_check(db, txn, err, errcap)) != 0) {
+        mdb_txn_abort(txn);
+        mdb_env_close(db->env);
+        free(db);
+        return -1;
+    }
     what = "mdb_txn_commit";
     if ((rc = mdb_txn_commit(txn)) != 0)
         goto out_close;
@@ -158,16 +277,8 @@ static fence_store_result write_failed(fence_store_db *db, int rc,
     FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
 }
 
-/* A write failed inside txn: abort it, then as write_failed. */
-static fence_store_result put_failed(fence_store_db *db, MDB_txn *txn, int rc,
-                                     const char *what)
-{
-    mdb_txn_abort(txn);
-    return write_failed(db, rc, what);
-}
-
-/* The key's fence inside txn: 0 and the name in *owner when bound, MDB_NOTFOUND
- * when not. */
+/* A deleted key's fence inside txn ("owners"): 0 and the name in *owner
+ * when bound, MDB_NOTFOUND when not. */
 static int owner_get(fence_store_db *db, MDB_txn *txn, const char *key,
                      size_t key_len, MDB_val *owner)
 {
@@ -181,101 +292,275 @@ static int owner_get(fence_store_db *db, MDB_txn *txn, const char *key,
     return rc;
 }
 
-/* The rule, the mark and the write, in one transaction. */
-fence_store_result fence__store_db_write(fence_store_db *db,
-                                         const fence_store_cmd *c,
-                                         fence_store_write_out *out)
+/* A key's record in "data", split: 0 with its fence in *owner (size 0:
+ * unbound) and its value in *value, or MDB_NOTFOUND.  Both point into
+ * LMDB's pages: valid until the next put in txn. */
+static int record_get(fence_store_db *db, MDB_txn *txn, const char *key,
+                      size_t key_len, MDB_val *owner, MDB_val *value)
+{
+    MDB_val k = {key_len, (void *)key}, v;
+    int rc = mdb_get(txn, db->data, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return rc;
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
+    const unsigned char *p = v.mv_data;
+    size_t olen = v.mv_size >= REC_HDR ? (size_t)p[0] | (size_t)p[1] << 8 : 0;
+    if (v.mv_size < REC_HDR || olen > FENCE_NAME_MAX ||
+        v.mv_size < REC_HDR + olen)
+        FENCE_STORE_FATAL("data database holds a malformed %zu-byte record: "
+                          "the store is corrupt", v.mv_size);
+    owner->mv_size = olen;
+    owner->mv_data = (void *)(p + REC_HDR);
+    value->mv_size = v.mv_size - REC_HDR - olen;
+    value->mv_data = (void *)(p + REC_HDR + olen);
+    return 0;
+}
+
+/* Put key's record (owner, value) in "data"; 0 or an LMDB error. */
+static int record_put(fence_store_db *db, MDB_txn *txn, const char *key,
+                      size_t key_len, const char *owner, size_t owner_len,
+                      const void *value, size_t value_len)
+{
+    FENCE_ASSERT(owner_len <= FENCE_NAME_MAX);
+    MDB_val k = {key_len, (void *)key};
+    MDB_val v = {REC_HDR + owner_len + value_len, NULL};
+    int rc = mdb_put(txn, db->data, &k, &v, MDB_RESERVE);
+    if (rc != 0)
+        return rc;
+    unsigned char *p = v.mv_data;
+    p[0] = (unsigned char)(owner_len & 0xff);
+    p[1] = (unsigned char)(owner_len >> 8);
+    if (owner_len > 0)
+        memcpy(p + REC_HDR, owner, owner_len);
+    if (value_len > 0)
+        memcpy(p + REC_HDR + owner_len, value, value_len);
+    return 0;
+}
+
+/* The rule, the mark and the write inside txn, every check before the
+ * first put, so a refusal leaves txn exactly as it was.  Returns 0 with
+ * *res set (FENCE_STORE_OK or a refusal), or an LMDB error from a put with
+ * *what naming it: txn is then unusable (the caller aborts it). */
+static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
+                 fence_store_write_out *out, fence_store_result *res,
+                 const char **what)
 {
     FENCE_ASSERT(fence__store_cmd_is_write(c->op));
     FENCE_ASSERT(c->fence_len >= 1);
     memset(out, 0, sizeof(*out));
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
-    if (rc != 0)
-        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+    *what = NULL;
     uint64_t high = mark_get(db, txn, c->fence, c->fence_len);
     if (c->token < high && !db->ignore_tokens) {
-        mdb_txn_abort(txn);
-        db->rejected++;
+        db->b_rejected++;
         out->high = high;
-        return FENCE_STORE_STALE;
+        *res = FENCE_STORE_STALE;
+        return 0;
     }
-    bool bind = false; /* this write binds the key to c->fence */
-    if (c->op != FENCE_STORE_OP_FENCE_ADMIT && !db->ignore_tokens) {
-        MDB_val own;
-        rc = owner_get(db, txn, c->key, c->key_len, &own);
-        if (rc == 0 && (own.mv_size != c->fence_len ||
-                        memcmp(own.mv_data, c->fence, c->fence_len) != 0)) {
+    char owner[FENCE_NAME_MAX]; /* the key's fence after this write */
+    size_t owner_len = 0;
+    bool have = false;          /* the key holds a value */
+    MDB_val own = {0, NULL}, cur = {0, NULL};
+    if (c->op != FENCE_STORE_OP_FENCE_ADMIT) {
+        have = record_get(db, txn, c->key, c->key_len, &own, &cur) == 0;
+        if (!have && owner_get(db, txn, c->key, c->key_len, &own) != 0)
+            own.mv_size = 0; /* never bound */
+        if (own.mv_size > 0 && !db->ignore_tokens &&
+            (own.mv_size != c->fence_len ||
+             memcmp(own.mv_data, c->fence, c->fence_len) != 0)) {
             memcpy(out->owner, own.mv_data, own.mv_size);
             out->owner_len = own.mv_size;
-            mdb_txn_abort(txn);
-            db->wrongfence++;
-            return FENCE_STORE_WRONGFENCE;
+            db->b_wrongfence++;
+            *res = FENCE_STORE_WRONGFENCE;
+            return 0;
         }
-        bind = rc == MDB_NOTFOUND && c->op != FENCE_STORE_OP_FDEL;
+        if (own.mv_size > 0) { /* bound: stays so (also with --ignore-tokens) */
+            memcpy(owner, own.mv_data, own.mv_size);
+            owner_len = own.mv_size;
+        } else if (!db->ignore_tokens && c->op != FENCE_STORE_OP_FDEL) {
+            memcpy(owner, c->fence, c->fence_len); /* this write binds it */
+            owner_len = c->fence_len;
+        }
     }
-    if (bind) {
-        MDB_val k = {c->key_len, (void *)c->key};
-        MDB_val v = {c->fence_len, (void *)c->fence};
-        if ((rc = mdb_put(txn, db->owners, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "binding of a key to its fence");
+    char num[24];
+    size_t num_len = 0;
+    if (c->op == FENCE_STORE_OP_FINCR) {
+        /* The counter's checks, before anything is put. */
+        int64_t n = 0;
+        if (have && fence__num_i64(cur.mv_data, cur.mv_size, &n) != 0) {
+            *res = FENCE_STORE_NOTINT;
+            return 0;
+        }
+        if (n == INT64_MAX) {
+            *res = FENCE_STORE_OVERFLOW;
+            return 0;
+        }
+        n++;
+        int len = snprintf(num, sizeof(num), "%" PRId64, n);
+        FENCE_ASSERT(len > 0);
+        FENCE_ASSERT((size_t)len < sizeof(num));
+        num_len = (size_t)len;
+        out->number = n;
     }
+    int rc;
     if (c->token > high) {
         uint8_t buf[8];
         fence__put_u64(buf, c->token);
-        MDB_val k = {c->fence_len, (void *)c->fence}, v = {8, buf};
-        if ((rc = mdb_put(txn, db->fences, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "put of a fence mark");
+        MDB_val mk = {c->fence_len, (void *)c->fence}, mv = {8, buf};
+        *what = "put of a fence mark";
+        if ((rc = mdb_put(txn, db->fences, &mk, &mv, 0)) != 0)
+            return rc;
         high = c->token;
     }
     out->high = high;
-    MDB_val k = {c->key_len, (void *)c->key}, v;
     switch (c->op) {
     case FENCE_STORE_OP_FSET:
-        v.mv_size = c->value_len;
-        v.mv_data = (void *)c->value;
-        if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "put of a value");
+        *what = "put of a value";
+        if ((rc = record_put(db, txn, c->key, c->key_len, owner, owner_len,
+                             c->value, c->value_len)) != 0)
+            return rc;
         break;
     case FENCE_STORE_OP_FDEL:
-        rc = mdb_del(txn, db->data, &k, NULL);
-        if (rc != 0 && rc != MDB_NOTFOUND)
-            return put_failed(db, txn, rc, "delete of a key");
-        out->number = rc == 0 ? 1 : 0;
-        break;
-    case FENCE_STORE_OP_FINCR: {
-        int64_t n = 0;
-        rc = mdb_get(txn, db->data, &k, &v);
-        if (rc != 0 && rc != MDB_NOTFOUND)
-            FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
-        if (rc == 0 && fence__num_i64(v.mv_data, v.mv_size, &n) != 0) {
-            mdb_txn_abort(txn);
-            return FENCE_STORE_NOTINT;
+        out->number = have ? 1 : 0;
+        if (!have)
+            break;
+        *what = "delete of a key";
+        MDB_val k = {c->key_len, (void *)c->key};
+        if ((rc = mdb_del(txn, db->data, &k, NULL)) != 0)
+            return rc;
+        if (owner_len > 0) { /* the binding outlives the key */
+            MDB_val ov = {owner_len, owner};
+            *what = "binding of a deleted key to its fence";
+            if ((rc = mdb_put(txn, db->owners, &k, &ov, 0)) != 0)
+                return rc;
         }
-        if (n == INT64_MAX) {
-            mdb_txn_abort(txn);
-            return FENCE_STORE_OVERFLOW;
-        }
-        n++;
-        char num[24];
-        int len = snprintf(num, sizeof(num), "%" PRId64, n);
-        v.mv_size = (size_t)len;
-        v.mv_data = num;
-        if ((rc = mdb_put(txn, db->data, &k, &v, 0)) != 0)
-            return put_failed(db, txn, rc, "put of a counter");
-        out->number = n;
         break;
-    }
+    case FENCE_STORE_OP_FINCR:
+        *what = "put of a counter";
+        if ((rc = record_put(db, txn, c->key, c->key_len, owner, owner_len,
+                             num, num_len)) != 0)
+            return rc;
+        break;
     case FENCE_STORE_OP_FENCE_ADMIT:
         break;
     default:
         FENCE_ASSERT(!"not a write");
     }
-    rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
+    db->b_admitted++;
+    *res = FENCE_STORE_OK;
+    return 0;
+}
+
+/* Fold the counters of the writes since the last commit into the totals
+ * (keep true) or drop them (the transaction was aborted). */
+static void counters_settle(fence_store_db *db, bool keep)
+{
+    if (keep) {
+        db->admitted += db->b_admitted;
+        db->rejected += db->b_rejected;
+        db->wrongfence += db->b_wrongfence;
+    }
+    db->b_admitted = db->b_rejected = db->b_wrongfence = 0;
+}
+
+/* One write in its own transaction and sync (the path outside a batch, and
+ * the replay of a broken one). */
+static fence_store_result write_alone(fence_store_db *db,
+                                      const fence_store_cmd *c,
+                                      fence_store_write_out *out)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
     if (rc != 0)
+        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+    fence_store_result res;
+    const char *what;
+    if ((rc = apply(db, txn, c, out, &res, &what)) != 0) {
+        counters_settle(db, false);
+        mdb_txn_abort(txn);
+        return write_failed(db, rc, what);
+    }
+    if (res != FENCE_STORE_OK) {
+        mdb_txn_abort(txn);
+        counters_settle(db, true);
+        return res;
+    }
+    rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
+    if (rc != 0) {
+        counters_settle(db, false);
         return write_failed(db, rc, "commit");
-    db->admitted++;
+    }
+    counters_settle(db, true);
     return FENCE_STORE_OK;
+}
+
+/* A write: inside the open batch, or alone (see db.h). */
+fence_store_result fence__store_db_write(fence_store_db *db,
+                                         const fence_store_cmd *c,
+                                         fence_store_write_out *out)
+{
+    if (!db->in_batch)
+        return write_alone(db, c, out);
+    if (db->broken) {
+        memset(out, 0, sizeof(*out));
+        return FENCE_STORE_REPLAY;
+    }
+    if (db->batch == NULL) {
+        int rc = mdb_txn_begin(db->env, NULL, 0, &db->batch);
+        if (rc != 0)
+            FENCE_STORE_FATAL("LMDB mdb_txn_begin (batch): %s",
+                              mdb_strerror(rc));
+    }
+    fence_store_result res;
+    const char *what;
+    int rc = apply(db, db->batch, c, out, &res, &what);
+    if (rc == 0)
+        return res;
+    /* A put failed: the transaction is unusable, so the whole batch is
+     * dropped and replayed one write at a time (fence__store_db_batch_end). */
+    FENCE_LOG_D("batch: %s failed (%s); replaying the batch one write at a "
+                "time", what, mdb_strerror(rc));
+    mdb_txn_abort(db->batch);
+    db->batch = NULL;
+    db->broken = true;
+    counters_settle(db, false);
+    memset(out, 0, sizeof(*out));
+    return FENCE_STORE_REPLAY;
+}
+
+/* Open a batch (see db.h). */
+void fence__store_db_batch_begin(fence_store_db *db)
+{
+    FENCE_ASSERT(!db->in_batch);
+    FENCE_ASSERT(db->batch == NULL);
+    db->in_batch = true;
+    db->broken = false;
+}
+
+/* Commit the batch in one transaction and one sync (see db.h). */
+int fence__store_db_batch_end(fence_store_db *db)
+{
+    FENCE_ASSERT(db->in_batch);
+    db->in_batch = false;
+    if (db->broken) {
+        db->broken = false;
+        FENCE_ASSERT(db->batch == NULL);
+        return -1;
+    }
+    if (db->batch == NULL) /* reads only */
+        return 0;
+    MDB_txn *txn = db->batch;
+    db->batch = NULL;
+    int rc = mdb_txn_commit(txn); /* one fsync for every write of the batch */
+    if (rc != 0) {
+        counters_settle(db, false);
+        /* Fatal unless the disk or the map is full; then nothing of the
+         * batch was written and the caller replays it write by write. */
+        (void)write_failed(db, rc, "commit of a batch");
+        return -1;
+    }
+    counters_settle(db, true);
+    return 0;
 }
 
 /* Begin a read-only transaction or stop. */
@@ -292,16 +577,15 @@ static MDB_txn *read_txn(fence_store_db *db)
 void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
                   void (*fn)(void *ctx, const char *p, size_t n), void *ctx)
 {
-    MDB_txn *txn = read_txn(db);
-    MDB_val k = {len, (void *)key}, v;
-    int rc = mdb_get(txn, db->data, &k, &v);
-    if (rc == 0)
+    FENCE_ASSERT(!db->broken);
+    MDB_txn *txn = db->batch != NULL ? db->batch : read_txn(db);
+    MDB_val own, v;
+    if (record_get(db, txn, key, len, &own, &v) == 0)
         fn(ctx, v.mv_data, v.mv_size);
-    else if (rc == MDB_NOTFOUND)
-        fn(ctx, NULL, 0);
     else
-        FENCE_STORE_FATAL("LMDB read of a value: %s", mdb_strerror(rc));
-    mdb_txn_abort(txn);
+        fn(ctx, NULL, 0);
+    if (txn != db->batch)
+        mdb_txn_abort(txn);
 }
 
 /* The key's fence in its own read transaction (db.h). */
@@ -321,17 +605,27 @@ size_t fence__store_db_key_fence(fence_store_db *db, const char *key, size_t len
 /* Read a mark in its own read transaction. */
 uint64_t fence__store_db_high(fence_store_db *db, const char *fence, size_t len)
 {
+    FENCE_ASSERT(!db->broken);
+    if (db->batch != NULL)
+        return mark_get(db, db->batch, fence, len);
     MDB_txn *txn = read_txn(db);
     uint64_t h = mark_get(db, txn, fence, len);
     mdb_txn_abort(txn);
     return h;
 }
 
+/* True while a broken batch waits for its replay. */
+bool fence__store_db_batch_broken(const fence_store_db *db)
+{
+    return db->broken;
+}
+
 /* Counts from LMDB's statistics plus the in-memory counters. */
 void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
 {
     memset(st, 0, sizeof(*st));
-    MDB_txn *txn = read_txn(db);
+    FENCE_ASSERT(!db->broken);
+    MDB_txn *txn = db->batch != NULL ? db->batch : read_txn(db);
     MDB_stat s;
     if (mdb_stat(txn, db->data, &s) == 0)
         st->keys = s.ms_entries;
@@ -340,7 +634,8 @@ void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
     MDB_envinfo info;
     if (mdb_env_info(db->env, &info) == 0 && mdb_env_stat(db->env, &s) == 0)
         st->map_used = (uint64_t)(info.me_last_pgno + 1) * s.ms_psize;
-    mdb_txn_abort(txn);
+    if (txn != db->batch)
+        mdb_txn_abort(txn);
     st->admitted = db->admitted;
     st->rejected_stale = db->rejected;
     st->rejected_wrongfence = db->wrongfence;

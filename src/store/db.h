@@ -40,6 +40,8 @@ typedef enum fence_store_result {
                              * owner = that fence */
     FENCE_STORE_NOTINT,    /* FINCR on a value that is not an int64 */
     FENCE_STORE_OVERFLOW,  /* FINCR would overflow int64 */
+    FENCE_STORE_REPLAY,    /* batched: the batch broke; the outcome comes
+                            * from the replay (fence__store_db_batch_end) */
 } fence_store_result;
 
 /* What a write returns to the client. */
@@ -72,11 +74,39 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
 void fence__store_db_close(fence_store_db *db);
 
 /* Run a write command (FSET, FDEL, FINCR, FENCE.ADMIT): check the token
- * against the fence's mark, raise the mark, apply the write, commit, all in
- * one LMDB write transaction. */
+ * against the fence's mark, raise the mark, apply the write.  Every check
+ * runs before the first put, so a refused write changes nothing.
+ *
+ * Outside a batch: one LMDB write transaction, committed (fsynced) before
+ * the call returns.  Inside a batch (fence__store_db_batch_begin): the
+ * write joins the batch's transaction and sees every earlier write of the
+ * batch, exactly as if they had committed one by one; nothing is durable
+ * (and the outcome must not be sent) until fence__store_db_batch_end
+ * returns 0.  If a put fails inside the batch (a full map), the batch's
+ * transaction is aborted and this call and every later one of the batch
+ * return FENCE_STORE_REPLAY: the caller runs every request of the batch
+ * again, in order, outside a batch, which gives each one the outcome a
+ * serial execution gives (only the write that does not fit fails). */
 fence_store_result fence__store_db_write(fence_store_db *db,
                                          const fence_store_cmd *c,
                                          fence_store_write_out *out);
+
+/* Open a batch: every write until fence__store_db_batch_end shares one
+ * transaction and one sync.  Reads in a batch (fence__store_db_get, _high,
+ * _stats_get) see the batch's writes; their answers too must wait for
+ * batch_end.  No batch may be open. */
+void fence__store_db_batch_begin(fence_store_db *db);
+
+/* Close the batch: commit its transaction (one fsync).  0: every write of
+ * the batch is durable, with the outcome its call returned.  -1: nothing of
+ * the batch was written (a put failed, or the commit found the disk or the
+ * map full; any other commit failure is fatal); the caller replays every
+ * request of the batch in order outside a batch. */
+int fence__store_db_batch_end(fence_store_db *db);
+
+/* True after a batched write returned FENCE_STORE_REPLAY, until batch_end:
+ * reads must not run then (they are replayed too). */
+bool fence__store_db_batch_broken(const fence_store_db *db);
 
 /* Look up key; calls fn(ctx, value, len) with the value (valid only during
  * the call) or fn(ctx, NULL, 0) if missing. */

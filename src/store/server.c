@@ -3,11 +3,25 @@
  *
  * One thread, one libuv loop.  Each connection has a bounded read buffer
  * (--max-value plus FENCE_STORE_RBUF_SLACK) that the RESP parser works on;
- * complete requests are executed in order and answered at once, the
- * replies gathered and written together.  Writes run synchronously: each
- * write command is one LMDB transaction whose commit fsyncs before the
- * reply is queued, so a reply is never sent for a write that is not
- * durable.
+ * complete requests are executed in order.
+ *
+ * Group commit.  Every write (and every read, so that it sees the writes
+ * before it) that arrives in one loop turn joins one batch: the writes
+ * run at once, in arrival order, in one LMDB write transaction
+ * (fence__store_db_batch_begin), each seeing the ones before it, and their
+ * replies wait in the connection layer's reply slots.  At the end of the
+ * turn (a uv_check handle, after the poll phase has read every ready
+ * connection) the transaction commits with one fsync, and only then are
+ * the slots filled and sent: a reply is never sent for a write that is not
+ * durable, nor for a read that saw one.  If the batch cannot commit (a put
+ * or the commit finds the map or the disk full), nothing of it was
+ * written, and every request of the batch runs again in order, one
+ * transaction and one sync each, so each gets the outcome a serial
+ * execution gives.  The requests are copied into the batch for that.  A
+ * batch holds at most FENCE_STORE_BATCH_MAX requests and about
+ * FENCE_STORE_BATCH_BYTES bytes; a fuller one commits early.  PING, QUIT
+ * and COMMAND are answered at once (after any earlier reply of their
+ * connection, as the layer orders replies).  See docs/fence-store.md.
  *
  * Hygiene (the layer's): a protocol error gets an error reply and the
  * connection is closed; a client whose queued replies exceed --max-obuf is
@@ -48,6 +62,16 @@ typedef struct server {
     uv_signal_t sigterm;           /* SIGTERM: stop */
     uv_signal_t sighup;            /* SIGHUP: reopen the log file */
     char refuse[128];              /* -LIMIT text for a refused client */
+    uv_check_t check;              /* end of a loop turn: commit the batch */
+    uv_idle_t idle;                /* keeps poll from blocking while a batch
+                                    * is open */
+    bool open;                     /* a batch is open */
+    struct batch_item **items;     /* the batch's requests, in order */
+    size_t n_items;                /* requests in items */
+    size_t bytes;                  /* bytes copied into the batch */
+    uint64_t stat_batches;         /* batches committed */
+    uint64_t stat_batched;         /* requests answered through a batch */
+    uint64_t stat_replays;         /* batches replayed one by one */
     fence_res_metrics metrics;     /* metric families, /metrics (metrics.c) */
     fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
     fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
@@ -88,11 +112,61 @@ static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
     fence__compat_net_list(&s->net, offsetof(store_conn, compat), emit, emit_arg);
 }
 
+/* Where a reply goes: straight to a connection (c != NULL), or into a
+ * heap buffer kept until the batch is durable. */
+typedef struct sink {
+    fence_net_conn *c; /* the connection, or NULL for the buffer */
+    char *buf;         /* c == NULL: the reply bytes (malloc) */
+    size_t len;        /* bytes in buf */
+    bool nomem;        /* c == NULL: a realloc failed */
+} sink;
+
+/* A request of the open batch. */
+typedef struct batch_item {
+    fence_net_slot *slot;  /* its place in its connection's reply order */
+    fence_store_cmd cmd;   /* the request; pointers into bytes */
+    sink reply;            /* its reply, sent once the batch is durable */
+    char bytes[];          /* copies of the fence, key and value */
+} batch_item;
+
+/* Room for need reply bytes in k, or NULL (out of memory). */
+static char *sink_buf(sink *k, size_t need)
+{
+    if (k->c != NULL)
+        return fence__net_reply_buf(k->c, need);
+    char *p = realloc(k->buf, k->len + need + 1);
+    if (p == NULL) {
+        k->nomem = true;
+        return NULL;
+    }
+    k->buf = p;
+    k->len += need;
+    return p + k->len - need;
+}
+
+/* Append "-CODE msg" to k (a long message is cut). */
+static void sink_error(sink *k, const char *code, const char *msg)
+{
+    if (k->c != NULL) {
+        fence__net_reply_error(k->c, code, msg);
+        return;
+    }
+    char buf[640];
+    size_t n = fence_resp_error(buf, sizeof(buf), code, msg);
+    if (n > sizeof(buf)) {
+        n = fence_resp_error(buf, sizeof(buf), code, "(message too long)");
+        FENCE_ASSERT(n <= sizeof(buf));
+    }
+    char *p = sink_buf(k, n);
+    if (p != NULL)
+        memcpy(p, buf, n);
+}
+
 /* Append an encoded reply (snprintf-style encoder), encoded in place. */
 #define REPLY(c, enc, ...)                                                     \
     do {                                                                       \
         size_t need_ = enc(NULL, 0, __VA_ARGS__);                              \
-        char *p_ = fence__net_reply_buf((c), need_);                           \
+        char *p_ = sink_buf((c), need_);                           \
         if (p_ != NULL) {                                                      \
             size_t got_ = enc(p_, need_, __VA_ARGS__);                         \
             FENCE_ASSERT(got_ == need_);                                       \
@@ -100,26 +174,26 @@ static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
     } while (0)
 
 /* Append "+s". */
-static void reply_simple(fence_net_conn *c, const char *s)
+static void reply_simple(sink *c, const char *s)
 {
     REPLY(c, fence_resp_simple, s);
 }
 
 /* Append ":v". */
-static void reply_int(fence_net_conn *c, int64_t v)
+static void reply_int(sink *c, int64_t v)
 {
     REPLY(c, fence_resp_int, v);
 }
 
 /* Append a bulk string, or nil if p is NULL. */
-static void reply_bulk(fence_net_conn *c, const char *p, size_t n)
+static void reply_bulk(sink *c, const char *p, size_t n)
 {
     if (p != NULL) {
         REPLY(c, fence_resp_bulk, p, n);
         return;
     }
     size_t need = fence_resp_nil(NULL, 0);
-    char *out = fence__net_reply_buf(c, need);
+    char *out = sink_buf(c, need);
     if (out != NULL)
         fence_resp_nil(out, need);
 }
@@ -131,7 +205,7 @@ static void on_value(void *ctx, const char *p, size_t n)
 }
 
 /* Build the INFO text. */
-static void reply_info(server *s, fence_net_conn *c)
+static void reply_info(server *s, sink *c)
 {
     fence_store_db_stats st;
     fence__store_db_stats_get(s->db, &st);
@@ -151,19 +225,23 @@ static void reply_info(server *s, fence_net_conn *c)
                      "max_value:%" PRIu64 "\r\n"
                      "map_size:%" PRIu64 "\r\n"
                      "map_used:%" PRIu64 "\r\n"
-                     "tcp_port:%" PRIu64 "\r\n",
+                     "tcp_port:%" PRIu64 "\r\n"
+                     "batches:%" PRIu64 "\r\n"
+                     "batched_requests:%" PRIu64 "\r\n"
+                     "batch_replays:%" PRIu64 "\r\n",
                      st.keys, st.fences, st.admitted, st.rejected_stale,
                      st.rejected_wrongfence, s->cfg->ignore_tokens ? 1 : 0,
                      s->net.n_conns, s->cfg->max_clients, s->net.stat_refused,
                      s->net.stat_slow_closed, s->cfg->max_value, st.map_size,
-                     st.map_used, s->cfg->port);
+                     st.map_used, s->cfg->port, s->stat_batches,
+                     s->stat_batched, s->stat_replays);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     reply_bulk(c, text, (size_t)n);
 }
 
 /* The reply to a write that was refused or failed (r != FENCE_STORE_OK). */
-static void reply_write_refused(server *s, fence_net_conn *c,
+static void reply_write_refused(server *s, sink *c,
                                 const fence_store_cmd *cmd,
                                 fence_store_result r,
                                 const fence_store_write_out *out)
@@ -177,7 +255,7 @@ static void reply_write_refused(server *s, fence_net_conn *c,
                  " is older than the highest token admitted for this "
                  "fence (%" PRIu64 "); nothing was written",
                  cmd->token, out->high, cmd->token, out->high);
-        fence__net_reply_error(c, "STALE", msg);
+        sink_error(c, "STALE", msg);
         break;
     case FENCE_STORE_WRONGFENCE:
         fence__store_printable(key, sizeof(key), cmd->key, cmd->key_len);
@@ -187,29 +265,30 @@ static void reply_write_refused(server *s, fence_net_conn *c,
                  "key '%s' belongs to fence '%s'; a key is written only "
                  "through the fence that first wrote it; nothing was written",
                  key, fence);
-        fence__net_reply_error(c, "WRONGFENCE", msg);
+        sink_error(c, "WRONGFENCE", msg);
         break;
     case FENCE_STORE_FULL:
         snprintf(msg, sizeof(msg),
                  "the store is full (LMDB map of %" PRIu64
                  " bytes); nothing was written; restart with a larger "
                  "--map-size", s->cfg->map_size);
-        fence__net_reply_error(c, "FULL", msg);
+        sink_error(c, "FULL", msg);
         break;
     case FENCE_STORE_NOSPACE:
-        fence__net_reply_error(c, "FULL",
+        sink_error(c, "FULL",
                                "no space left on the device holding the "
                                "store; nothing was written");
         break;
     case FENCE_STORE_NOTINT:
-        fence__net_reply_error(c, "ERR", "value is not an integer; nothing "
+        sink_error(c, "ERR", "value is not an integer; nothing "
                                          "was written");
         break;
     case FENCE_STORE_OVERFLOW:
-        fence__net_reply_error(c, "ERR", "increment would overflow; nothing "
+        sink_error(c, "ERR", "increment would overflow; nothing "
                                          "was written");
         break;
     case FENCE_STORE_OK:
+    case FENCE_STORE_REPLAY:
         FENCE_ASSERT(!"not a refusal");
         break;
     }
@@ -231,7 +310,7 @@ static bool fget_allowed(server *s, fence_net_conn *c, const fence_store_cmd *cm
 }
 
 /* Execute one checked command and append its reply. */
-static void execute(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
+static void execute(server *s, sink *c, const fence_store_cmd *cmd)
 {
     switch (cmd->op) {
     case FENCE_STORE_OP_FSET:
@@ -241,6 +320,10 @@ static void execute(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
         fence_store_write_out out;
         uint64_t t0 = uv_hrtime();
         fence_store_result r = fence__store_db_write(s->db, cmd, &out);
+        if (r == FENCE_STORE_REPLAY)
+            break; /* the batch broke: answered (and counted) by its replay */
+        /* In a batch the time excludes the batch's commit (one fsync for
+         * every write of the loop turn). */
         fence__store_metrics_write(&s->metrics, cmd, r, &out,
                                    (double)(uv_hrtime() - t0) * 1e-9);
         if (r != FENCE_STORE_OK)
@@ -276,12 +359,125 @@ static void execute(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
         break;
     case FENCE_STORE_OP_QUIT:
         reply_simple(c, "OK");
-        fence__net_close_after_flush(c);
+        FENCE_ASSERT(c->c != NULL);
+        fence__net_close_after_flush(c->c);
         break;
     case FENCE_STORE_OP_COMMAND:
         REPLY(c, fence_resp_array, 0);
         break;
     }
+}
+
+/* Idle callback: nothing to do (the handle only keeps poll from blocking
+ * while a batch is open). */
+static void on_idle(uv_idle_t *h)
+{
+    (void)h;
+}
+
+/* Commit the open batch (one fsync), then answer its requests in order;
+ * if it cannot commit, run each of its requests again alone first. */
+static void batch_flush(server *s)
+{
+    if (!s->open)
+        return;
+    s->open = false;
+    uv_idle_stop(&s->idle);
+    int rc = fence__store_db_batch_end(s->db);
+    if (rc != 0)
+        s->stat_replays++;
+    else
+        s->stat_batches++;
+    for (size_t i = 0; i < s->n_items; i++) {
+        batch_item *it = s->items[i];
+        if (rc != 0) {
+            free(it->reply.buf);
+            memset(&it->reply, 0, sizeof(it->reply));
+            execute(s, &it->reply, &it->cmd); /* alone: own txn and sync */
+        }
+        if (it->reply.nomem)
+            fence__net_slot_error(it->slot, "ERR", "out of memory for the "
+                                  "reply (the request was executed)");
+        else
+            fence__net_slot_reply(it->slot, it->reply.buf, it->reply.len);
+        free(it->reply.buf);
+        free(it);
+        s->items[i] = NULL;
+    }
+    s->stat_batched += s->n_items;
+    s->n_items = 0;
+    s->bytes = 0;
+    fence__net_flush(&s->net);
+}
+
+/* Copy p[0..n) to *at and point *dst at the copy. */
+static void copy_arg(char **at, const char **dst, const char *p, size_t n)
+{
+    if (p == NULL)
+        return;
+    memcpy(*at, p, n);
+    *dst = *at;
+    *at += n;
+}
+
+/* Run cmd inside the batch (opening one if needed); its reply waits for
+ * the batch's commit. */
+static void batch_add(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
+{
+    size_t len = cmd->fence_len + cmd->key_len + cmd->value_len;
+    if (s->n_items == FENCE_STORE_BATCH_MAX ||
+        (s->n_items > 0 && s->bytes + len > FENCE_STORE_BATCH_BYTES))
+        batch_flush(s);
+    if (s->items == NULL) {
+        s->items = calloc(FENCE_STORE_BATCH_MAX, sizeof(*s->items));
+        if (s->items == NULL) {
+            fence__net_reply_error(c, "ERR", "out of memory; nothing was "
+                                             "written");
+            return;
+        }
+    }
+    batch_item *it = malloc(sizeof(*it) + len);
+    if (it == NULL) {
+        fence__net_reply_error(c, "ERR", "out of memory; nothing was written");
+        return;
+    }
+    fence_net_slot *slot = fence__net_slot_new(c);
+    if (slot == NULL) {
+        free(it);
+        fence__net_reply_error(c, "ERR", "out of memory; nothing was written");
+        return;
+    }
+    memset(it, 0, sizeof(*it));
+    it->slot = slot;
+    it->cmd = *cmd;
+    char *at = it->bytes;
+    copy_arg(&at, &it->cmd.fence, cmd->fence, cmd->fence_len);
+    copy_arg(&at, &it->cmd.key, cmd->key, cmd->key_len);
+    copy_arg(&at, &it->cmd.value, cmd->value, cmd->value_len);
+    if (!s->open) {
+        fence__store_db_batch_begin(s->db);
+        s->open = true;
+        uv_idle_start(&s->idle, on_idle);
+    }
+    s->items[s->n_items++] = it;
+    s->bytes += len;
+    if (!fence__store_db_batch_broken(s->db))
+        execute(s, &it->reply, &it->cmd);
+}
+
+/* End of the loop turn: commit the batch and answer it. */
+static void on_check(uv_check_t *h)
+{
+    batch_flush(h->data);
+}
+
+/* A connection closed with batched requests unanswered: keep their slots
+ * (the writes still commit; the layer frees a slot answered orphaned). */
+static bool on_slot_orphan(void *ctx, fence_net_slot *slot)
+{
+    (void)ctx;
+    (void)slot;
+    return true;
 }
 
 /* The layer parsed a request: check it, run it, answer it. */
@@ -297,10 +493,22 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
         fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
-                               sizeof(err)) != 0)
+                               sizeof(err)) != 0) {
         fence__net_reply_error(c, code, err);
-    else
-        execute(s, c, &cmd);
+        return;
+    }
+    switch (cmd.op) {
+    case FENCE_STORE_OP_PING:
+    case FENCE_STORE_OP_QUIT:
+    case FENCE_STORE_OP_COMMAND: {
+        sink k = {.c = c};
+        execute(s, &k, &cmd);
+        break;
+    }
+    default:
+        batch_add(s, c, &cmd);
+        break;
+    }
 }
 
 /* The error reply for a request the parser refused. */
@@ -332,6 +540,8 @@ static void on_proto_error(void *ctx, fence_net_conn *c, int status,
 /* Close the signal handles (they keep the loop alive otherwise). */
 static void close_signals(server *s)
 {
+    uv_close((uv_handle_t *)&s->check, NULL);
+    uv_close((uv_handle_t *)&s->idle, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sighup, NULL);
@@ -342,8 +552,13 @@ static void on_stop_signal(uv_signal_t *sig, int signum)
 {
     server *s = sig->data;
     FENCE_LOG_I("signal %d: stopping", signum);
-    close_signals(s);
+    /* Commit and answer the open batch; flushing its replies may resume a
+     * connection whose buffered requests open another one, committed
+     * after the connections are closed (its slots orphaned, then freed). */
+    batch_flush(s);
     fence__net_stop(&s->net);
+    batch_flush(s);
+    close_signals(s);
 }
 
 /* SIGHUP: logrotate moved the log file; write to a new one. */
@@ -412,6 +627,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     hooks.on_request = on_request;
     hooks.on_open = on_open;
     hooks.proto_error = on_proto_error;
+    hooks.on_slot_orphan = on_slot_orphan;
     hooks.refuse_msg = s->refuse;
     if (fence__net_init(&s->net, s->loop, &lim, &hooks) != 0) {
         FENCE_LOG_E("out of memory");
@@ -445,6 +661,12 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     }
     if (cfg->metrics_port != 0)
         FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->bind, cfg->metrics_port);
+    uv_check_init(s->loop, &s->check);
+    uv_idle_init(s->loop, &s->idle);
+    s->check.data = s->idle.data = s;
+    /* Started after fence__net_init's own check handle; batch_flush
+     * flushes the layer itself, so the order of the two does not matter. */
+    uv_check_start(&s->check, on_check);
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);
     uv_signal_init(s->loop, &s->sighup);
@@ -456,6 +678,9 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     if (cfg->unix_socket[0] != '\0')
         FENCE_LOG_I("listening on unix socket %s", cfg->unix_socket);
     uv_run(s->loop, UV_RUN_DEFAULT);
+    FENCE_ASSERT(!s->open);
+    free(s->items);
+    s->items = NULL;
     uv_loop_close(s->loop);
     fence__net_free(&s->net);
     fence_res_metrics_free(&s->metrics);

@@ -7,7 +7,13 @@ with increasing tokens and record every acknowledged one.  The server is
 killed with SIGKILL at a random moment; a write in flight at that moment may
 or may not have landed (it was never acknowledged), so each key must hold
 its last acknowledged value or the one in flight.  Several rounds on the
-same data directory; each round continues from FENCE.HIGH."""
+same data directory; each round continues from FENCE.HIGH.
+
+Sixteen writers keep the server's group commit busy: their writes share LMDB
+transactions (INFO batched_requests > batches is checked), and every one of
+them must still survive each kill.  Writer 0 pipelines bursts of FSETs on
+one connection (all of a burst in one batch): each acknowledged reply of a
+burst counts."""
 import os
 import random
 import signal
@@ -20,7 +26,7 @@ from test_store_helpers import Store, Tap, TempDir, need_store, stale_tokens  # 
 
 redis = need_store()
 
-WRITERS = 4
+WRITERS = 16
 ROUNDS = int(os.environ.get("FENCE_STORE_CRASH_ROUNDS", "4"))
 KEYS = 25
 
@@ -37,11 +43,14 @@ class Writer(threading.Thread):
         self.inflight = None      # (key, value, token) sent, not answered
         self.counter_acked = None  # last acknowledged FINCR result
         self.errors = []
+        self.inflight_burst = None  # writer 0: the burst in flight
 
     def run(self):
         r = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
         rnd = random.Random(self.idx)
         n = 0
+        if self.idx == 0:
+            return self.run_pipelined(r, rnd)
         while True:
             self.token += 1
             n += 1
@@ -72,6 +81,33 @@ class Writer(threading.Thread):
             self.inflight = None
 
 
+    def run_pipelined(self, r, rnd):
+        """Bursts of 8 FSETs on one pipeline; record every reply received."""
+        while True:
+            p = r.pipeline(transaction=False)
+            burst = []
+            for _ in range(8):
+                self.token += 1
+                key = "w%d-k%d" % (self.idx, rnd.randrange(KEYS))
+                val = "%d:%d" % (self.idx, self.token)
+                burst.append((key, val, self.token))
+                p.execute_command("FSET", self.fence, self.token, key, val)
+            # any write of the burst may be in flight; the check allows the
+            # in-flight one per key only, so keep keys of a burst distinct
+            self.inflight_burst = burst
+            try:
+                replies = p.execute(raise_on_error=False)
+            except (redis.ConnectionError, redis.TimeoutError):
+                return
+            for (key, val, tok), rep in zip(burst, replies):
+                if isinstance(rep, Exception):
+                    self.errors.append(str(rep))
+                    return
+                self.acked[key] = val
+                self.acked_token = tok
+            self.inflight_burst = None
+
+
 def main():
     tap = Tap()
     rnd = random.Random()
@@ -84,6 +120,7 @@ def main():
         marks = {}            # fence -> last acknowledged token
         counters = {}         # key -> last acknowledged FINCR value
         total = 0
+        batched_more = False  # some batch held more than one request
         for rnd_i in range(ROUNDS):
             s.start()
             r = redis.Redis(host="127.0.0.1", port=s.port, socket_timeout=10)
@@ -93,6 +130,9 @@ def main():
             for w in ws:
                 w.start()
             time.sleep(0.3 + rnd.random() * 0.7)
+            info = r.info()
+            batched_more = batched_more or \
+                info.get("batched_requests", 0) > info.get("batches", 0)
             s.kill(signal.SIGKILL)
             for w in ws:
                 w.join(15)
@@ -108,19 +148,22 @@ def main():
                 marks[w.fence] = w.acked_token
                 if w.counter_acked is not None:
                     counters["w%d-count" % w.idx] = w.counter_acked
-                infl = w.inflight
+                # the writes sent and not answered: any of them may have landed
+                flight = list(w.inflight_burst or []) + ([w.inflight] if w.inflight else [])
+                flight_vals = {(k, v) for k, v, _ in flight}
+                flight_tokens = {t for _, _, t in flight}
                 # every key this writer acknowledged
                 for key, val in w.acked.items():
                     got = r.execute_command("FGET", key)
                     got = got.decode() if got is not None else None
-                    ok = got == val or (infl and infl[0] == key and got == infl[1])
+                    ok = got == val or (key, got) in flight_vals
                     if not ok:
                         missing.append((key, val, got))
                     if got is not None:
                         acked[key] = got
                 high = int(r.execute_command("FENCE.HIGH", w.fence))
-                if high < w.acked_token or (infl is None and high != w.acked_token) \
-                        or (infl and high not in (w.acked_token, infl[2])):
+                if high < w.acked_token or \
+                        (high != w.acked_token and high not in flight_tokens):
                     missing.append((w.fence, w.acked_token, high))
                 if w.acked_token > 0:
                     try:
@@ -143,6 +186,8 @@ def main():
                       "marks never lower (%d acked writes)" %
                       (rnd_i, sum(len(w.acked) for w in ws)), str(missing[:5]))
             s.stop()
+        tap.check(batched_more, "group commit: batches held several requests "
+                  "(INFO batched_requests > batches under load)")
         tap.check(total > 20, "the load wrote something (%d acknowledged writes)" % total)
     tap.finish()
 
