@@ -3,3 +3,6 @@
 # (certificates made by the test with openssl), and the fuzz target over the
 # pure option and certificate-name checks.
 INTEG_TESTS += tests/integration/test_tls.py
+
+FUZZ_TARGETS += tls
+FUZZ_tls_LIBS := $(BUILD)/libfencecommon.a
