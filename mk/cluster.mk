@@ -28,7 +28,7 @@ bench: bench-cluster3
 .PHONY: bench-cluster bench-failover bench-cluster3
 
 # Unit test and fuzz target of the pure address parsing (cluster_addr.c).
-CLUSTER_ADDR_OBJ := $(BUILD)/src/server/cluster_addr.o
+CLUSTER_ADDR_OBJ := $(BUILD)/src/server/cluster_addr.o $(BUILD)/src/common/assert.o
 $(BUILD)/tests/test_cluster_addr: $(BUILD)/tests/unit/test_cluster_addr.o $(CLUSTER_ADDR_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)

@@ -6,22 +6,20 @@
 COMPAT_TABLES := $(BUILD)/src/server/commands_table.o $(BUILD)/src/store/commands_table.o
 
 # Unit test: libfencecommon.a before libfenceproto.a (compat uses the
-# encoders).
+# encoders), and again after it (the RESP parser uses common/num.h).
 $(BUILD)/tests/test_compat: $(BUILD)/tests/unit/test_compat.o $(COMPAT_TABLES) \
                             $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+	$(CC) $(CFLAGS) -o $@ $^ $(BUILD)/libfencecommon.a $(LDFLAGS)
 UNIT_TESTS += $(BUILD)/tests/test_compat
 
 # Fuzz target tests/fuzz/compat_fuzz.c (see mk/fuzz.mk).
 FUZZ_TARGETS += compat
 FUZZ_compat_LIBS := $(COMPAT_TABLES) $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
+FUZZ_compat_LDLIBS := $(BUILD)/libfencecommon.a
 
 # Integration tests with real clients (redis-py, redis-cli, ioredis,
-# node-redis) against fenced and fence-store.  They pass only once both
-# daemons call fence_compat_handle (the lead wires that), so they are NOT
-# in INTEG_TESTS yet: run them with `make test-compat-pending`.
-COMPAT_PENDING_TESTS := $(sort $(wildcard tests/integration/pending/test_compat_*))
-test-compat-pending: $(BUILD)/fenced $(BUILD)/fence-store
-	@bash tests/run.sh $(COMPAT_PENDING_TESTS)
-.PHONY: test-compat-pending
+# node-redis) against fenced and fence-store, which both call
+# fence_compat_handle before their own commands (src/server/compat_hook.c,
+# src/store/server.c).  compat_node.js is test_compat_node.sh's helper.
+INTEG_TESTS += $(sort $(wildcard tests/integration/test_compat_*))

@@ -110,12 +110,12 @@ install-cli: $(BUILD)/fencectl
 # from BINDIR (fencectl demo runs the fence-demo beside it).  Links are
 # relative (ln -r), so DESTDIR trees and packages stay relocatable.
 TORTURE_KIT := $(BUILD)/fence-torture $(BUILD)/fence-demo $(BUILD)/torture_check.py \
-               $(BUILD)/torture_common.py $(BUILD)/fence-torture-worker
+               $(BUILD)/torture_common.py $(BUILD)/fenceproto.py $(BUILD)/fence-torture-worker
 install-torture: $(TORTURE_KIT) install-bin
 	$(INSTALL) -d $(DESTDIR)$(TOOLDIR) $(DESTDIR)$(BINDIR)
 	$(INSTALL_BIN) $(BUILD)/fence-torture $(BUILD)/fence-demo $(BUILD)/torture_check.py \
 	    $(BUILD)/fence-torture-worker $(DESTDIR)$(TOOLDIR)/
-	$(INSTALL_DATA) $(BUILD)/torture_common.py $(DESTDIR)$(TOOLDIR)/
+	$(INSTALL_DATA) $(BUILD)/torture_common.py $(BUILD)/fenceproto.py $(DESTDIR)$(TOOLDIR)/
 	ln -sfr $(DESTDIR)$(BINDIR)/fenced $(DESTDIR)$(TOOLDIR)/fenced
 	ln -sfr $(DESTDIR)$(BINDIR)/fence-store $(DESTDIR)$(TOOLDIR)/fence-store
 	$(if $(INSTALL_PROXY),ln -sfr $(DESTDIR)$(BINDIR)/fence-proxy $(DESTDIR)$(TOOLDIR)/fence-proxy)

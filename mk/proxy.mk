@@ -29,7 +29,8 @@ FUZZ_proxy_LIBS := $(BUILD)/libfenceproxyparse.a $(BUILD)/libfencecommon.a
 
 INTEG_TESTS += tests/integration/test_proxy.py tests/integration/test_proxy_order.py \
                tests/integration/test_proxy_crash.py tests/integration/test_proxy_zk.py \
-               tests/integration/test_proxy_asan.sh tests/torture/test_torture_proxy.sh
+               tests/integration/test_proxy_asan.sh tests/torture/test_torture_proxy.sh \
+               tests/integration/test_proxy_signed.py
 
 # make bench-proxy: small PUTs, 1 and 64 clients, through the proxy and
 # straight to nginx in the same run (src/proxy/bench.py, wrk).

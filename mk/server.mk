@@ -8,7 +8,8 @@ $(BUILD)/fenced: $(SERVER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a 
                  $(BUILD)/libfencecommon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(SERVER_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecore.a \
-	    $(BUILD)/libfencecommon.a $(SERVER_LIBS) $(LDFLAGS)
+	    $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a $(SERVER_LIBS) $(SODIUM_LIBS) \
+	    -pthread $(LDFLAGS)
 
 BINS += $(BUILD)/fenced
 

@@ -12,7 +12,7 @@ STORE_LIBS := $(shell pkg-config --libs libuv 2>/dev/null) \
 $(BUILD)/fence-store: $(STORE_OBJ) $(BUILD)/libfenceproto.a $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(STORE_OBJ) $(COMMON_LIB) $(BUILD)/libfenceproto.a \
-	    $(COMMON_LIB) $(STORE_LIBS) $(LDFLAGS)
+	    $(COMMON_LIB) $(STORE_LIBS) $(SODIUM_LIBS) -pthread $(LDFLAGS)
 
 BINS += $(BUILD)/fence-store
 
@@ -24,6 +24,7 @@ INTEG_TESTS += $(sort $(filter-out %/test_store_helpers.py,\
 # Fuzz target tests/fuzz/store_fuzz.c: RESP parse + command checks.
 FUZZ_TARGETS += store
 FUZZ_store_LIBS := $(BUILD)/src/store/cmd.o $(BUILD)/libfenceproto.a $(COMMON_LIB)
+FUZZ_store_LDLIBS := $(SODIUM_LIBS) -pthread
 
 # make run-store: fence-store in the foreground on 127.0.0.1:7710.
 run-store:

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/num.h"
 #include "fence.h"
 
 /* Parse one address from s[0..len) into out.  A Unix socket is written
@@ -205,19 +206,8 @@ bool fence__parse_signed(const char *s, size_t len, uint64_t *token_out,
 /* Decimal u64 with overflow check; see pure.h. */
 bool fence__parse_u64(const char *s, size_t len, uint64_t *out)
 {
-    if (s == NULL || len == 0 || len > 20)
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
+    /* At most 20 bytes: "000...1" longer than that is refused, as always. */
+    return len <= 20 && fence__num_u64(s, len, UINT64_MAX, out) == 0;
 }
 
 /* Exponential backoff with jitter; see pure.h. */

@@ -14,7 +14,7 @@ static int digits(const char *p, size_t n, uint64_t max, uint64_t *v)
         if (p[i] < '0' || p[i] > '9')
             return -1;
         uint64_t d = (uint64_t)(p[i] - '0');
-        if (x > (max - d) / 10)
+        if (d > max || x > (max - d) / 10) /* d > max: max - d would wrap */
             return -1;
         x = x * 10 + d;
     }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 
 #include "common/assert.h"
+#include "common/crc32c.h"
 #include "core/fsm.h"
 #include "core/heap.h"
 #include "core/htab.h"
@@ -228,11 +229,6 @@ fence__dedup *fence__dedup_pop_oldest(fence_fsm *f);
 void fence__dedup_forget(fence_fsm *f, fence__dedup *d);
 /* Evict the oldest records until at most max remain. */
 void fence__dedup_trim(fence_fsm *f, uint32_t max);
-
-/* ---- snapshot.c ------------------------------------------------------------ */
-
-/* CRC32C (Castagnoli) of a buffer (no tables kept, no globals). */
-uint32_t fence__crc32c(const uint8_t *p, size_t n);
 
 /* ---- apply.c --------------------------------------------------------------- */
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common/bytes.h"
+#include "common/crc32c.h"
 #include "core/fsm_int.h"
 #include "core/snapshot.h"
 
@@ -42,26 +43,6 @@
 
 /* Furthest any deadline may lie beyond now in a valid state. */
 #define SNAP_HORIZON_MS (FENCE_TTL_MS_MAX + FENCE_WAIT_MS_MAX)
-
-/* CRC32C, reflected polynomial 0x82F63B78.  The byte table is built on the
- * stack at each call (2048 shift steps, negligible next to a snapshot), so
- * the core keeps no global state; then one lookup per byte. */
-uint32_t fence__crc32c(const uint8_t *p, size_t n)
-{
-    uint32_t table[256];
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int b = 0; b < 8; b++) {
-            c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
-        }
-        table[i] = c;
-    }
-    uint32_t crc = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        crc = (crc >> 8) ^ table[(crc ^ p[i]) & 0xffu];
-    }
-    return crc ^ 0xffffffffu;
-}
 
 /* ---- Writing -------------------------------------------------------------- */
 

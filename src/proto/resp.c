@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/num.h"
 
 /* Error texts.  They follow Redis' wording where Redis has one, so that
  * clients and humans see what they are used to. */
@@ -543,19 +544,8 @@ size_t fence_resp_request(char *buf, size_t cap, uint32_t argc,
 int fence_resp_parse_u64(const char *p, size_t n, uint64_t max, uint64_t *out)
 {
     FENCE_ASSERT(out != NULL);
-    if (p == NULL || n == 0 || n > 20)
+    /* At most 20 bytes (leading zeros included), then common/num.h. */
+    if (n > 20)
         return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        uint64_t d = (uint64_t)(p[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    if (v > max)
-        return -1;
-    *out = v;
-    return 0;
+    return fence__num_u64(p, n, max, out);
 }

@@ -28,6 +28,9 @@ static const fence_opt proxy_opts[] = {
                       "debug, info, warn or error"),
     FENCE_OPT_STR_ROW(C, "log-file", log_file, "", "<file>",
                       "append the log here (reopened on SIGHUP); default stderr"),
+    FENCE_OPT_STR_ROW(C, "token-verify-keys", token_verify_keys, "", "<file>",
+                      "verify.keys file: accept only signed tokens fenced signed for the "
+                      "Fencing-Lock (403 BADTOKEN otherwise); default plain tokens"),
     FENCE_OPT_STR_ROW(C, "route", route, "", "<routes>",
                       "'PREFIX METHODS; ...': methods that need a token under a path "
                       "prefix ('*' all, '-' none); default '/ " FENCE_PROXY_DEFAULT_METHODS "'"),

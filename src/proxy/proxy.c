@@ -20,6 +20,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/num.h"
+#include "common/signtok.h"
 #include "fence_guard.h"
 
 _Static_assert(FENCE_PROXY_HEADER_MAX < H2O_MAX_REQLEN,
@@ -104,6 +105,7 @@ typedef struct fp_server {
     h2o_http1client_ctx_t client_ctx; /* upstream client context */
     h2o_iovec_t up_authority;         /* "host:port" of the upstream */
     fence_guard *guard;               /* the durable marks */
+    fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
     fp_fence **buckets;               /* fence hash table */
     size_t nbuckets;                  /* size of buckets (power of two) */
     uint64_t nfences;                 /* fences known */
@@ -699,13 +701,6 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
                                                 req->input.method.len);
     uint64_t token = 0;
     if (tok.base != NULL) {
-        if (fence__proxy_token_parse(tok.base, tok.len, &token) != 0) {
-            reply(req, 400, "Bad Request", NULL,
-                  "BADTOKEN Fencing-Token '%.*s' is not a decimal number in "
-                  "0..18446744073709551615\n",
-                  (int)(tok.len > 64 ? 64 : tok.len), tok.base);
-            return 0;
-        }
         if (lock.base == NULL) {
             reply(req, 400, "Bad Request", NULL,
                   "BADFENCE a Fencing-Token needs a Fencing-Lock header naming its fence\n");
@@ -715,6 +710,24 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             reply(req, 400, "Bad Request", NULL,
                   "BADFENCE Fencing-Lock must be 1..%d visible ASCII characters\n",
                   FENCE_PROXY_NAME_MAX);
+            return 0;
+        }
+        /* Signed tokens (docs/security.md): with verify keys, only a token
+         * fenced signed for this Fencing-Lock passes; without, a signed
+         * token counts by its number.  Before any fence state is touched. */
+        if (srv.verifier != NULL || memchr(tok.base, '.', tok.len) != NULL) {
+            char why[192];
+            if (fence_signtok_check(srv.verifier, lock.base, lock.len, tok.base, tok.len,
+                                    &token, why, sizeof(why)) != 0) {
+                reply(req, 403, "Forbidden", NULL, "BADTOKEN %s; nothing was forwarded\n",
+                      why);
+                return 0;
+            }
+        } else if (fence__proxy_token_parse(tok.base, tok.len, &token) != 0) {
+            reply(req, 400, "Bad Request", NULL,
+                  "BADTOKEN Fencing-Token '%.*s' is not a decimal number in "
+                  "0..18446744073709551615\n",
+                  (int)(tok.len > 64 ? 64 : tok.len), tok.base);
             return 0;
         }
     } else if (needs) {
@@ -892,9 +905,20 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     snprintf(nthreads, sizeof(nthreads), "%" PRIu64, cfg->guard_threads);
     setenv("UV_THREADPOOL_SIZE", nthreads, 1);
 
+    if (cfg->token_verify_keys[0] != '\0') {
+        char kerr[1300];
+        if (fence_signtok_verifier_load(cfg->token_verify_keys, 0, &srv.verifier, kerr,
+                                        sizeof(kerr)) != 0) {
+            FENCE_LOG_E("token-verify-keys: %s", kerr);
+            return 1;
+        }
+        FENCE_LOG_I("accepting only signed tokens (%zu verify keys from %s)",
+                    fence_signtok_verifier_nkeys(srv.verifier), cfg->token_verify_keys);
+    }
     int rc = fence__fs_mkdir_p(cfg->data_dir, 0755);
     if (rc != 0) {
         FENCE_LOG_E("--data-dir %s: %s", cfg->data_dir, strerror(rc > 0 ? rc : -rc));
+        fence_signtok_verifier_free(srv.verifier);
         return 1;
     }
     fence_guard_opts gopts;
@@ -905,6 +929,7 @@ int fence__proxy_run(const fence_proxy_config *cfg)
         FENCE_LOG_E("guard %s: %s: %s", cfg->data_dir, fence_guard_strerror(rc),
                     fence_guard_errmsg(srv.guard));
         fence_guard_close(srv.guard);
+        fence_signtok_verifier_free(srv.verifier);
         return 1;
     }
     srv.nbuckets = 1024;
@@ -968,5 +993,6 @@ out_free_buckets:
     free(srv.buckets);
 out_close_guard:
     fence_guard_close(srv.guard);
+    fence_signtok_verifier_free(srv.verifier);
     return 1;
 }

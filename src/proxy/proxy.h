@@ -50,6 +50,7 @@ typedef struct fence_proxy_config {
     char data_dir[1024];        /* --data-dir: the guard's directory */
     char log_level[16];         /* --log-level word */
     char log_file[1024];        /* --log-file, or "" for stderr */
+    char token_verify_keys[1024]; /* --token-verify-keys verify.keys, or "" */
     char route[FENCE_PROXY_ROUTE_TEXT_MAX]; /* --route text */
     char drain_action_str[16];  /* --drain-action word */
     uint64_t max_connections;   /* --max-connections */

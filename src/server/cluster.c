@@ -1,8 +1,8 @@
 /* CLUSTER.* commands and the address glue for run-time membership changes;
  * see cluster.h for the address format and docs/cluster.md for operations. */
+#include "common/assert.h"
 #include "server/cluster.h"
 
-#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +72,7 @@ static const char *intern_raft_part(const char *address)
 static int connect_stripped(struct raft_uv_transport *t, struct raft_uv_connect *req,
                             raft_id id, const char *address, raft_uv_connect_cb cb)
 {
-    assert(tcp_connect != NULL);
+    FENCE_ASSERT(tcp_connect != NULL);
     if (strchr(address, '|') == NULL)
         return tcp_connect(t, req, id, address, cb);
     const char *raft = intern_raft_part(address);
@@ -86,8 +86,8 @@ static int connect_stripped(struct raft_uv_transport *t, struct raft_uv_connect 
 /* Install connect_stripped over raft_uv_tcp's connect. */
 void fence__cluster_wrap_transport(struct raft_uv_transport *t)
 {
-    assert(t->connect != NULL);
-    assert(t->connect != connect_stripped);
+    FENCE_ASSERT(t->connect != NULL);
+    FENCE_ASSERT(t->connect != connect_stripped);
     tcp_connect = t->connect;
     t->connect = connect_stripped;
 }
@@ -155,7 +155,7 @@ static void reply_simple(fence_slot *slot, const char *s)
 {
     char buf[64];
     size_t n = fence_resp_simple(buf, sizeof(buf), s);
-    assert(n <= sizeof(buf));
+    FENCE_ASSERT(n <= sizeof(buf));
     fence__slot_reply(slot, buf, n);
 }
 
@@ -199,7 +199,8 @@ static void cluster_info(fence_server *s, fence_slot *slot)
         (uint64_t)(n->started ? raft_last_index(r) : 0),
         (uint64_t)r->log.snapshot.last_index, (uint64_t)r->configuration_index,
         fence__node_voters(n), r->configuration.n);
-    assert(len > 0 && (size_t)len < cap);
+    FENCE_ASSERT(len > 0);
+    FENCE_ASSERT((size_t)len < cap);
     for (unsigned i = 0; i < r->configuration.n; i++) {
         const struct raft_server *sv = &r->configuration.servers[i];
         char raft[FENCE_CLUSTER_ADDR_MAX];
@@ -215,7 +216,8 @@ static void cluster_info(fence_server *s, fence_slot *slot)
                          "node:id=%" PRIu64 ",raft=%s,client=%s,role=%s,leader=%d,self=%d\r\n",
                          (uint64_t)sv->id, raft, client, role_name(sv->role),
                          sv->id == leader_id, sv->id == s->cfg->node_id);
-        assert(w > 0 && (size_t)w < cap - (size_t)len);
+        FENCE_ASSERT(w > 0);
+        FENCE_ASSERT((size_t)w < cap - (size_t)len);
         len += w;
     }
     size_t need = fence_resp_bulk(NULL, 0, text, (size_t)len);
@@ -464,11 +466,11 @@ static int removal_check(fence_server *s, uint64_t id, bool rechecked, char *msg
     struct raft *r = &s->node.raft;
     const struct raft_configuration *conf = &r->configuration;
     const struct raft_server *victim = conf_find(&s->node, id);
-    assert(raft_state(r) == RAFT_LEADER);
+    FENCE_ASSERT(raft_state(r) == RAFT_LEADER);
     if (victim == NULL || victim->role != RAFT_VOTER)
         return RM_OK;
     unsigned voters = fence__node_voters(&s->node);
-    assert(voters >= 1);
+    FENCE_ASSERT(voters >= 1);
     unsigned remaining = voters - 1;
     if (remaining == 0) {
         snprintf(msg, cap, "refused: node %" PRIu64 " is the last voter; without a voter "
@@ -541,7 +543,7 @@ static void remove_try(cluster_req *q)
         uv_timer_init(s->loop, &q->timer) == 0) {
         q->timer.data = q;
         int trv = uv_timer_start(&q->timer, remove_timer_fired, wait_ms, 0);
-        assert(trv == 0);
+        FENCE_ASSERT(trv == 0);
         (void)trv;
         return;
     }
@@ -553,7 +555,7 @@ static void remove_try(cluster_req *q)
         fence__slot_error(slot, "ERR", msg);
         return;
     }
-    assert(verdict == RM_OK);
+    FENCE_ASSERT(verdict == RM_OK);
     int rv = raft_remove(&s->node.raft, &q->change, id, change_done);
     if (rv != 0) {
         fence_slot *slot = req_finish(q);
@@ -628,7 +630,7 @@ void fence__cluster_dispatch(fence_conn *c, fence_slot *slot, const fence_resp_m
 {
     fence_server *s = c->srv;
     const fence_resp_arg *name = &m->argv[0];
-    assert(m->argc >= 1);
+    FENCE_ASSERT(m->argc >= 1);
     if (s->stopping) {
         fence__slot_error(slot, "TRYAGAIN", "the server is shutting down");
         return;
@@ -642,7 +644,7 @@ void fence__cluster_dispatch(fence_conn *c, fence_slot *slot, const fence_resp_m
     else if (name->len == 16 && strncasecmp(name->ptr, "CLUSTER.TRANSFER", 16) == 0)
         cluster_transfer(s, slot, m);
     else {
-        assert(0 && "command table and cluster dispatch disagree");
+        FENCE_ASSERT(!"command table and cluster dispatch disagree");
         fence__slot_error(slot, "ERR", "unknown cluster command");
     }
 }

@@ -1,18 +1,19 @@
 /* Address parsing for cluster membership; see cluster_addr.h. */
+#include "common/assert.h"
 #include "server/cluster_addr.h"
 
 #include <arpa/inet.h>
-#include <assert.h>
 #include <string.h>
 
 /* Split at the first '|'; see cluster_addr.h. */
 int fence__cluster_split_addr(const char *addr, char *raft, size_t raft_cap,
                               char *client, size_t client_cap)
 {
-    assert(addr != NULL);
-    assert(raft != NULL && client != NULL);
-    assert(raft_cap > 0);
-    assert(client_cap > 0);
+    FENCE_ASSERT(addr != NULL);
+    FENCE_ASSERT(raft != NULL);
+    FENCE_ASSERT(client != NULL);
+    FENCE_ASSERT(raft_cap > 0);
+    FENCE_ASSERT(client_cap > 0);
     const char *bar = strchr(addr, '|');
     size_t rlen = bar != NULL ? (size_t)(bar - addr) : strlen(addr);
     const char *cpart = bar != NULL ? bar + 1 : "";
@@ -29,9 +30,10 @@ int fence__cluster_split_addr(const char *addr, char *raft, size_t raft_cap,
 int fence__cluster_parse_hostport(const char *s, size_t len, char *host, size_t cap,
                                   uint16_t *port)
 {
-    assert(s != NULL || len == 0);
-    assert(host != NULL && port != NULL);
-    assert(cap > 0);
+    FENCE_ASSERT(s != NULL || len == 0);
+    FENCE_ASSERT(host != NULL);
+    FENCE_ASSERT(port != NULL);
+    FENCE_ASSERT(cap > 0);
     /* The port is everything after the last colon (IPv4 has none). */
     size_t colon = len;
     for (size_t i = 0; i < len; i++)

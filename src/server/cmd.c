@@ -28,10 +28,10 @@ static const cmd_def commands[] = {
     {"LEASE.KEEPALIVE", OP_KEEPALIVE, 2, 2},
     {"LEASE.REVOKE", OP_REVOKE, 2, 2},
     {"LEASE.INFO", OP_LEASE_INFO, 2, 2},
-    {"LOCK", OP_LOCK, 3, 7},
+    {"LOCK", OP_LOCK, 3, 8},
     {"UNLOCK", OP_UNLOCK, 3, 3},
     {"LOCK.INFO", OP_LOCK_INFO, 2, 2},
-    {"ACQUIRE", OP_ACQUIRE, 3, 9},
+    {"ACQUIRE", OP_ACQUIRE, 3, 10},
     {"INFO", OP_INFO, 1, 2},
     {"QUIT", OP_INTERNAL, 1, 1},
     {"CLUSTER.INFO", OP_CLUSTER, 1, 1},
@@ -102,10 +102,10 @@ enum { OPTF_WAIT = 1, OPTF_LOCKDELAY = 2, OPTF_REQID = 4 };
 /* Parse the trailing options from argv[first..argc) into cmd.  Replies ERR
  * and returns -1 on anything unexpected. */
 static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
-                         unsigned allowed, fence_cmd *cmd)
+                         uint32_t end, unsigned allowed, fence_cmd *cmd)
 {
     unsigned seen = 0;
-    for (uint32_t i = first; i < m->argc; i += 2) {
+    for (uint32_t i = first; i < end; i += 2) {
         const fence_resp_arg *k = &m->argv[i];
         unsigned which = 0;
         if (arg_is(k, "WAIT"))
@@ -126,7 +126,7 @@ static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t fir
             return -1;
         }
         seen |= which;
-        if (i + 1 >= m->argc) {
+        if (i + 1 >= end) {
             fence__slot_error(slot, "ERR", "syntax error: option without a value");
             return -1;
         }
@@ -225,6 +225,51 @@ static void reply_nil(fence_slot *slot)
     fence__slot_reply(slot, buf, n);
 }
 
+/* A trailing SIGNED on LOCK/ACQUIRE (always the last argument): if present,
+ * check that this server can sign, remember the lock name in the slot for
+ * the reply, and return in *argc the argument count without it; -1 after
+ * an error reply (nothing is proposed, so nothing is granted). */
+static int take_signed(fence_server *s, fence_slot *slot, const fence_resp_msg *m,
+                       const fence_cmd *cmd, uint32_t *argc)
+{
+    *argc = m->argc;
+    if (m->argc < 4 || !arg_is(&m->argv[m->argc - 1], "SIGNED"))
+        return 0;
+    if (s->signer == NULL) {
+        fence__slot_error(slot, "ERR", "SIGNED: this server has no token signing "
+                                       "key (fenced --token-signing-key)");
+        return -1;
+    }
+    FENCE_ASSERT(cmd->name_len > 0);
+    FENCE_ASSERT(cmd->name_len <= sizeof(slot->sign_name));
+    memcpy(slot->sign_name, cmd->name, cmd->name_len);
+    slot->sign_name_len = cmd->name_len;
+    slot->signer = s->signer;
+    *argc = m->argc - 1;
+    return 0;
+}
+
+/* Reply with a grant's signed token (LOCK ... SIGNED), or [signed token,
+ * lease] (ACQUIRE ... SIGNED).  Ed25519 is deterministic: a reentrant LOCK
+ * and a REQID retry get the same string. */
+static void reply_signed(fence_slot *slot, const fence_result *r, bool with_lease)
+{
+    char tok[FENCE_SIGNTOK_BUF_SIZE];
+    size_t n = fence_signtok_sign(slot->signer, slot->sign_name, slot->sign_name_len,
+                                  r->token, tok, sizeof(tok));
+    FENCE_ASSERT(n > 0);
+    char buf[FENCE_SIGNTOK_BUF_SIZE + 64];
+    size_t off = 0;
+    if (with_lease)
+        off += fence_resp_array(buf, sizeof(buf), 2);
+    off += fence_resp_bulk(buf + off, sizeof(buf) - off, tok, n);
+    if (with_lease)
+        off += fence_resp_uint(buf + off, sizeof(buf) - off,
+                               r->lease > INT_REPLY_MAX ? INT_REPLY_MAX : r->lease);
+    FENCE_ASSERT(off <= sizeof(buf));
+    fence__slot_reply(slot, buf, off);
+}
+
 /* Reply with an array of integers. */
 static void reply_uints(fence_slot *slot, const uint64_t *v, unsigned n)
 {
@@ -278,9 +323,16 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         break;
     }
     case OP_LOCK:
-        reply_uint(slot, r->token);
+        if (slot->signer != NULL)
+            reply_signed(slot, r, false);
+        else
+            reply_uint(slot, r->token);
         break;
     case OP_ACQUIRE: {
+        if (slot->signer != NULL) {
+            reply_signed(slot, r, true);
+            break;
+        }
         uint64_t v[2] = {r->token, r->lease};
         reply_uints(slot, v, 2);
         break;
@@ -380,7 +432,15 @@ static void reply_info(fence_server *s, fence_slot *slot)
         (unsigned long long)ls.batch_cmds, avg,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
         (unsigned long long)s->node.appends);
-    FENCE_ASSERT(n > 0 && (size_t)n < sizeof(text));
+    FENCE_ASSERT(n > 0);
+    FENCE_ASSERT((size_t)n < sizeof(text));
+    const char *note = fence_fsm_build_note();
+    if (note != NULL) {
+        int k = snprintf(text + n, sizeof(text) - (size_t)n, "build_note:%s\r\n", note);
+        FENCE_ASSERT(k > 0);
+        FENCE_ASSERT((size_t)k < sizeof(text) - (size_t)n);
+        n += k;
+    }
     size_t len = fence_resp_bulk(buf, sizeof(buf), text, (size_t)n);
     FENCE_ASSERT(len <= sizeof(buf));
     fence__slot_reply(slot, buf, len);
@@ -391,6 +451,8 @@ static void reply_info(fence_server *s, fence_slot *slot)
 void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
 {
     fence_server *s = c->srv;
+    if (fence__server_compat(c, m))
+        return;
     const cmd_def *def = cmd_find(&m->argv[0]);
     fence_slot *slot = fence__slot_new(c, def ? def->op : OP_PING);
     char msg[160];
@@ -452,7 +514,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         cmd.lock_delay_ms = s->cfg->lock_delay_ms;
         if (arg_u64(slot, &m->argv[1], "ttl_ms", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
                     &cmd.ttl_ms) != 0 ||
-            parse_options(slot, m, 2, OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
+            parse_options(slot, m, 2, m->argc, OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
             return;
         break;
     case OP_KEEPALIVE:
@@ -466,13 +528,16 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         if (arg_u64(slot, &m->argv[1], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0)
             return;
         break;
-    case OP_LOCK:
+    case OP_LOCK: {
+        uint32_t end;
         cmd.type = FENCE_CMD_LOCK;
         if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
             arg_u64(slot, &m->argv[2], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0 ||
-            parse_options(slot, m, 3, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
+            take_signed(s, slot, m, &cmd, &end) != 0 ||
+            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
             return;
         break;
+    }
     case OP_UNLOCK:
         cmd.type = FENCE_CMD_UNLOCK;
         if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
@@ -483,15 +548,18 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         if (arg_name(slot, &m->argv[1], &cmd) != 0)
             return;
         break;
-    case OP_ACQUIRE:
+    case OP_ACQUIRE: {
+        uint32_t end;
         cmd.type = FENCE_CMD_ACQUIRE;
         cmd.lock_delay_ms = s->cfg->lock_delay_ms;
         if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
             arg_u64(slot, &m->argv[2], "ttl_ms", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
                     &cmd.ttl_ms) != 0 ||
-            parse_options(slot, m, 3, OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
+            take_signed(s, slot, m, &cmd, &end) != 0 ||
+            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
             return;
         break;
+    }
     default:
         FENCE_ASSERT(!"command table and dispatch disagree");
         return;

@@ -45,6 +45,8 @@ static const fence_opt options[] = {
                           "raft log and snapshots (created if missing)"),
     STR("config", config_file, "", "<file>",
         "read directives (\"name value\" a line, # comments) before the flags"),
+    STR("token-signing-key", token_signing_key, "", "<file>",
+        "sign grants asked for with SIGNED (fencectl keygen; same file on every node)"),
     U64("lock-delay-ms", lock_delay_ms, 0, FENCE_LOCK_DELAY_MS_MAX, 0, "<ms>",
         "default lock-delay after a lease expires (LOCKDELAY overrides)"),
     U64("node-id", node_id, 1, (1ULL << 62), 1, "<id>", "this server's raft id"),

@@ -57,6 +57,8 @@ typedef struct fence_config {
     uint64_t max_obuf;             /* unsent reply bytes per connection */
     char log_level[16];            /* debug, info, warn, error */
     char log_file[1024];           /* "" for stderr */
+    char token_signing_key[1024];  /* signing.key for LOCK/ACQUIRE ... SIGNED,
+                                    * "" for none (docs/security.md) */
 
     /* Derived by validation (not options themselves). */
     unsigned n_peers;                   /* entries in peer[] */

@@ -89,6 +89,7 @@ static void on_open(void *ctx, fence_net_conn *nc)
     c->srv = ctx;
     c->id = nc->id;
     fence__leader_conn_init(&c->lconn);
+    fence_compat_conn_init(&c->compat, nc->id);
 }
 
 /* A request was parsed: count it and dispatch it (cmd.c). */
@@ -153,6 +154,7 @@ int fence__listen(fence_server *s)
     lim.conn_size = sizeof(fence_conn);
     lim.eof_flush = false; /* a client that hangs up cancels its waits */
     lim.resp = s->resp_lim;
+    fence__server_compat_init(s);
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;

@@ -1003,7 +1003,8 @@ size_t fence__entry_framed_len(size_t len)
 size_t fence__entry_frame(uint8_t *buf, size_t len)
 {
     size_t pad = 8 - len % 8;
-    FENCE_ASSERT(pad >= 1 && pad <= 8);
+    FENCE_ASSERT(pad >= 1);
+    FENCE_ASSERT(pad <= 8);
     memset(buf + len, 0, pad - 1);
     buf[len + pad - 1] = (uint8_t)pad;
     return len + pad;

@@ -339,11 +339,6 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     s->start_ms = mono_ms();
     fence_resp_limits_default(&s->resp_lim);
     s->resp_lim.bulk_max = cfg->max_bulk;
-    s->msg = malloc(sizeof(*s->msg));
-    if (s->msg == NULL) {
-        LOG_ERROR("out of memory at start");
-        return -1;
-    }
     fence_fsm_opts fo;
     memset(&fo, 0, sizeof(fo));
     fo.alloc.alloc = core_alloc;
@@ -416,5 +411,4 @@ void fence__server_free(fence_server *s)
         raft_uv_tcp_close(&s->node.transport);
     fence__leader_destroy(s->leader);
     fence_fsm_destroy(s->fsm);
-    free(s->msg);
 }

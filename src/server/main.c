@@ -16,6 +16,8 @@
 /* The configuration and the server live for the whole process. */
 static fence_config config;
 static fence_server server;
+/* The token signing key (--token-signing-key), when one is given. */
+static fence_signtok_signer signer;
 /* SIGHUP: reopen the log file (unreferenced: it never keeps the loop up). */
 static uv_signal_t sighup;
 
@@ -65,6 +67,19 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit(config.max_clients);
 
+    if (config.token_signing_key[0] != '\0') {
+        char kerr[1024];
+        if (fence_signtok_signer_load(config.token_signing_key, &signer, kerr,
+                                      sizeof(kerr)) != 0) {
+            LOG_ERROR("token-signing-key: %s", kerr);
+            return 2;
+        }
+        LOG_INFO("signing grants asked for with SIGNED: key %s (%s)", signer.key.key_id,
+                 fence_signtok_scheme_name(signer.key.scheme));
+    }
+    const char *note = fence_fsm_build_note();
+    if (note != NULL)
+        LOG_WARN("%s", note);
     uv_loop_t *loop = uv_default_loop();
     uv_signal_init(loop, &sighup);
     uv_signal_start(&sighup, on_sighup, SIGHUP);
@@ -73,6 +88,8 @@ int main(int argc, char **argv)
         LOG_ERROR("start-up failed");
         return 1;
     }
+    if (config.token_signing_key[0] != '\0')
+        server.signer = &signer; /* before uv_run: no request has been read */
     LOG_INFO("fenced %s started: node %llu, data-dir %s", FENCE_VERSION,
              (unsigned long long)config.node_id, config.data_dir);
     uv_run(loop, UV_RUN_DEFAULT);

@@ -1,7 +1,7 @@
 /* Raft glue: raft_uv setup, crash-stop wrappers, bootstrap; see node.h. */
+#include "common/assert.h"
 #include "server/node.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -215,7 +215,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
         return -1;
 
     const fence_peer *self = fence__config_peer(cfg, cfg->node_id);
-    assert(self != NULL);
+    FENCE_ASSERT(self != NULL);
     n->tcp = cfg->raft_port != 0;
     snprintf(n->address, sizeof(n->address), "%s:%u", self->host,
              (unsigned)self->raft_port);
@@ -315,8 +315,8 @@ int fence__node_apply(fence_node *n, struct raft_apply *req, void *buf,
                       size_t len, raft_apply_cb cb)
 {
     struct raft_buffer b;
-    assert(buf != NULL);
-    assert(len > 0);
+    FENCE_ASSERT(buf != NULL);
+    FENCE_ASSERT(len > 0);
     b.base = buf;
     b.len = len;
     return raft_apply(&n->raft, req, &b, 1, cb);
@@ -410,7 +410,7 @@ static void node_closed(struct raft *r)
 /* Close raft (which closes raft_uv and the transport). */
 void fence__node_close(fence_node *n, fence_node_close_cb cb)
 {
-    assert(!n->closing);
+    FENCE_ASSERT(!n->closing);
     n->closing = true;
     n->close_cb = cb;
     if (!n->started) {

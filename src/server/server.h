@@ -27,7 +27,10 @@
 #include <uv.h>
 
 #include "core/entry.h"
+#include "common/compat.h"
 #include "common/conn.h"
+#include "common/limits.h"
+#include "common/signtok.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
 #include "proto/resp.h"
@@ -73,6 +76,10 @@ struct fence_slot {
     fence_conn *conn;      /* owner; NULL once the connection closed */
     uint8_t op;            /* enum fence_op of the request */
     uint8_t state;         /* enum fence_slot_state */
+    const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
+                            * to sign the grant with (the server's), else NULL */
+    uint16_t sign_name_len; /* with signer: bytes in sign_name */
+    char sign_name[FENCE_NAME_MAX]; /* with signer: the lock name */
 };
 
 /* One client connection (TCP or Unix socket): the shared layer's
@@ -82,6 +89,7 @@ struct fence_conn {
     fence_server *srv;      /* the server */
     uint64_t id;            /* for logs (the layer's id) */
     fence_lconn lconn;      /* the leader module's state of this connection */
+    fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
 };
 
 /* The daemon. */
@@ -93,9 +101,10 @@ struct fence_server {
     fence_fsm *fsm;              /* the core state machine */
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */
-    fence_resp_msg *msg;         /* parse scratch (one, single-threaded) */
+    fence_signtok_signer *signer; /* --token-signing-key, or NULL */
 
     fence_net net;               /* listeners and client connections */
+    fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */
     uv_check_t check;            /* end of every loop turn: leader step, flush */
@@ -134,6 +143,11 @@ void fence__conn_close(fence_conn *c);
 void fence__conn_close_after_flush(fence_conn *c);
 void fence__conns_flush(fence_server *s);
 void fence__conns_close_all(fence_server *s);
+
+/* ---- compat_hook.c ---- */
+void fence__server_compat_init(fence_server *s);
+/* true: answered by the compat module (do not dispatch m). */
+bool fence__server_compat(fence_conn *c, const fence_resp_msg *m);
 
 /* ---- cmd.c ---- */
 /* Handle one parsed request from c. */

@@ -65,7 +65,7 @@ void fence__store_printable(char *out, size_t cap, const char *p, size_t n)
 
 /* Check the whole request and fill *out; see cmd.h. */
 int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
-                    fence_store_cmd *out, const char **code, char *err,
+                    fence_signtok_verifier *verifier, fence_store_cmd *out, const char **code, char *err,
                     size_t errcap)
 {
     FENCE_ASSERT(msg != NULL);
@@ -109,8 +109,21 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
         next = 2;
         if (d->op == FENCE_STORE_OP_FENCE_HIGH)
             break;
-        if (fence_resp_parse_u64(a[2].ptr, a[2].len, FENCE_STORE_TOKEN_MAX,
-                                 &out->token) != 0) {
+        /* Signed tokens (docs/security.md): with verify keys, only a token
+         * fenced signed for this fence; without, a signed token counts by
+         * its number.  Checked here, before anything reads or moves the
+         * mark. */
+        if (verifier != NULL || memchr(a[2].ptr, '.', a[2].len) != NULL) {
+            char why[192];
+            if (fence_signtok_check(verifier, a[1].ptr, a[1].len, a[2].ptr, a[2].len,
+                                    &out->token, why, sizeof(why)) != 0)
+                return fail(code, "BADTOKEN", err, errcap, "%s", why);
+            if (out->token > FENCE_STORE_TOKEN_MAX)
+                return fail(code, "BADTOKEN", err, errcap,
+                            "token %" PRIu64 " is above %" PRIu64, out->token,
+                            FENCE_STORE_TOKEN_MAX);
+        } else if (fence_resp_parse_u64(a[2].ptr, a[2].len, FENCE_STORE_TOKEN_MAX,
+                                        &out->token) != 0) {
             fence__store_printable(shown, sizeof(shown), a[2].ptr, a[2].len);
             return fail(code, "ERR", err, errcap,
                         "invalid token '%s': a token is a decimal integer "
@@ -159,7 +172,7 @@ const char *fence__store_cmd_name(fence_store_op op)
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (table[i].op == op)
             return table[i].name;
-    FENCE_ASSERT(0 && "op missing from the command table");
+    FENCE_ASSERT(!"op missing from the command table");
     return "?";
 }
 

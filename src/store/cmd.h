@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/signtok.h"
 #include "proto/resp.h"
 
 /* The commands fence-store understands. */
@@ -41,11 +42,13 @@ typedef struct fence_store_cmd {
 #define FENCE_STORE_TOKEN_MAX ((uint64_t)INT64_MAX)
 
 /* Check msg (argc >= 1) against the command table and fill *out.
- * value_max is the configured --max-value.  Returns 0, or -1 with an error
+ * value_max is the configured --max-value.  verifier: --token-verify-keys
+ * (only tokens fenced signed for the fence pass, else -BADTOKEN), or NULL
+ * (a signed token counts by its number, unverified).  Returns 0, or -1 with an error
  * reply's code ("ERR" or "LIMIT") in *code and a one-line message in
  * err[0..errcap) (printable ASCII only, even if the request was not). */
 int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
-                    fence_store_cmd *out, const char **code, char *err,
+                    fence_signtok_verifier *verifier, fence_store_cmd *out, const char **code, char *err,
                     size_t errcap);
 
 /* The command's canonical upper-case name. */

@@ -39,6 +39,10 @@ static const fence_opt opts[] = {
     FENCE_OPT_STR_ROW(T, "config", config_file, "", "<file>",
                       "read directives (\"name value\" a line, # comments) "
                       "before the flags"),
+    FENCE_OPT_STR_ROW(T, "token-verify-keys", token_verify_keys, "", "<file>",
+                      "verify.keys file: accept only signed tokens fenced "
+                      "signed for the fence (-BADTOKEN otherwise); \"\" "
+                      "for plain tokens"),
     FENCE_OPT_SIZE_ROW(T, "max-value", max_value, 1, FENCE_STORE_VALUE_MAX,
                        FENCE_STORE_VALUE_DEFAULT, "<bytes>",
                        "largest value FSET accepts"),

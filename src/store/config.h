@@ -21,6 +21,8 @@ typedef struct fence_store_config {
     uint64_t tls_handshake_ms; /* TLS handshake deadline */
     char data_dir[1024];     /* directory of the LMDB environment */
     char config_file[1024];  /* the --config file read, "" for none */
+    char token_verify_keys[1024]; /* verify.keys: accept only signed tokens
+                              * that verify (docs/security.md); "" for none */
     uint64_t max_value;      /* largest value in bytes */
     uint64_t map_size;       /* LMDB map size in bytes (database ceiling) */
     uint64_t max_clients;    /* most connections at once */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/bytes.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/num.h"
@@ -113,11 +114,7 @@ static uint64_t mark_decode(const MDB_val *v)
     if (v->mv_size != 8)
         FENCE_STORE_FATAL("fences database holds a %zu-byte mark (expected 8): "
                     "the store is corrupt", v->mv_size);
-    const unsigned char *p = v->mv_data;
-    uint64_t x = 0;
-    for (int i = 7; i >= 0; i--)
-        x = (x << 8) | p[i];
-    return x;
+    return fence__get_u64(v->mv_data);
 }
 
 /* Read the fence's mark inside txn (0 if absent). */
@@ -224,9 +221,8 @@ fence_store_result fence__store_db_write(fence_store_db *db,
             return put_failed(db, txn, rc, "binding of a key to its fence");
     }
     if (c->token > high) {
-        unsigned char buf[8];
-        for (int i = 0; i < 8; i++)
-            buf[i] = (unsigned char)(c->token >> (8 * i));
+        uint8_t buf[8];
+        fence__put_u64(buf, c->token);
         MDB_val k = {c->fence_len, (void *)c->fence}, v = {8, buf};
         if ((rc = mdb_put(txn, db->fences, &k, &v, 0)) != 0)
             return put_failed(db, txn, rc, "put of a fence mark");
@@ -273,7 +269,7 @@ fence_store_result fence__store_db_write(fence_store_db *db,
     case FENCE_STORE_OP_FENCE_ADMIT:
         break;
     default:
-        FENCE_ASSERT(0 && "not a write");
+        FENCE_ASSERT(!"not a write");
     }
     rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
     if (rc != 0)

@@ -19,6 +19,7 @@
 #include "store/server.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,15 @@
 #include <uv.h>
 
 #include "common/assert.h"
+#include "common/compat.h"
+#include "common/compat_net.h"
 #include "common/conn.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/tls.h"
 #include "proto/resp.h"
 #include "store/cmd.h"
+#include "store/commands_table.h"
 
 /* The server. */
 typedef struct server {
@@ -43,7 +47,29 @@ typedef struct server {
     uv_signal_t sigterm;           /* SIGTERM: stop */
     uv_signal_t sighup;            /* SIGHUP: reopen the log file */
     char refuse[128];              /* -LIMIT text for a refused client */
+    fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
+    fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
 } server;
+
+/* One client connection: the layer's and its Redis-client state. */
+typedef struct store_conn {
+    fence_net_conn base;      /* the layer's connection (first) */
+    fence_compat_conn compat; /* CLIENT SETNAME, MULTI refusal, ... */
+} store_conn;
+
+/* A connection was accepted: fresh compat state. */
+static void on_open(void *ctx, fence_net_conn *c)
+{
+    (void)ctx;
+    fence_compat_conn_init(&((store_conn *)c)->compat, c->id);
+}
+
+/* CLIENT LIST: every open connection. */
+static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
+{
+    server *s = arg;
+    fence__compat_net_list(&s->net, offsetof(store_conn, compat), emit, emit_arg);
+}
 
 /* Append an encoded reply (snprintf-style encoder), encoded in place. */
 #define REPLY(c, enc, ...)                                                     \
@@ -167,7 +193,7 @@ static void reply_write_refused(server *s, fence_net_conn *c,
                                          "was written");
         break;
     case FENCE_STORE_OK:
-        FENCE_ASSERT(0 && "not a refusal");
+        FENCE_ASSERT(!"not a refusal");
         break;
     }
 }
@@ -226,7 +252,9 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
-    if (fence__store_cmd_parse(msg, s->cfg->max_value, &cmd, &code, err,
+    if (fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
+        return;
+    if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
                                sizeof(err)) != 0)
         fence__net_reply_error(c, code, err);
     else
@@ -294,6 +322,18 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     s->cfg = cfg;
     s->db = db;
     s->loop = uv_default_loop();
+    if (cfg->token_verify_keys[0] != '\0') {
+        char kerr[1300];
+        if (fence_signtok_verifier_load(cfg->token_verify_keys, 0, &s->verifier,
+                                        kerr, sizeof(kerr)) != 0) {
+            FENCE_LOG_E("token-verify-keys: %s", kerr);
+            return 1;
+        }
+        FENCE_LOG_I("accepting only signed tokens (%zu verify keys from %s)",
+                    fence_signtok_verifier_nkeys(s->verifier), cfg->token_verify_keys);
+    }
+    fence__compat_ctx_init(&s->compat, "fence-store", fence__store_commands,
+                           fence__store_commands_n, list_conns, s);
     snprintf(s->refuse, sizeof(s->refuse), "max clients (%" PRIu64
              ") reached", cfg->max_clients);
 
@@ -304,6 +344,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     lim.max_pipeline = (uint32_t)cfg->max_pipeline;
     lim.max_obuf = cfg->max_obuf;
     lim.slot_size = sizeof(fence_net_slot);
+    lim.conn_size = sizeof(store_conn);
     lim.eof_flush = true;
     fence_resp_limits_default(&lim.resp);
     lim.resp.args_max = 16;
@@ -312,6 +353,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;
     hooks.on_request = on_request;
+    hooks.on_open = on_open;
     hooks.proto_error = on_proto_error;
     hooks.refuse_msg = s->refuse;
     if (fence__net_init(&s->net, s->loop, &lim, &hooks) != 0) {
@@ -341,6 +383,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence__net_stop(&s->net);
         uv_run(s->loop, UV_RUN_DEFAULT);
         fence__net_free(&s->net);
+        fence_signtok_verifier_free(s->verifier);
         return 1;
     }
     uv_signal_init(s->loop, &s->sigint);
@@ -362,6 +405,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     uv_run(s->loop, UV_RUN_DEFAULT);
     uv_loop_close(s->loop);
     fence__net_free(&s->net);
+    fence_signtok_verifier_free(s->verifier);
     FENCE_LOG_I("fence-store stopped");
     return 0;
 }

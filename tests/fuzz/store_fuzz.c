@@ -29,7 +29,7 @@ static void check_request(void)
     const char *code = NULL;
     char err[256];
     memset(err, 0x5a, sizeof(err));
-    if (fence__store_cmd_parse(&msg, VALUE_MAX, &cmd, &code, err,
+    if (fence__store_cmd_parse(&msg, VALUE_MAX, NULL, &cmd, &code, err,
                                sizeof(err)) != 0) {
         FUZZ_CHECK(code != NULL);
         FUZZ_CHECK(strcmp(code, "ERR") == 0 || strcmp(code, "LIMIT") == 0);

@@ -29,6 +29,10 @@ static void test_u64(void)
     CHECK(u64("18446744073709551616", UINT64_MAX, &v) == -1);
     CHECK(u64("99999999999999999999999", UINT64_MAX, &v) == -1);
     CHECK(u64("11", 10, &v) == -1);
+    CHECK(u64("1", 0, &v) == -1); /* a bound below one digit: no wrap */
+    CHECK(u64("5", 3, &v) == -1);
+    CHECK(u64("03", 3, &v) == 0 && v == 3);
+    v = 42;
     CHECK(u64("", 10, &v) == -1);
     CHECK(u64("-1", 10, &v) == -1);
     CHECK(u64("+1", 10, &v) == -1);

@@ -4,9 +4,8 @@
 # $BUILD/npm-compat (cache $BUILD/npm-cache; never committed); when node or
 # npm is missing or the install fails (no network), the test is skipped.
 #
-# PENDING: passes once both daemons call fence_compat_handle; not in
-# `make test` yet (mk/compat.mk, COMPAT_PENDING_TESTS).
-. "$(dirname "$0")/../../lib/lib.sh"
+# Both daemons call fence_compat_handle; registered by mk/compat.mk.
+. "$(dirname "$0")/../lib/lib.sh"
 command -v node >/dev/null || skip_all "node is not installed"
 command -v npm >/dev/null || skip_all "npm is not installed"
 NODE_DIR=$BUILD/npm-compat

@@ -2,9 +2,8 @@
 """What redis-py sends on connect, and transactions, against real fenced
 and fence-store processes (issue 13).  Run with /usr/bin/python3.
 
-PENDING: passes once both daemons call fence_compat_handle (src/common/
-compat.h) before their own commands; until then it is not registered in
-`make test` (mk/compat.mk, COMPAT_PENDING_TESTS).
+Both daemons call fence_compat_handle (src/common/compat.h) before their
+own commands; registered in `make test` by mk/compat.mk.
 
 Checks, for each daemon:
 - Redis(client_name=..., db=0) connects; CLIENT GETNAME/ID/LIST/SETINFO,
@@ -21,7 +20,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 from test_fenced_lib import Fenced, Tap, make_tmp, redis  # noqa: E402
 import test_store_helpers as sh  # noqa: E402
 

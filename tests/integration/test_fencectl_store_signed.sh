@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# PENDING (register after fenced --token-signing-key/SIGNED and fence-store
-# --token-verify-keys are wired; see README.md here).  The seed's pause
+# The seed's pause
 # scenario with signed tokens end to end: `fencectl lock --signed` hands
 # the command $FENCE_SIGNED_TOKEN, which it writes with (redis-cli);
 # holder 1 is SIGSTOPped past its lease, holder 2 takes the lock and

@@ -4,9 +4,8 @@
 # NOPROTO: replies are RESP2 only), the interactive help built from
 # COMMAND DOCS (what redis-cli's hints use), and MULTI/EXEC refusal.
 #
-# PENDING: passes once both daemons call fence_compat_handle; not in
-# `make test` yet (mk/compat.mk, COMPAT_PENDING_TESTS).
-. "$(dirname "$0")/../../lib/lib.sh"
+# Both daemons call fence_compat_handle; registered by mk/compat.mk.
+. "$(dirname "$0")/../lib/lib.sh"
 command -v redis-cli >/dev/null || skip_all "redis-cli not installed (redis-tools)"
 
 FP=$(free_port); SP=$(free_port)

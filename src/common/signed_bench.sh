@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# PENDING bench (after the wiring in README.md here; then hook it into
-# `make bench`, e.g. "bench: bench-signed" in mk/signtok.mk): one fenced
+# make bench-signed (part of `make bench`, mk/signtok.mk): one fenced
 # with a signing key and one fence-store with verify keys, on free ports in
 # a temp dir; prints, in the same run,
 #   1. fencectl bench without and with --signed (grants per second),

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# PENDING (register after fenced gets --token-signing-key and SIGNED; see
-# README.md here).  fenced's signed grants: LOCK ... SIGNED replies with the
+# fenced's signed grants: LOCK ... SIGNED replies with the
 # signed token string, ACQUIRE ... SIGNED with [string, lease]; replies
 # without SIGNED unchanged; a reentrant LOCK SIGNED gives the same string; a
 # fenced without a signing key refuses SIGNED before granting anything; an

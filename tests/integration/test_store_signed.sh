@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# PENDING (register after fenced --token-signing-key/SIGNED and fence-store
-# --token-verify-keys are wired; see README.md here).  fence-store with
+# fence-store with
 # verify keys: real signed tokens from fenced are admitted; forged ones
 # (2^63 with a real signature, a plain 2^63, the number changed, another
 # lock's token, another key under the same id, an unlisted key id) get
