@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Client TLS on fenced and fence-store (src/common/tls.c), with real
 processes and certificates made here with openssl (tests/integration/
 tls_certs.py): redis-cli --tls and redis-py ssl=True against both daemons,
