@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const fence_peer *self = fence__config_peer(&cfg, cfg.node_id);
     FUZZ_CHECK(self != NULL);
-    FUZZ_CHECK(self->client_port == cfg.port);
+    /* The port clients are sent to: the plain one, else the TLS one. */
+    FUZZ_CHECK(self->client_port == (cfg.port != 0 ? cfg.port : cfg.tls_port));
     if (cfg.peers[0] != '\0') {
         FUZZ_CHECK(self->raft_port == cfg.raft_port);
         for (unsigned i = 0; i < cfg.n_peers; i++)
