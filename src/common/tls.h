@@ -95,6 +95,14 @@ extern const fence_net_transport fence__net_tls;
 int fence__tls_listen(fence_net *net, const fence_tls_opts *o,
                       const char *bind, unsigned port, char *err, size_t cap);
 
+/* A server SSL_CTX for a daemon whose TLS is not on this layer (fence-proxy
+ * hands it to H2O): o->cert and o->key loaded and checked as for
+ * fence__tls_listen, TLS 1.2+, no client certificates (o->ca and o->auth
+ * are ignored).  Returns it (free with SSL_CTX_free), or NULL with a
+ * message in err. */
+struct ssl_ctx_st *fence__tls_server_ctx(const fence_tls_opts *o, char *err,
+                                         size_t cap);
+
 /* Counters of a layer's TLS listener (all 0 without one). */
 typedef struct fence_tls_stats {
     uint64_t handshakes;   /* handshakes finished */
