@@ -181,16 +181,19 @@ static int flush_wbio(tls_conn *tc, size_t plain)
 static int encrypt_out(tls_conn *tc, const char *buf, size_t len)
 {
     FENCE_ASSERT(len > 0);
-    FENCE_ASSERT(len <= INT32_MAX);
-    ERR_clear_error();
-    int n = SSL_write(tc->ssl, buf, (int)len);
-    if (n <= 0 || (size_t)n != len) {
-        char why[128];
-        fence__tls_reason(why, sizeof(why), "encryption failed");
-        FENCE_LOG_D("conn %" PRIu64 " (%s): TLS write: %s", tc->c->id,
-                    tc->peer, why);
-        (void)BIO_reset(tc->wbio);
-        return UV_EPROTO;
+    for (size_t off = 0; off < len;) {
+        size_t part = len - off > (1u << 30) ? (1u << 30) : len - off;
+        ERR_clear_error();
+        int n = SSL_write(tc->ssl, buf + off, (int)part);
+        if (n <= 0 || (size_t)n != part) {
+            char why[128];
+            fence__tls_reason(why, sizeof(why), "encryption failed");
+            FENCE_LOG_D("conn %" PRIu64 " (%s): TLS write: %s", tc->c->id,
+                        tc->peer, why);
+            (void)BIO_reset(tc->wbio);
+            return UV_EPROTO;
+        }
+        off += part;
     }
     return flush_wbio(tc, len);
 }
