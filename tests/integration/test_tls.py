@@ -342,6 +342,30 @@ def handshake_timeout():
     tap.eq(0, d.stop(), "timeout: clean exit")
 
 
+def limit_refusal():
+    """Beyond max-clients a TLS client still gets the -LIMIT reply, sent
+    once its handshake is done, then the connection closes."""
+    d = Daemon(STORE, "store-limit", args=["--max-clients", "2"]).start()
+    wait_log(d, "the client hung up")  # the start-up probe's connection has gone
+    a, b = d.client(), d.client()
+    tap.check(a.ping() and b.ping(), "limit: two TLS clients served")
+    s = tls_socket(d.tls_port)
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except (OSError, ssl.SSLError):
+        pass
+    s.close()
+    tap.check(got.startswith(b"-LIMIT"), "limit: the third TLS client gets -LIMIT", got)
+    a.close()
+    b.close()
+    tap.eq(0, d.stop(), "limit: clean exit")
+
+
 def bad_options():
     """Refused combinations and files, with clear messages."""
     def run(prog, *args):
@@ -389,7 +413,8 @@ def no_key_material():
     tap.eq([], bad, "no key material in any log")
 
 
-for group in (fenced_server_tls, fenced_mtls, store_tls, handshake_timeout, bad_options,
+for group in (fenced_server_tls, fenced_mtls, store_tls, handshake_timeout, limit_refusal,
+              bad_options,
               no_key_material):
     run_group(tap, group)
 tap.finish()
