@@ -225,7 +225,7 @@ def fenced_server_tls():
     run_threads(worker, 64)
     tap.eq([], errors[:3], "fenced: 64 concurrent TLS clients, 10 cycles each")
 
-    got = raw_exchange(d.tls_port, os.urandom(4096) + b"\r\n")
+    got = raw_exchange(d.tls_port, b"\x42garbage" + os.urandom(4096) + b"\r\n", wait=30)
     tap.check(got is not None, "fenced: garbage on the TLS port: connection closed")
     tap.check(wait_log(d, "TLS handshake failed"), "fenced: garbage logged as a failed handshake")
     got = raw_exchange(d.tls_port, b"*1\r\n$4\r\nPING\r\n")
@@ -323,7 +323,7 @@ def store_tls():
             errors.append(repr(e))
     run_threads(worker, 64)
     tap.eq([], errors[:3], "store: 64 concurrent TLS clients")
-    got = raw_exchange(d.tls_port, os.urandom(2000))
+    got = raw_exchange(d.tls_port, b"\x01" + os.urandom(2000), wait=30)
     tap.check(got is not None, "store: garbage on the TLS port: closed")
     rc, out = cli(d, "PING")
     tap.eq((0, "PONG"), (rc, out), "store: still serving after garbage")
@@ -337,6 +337,9 @@ def handshake_timeout():
     tap.check(got is not None, "timeout: a silent client is closed (no handshake)")
     tap.check(wait_log(d, "TLS handshake not finished within 300 ms"),
               "timeout: logged", d.log_text()[-1000:])
+    got = raw_exchange(d.tls_port, b"\xff\xff" + os.urandom(100), wait=20)
+    tap.check(got is not None,
+              "timeout: garbage that claims a long record is closed at the deadline")
     rc, out = cli(d, "PING")
     tap.eq((0, "PONG"), (rc, out), "timeout: others still served")
     tap.eq(0, d.stop(), "timeout: clean exit")
