@@ -223,7 +223,9 @@ def fenced_server_tls():
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
     run_threads(worker, 64)
-    tap.eq([], errors[:3], "fenced: 64 concurrent TLS clients, 10 cycles each")
+    tap.eq([], errors[:3], "fenced: 64 concurrent TLS clients, 10 cycles each",
+           "\n".join(ln for ln in d.log_text().splitlines()
+                     if " warn " in ln or " error " in ln or "TLS error" in ln)[-3000:])
 
     got = raw_exchange(d.tls_port, b"\x42garbage" + os.urandom(4096) + b"\r\n", wait=30)
     tap.check(got is not None, "fenced: garbage on the TLS port: connection closed")
@@ -322,7 +324,9 @@ def store_tls():
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
     run_threads(worker, 64)
-    tap.eq([], errors[:3], "store: 64 concurrent TLS clients")
+    tap.eq([], errors[:3], "store: 64 concurrent TLS clients",
+           "\n".join(ln for ln in d.log_text().splitlines()
+                     if " warn " in ln or " error " in ln or "TLS error" in ln)[-3000:])
     got = raw_exchange(d.tls_port, b"\x01" + os.urandom(2000), wait=30)
     tap.check(got is not None, "store: garbage on the TLS port: closed")
     rc, out = cli(d, "PING")
