@@ -52,20 +52,32 @@ const fence_event *fence_fsm_events(const fence_fsm *f, size_t *n)
 
 /* ---- Grants, releases, failures ------------------------------------------ */
 
-/* Report the resolution of wait w and, if it came with a request id,
- * update the remembered result so that a retry sees the outcome. */
-static void emit(fence_fsm *f, const fence__wait *w, const fence_result *r)
+/* Report the resolution of wait w and update every remembered result
+ * attached to it (the request that queued it and those that joined it),
+ * so that a retry of any of them sees the outcome. */
+static void emit(fence_fsm *f, fence__wait *w, const fence_result *r)
 {
     FENCE_ASSERT(r->wait_id == w->id);
     FENCE_ASSERT(r->status != FENCE_ST_QUEUED);
-    if (w->has_req) {
-        fence__dedup *d = fence__dedup_find(f, w->req_id);
-        if (d != NULL && d->result.status == FENCE_ST_QUEUED &&
-            d->result.wait_id == w->id) {
-            d->result = *r;
-        }
+    while (!fence__list_empty(&w->reqs)) {
+        fence__dedup *d = WDEDUP_OF(w->reqs.first);
+        FENCE_ASSERT(d->wait == w);
+        FENCE_ASSERT(d->result.status == FENCE_ST_QUEUED);
+        FENCE_ASSERT(d->result.wait_id == w->id);
+        fence__dedup_detach(d);
+        d->result = *r;
     }
+    FENCE_ASSERT(w->nreqs == 0);
     event_push(f, w->id, r);
+}
+
+/* Forget every remembered result attached to wait w (CANCEL). */
+static void forget_reqs(fence_fsm *f, fence__wait *w)
+{
+    while (!fence__list_empty(&w->reqs)) {
+        fence__dedup_forget(f, WDEDUP_OF(w->reqs.first));
+    }
+    FENCE_ASSERT(w->nreqs == 0);
 }
 
 /* Grant free lock k to lease l: the next token. */
@@ -127,6 +139,7 @@ static void handoff(fence_fsm *f, fence__lock *k)
     r.token = token;
     r.wait_id = w->id;
     emit(f, w, &r);
+    FENCE_ASSERT(fence__list_empty(&w->reqs));
     fence__free(f, w);
 }
 
@@ -147,6 +160,7 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     r.status = status;
     r.wait_id = w->id;
     emit(f, w, &r);
+    FENCE_ASSERT(fence__list_empty(&w->reqs));
     fence__free(f, w);
     fence__lock_maybe_destroy(f, k);
     if (acq && revoke_dedicated) {
@@ -493,21 +507,13 @@ static void cmd_cancel(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
     fence__wait *w = fence__wait_find(f, c->wait_id);
     if (w != NULL) {
-        bool has_req = w->has_req;
-        uint64_t req_id = w->req_id;
-        uint64_t id = w->id;
-        wait_fail(f, w, FENCE_ST_NIL, true);
         /* The request had no lasting effect (an ACQUIRE's lease is revoked
-         * with it), so forget its request id: a client that lost its
+         * with it), so forget the request ids attached to the wait (its
+         * own and those of LOCKs that joined it): a client that lost its
          * connection and retries with the same REQID (after a failover,
          * say) queues afresh instead of being told "timed out" early. */
-        if (has_req) {
-            fence__dedup *d = fence__dedup_find(f, req_id);
-            if (d != NULL && d->result.wait_id == id &&
-                d->result.status == FENCE_ST_NIL) {
-                fence__dedup_forget(f, d);
-            }
-        }
+        forget_reqs(f, w);
+        wait_fail(f, w, FENCE_ST_NIL, true);
     }
     r->status = FENCE_ST_OK;
 }
@@ -629,6 +635,13 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
     if (d != NULL) {
         d->result = *out;
         fence__dedup_link(f, d);
+        if (out->status == FENCE_ST_QUEUED) {
+            /* A new wait, or one this LOCK joined: either way its end
+             * must resolve this record too. */
+            fence__wait *w = fence__wait_find(f, out->wait_id);
+            FENCE_ASSERT(w != NULL);
+            fence__dedup_attach(d, w);
+        }
         fence__dedup_trim(f, f->limits.dedup_max);
     }
 }

@@ -239,6 +239,7 @@ static const char *check_dedup(const fence_fsm *f)
     if (!list_ok(&f->dedup_list, f->dedup.count)) {
         return "dedup list broken or not the size of the dedup table";
     }
+    uint64_t nqueued = 0;
     for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
         const fence__dedup *d = DEDUP_OF(p);
         if (fence__dedup_find(f, d->req_id) != d) {
@@ -247,6 +248,34 @@ static const char *check_dedup(const fence_fsm *f)
         if (d->result.status > FENCE_ST_INVALID) {
             return "dedup result status out of range";
         }
+        const fence__wait *w = d->result.status == FENCE_ST_QUEUED
+                                   ? fence__wait_find(f, d->result.wait_id)
+                                   : NULL;
+        if (d->wait != w) {
+            return "QUEUED dedup record not attached to its wait";
+        }
+        if (w != NULL && d->result.lease != w->lease->id) {
+            return "QUEUED dedup record names another lease than its wait";
+        }
+        nqueued += w != NULL;
+    }
+    /* Every wait's attached records, the other way round. */
+    uint64_t nattached = 0;
+    for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        const fence__wait *w = WAIT_OF(p);
+        if (!list_ok(&w->reqs, w->nreqs)) {
+            return "wait's dedup list broken or not its length";
+        }
+        for (const fence__link *q = w->reqs.first; q != NULL; q = q->next) {
+            const fence__dedup *d = WDEDUP_OF(q);
+            if (d->wait != w || fence__dedup_find(f, d->req_id) != d) {
+                return "wait lists a dedup record that is not attached";
+            }
+        }
+        nattached += w->nreqs;
+    }
+    if (nattached != nqueued) {
+        return "attached dedup records do not match the waits' lists";
     }
     if (f->dedup.count > f->limits.dedup_max) {
         return "dedup table above its limit";

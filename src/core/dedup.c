@@ -21,20 +21,50 @@ void fence__dedup_link(fence_fsm *f, fence__dedup *d)
     fence__htab_insert(f, &f->dedup, &d->hn);
 }
 
-/* Unlink the oldest record and hand it back (not freed). */
+/* Attach record d to wait w: its result is QUEUED with w's id, and the
+ * end of w resolves it (apply.c) or, for a CANCEL, forgets it. */
+void fence__dedup_attach(fence__dedup *d, fence__wait *w)
+{
+    FENCE_ASSERT(d->wait == NULL);
+    FENCE_ASSERT(d->result.status == FENCE_ST_QUEUED);
+    FENCE_ASSERT(d->result.wait_id == w->id);
+    FENCE_ASSERT(w->nreqs < UINT32_MAX);
+    fence__list_append(&w->reqs, &d->wlink);
+    w->nreqs++;
+    d->wait = w;
+}
+
+/* Detach record d from its wait, if attached. */
+void fence__dedup_detach(fence__dedup *d)
+{
+    fence__wait *w = d->wait;
+    if (w == NULL) {
+        return;
+    }
+    FENCE_ASSERT(w->nreqs > 0);
+    fence__list_remove(&w->reqs, &d->wlink);
+    w->nreqs--;
+    d->wait = NULL;
+}
+
+/* Unlink the oldest record (from its wait too) and hand it back (not
+ * freed). */
 fence__dedup *fence__dedup_pop_oldest(fence_fsm *f)
 {
     fence__dedup *d = DEDUP_OF(f->dedup_list.first);
     FENCE_ASSERT(d != NULL);
+    fence__dedup_detach(d);
     fence__list_remove(&f->dedup_list, &d->link);
     fence__htab_remove(&f->dedup, &d->hn);
     return d;
 }
 
-/* Unlink record d from wherever it is in the age list and free it. */
+/* Unlink record d from wherever it is in the age list (and from its wait)
+ * and free it. */
 void fence__dedup_forget(fence_fsm *f, fence__dedup *d)
 {
     FENCE_ASSERT(fence__dedup_find(f, d->req_id) == d);
+    fence__dedup_detach(d);
     fence__list_remove(&f->dedup_list, &d->link);
     fence__htab_remove(&f->dedup, &d->hn);
     fence__free(f, d);

@@ -62,6 +62,10 @@
  * Dedup: a retry of a request id whose command was QUEUED gets QUEUED with
  * the same wait_id while the wait lasts (attach the retrying client to that
  * wait), and the outcome (OK with token/lease, NIL, NOLEASE) once resolved.
+ * That holds for every request answered QUEUED with a wait: the LOCK that
+ * queued it and any later LOCK of the same lease on the same lock (which
+ * joins the existing wait instead of queueing twice).  A CANCELled wait
+ * forgets all of their request ids, so each retry queues afresh.
  *
  * Events: every call that runs commands or time (fence_fsm_apply_entry,
  * fence_fsm_apply, fence_fsm_advance) first forgets the events of the

@@ -15,7 +15,8 @@
  * sorting: leases by id (creation order), locks by current token (every
  * grant moves its lock to the tail), waits by id, a lock's queue FIFO (= by
  * wait id), a lease's held locks by token and its waits by id, dedup
- * records by age.  No object points at the fence_fsm struct or at a list
+ * records by age, and a wait's dedup records (those answered QUEUED with
+ * it) by age.  No object points at the fence_fsm struct or at a list
  * head, so a whole state can be swapped by value (restore).
  */
 #ifndef FENCE_FSM_INT_H
@@ -91,12 +92,20 @@ struct fence__wait {
     bool acquire;                /* an ACQUIRE (its lease is dedicated) */
     bool has_req;                /* req_id is a dedup key */
     uint64_t req_id;             /* client request id */
+    fence__list reqs;            /* dedup records answered QUEUED with
+                                  * this wait (fence__dedup.wlink), oldest
+                                  * first: its own and those of LOCKs that
+                                  * joined it; resolved when it ends */
+    uint32_t nreqs;              /* length of reqs */
 };
 
 /* A remembered command result for idempotent retries. */
 typedef struct fence__dedup {
     fence__hnode hn;     /* in fsm.dedup, by req_id */
     fence__link link;    /* in fsm.dedup_list, by age, oldest first */
+    fence__link wlink;   /* in wait->reqs while attached */
+    fence__wait *wait;   /* the wait its QUEUED result names; NULL once
+                          * resolved (or for any other result) */
     uint64_t req_id;     /* the client request id */
     uint64_t fp;         /* fingerprint of the command (fence__cmd_fp) */
     fence_result result; /* what the command answered */
@@ -134,6 +143,7 @@ struct fence_fsm {
 #define LWAIT_OF(lnk) FENCE__LIST_ITEM(fence__wait, llink, (lnk))
 #define WAIT_OF(lnk) FENCE__LIST_ITEM(fence__wait, wlink, (lnk))
 #define DEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, link, (lnk))
+#define WDEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, wlink, (lnk))
 
 /* ---- fsm.c: memory and lifecycle ----------------------------------------- */
 
@@ -227,6 +237,11 @@ void fence__dedup_link(fence_fsm *f, fence__dedup *d);
 fence__dedup *fence__dedup_pop_oldest(fence_fsm *f);
 /* Unlink a record and free it. */
 void fence__dedup_forget(fence_fsm *f, fence__dedup *d);
+/* Attach record d (its result QUEUED with wait w's id) to w, so that the
+ * end of w resolves it. */
+void fence__dedup_attach(fence__dedup *d, fence__wait *w);
+/* Detach record d from its wait, if attached. */
+void fence__dedup_detach(fence__dedup *d);
 /* Evict the oldest records until at most max remain. */
 void fence__dedup_trim(fence_fsm *f, uint32_t max);
 

@@ -423,8 +423,21 @@ static int read_dedup(fence_fsm *n, rbuf *r)
             return FENCE_ST_INVALID;
         }
         res.status = (uint8_t)status;
-        if (fence__dedup_add(n, req_id, fp, &res) == NULL) {
+        fence__dedup *d = fence__dedup_add(n, req_id, fp, &res);
+        if (d == NULL) {
             return FENCE_ST_LIMIT;
+        }
+        /* A QUEUED record goes back onto the wait it names (the live state
+         * attaches it when it answers QUEUED; records are oldest first in
+         * both, so each wait's list comes back in the same order).  One
+         * whose wait is gone can come only from a snapshot written before
+         * joined waits resolved their records: it stays as it is, and the
+         * leader answers TRYAGAIN for it (fence_fsm_wait_exists). */
+        if (res.status == FENCE_ST_QUEUED) {
+            fence__wait *w = fence__wait_find(n, res.wait_id);
+            if (w != NULL) {
+                fence__dedup_attach(d, w);
+            }
         }
     }
     FENCE_ASSERT(n->dedup.count == count);

@@ -92,37 +92,41 @@ void fence__cluster_wrap_transport(struct raft_uv_transport *t)
     t->connect = connect_stripped;
 }
 
+/* The peer entry of server id from its "raft|client" configuration
+ * address, or NULL when it is not in the configuration or its address has
+ * no client part.  Points at static storage. */
+static const fence_peer *conf_peer(fence_node *n, uint64_t id)
+{
+    static fence_peer found;
+    fence_node_server sv;
+    if (!n->started || !fence__node_server_find(n, id, &sv) || sv.address == NULL)
+        return NULL;
+    char raft[FENCE_CLUSTER_ADDR_MAX];
+    char client[FENCE_CLUSTER_ADDR_MAX];
+    char rhost[FENCE_HOST_MAX];
+    uint16_t rport;
+    if (fence__cluster_split_addr(sv.address, raft, sizeof(raft), client,
+                                  sizeof(client)) != 0 ||
+        client[0] == '\0')
+        return NULL;
+    memset(&found, 0, sizeof(found));
+    found.id = id;
+    if (fence__cluster_parse_hostport(client, strlen(client), found.host,
+                                      sizeof(found.host), &found.client_port) != 0 ||
+        fence__cluster_parse_hostport(raft, strlen(raft), rhost, sizeof(rhost),
+                                      &rport) != 0)
+        return NULL;
+    found.raft_port = rport;
+    return &found;
+}
+
 /* See cluster.h: configuration address first, then --peers. */
 const fence_peer *fence__cluster_peer(fence_node *n, uint64_t id)
 {
-    static fence_peer found;
     if (id == 0)
         return NULL;
-    if (n->started) {
-        const struct raft_configuration *conf = &n->raft.configuration;
-        for (unsigned i = 0; i < conf->n; i++) {
-            if (conf->servers[i].id != id || conf->servers[i].address == NULL)
-                continue;
-            char raft[FENCE_CLUSTER_ADDR_MAX];
-            char client[FENCE_CLUSTER_ADDR_MAX];
-            char rhost[FENCE_HOST_MAX];
-            uint16_t rport;
-            if (fence__cluster_split_addr(conf->servers[i].address, raft, sizeof(raft),
-                                          client, sizeof(client)) != 0 ||
-                client[0] == '\0')
-                break;
-            memset(&found, 0, sizeof(found));
-            found.id = id;
-            if (fence__cluster_parse_hostport(client, strlen(client), found.host,
-                                              sizeof(found.host), &found.client_port) != 0 ||
-                fence__cluster_parse_hostport(raft, strlen(raft), rhost, sizeof(rhost),
-                                              &rport) != 0)
-                break;
-            found.raft_port = rport;
-            return &found;
-        }
-    }
-    return fence__config_peer(n->cfg, id);
+    const fence_peer *p = conf_peer(n, id);
+    return p != NULL ? p : fence__config_peer(n->cfg, id);
 }
 
 /* Format the client address of server id into out ("" when unknown). */
@@ -164,17 +168,14 @@ static void reply_simple(fence_slot *slot, const char *s)
 static void cluster_info(fence_server *s, fence_slot *slot)
 {
     fence_node *n = &s->node;
-    struct raft *r = &n->raft;
-    size_t cap = 2048 + (size_t)(r->configuration.n + 1) * 400;
+    unsigned nservers = fence__node_servers(n);
+    size_t cap = 2048 + (size_t)(nservers + 1) * 400;
     char *text = malloc(cap);
     if (text == NULL) {
         fence__slot_error(slot, "ERR", "out of memory");
         return;
     }
-    raft_id leader_id = 0;
-    const char *leader_raft = NULL;
-    if (n->started)
-        raft_leader(r, &leader_id, &leader_raft);
+    uint64_t leader_id = fence__node_leader_id(n, NULL);
     char leader[FENCE_CLUSTER_ADDR_MAX];
     client_addr(n, leader_id, leader, sizeof(leader));
     int len = snprintf(
@@ -194,28 +195,28 @@ static void cluster_info(fence_server *s, fence_slot *slot)
         "voters:%u\r\n"
         "nodes:%u\r\n",
         s->cfg->node_id, fence__node_role(n), fence__leader_ready(s->leader),
-        (uint64_t)leader_id, leader, (uint64_t)r->current_term,
-        (uint64_t)r->commit_index, (uint64_t)r->last_applied,
-        (uint64_t)(n->started ? raft_last_index(r) : 0),
-        (uint64_t)r->log.snapshot.last_index, (uint64_t)r->configuration_index,
-        fence__node_voters(n), r->configuration.n);
+        leader_id, leader, fence__node_term(n), fence__node_commit_index(n),
+        fence__node_applied_index(n), fence__node_last_index(n),
+        fence__node_snapshot_index(n), fence__node_configuration_index(n),
+        fence__node_voters(n), nservers);
     FENCE_ASSERT(len > 0);
     FENCE_ASSERT((size_t)len < cap);
-    for (unsigned i = 0; i < r->configuration.n; i++) {
-        const struct raft_server *sv = &r->configuration.servers[i];
+    for (unsigned i = 0; i < nservers; i++) {
+        fence_node_server sv;
+        fence__node_server_at(n, i, &sv);
         char raft[FENCE_CLUSTER_ADDR_MAX];
         char client[FENCE_CLUSTER_ADDR_MAX];
-        if (fence__cluster_split_addr(sv->address ? sv->address : "", raft,
+        if (fence__cluster_split_addr(sv.address ? sv.address : "", raft,
                                       sizeof(raft), client, sizeof(client)) != 0) {
             snprintf(raft, sizeof(raft), "%s", "?");
             client[0] = '\0';
         }
         if (client[0] == '\0')
-            client_addr(n, sv->id, client, sizeof(client));
+            client_addr(n, sv.id, client, sizeof(client));
         int w = snprintf(text + len, cap - (size_t)len,
                          "node:id=%" PRIu64 ",raft=%s,client=%s,role=%s,leader=%d,self=%d\r\n",
-                         (uint64_t)sv->id, raft, client, role_name(sv->role),
-                         sv->id == leader_id, sv->id == s->cfg->node_id);
+                         sv.id, raft, client, role_name(sv.role),
+                         sv.id == leader_id, sv.id == s->cfg->node_id);
         FENCE_ASSERT(w > 0);
         FENCE_ASSERT((size_t)w < cap - (size_t)len);
         len += w;
@@ -246,7 +247,7 @@ static void reply_raft_error(fence_server *s, fence_slot *slot, int rv, uint64_t
                               "it may or may not have happened: check CLUSTER.INFO and retry");
             return;
         }
-        if (fence__node_is_leader(&s->node) && s->node.raft.transfer != NULL) {
+        if (fence__node_is_leader(&s->node) && fence__node_transferring(&s->node)) {
             fence__slot_error(slot, "TRYAGAIN",
                               "a leadership transfer is in progress; retry shortly");
             return;
@@ -320,7 +321,7 @@ static void change_done(struct raft_change *req, int status);
 static int start_promote(cluster_req *q)
 {
     q->kind = CK_PROMOTE;
-    return raft_assign(&q->srv->node.raft, &q->change, q->id, RAFT_VOTER, change_done);
+    return fence__node_promote(&q->srv->node, &q->change, q->id, change_done);
 }
 
 /* Completion of raft_add / raft_assign / raft_remove. */
@@ -356,25 +357,14 @@ static void transfer_done(struct raft_transfer *req)
     fence_server *s = q->srv;
     uint64_t target = q->id;
     fence_slot *slot = req_finish(q);
-    raft_id leader = 0;
-    const char *addr = NULL;
-    raft_leader(&s->node.raft, &leader, &addr);
-    bool moved = leader != s->cfg->node_id || raft_state(&s->node.raft) != RAFT_LEADER;
+    uint64_t leader = fence__node_leader_id(&s->node, NULL);
+    bool moved = leader != s->cfg->node_id || !fence__node_raft_leads(&s->node);
     if (moved && (target == 0 || leader == target || leader == 0)) {
-        LOG_INFO("cluster: leadership transferred (to node %" PRIu64 ")", (uint64_t)leader);
+        LOG_INFO("cluster: leadership transferred (to node %" PRIu64 ")", leader);
         reply_simple(slot, "OK");
         return;
     }
     fence__slot_error(slot, "ERR", "leadership transfer did not complete in time");
-}
-
-/* Find server id in raft's configuration, or NULL. */
-static const struct raft_server *conf_find(fence_node *n, uint64_t id)
-{
-    for (unsigned i = 0; i < n->raft.configuration.n; i++)
-        if (n->raft.configuration.servers[i].id == id)
-            return &n->raft.configuration.servers[i];
-    return NULL;
 }
 
 /* CLUSTER.ADD <id> <raft-addr> <client-addr>. */
@@ -409,26 +399,27 @@ static void cluster_add(fence_server *s, fence_slot *slot, const fence_resp_msg 
     /* A retried ADD (say after TRYAGAIN for a lost leadership) finds the
      * node already there: same address and voter is success, same address
      * and not yet a voter resumes with the promotion. */
-    const struct raft_server *sv = conf_find(&s->node, id);
-    if (sv != NULL) {
-        if (sv->address == NULL || strcmp(sv->address, address) != 0) {
+    fence_node_server sv;
+    bool known = fence__node_server_find(&s->node, id, &sv);
+    if (known) {
+        if (sv.address == NULL || strcmp(sv.address, address) != 0) {
             snprintf(msg, sizeof(msg), "node %" PRIu64 " is already in the configuration "
-                     "with address %.100s", id, sv->address ? sv->address : "?");
+                     "with address %.100s", id, sv.address ? sv.address : "?");
             fence__slot_error(slot, "ERR", msg);
             return;
         }
-        if (sv->role == RAFT_VOTER) {
+        if (sv.role == RAFT_VOTER) {
             reply_simple(slot, "OK");
             return;
         }
     }
-    cluster_req *q = req_new(s, slot, sv != NULL ? CK_PROMOTE : CK_ADD, id);
+    cluster_req *q = req_new(s, slot, known ? CK_PROMOTE : CK_ADD, id);
     if (q == NULL) {
         fence__slot_error(slot, "ERR", "out of memory");
         return;
     }
-    int rv = sv != NULL ? start_promote(q)
-                        : raft_add(&s->node.raft, &q->change, id, address, change_done);
+    int rv = known ? start_promote(q)
+                   : fence__node_add(&s->node, &q->change, id, address, change_done);
     if (rv != 0) {
         slot = req_finish(q);
         reply_raft_error(s, slot, rv, id);
@@ -463,11 +454,10 @@ enum removal_verdict {
 static int removal_check(fence_server *s, uint64_t id, bool rechecked, char *msg,
                          size_t cap, uint64_t *wait_ms)
 {
-    struct raft *r = &s->node.raft;
-    const struct raft_configuration *conf = &r->configuration;
-    const struct raft_server *victim = conf_find(&s->node, id);
-    FENCE_ASSERT(raft_state(r) == RAFT_LEADER);
-    if (victim == NULL || victim->role != RAFT_VOTER)
+    fence_node *n = &s->node;
+    fence_node_server victim;
+    FENCE_ASSERT(fence__node_raft_leads(n));
+    if (!fence__node_server_find(n, id, &victim) || victim.role != RAFT_VOTER)
         return RM_OK;
     unsigned voters = fence__node_voters(&s->node);
     FENCE_ASSERT(voters >= 1);
@@ -477,19 +467,19 @@ static int removal_check(fence_server *s, uint64_t id, bool rechecked, char *msg
                  "the cluster can never elect a leader again (add a node first)", id);
         return RM_REFUSED;
     }
-    raft_time now = r->io->time(r->io);
     uint64_t settle_ms = 2 * s->cfg->heartbeat_ms;
-    uint64_t since_clear_ms = now - r->election_timer_start;
+    uint64_t since_clear_ms = fence__node_contact_age_ms(n);
     if (!rechecked && since_clear_ms < settle_ms) {
         *wait_ms = settle_ms - since_clear_ms + 1;
         return RM_WAIT;
     }
     unsigned live = 0;
-    for (unsigned i = 0; i < conf->n; i++) {
-        const struct raft_server *sv = &conf->servers[i];
-        if (sv->role != RAFT_VOTER || sv->id == id)
+    for (unsigned i = 0; i < fence__node_servers(n); i++) {
+        fence_node_server sv;
+        fence__node_server_at(n, i, &sv);
+        if (sv.role != RAFT_VOTER || sv.id == id)
             continue;
-        if (sv->id == r->id || r->leader_state.progress[i].recent_recv)
+        if (sv.contact)
             live++;
     }
     unsigned quorum = remaining / 2 + 1;
@@ -556,7 +546,7 @@ static void remove_try(cluster_req *q)
         return;
     }
     FENCE_ASSERT(verdict == RM_OK);
-    int rv = raft_remove(&s->node.raft, &q->change, id, change_done);
+    int rv = fence__node_remove(&s->node, &q->change, id, change_done);
     if (rv != 0) {
         fence_slot *slot = req_finish(q);
         reply_raft_error(s, slot, rv, id);
@@ -578,7 +568,8 @@ static void cluster_remove(fence_server *s, fence_slot *slot, const fence_resp_m
         fence__cmd_reply_unavailable(s, slot);
         return;
     }
-    if (conf_find(&s->node, id) == NULL) {
+    fence_node_server sv;
+    if (!fence__node_server_find(&s->node, id, &sv)) {
         char msg[120];
         snprintf(msg, sizeof(msg), "node %" PRIu64 " is not in the configuration", id);
         fence__slot_error(slot, "ERR", msg);
@@ -606,7 +597,7 @@ static void cluster_transfer(fence_server *s, fence_slot *slot, const fence_resp
         fence__cmd_reply_unavailable(s, slot);
         return;
     }
-    if (s->node.raft.transfer != NULL) {
+    if (fence__node_transferring(&s->node)) {
         fence__slot_error(slot, "TRYAGAIN", "a leadership transfer is in progress");
         return;
     }
@@ -615,7 +606,7 @@ static void cluster_transfer(fence_server *s, fence_slot *slot, const fence_resp
         fence__slot_error(slot, "ERR", "out of memory");
         return;
     }
-    int rv = raft_transfer(&s->node.raft, &q->transfer, id, transfer_done);
+    int rv = fence__node_transfer(&s->node, &q->transfer, id, transfer_done);
     if (rv != 0) {
         slot = req_finish(q);
         reply_raft_error(s, slot, rv, id);

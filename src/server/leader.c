@@ -537,10 +537,11 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
         return;
     }
     if (!fence_fsm_wait_exists(l->fsm, res->wait_id)) {
-        /* QUEUED for a wait that is gone (a deduplicated retry whose
-         * request joined another request's wait: the core kept its record
-         * QUEUED when that wait ended).  No event will ever come: answer
-         * rather than hang. */
+        /* QUEUED for a wait that is gone.  The core resolves every record
+         * attached to a wait when it ends, but a snapshot written by an
+         * older core (which kept a joiner's record QUEUED) may still carry
+         * such a record.  No event will ever come: answer rather than
+         * hang. */
         llog(l, FENCE_LLOG_WARN, "QUEUED for wait %llu, which no longer "
              "exists; answering TRYAGAIN", (unsigned long long)res->wait_id);
         answer_error(l, req_release(r), FENCE_LERR_UNKNOWN);

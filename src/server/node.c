@@ -386,6 +386,113 @@ bool fence__node_transferring(const fence_node *n)
     return n->raft.transfer != NULL;
 }
 
+/* raft's own state is leader (also while closing). */
+bool fence__node_raft_leads(fence_node *n)
+{
+    return raft_state(&n->raft) == RAFT_LEADER;
+}
+
+/* The leader raft knows of (0: none, or not started). */
+uint64_t fence__node_leader_id(fence_node *n, const char **address)
+{
+    raft_id id = 0;
+    const char *addr = NULL;
+    if (n->started)
+        raft_leader(&n->raft, &id, &addr);
+    if (address != NULL)
+        *address = addr;
+    return (uint64_t)id;
+}
+
+/* raft's last log index, 0 before start. */
+uint64_t fence__node_last_index(fence_node *n)
+{
+    return n->started ? (uint64_t)raft_last_index(&n->raft) : 0;
+}
+
+/* Index of raft's last snapshot. */
+uint64_t fence__node_snapshot_index(const fence_node *n)
+{
+    return (uint64_t)n->raft.log.snapshot.last_index;
+}
+
+/* Index of the configuration in force. */
+uint64_t fence__node_configuration_index(const fence_node *n)
+{
+    return (uint64_t)n->raft.configuration_index;
+}
+
+/* Servers in the current configuration. */
+unsigned fence__node_servers(const fence_node *n)
+{
+    return n->raft.configuration.n;
+}
+
+/* Copy server i of the current configuration out. */
+void fence__node_server_at(const fence_node *n, unsigned i,
+                           fence_node_server *out)
+{
+    const struct raft *r = &n->raft;
+    FENCE_ASSERT(i < r->configuration.n);
+    const struct raft_server *sv = &r->configuration.servers[i];
+    out->id = (uint64_t)sv->id;
+    out->address = sv->address;
+    out->role = sv->role;
+    /* progress is indexed like the configuration, on a leader only. */
+    out->contact = sv->id == r->id ||
+                   (r->state == RAFT_LEADER && r->leader_state.progress != NULL &&
+                    r->leader_state.progress[i].recent_recv);
+}
+
+/* Find a server of the current configuration by id. */
+bool fence__node_server_find(const fence_node *n, uint64_t id,
+                             fence_node_server *out)
+{
+    for (unsigned i = 0; i < n->raft.configuration.n; i++) {
+        if (n->raft.configuration.servers[i].id == id) {
+            fence__node_server_at(n, i, out);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Milliseconds since the check-quorum flags were last cleared. */
+uint64_t fence__node_contact_age_ms(const fence_node *n)
+{
+    const struct raft *r = &n->raft;
+    raft_time now = r->io->time(r->io);
+    return (uint64_t)(now - r->election_timer_start);
+}
+
+/* raft_add: id joins as a spare. */
+int fence__node_add(fence_node *n, struct raft_change *req, uint64_t id,
+                    const char *address, raft_change_cb cb)
+{
+    return raft_add(&n->raft, req, (raft_id)id, address, cb);
+}
+
+/* raft_assign: id becomes a voter. */
+int fence__node_promote(fence_node *n, struct raft_change *req, uint64_t id,
+                        raft_change_cb cb)
+{
+    return raft_assign(&n->raft, req, (raft_id)id, RAFT_VOTER, cb);
+}
+
+/* raft_remove: id leaves the configuration. */
+int fence__node_remove(fence_node *n, struct raft_change *req, uint64_t id,
+                       raft_change_cb cb)
+{
+    return raft_remove(&n->raft, req, (raft_id)id, cb);
+}
+
+/* raft_transfer: hand leadership to id (0: raft picks). */
+int fence__node_transfer(fence_node *n, struct raft_transfer *req, uint64_t id,
+                         raft_transfer_cb cb)
+{
+    return raft_transfer(&n->raft, req, (raft_id)id, cb);
+}
+
 /* Map raft's idea of the leader to its client address. */
 const fence_peer *fence__node_leader_peer(fence_node *n)
 {

@@ -115,6 +115,58 @@ uint64_t fence__node_applied_index(const fence_node *n);
 /* true while a leadership transfer started here is under way. */
 bool fence__node_transferring(const fence_node *n);
 
+/* true when raft's own state is leader.  Unlike fence__node_is_leader it
+ * stays true while the node closes (for a completion that must tell "still
+ * leading" from "leadership moved"). */
+bool fence__node_raft_leads(fence_node *n);
+
+/* The id of the leader raft knows of, or 0 (none known, or not started);
+ * *address (may be NULL) receives its configuration address, borrowed. */
+uint64_t fence__node_leader_id(fence_node *n, const char **address);
+
+/* raft's last log index (0 before start), snapshot index and the index of
+ * the configuration in force (CLUSTER.INFO). */
+uint64_t fence__node_last_index(fence_node *n);
+uint64_t fence__node_snapshot_index(const fence_node *n);
+uint64_t fence__node_configuration_index(const fence_node *n);
+
+/* One server of raft's current configuration, copied out so that callers
+ * never read libraft's structs.  address is borrowed from raft: valid only
+ * until the configuration changes (do not keep it across a callback). */
+typedef struct fence_node_server {
+    uint64_t id;         /* raft server id */
+    const char *address; /* configuration address (may be NULL) */
+    int role;            /* RAFT_VOTER, RAFT_STANDBY or RAFT_SPARE */
+    bool contact;        /* this server itself, or (on a leader) a server
+                          * that answered since raft last cleared its
+                          * check-quorum flags (struct raft_progress
+                          * recent_recv) */
+} fence_node_server;
+
+/* Number of servers in raft's current configuration. */
+unsigned fence__node_servers(const fence_node *n);
+/* Server i (< fence__node_servers) of the current configuration. */
+void fence__node_server_at(const fence_node *n, unsigned i,
+                           fence_node_server *out);
+/* The server with this id: true and *out filled, or false. */
+bool fence__node_server_find(const fence_node *n, uint64_t id,
+                             fence_node_server *out);
+/* Milliseconds since raft last cleared its check-quorum contact flags
+ * (election_timer_start; every election timeout on a leader). */
+uint64_t fence__node_contact_age_ms(const fence_node *n);
+
+/* Membership and leadership changes (raft_add, raft_assign to voter,
+ * raft_remove, raft_transfer; id 0 for transfer: raft picks).  Return 0 or
+ * raft's code, as the libraft calls do. */
+int fence__node_add(fence_node *n, struct raft_change *req, uint64_t id,
+                    const char *address, raft_change_cb cb);
+int fence__node_promote(fence_node *n, struct raft_change *req, uint64_t id,
+                        raft_change_cb cb);
+int fence__node_remove(fence_node *n, struct raft_change *req, uint64_t id,
+                       raft_change_cb cb);
+int fence__node_transfer(fence_node *n, struct raft_transfer *req, uint64_t id,
+                         raft_transfer_cb cb);
+
 /* The --peers entry of the current leader, or NULL when no leader is known
  * or the leader is not in the map. */
 const fence_peer *fence__node_leader_peer(fence_node *n);

@@ -151,12 +151,15 @@ typedef struct sim_reqid {
     fence_result result; /* result of the first application */
 } sim_reqid;
 
-/* A queued wait of a command with a request id, as the model sees it: the
- * core forgets that request id when a CANCEL fails the wait (fsm.c
- * cmd_cancel), so a retry with the same id queues afresh. */
+/* A request answered QUEUED, as the model sees it: the command that
+ * queued the wait (with or without a request id), or a later LOCK with a
+ * request id that joined it (same lease, same lock).  When the wait ends,
+ * the core resolves the records of every one of them to the wait's
+ * outcome; when a CANCEL fails it, it forgets all of their request ids
+ * (apply.c cmd_cancel), so a retry with any of them queues afresh. */
 typedef struct sim_mwait {
     uint64_t wait_id;  /* from the QUEUED result */
-    uint64_t req_id;   /* the request id of the queued command */
+    uint64_t req_id;   /* the command's request id; 0: none */
     uint64_t wait_ms;  /* its length (for LEADER_START rebases) */
     uint64_t deadline; /* fsm time it times out */
     bool cancelled;    /* a CANCEL failed it (its request id is forgotten) */
@@ -271,14 +274,12 @@ typedef struct sim_req {
     bool from_wait;        /* ANS_RESULT: a wait's outcome */
     fence_result r;        /* ANS_RESULT */
     int err;               /* ANS_ERROR: FENCE_LERR_* */
-    unsigned tries;        /* times sent (retries give up after a few) */
     bool read_ok;          /* ANS_READ: the lease / lock existed */
     uint64_t state_index;  /* index of the node's state when answered */
     uint64_t floor_index;  /* highest index acknowledged anywhere at send */
 } sim_req;
 
 #define SIM_PIPE_MAX 4  /* requests a client pipelines at once */
-#define SIM_TRIES_MAX 6 /* sends of one request before the client gives up */
 
 /* A simulated client: one connection at a time to a node, a pipeline of
  * up to SIM_PIPE_MAX requests answered in order, a few leases, the grants
@@ -335,7 +336,7 @@ typedef struct sim {
     size_t cap_mleases;        /* capacity of mleases (ids below it) */
     sim_reqid *reqids;         /* open-addressing table */
     size_t cap_reqids;         /* slots in reqids (a power of two) */
-    sim_mwait *mwaits;         /* queued waits with a request id */
+    sim_mwait *mwaits;         /* requests answered QUEUED, by wait */
     uint64_t model_wait_max;   /* highest wait id seen queued */
     size_t n_mwaits;           /* entries in mwaits */
     size_t cap_mwaits;         /* capacity of mwaits */
@@ -1082,10 +1083,12 @@ static void model_cancel(sim *s, uint64_t wait_id, uint64_t now, bool starts,
             if (evs[k].wait_id != wait_id)
                 continue;
             if (evs[k].result.status == FENCE_ST_NIL && !timed_out) {
+                w->cancelled = true;
+                if (w->req_id == 0)
+                    break;
                 sim_reqid *r = reqid_slot(s, w->req_id);
                 if (r->req_id == w->req_id)
                     r->forgotten = true;
-                w->cancelled = true;
                 s->res->model_forgets++;
             }
             break;
@@ -1093,15 +1096,60 @@ static void model_cancel(sim *s, uint64_t wait_id, uint64_t now, bool starts,
     }
 }
 
-/* Stop tracking the queued waits this entry's events ended. */
+/* Stop tracking the queued waits this entry's events ended.  Every request
+ * id answered QUEUED with such a wait (and not forgotten by a CANCEL) now
+ * remembers the wait's outcome: a later retry must get exactly that. */
 static void model_waits_end(sim *s, const fence_event *evs, unsigned n_ev)
 {
     for (unsigned k = 0; k < n_ev; k++)
-        for (size_t j = 0; j < s->n_mwaits; j++)
-            if (s->mwaits[j].wait_id == evs[k].wait_id) {
-                s->mwaits[j] = s->mwaits[--s->n_mwaits];
-                break;
+        for (size_t j = 0; j < s->n_mwaits;) {
+            sim_mwait *w = &s->mwaits[j];
+            if (w->wait_id != evs[k].wait_id) {
+                j++;
+                continue;
             }
+            if (w->req_id != 0 && !w->cancelled) {
+                sim_reqid *r = reqid_slot(s, w->req_id);
+                if (r->req_id == w->req_id && !r->forgotten &&
+                    r->result.status == FENCE_ST_QUEUED &&
+                    r->result.wait_id == w->wait_id)
+                    r->result = evs[k].result;
+            }
+            *w = s->mwaits[--s->n_mwaits];
+        }
+}
+
+/* Track a request answered QUEUED (not a deduplicated retry): a new wait
+ * (ids grow), or one it joined, whose deadline it shares. */
+static void model_queued(sim *s, uint64_t wait_id, uint64_t req_id,
+                         uint64_t wait_ms, uint64_t now)
+{
+    uint64_t deadline = now + wait_ms;
+    if (wait_id <= s->model_wait_max) {
+        size_t j = 0;
+        while (j < s->n_mwaits && s->mwaits[j].wait_id != wait_id)
+            j++;
+        /* A command joins only a wait that lasts, and the model tracks
+         * every wait until its event. */
+        if (j == s->n_mwaits) {
+            sim_fail(s, "index %" PRIu64 ": request id %" PRIx64 " answered "
+                        "QUEUED for wait %" PRIu64 ", which has ended",
+                     s->model_index, req_id, wait_id);
+            return;
+        }
+        if (req_id == 0) /* joined without a request id: nothing to resolve */
+            return;
+        wait_ms = s->mwaits[j].wait_ms;
+        deadline = s->mwaits[j].deadline;
+    }
+    s->mwaits = grow(s->mwaits, &s->cap_mwaits, s->n_mwaits + 1,
+                     sizeof *s->mwaits);
+    sim_mwait *w = &s->mwaits[s->n_mwaits++];
+    w->wait_id = wait_id;
+    w->req_id = req_id;
+    w->wait_ms = wait_ms;
+    w->deadline = deadline;
+    w->cancelled = false;
 }
 
 /* The lease model, run once per index (by the first node applying it):
@@ -1156,20 +1204,12 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
                 slot->req_id = c->req_id;
                 slot->forgotten = false;
                 slot->result = *r;
-                /* Only the request that created the wait (ids grow; one
-                 * that joined an existing wait keeps its record). */
-                if (r->status == FENCE_ST_QUEUED && r->wait_id > s->model_wait_max) {
-                    s->mwaits = grow(s->mwaits, &s->cap_mwaits,
-                                     s->n_mwaits + 1, sizeof *s->mwaits);
-                    sim_mwait *w = &s->mwaits[s->n_mwaits++];
-                    w->wait_id = r->wait_id;
-                    w->req_id = c->req_id;
-                    w->wait_ms = c->wait_ms;
-                    w->deadline = now + c->wait_ms;
-                    w->cancelled = false;
-                }
             }
         }
+        if (r->status == FENCE_ST_QUEUED && !dup)
+            model_queued(s, r->wait_id,
+                         (c->flags & FENCE_CMD_F_REQID) ? c->req_id : 0,
+                         c->wait_ms, now);
         if (r->status == FENCE_ST_QUEUED && r->wait_id > s->model_wait_max)
             s->model_wait_max = r->wait_id;
         if (c->type == FENCE_CMD_CANCEL && !dup)
@@ -2124,7 +2164,7 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
 /* Queue a request to be sent again (same command, same REQID). */
 static void client_retry(sim_client *cl, const sim_req *q)
 {
-    if (cl->n_retry >= SIM_PIPE_MAX || q->tries >= SIM_TRIES_MAX)
+    if (cl->n_retry >= SIM_PIPE_MAX)
         return;
     sim_req *d = &cl->retry[cl->n_retry++];
     *d = *q;
@@ -2284,7 +2324,6 @@ static void client_drive(sim *s, sim_client *cl)
     for (unsigned k = 0; k < cl->n_pipe; k++) {
         sim_req *q = &cl->pipe[k];
         q->sent = true;
-        q->tries++;
         q->ans = ANS_NONE;
         q->floor_index = s->acked_index;
         fence__leader_submit(n->leader, &cl->lconn, q, &q->cmd, q->is_read);

@@ -260,6 +260,10 @@ int main(int argc, char **argv)
          * wait a CANCEL had failed (in the same entry) as a duplicate; the
          * core forgets such a request id, so the retry queued afresh. */
         {5, 1463, 1},
+        /* Regression: a LOCK that joined a wait kept its request id's
+         * record QUEUED after the wait was cancelled (wait 27); its
+         * retries got QUEUED for a wait that was gone. */
+        {3, 900, 1},
     };
     int failed = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {

@@ -1235,6 +1235,129 @@ static void test_wait_exists(void)
     fx_done(&x);
 }
 
+/* A LOCK by a lease that already waits for the lock joins that wait (the
+ * answer is QUEUED with its id).  Every dedup record attached to the wait
+ * this way must see the wait's outcome: a retry of any of their request
+ * ids gets the grant, the timeout, or (after CANCEL) queues afresh, never
+ * QUEUED for a wait that is gone.  Also across a snapshot. */
+static void test_reqid_joined_wait_resolves(void)
+{
+    fx x, y;
+    fx_init(&x);
+    fx_init(&y);
+    uint64_t a = lease(&x, 0, 100000, 0);
+    uint64_t b = lease(&x, 0, 100000, 0);
+    fence_result h = run(&x, 1, c_lock("j", a, 0));
+    REQUIRE(h.status == FENCE_ST_OK);
+    /* Granted: the first LOCK had no REQID, the joiners have. */
+    fence_result q0 = run(&x, 2, c_lock("j", b, 5000));
+    fence_result q1 = run(&x, 3, with_req(c_lock("j", b, 5000), 201));
+    fence_result q2 = run(&x, 4, with_req(c_lock("j", b, 3000), 202));
+    REQUIRE(q0.status == FENCE_ST_QUEUED);
+    CHECK_EQ_U64(q1.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(q1.wait_id, q0.wait_id);
+    CHECK_EQ_U64(q2.wait_id, q0.wait_id);
+    /* A snapshot taken while they are attached restores them attached. */
+    size_t n = 0;
+    uint8_t *s = snap(&x, &n);
+    REQUIRE(fence_fsm_restore(y.f, s, n) == 0);
+    free(s);
+    fx *both[2] = {&x, &y};
+    for (int i = 0; i < 2; i++) {
+        fx *z = both[i];
+        run(z, 5, c_unlock("j", h.token));
+        CHECK(!fence_fsm_wait_exists(z->f, q0.wait_id));
+        fence_result r1 = run(z, 6, with_req(c_lock("j", b, 5000), 201));
+        fence_result r2 = run(z, 6, with_req(c_lock("j", b, 3000), 202));
+        CHECK_EQ_U64(r1.status, FENCE_ST_OK);
+        CHECK_EQ_U64(r1.token, h.token + 1);
+        CHECK_EQ_U64(r1.lease, b);
+        CHECK_EQ_U64(r1.wait_id, q0.wait_id);
+        CHECK(memcmp(&r1, &r2, sizeof(r1)) == 0);
+    }
+    /* Timed out: both the owner's and the joiner's retries see NIL. */
+    uint64_t c = lease(&x, 10, 100000, 0);
+    fence_result t0 = run(&x, 11, with_req(c_lock("j", c, 100), 301));
+    fence_result t1 = run(&x, 12, with_req(c_lock("j", c, 200), 302));
+    REQUIRE(t0.status == FENCE_ST_QUEUED);
+    CHECK_EQ_U64(t1.wait_id, t0.wait_id);
+    run(&x, 111, c_tick());
+    CHECK(!fence_fsm_wait_exists(x.f, t0.wait_id));
+    CHECK_EQ_U64(run(&x, 112, with_req(c_lock("j", c, 100), 301)).status,
+                 FENCE_ST_NIL);
+    fence_result t2 = run(&x, 112, with_req(c_lock("j", c, 200), 302));
+    CHECK_EQ_U64(t2.status, FENCE_ST_NIL);
+    CHECK_EQ_U64(t2.wait_id, t0.wait_id);
+    /* Cancelled: every attached request id is forgotten, so each retry
+     * queues afresh (the first one creates a new wait, the second joins
+     * it). */
+    fence_result k0 = run(&x, 120, with_req(c_lock("j", c, 1000), 401));
+    fence_result k1 = run(&x, 121, with_req(c_lock("j", c, 900), 402));
+    REQUIRE(k0.status == FENCE_ST_QUEUED);
+    CHECK_EQ_U64(k1.wait_id, k0.wait_id);
+    run(&x, 122, c_cancel(k0.wait_id));
+    fence_result k2 = run(&x, 123, with_req(c_lock("j", c, 900), 402));
+    CHECK_EQ_U64(k2.status, FENCE_ST_QUEUED);
+    CHECK(k2.wait_id != k0.wait_id);
+    CHECK(fence_fsm_wait_exists(x.f, k2.wait_id));
+    fence_result k3 = run(&x, 124, with_req(c_lock("j", c, 1000), 401));
+    CHECK_EQ_U64(k3.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(k3.wait_id, k2.wait_id);
+    /* Evicting an attached record (dedup_max lowered) detaches it. */
+    run(&x, 125, c_leader(1000, 1000, 100, 1));
+    run(&x, 126, c_revoke(c));
+    CHECK(!fence_fsm_wait_exists(x.f, k2.wait_id));
+    fence_result k4 = run(&x, 127, with_req(c_lock("j", c, 1000), 401));
+    CHECK_EQ_U64(k4.status, FENCE_ST_NOLEASE);
+    CHECK_EQ_U64(k4.wait_id, k2.wait_id);
+    fx_done(&x);
+    fx_done(&y);
+}
+
+/* A snapshot from a core that kept a joiner's record QUEUED after its wait
+ * ended still restores: the record stays as it is (unattached), and the
+ * retry is answered from it (the leader turns that into TRYAGAIN). */
+static void test_snapshot_stale_queued_record(void)
+{
+    fx x, y;
+    fx_init(&x);
+    fx_init(&y);
+    uint64_t a = lease(&x, 0, 100000, 0);
+    uint64_t b = lease(&x, 0, 100000, 0);
+    REQUIRE(run(&x, 1, c_lock("s", a, 0)).status == FENCE_ST_OK);
+    fence_result q1 = run(&x, 2, c_lock("s", b, 100));
+    REQUIRE(q1.status == FENCE_ST_QUEUED);
+    run(&x, 200, c_tick());
+    REQUIRE(!fence_fsm_wait_exists(x.f, q1.wait_id));
+    fence_result q2 = run(&x, 201, with_req(c_lock("s", b, 1000), 500));
+    REQUIRE(q2.status == FENCE_ST_QUEUED);
+    REQUIRE(q2.wait_id > q1.wait_id);
+    size_t n = 0;
+    uint8_t *s = snap(&x, &n);
+    /* The newest dedup record ends the snapshot: its wait_id is the u64
+     * before the value and the CRC.  Point it at the wait that ended. */
+    REQUIRE(n > 20);
+    CHECK_EQ_U64(s[n - 20], q2.wait_id);
+    s[n - 20] = (uint8_t)q1.wait_id;
+    reseal(s, n);
+    REQUIRE(fence_fsm_restore(y.f, s, n) == 0);
+    CHECK(fence_fsm_check(y.f) == NULL);
+    size_t n2 = 0;
+    uint8_t *s2 = snap(&y, &n2);
+    REQUIRE(n2 == n);
+    CHECK(memcmp(s, s2, n) == 0);
+    fence_result r = run(&y, 202, with_req(c_lock("s", b, 1000), 500));
+    CHECK_EQ_U64(r.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(r.wait_id, q1.wait_id);
+    CHECK(!fence_fsm_wait_exists(y.f, q1.wait_id));
+    /* The live wait is unaffected and still resolves normally. */
+    CHECK(fence_fsm_wait_exists(y.f, q2.wait_id));
+    free(s);
+    free(s2);
+    fx_done(&x);
+    fx_done(&y);
+}
+
 int main(void)
 {
     TEST_RUN(test_crc32c_known_answer);
@@ -1261,6 +1384,8 @@ int main(void)
     TEST_RUN(test_wait_exists);
     TEST_RUN(test_alloc_failures);
     TEST_RUN(test_snapshot_round_trip);
+    TEST_RUN(test_reqid_joined_wait_resolves);
+    TEST_RUN(test_snapshot_stale_queued_record);
     TEST_RUN(test_snapshot_corrupt_rejected);
     TEST_RUN(test_entry_round_trip);
     TEST_RUN(test_apply_entry);

@@ -155,13 +155,12 @@ static void m_event(model *m, uint64_t wid, fence_result r)
     m->ev[m->nev].wait_id = wid;
     m->ev[m->nev].result = r;
     m->nev++;
-    if (m->waits[wid].has_req) {
-        for (uint32_t i = 0; i < m->ndedup; i++) {
-            if (m->dedup[i].req == m->waits[wid].req &&
-                m->dedup[i].r.status == FENCE_ST_QUEUED &&
-                m->dedup[i].r.wait_id == wid) {
-                m->dedup[i].r = r;
-            }
+    /* Every request answered QUEUED with this wait sees its outcome: the
+     * one that queued it and any LOCK of the same lease that joined it. */
+    for (uint32_t i = 0; i < m->ndedup; i++) {
+        if (m->dedup[i].r.status == FENCE_ST_QUEUED &&
+            m->dedup[i].r.wait_id == wid) {
+            m->dedup[i].r = r;
         }
     }
 }
@@ -563,15 +562,17 @@ static fence_result m_dispatch(model *m, const fence_cmd *c)
         if (c->wait_id > 0 && c->wait_id < m->next_wait &&
             m->waits[c->wait_id].used) {
             m_fail_wait(m, c->wait_id, FENCE_ST_NIL, true);
-            /* A cancelled request is forgotten: a retry queues afresh. */
-            const mwait *w = &m->waits[c->wait_id];
-            for (uint32_t i = 0; w->has_req && i < m->ndedup; i++) {
-                if (m->dedup[i].req == w->req &&
+            /* Every request attached to a cancelled wait is forgotten
+             * (the one that queued it and those that joined it): a retry
+             * queues afresh.  The wait just resolved them to NIL. */
+            for (uint32_t i = 0; i < m->ndedup;) {
+                if (m->dedup[i].r.status == FENCE_ST_NIL &&
                     m->dedup[i].r.wait_id == c->wait_id) {
                     memmove(&m->dedup[i], &m->dedup[i + 1],
                             (m->ndedup - i - 1) * sizeof(m->dedup[0]));
                     m->ndedup--;
-                    break;
+                } else {
+                    i++;
                 }
             }
         }
