@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # make bench (TLS row): one fresh fenced with a plain and a TLS listener
 # (certificates made here with openssl, in a temp dir), then
-# LEASE.GRANT/LOCK/UNLOCK/LEASE.REVOKE cycles at CLIENTS (64) connections
-# for SECS (5) seconds each, plain then TLS, in the same run
-# (tests/bench/tls_cycles.c); prints both and the TLS/plain ratio.
+# LEASE.GRANT/LOCK/UNLOCK/LEASE.REVOKE cycles at CLIENTS (64) connections,
+# ROUNDS (3) alternating rounds of SECS (3) seconds, plain and TLS, in the
+# same run (tests/bench/tls_cycles.c); prints the medians and the ratio.
 set -euo pipefail
 BUILD=${BUILD:-build/release}
 CLIENTS=${CLIENTS:-64}
-SECS=${SECS:-5}
+SECS=${SECS:-3}
 tmp=$(mktemp -d /tmp/fence-bench-tls.XXXXXX)
 pid=
 cleanup() {
@@ -33,11 +33,19 @@ for _ in $(seq 1 200); do
     sleep 0.05
 done
 sleep 0.5
-plain=$("$BUILD/tests/tls_cycles" "$port" "$CLIENTS" "$SECS")
-tls=$("$BUILD/tests/tls_cycles" "$tport" "$CLIENTS" "$SECS" "$tmp/certs/ca.crt")
-p=${plain##*cycles_per_s=}
-t=${tls##*cycles_per_s=}
-echo "bench-tls: fenced pid $pid, plain 127.0.0.1:$port, TLS 127.0.0.1:$tport, $CLIENTS clients, ${SECS}s each"
+# ROUNDS alternating rounds (plain, TLS, plain, TLS, ...) so that load from
+# elsewhere on the machine hits both alike; the median of each is shown.
+ROUNDS=${ROUNDS:-3}
+ps=() ts=()
+for _ in $(seq 1 "$ROUNDS"); do
+    out=$("$BUILD/tests/tls_cycles" "$port" "$CLIENTS" "$SECS"); ps+=("${out##*cycles_per_s=}")
+    out=$("$BUILD/tests/tls_cycles" "$tport" "$CLIENTS" "$SECS" "$tmp/certs/ca.crt"); ts+=("${out##*cycles_per_s=}")
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+p=$(median "${ps[@]}")
+t=$(median "${ts[@]}")
+echo "bench-tls: fenced pid $pid, plain 127.0.0.1:$port, TLS 127.0.0.1:$tport, $CLIENTS clients, $ROUNDS alternating rounds of ${SECS}s (median)"
+echo "bench-tls: rounds plain ${ps[*]}, TLS ${ts[*]}"
 printf '%-34s %12s\n' "grant/lock/unlock/revoke cycles" "cycles/s"
 printf '%-34s %12s\n' "plain TCP, $CLIENTS clients" "$p"
 printf '%-34s %12s\n' "TLS 1.3, $CLIENTS clients" "$t"
