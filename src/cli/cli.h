@@ -34,6 +34,12 @@ bool fencectl_is_cluster(int argc, char **argv);
  * command line.  Parses its own options; returns the exit code. */
 int fencectl_cmd_cluster(int argc, char **argv);
 
+/* `fencectl top` (src/cli/top.c): whether the command line asks for it,
+ * and the live view itself (parses its own options; returns the exit
+ * code). */
+bool fencectl_is_top(int argc, char **argv);
+int fencectl_cmd_top(int argc, char **argv);
+
 /* Whether the command line is `fencectl [opts] keygen ...` (src/cli/keygen.c). */
 bool fencectl_is_keygen(int argc, char **argv);
 

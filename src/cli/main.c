@@ -228,8 +228,19 @@ static int cmd_status(const fencectl_args *a, fence_client *c)
         line += len;
         line += strspn(line, "\r\n");
     }
+    /* Without quorum (or a ready leader) the server still answers INFO;
+     * the exit status says it cannot serve writes. */
+    const char *h = strstr(text, "\nhealthy:0");
+    int rv = FENCECTL_EXIT_OK;
+    if (h != NULL) {
+        const char *w = strstr(text, "\nhealth:");
+        int wl = w != NULL ? (int)strcspn(w + 8, "\r\n") : 0;
+        fprintf(stderr, "fencectl: status: this server cannot serve writes: %.*s\n", wl,
+                w != NULL ? w + 8 : "");
+        rv = FENCECTL_EXIT_UNREACHABLE;
+    }
     fence_free(text);
-    return 0;
+    return rv;
 }
 
 /* demo: exec fence-demo from the directory of this executable. */
@@ -281,6 +292,8 @@ int main(int argc, char **argv)
         return fencectl_cmd_cluster(argc, argv);
     if (fencectl_is_keygen(argc, argv)) /* src/cli/keygen.c */
         return fencectl_cmd_keygen(argc, argv);
+    if (fencectl_is_top(argc, argv)) /* src/cli/top.c */
+        return fencectl_cmd_top(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {
         fprintf(stderr, "fencectl: %s\n", err);

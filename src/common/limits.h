@@ -103,4 +103,33 @@ _Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_INLINE_MAX, "a name must fit a requ
 _Static_assert(FENCE_COMPAT_LIB_MAX <= FENCE_COMPAT_NAME_MAX, "lib fields are names");
 _Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 
+/* ---- Operator views (LOCK.LIST, LEASE.LIST) ------------------------------ */
+
+/* Entries one LOCK.LIST / LEASE.LIST call returns: default and ceiling. */
+#define FENCE_LIST_COUNT_DEFAULT 100
+#define FENCE_LIST_COUNT_MAX 1000
+/* A LOCK.LIST call examines at most COUNT times this many locks. */
+#define FENCE_LIST_VISIT_FACTOR 10
+
+_Static_assert(FENCE_LIST_COUNT_DEFAULT <= FENCE_LIST_COUNT_MAX, "list count bounds");
+
+/* ---- Metrics (src/common/metrics.c) -------------------------------------- */
+
+/* Longest metric or label name, and longest help text, in bytes. */
+#define FENCE_METRIC_NAME_MAX 128
+#define FENCE_METRIC_HELP_MAX 512
+/* Longest label value kept; longer values (lock names) are cut to this. */
+#define FENCE_METRIC_LABEL_MAX 128
+/* Ceiling of a labelled family's cap on distinct label values. */
+#define FENCE_METRIC_SERIES_MAX 1024
+/* Most bucket bounds of one histogram (besides +Inf). */
+#define FENCE_METRIC_BUCKETS_MAX 32
+/* Concurrent connections of the metrics HTTP endpoint, and its idle
+ * timeout: scrapers beyond the limit are refused, idle ones dropped. */
+#define FENCE_METRIC_HTTP_CONNS_DEFAULT 32
+#define FENCE_METRIC_HTTP_TIMEOUT_S 10
+
+_Static_assert(FENCE_METRIC_LABEL_MAX <= FENCE_NAME_MAX, "a cut label is a prefix of a name");
+_Static_assert(FENCE_METRIC_LABEL_MAX < 65536, "label lengths fit a uint16_t");
+
 #endif /* FENCE_LIMITS_H */

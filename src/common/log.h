@@ -73,6 +73,34 @@ int fence__log_reopen(void);
 /* Close the log file (back to stderr). */
 void fence__log_close(void);
 
+/* Line formats: text (above), or JSON, one object a line:
+ *   {"ts":"2026-12-01T09:57:35.123Z","pid":4242,"level":"info","msg":"..."}
+ * with the message escaped as a JSON string (control bytes as \u00XX,
+ * other bytes outside ASCII as \u00XX of the byte, so every line is valid
+ * JSON whatever a lock name contains). */
+enum fence_log_format {
+    FENCE_LOG_TEXT = 0, /* "TIME PID LEVEL message" */
+    FENCE_LOG_JSON = 1, /* one JSON object a line */
+};
+
+/* Choose the format by word ("text", "json"); 0, or -1 for another word
+ * (the format is then unchanged). */
+int fence__log_format_set(const char *word);
+
+/* A rate limit for a kind of line (audit lines): at most burst lines per
+ * second; the lines over it are counted, and the next line let through
+ * says how many were dropped. */
+typedef struct fence_log_limit {
+    unsigned burst;        /* lines per second */
+    long long window_s;    /* the second being counted */
+    unsigned used;         /* lines let through in it */
+    unsigned long dropped; /* lines dropped since the last one let through */
+} fence_log_limit;
+
+/* Whether a line of this kind may be written now; when it may and lines
+ * were dropped before it, *dropped receives their count (else 0). */
+int fence__log_limit_take(fence_log_limit *l, unsigned long *dropped);
+
 /* The level for a word ("debug", "info", "warn", "error"); -1 if none. */
 int fence__log_level_parse(const char *name);
 

@@ -95,6 +95,7 @@ static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
     fence__lock_retoken(f, k, token);
     fence__held_append(f, l, k);
     FENCE_ASSERT(k->holder == l);
+    f->n_grants++;
     return token;
 }
 
@@ -128,6 +129,7 @@ static void handoff(fence_fsm *f, fence__lock *k)
     bool acq = w->acquire;
     fence__wait_unlink(f, w);
     uint64_t token = grant(f, k, l);
+    f->n_handoffs++;
     if (acq) {
         FENCE_ASSERT(l->dedicated);
         fence__heap_move(&f->heap, &l->hi, f->now_ms + l->ttl_ms);
@@ -205,6 +207,10 @@ static void process_due(fence_fsm *f)
             break;
         case FENCE__K_LEASE: {
             fence__lease *l = FENCE__CONTAINER(it, fence__lease, hi);
+            f->n_expired++;
+            if (!fence__list_empty(&l->held)) {
+                f->n_expired_held++;
+            }
             lease_remove(f, l, true);
             break;
         }
@@ -335,6 +341,7 @@ static void cmd_revoke(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
     fence__lease *l = fence__lease_find(f, c->lease);
     if (l != NULL && fence__lease_live(f, l)) {
+        f->n_revoked++;
         lease_remove(f, l, false);
     }
     r->status = FENCE_ST_OK;

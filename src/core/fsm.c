@@ -222,6 +222,69 @@ bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
     return true;
 }
 
+/* Iterate the locks in token order (see fsm.h). */
+size_t fence_fsm_locks_list(const fence_fsm *f, uint64_t after, size_t max_visit,
+                            bool (*match)(void *ctx, const uint8_t *name, uint16_t len),
+                            void *ctx, fence_fsm_lock_entry *out, size_t cap,
+                            uint64_t *next)
+{
+    FENCE_ASSERT(next != NULL);
+    FENCE_ASSERT(out != NULL || cap == 0);
+    size_t n = 0;
+    size_t visited = 0;
+    const fence__link *lnk = f->lock_list.first;
+    while (lnk != NULL && LOCK_OF(lnk)->token <= after) {
+        lnk = lnk->next;
+    }
+    uint64_t last = after;
+    for (; lnk != NULL && n < cap && visited < max_visit; lnk = lnk->next) {
+        const fence__lock *k = LOCK_OF(lnk);
+        FENCE_ASSERT(k->token > last);
+        last = k->token;
+        visited++;
+        if (match != NULL && !match(ctx, k->name, k->name_len)) {
+            continue;
+        }
+        fence_fsm_lock_entry *e = &out[n++];
+        e->name = k->name;
+        e->name_len = k->name_len;
+        e->token = k->token;
+        e->lease = k->holder != NULL ? k->holder->id : 0;
+        e->deadline_ms = k->holder != NULL ? k->holder->hi.deadline_ms
+                                           : (k->in_delay ? k->hi.deadline_ms : 0);
+        e->waiters = k->nwaiters;
+    }
+    *next = lnk != NULL ? last : 0;
+    return n;
+}
+
+/* Iterate the leases in id order (see fsm.h). */
+size_t fence_fsm_leases_list(const fence_fsm *f, uint64_t after, fence_fsm_lease_entry *out,
+                             size_t cap, uint64_t *next)
+{
+    FENCE_ASSERT(next != NULL);
+    FENCE_ASSERT(out != NULL || cap == 0);
+    size_t n = 0;
+    const fence__link *lnk = f->lease_list.first;
+    while (lnk != NULL && LEASE_OF(lnk)->id <= after) {
+        lnk = lnk->next;
+    }
+    uint64_t last = after;
+    for (; lnk != NULL && n < cap; lnk = lnk->next) {
+        const fence__lease *l = LEASE_OF(lnk);
+        FENCE_ASSERT(l->id > last);
+        last = l->id;
+        fence_fsm_lease_entry *e = &out[n++];
+        e->id = l->id;
+        e->ttl_ms = l->ttl_ms;
+        e->deadline_ms = l->hi.deadline_ms;
+        e->locks_held = l->nheld;
+        e->waits = l->nwaits;
+    }
+    *next = lnk != NULL ? last : 0;
+    return n;
+}
+
 /* The build note: NULL, this is a real build (a planted-bug build from
  * tests/mutants/ returns a warning instead). */
 const char *fence_fsm_build_note(void)
@@ -240,4 +303,9 @@ void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out)
     out->waiters = f->waits.count;
     out->last_token = f->last_token;
     out->now_ms = f->now_ms;
+    out->grants = f->n_grants;
+    out->handoffs = f->n_handoffs;
+    out->expirations = f->n_expired;
+    out->expirations_with_locks = f->n_expired_held;
+    out->revocations = f->n_revoked;
 }

@@ -248,6 +248,43 @@ typedef struct fence_fsm_lock_state {
 bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
                          uint16_t name_len, fence_fsm_lock_state *out);
 
+/* One lock as LOCK.LIST shows it.  name is borrowed from the state
+ * machine: valid until the next call that changes the state. */
+typedef struct fence_fsm_lock_entry {
+    const uint8_t *name;    /* the name bytes (not NUL-terminated) */
+    uint16_t name_len;      /* 1..FENCE_NAME_MAX */
+    uint64_t token;         /* token of the last grant (the iteration key) */
+    uint64_t lease;         /* the holder lease, 0 when free (lock-delay) */
+    uint64_t deadline_ms;   /* holder lease deadline, or lock-delay end */
+    uint32_t waiters;       /* waits queued on it */
+} fence_fsm_lock_entry;
+
+/* Read-only iteration over the locks in token order (deterministic): visit
+ * at most max_visit locks whose token is > after, writing up to cap of them
+ * to out.  When match is not NULL only the locks it accepts are written.
+ * Returns the number written; *next receives the token to pass as after
+ * for the following call, or 0 when the iteration is complete.  A lock
+ * granted again between calls moves to the end (new token): it may be
+ * listed twice, never skipped. */
+size_t fence_fsm_locks_list(const fence_fsm *f, uint64_t after, size_t max_visit,
+                            bool (*match)(void *ctx, const uint8_t *name, uint16_t len),
+                            void *ctx, fence_fsm_lock_entry *out, size_t cap,
+                            uint64_t *next);
+
+/* One lease as LEASE.LIST shows it. */
+typedef struct fence_fsm_lease_entry {
+    uint64_t id;            /* lease id (the iteration key) */
+    uint64_t ttl_ms;        /* granted TTL */
+    uint64_t deadline_ms;   /* fsm time */
+    uint32_t locks_held;    /* locks it holds */
+    uint32_t waits;         /* waits it has queued */
+} fence_fsm_lease_entry;
+
+/* Read-only iteration over the leases in id order: up to cap leases with
+ * id > after; *next is the id to continue after, or 0 when complete. */
+size_t fence_fsm_leases_list(const fence_fsm *f, uint64_t after, fence_fsm_lease_entry *out,
+                             size_t cap, uint64_t *next);
+
 /* NULL in a normal build.  A build with a planted bug (tests/mutants/)
  * returns a line saying so, which fenced prints at start-up and in INFO so
  * that such a binary cannot be mistaken for a real one. */
@@ -259,6 +296,14 @@ typedef struct fence_fsm_stats {
     uint64_t waiters;  /* total queued */
     uint64_t last_token;
     uint64_t now_ms;
+    /* Events counted since this state machine was created (metrics).  Not
+     * state: a snapshot neither carries nor resets them, so two replicas
+     * agree only on what both applied since their start. */
+    uint64_t grants;                 /* tokens issued */
+    uint64_t handoffs;               /* grants to a queued waiter */
+    uint64_t expirations;            /* leases that ran out */
+    uint64_t expirations_with_locks; /* ... while holding a lock */
+    uint64_t revocations;            /* live leases revoked (LEASE_REVOKE) */
 } fence_fsm_stats;
 void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out);
 

@@ -132,6 +132,11 @@ struct fence_fsm {
     fence__list wait_list;   /* all waits (fence__wait.wlink), by id */
     fence__list dedup_list;  /* dedup records (fence__dedup.link), by age */
     uint64_t nheld;          /* locks with a holder */
+    uint64_t n_grants;       /* counted events (fence_fsm_stats; not state) */
+    uint64_t n_handoffs;     /* grants to a queued waiter */
+    uint64_t n_expired;      /* leases that ran out */
+    uint64_t n_expired_held; /* ... holding at least one lock */
+    uint64_t n_revoked;      /* live leases revoked */
     fence__heap heap;        /* every pending deadline */
 };
 

@@ -541,6 +541,12 @@ int fence_fsm_restore(fence_fsm *f, const uint8_t *buf, size_t len)
     old.events = n_events;
     old.n_events = 0;
     old.cap_events = n_cap;
+    /* Nor are the event counters (metrics): they go on counting. */
+    f->n_grants = old.n_grants;
+    f->n_handoffs = old.n_handoffs;
+    f->n_expired = old.n_expired;
+    f->n_expired_held = old.n_expired_held;
+    f->n_revoked = old.n_revoked;
     *n = old;
     fence__fsm_free(n);
     /* The state is live now: later failures stop the process. */

@@ -69,6 +69,8 @@ static const fence_opt proxy_opts[] = {
     FENCE_OPT_U64_ROW(C, "guard-threads", guard_threads, 1, FENCE_PROXY_GUARD_THREADS_MAX,
                       FENCE_PROXY_GUARD_THREADS_DEFAULT, "<n>",
                       "threads making marks durable (their fsyncs are shared)"),
+    FENCE_OPT_U64_ROW(C, "metrics-port", metrics_port, 0, 65535, 0, "<port>",
+                      "serve /metrics and /health over HTTP on the --listen host (0: off)"),
 };
 #undef C
 

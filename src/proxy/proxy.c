@@ -20,6 +20,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/num.h"
+#include "proxy/metrics.h"
 #include "common/signtok.h"
 #include "common/tls.h"
 #include "fence_guard.h"
@@ -87,6 +88,7 @@ typedef struct fp_raise {
     uint64_t token;           /* the new mark */
     int rc;                   /* fence_guard_admit's result */
     uint64_t high;            /* the mark it reported */
+    uint64_t t0_ns;           /* when it was queued (fsync latency metric) */
 } fp_raise;
 
 /* The whole server (one per process, on one loop). */
@@ -114,6 +116,7 @@ typedef struct fp_server {
     uint64_t inflight;                /* fp_req alive (queued or running) */
     bool holding;                     /* within --restart-hold-ms of start */
     uv_timer_t hold_timer;            /* ends the restart hold */
+    fence_res_metrics metrics;        /* metric families, /metrics (metrics.c) */
 } fp_server;
 
 static fp_server srv;
@@ -178,6 +181,7 @@ __attribute__((format(printf, 5, 6))) static void reply(h2o_req_t *req, int stat
 /* The 409 for a stale token. */
 static void reply_stale(h2o_req_t *req, const fp_fence *f, uint64_t token, uint64_t highest)
 {
+    fence_res_metrics_stale(&srv.metrics, f->name, f->len, token, highest);
     char hv[32];
     snprintf(hv, sizeof(hv), "%" PRIu64, highest);
     FENCE_LOG_D("stale: fence %.*s token %" PRIu64 " < %" PRIu64, (int)f->len, f->name, token,
@@ -358,6 +362,7 @@ static void raise_done(uv_work_t *w, int status)
     FENCE_ASSERT(status == 0);
     FENCE_ASSERT(f->raising);
     f->raising = false;
+    fence_metric_observe(srv.metrics.fsync, (double)(uv_hrtime() - r->t0_ns) * 1e-9);
     if (rc == 0) {
         if (r->token > f->high)
             f->high = r->token;
@@ -396,6 +401,7 @@ static void raise_start(fp_fence *f, uint64_t token)
     memset(r, 0, sizeof(*r));
     r->fence = f;
     r->token = token;
+    r->t0_ns = uv_hrtime();
     f->raising = true;
     int rc = uv_queue_work(&srv.loop, &r->work, raise_work, raise_done);
     FENCE_ASSERT(rc == 0);
@@ -645,6 +651,7 @@ static void forward(fp_req *fr)
         FENCE_ASSERT(fr->token == f->high);
         f->running_token = fr->token;
         f->running++;
+        fence_res_metrics_admit(&srv.metrics, f->name, f->len, fr->token);
         h2o_linklist_insert(&f->inflight, &fr->link);
     }
     fr->is_head = h2o_memis(req->input.method.base, req->input.method.len, H2O_STRLIT("HEAD"));
@@ -799,6 +806,7 @@ static void on_conn_close(uv_handle_t *h)
 {
     FENCE_ASSERT(srv.nconns > 0);
     srv.nconns--;
+    fence_metric_set(srv.metrics.connections, (int64_t)srv.nconns);
     free(h);
 }
 
@@ -827,6 +835,7 @@ static void on_accept(uv_stream_t *listener, int status)
         return;
     }
     srv.nconns++;
+    fence_metric_set(srv.metrics.connections, (int64_t)srv.nconns);
     uv_tcp_nodelay(conn, 1);
     h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)conn, on_conn_close);
     h2o_accept(&srv.accept_ctx, sock);
@@ -970,6 +979,12 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     }
     if (setup_upstream(cfg) != 0 || setup_listener(cfg) != 0)
         goto out_free_ssl;
+    char merr[300];
+    if (fence__proxy_metrics_start(&srv.metrics, cfg->listen_host, (int)cfg->metrics_port, merr,
+                                   sizeof(merr)) != 0) {
+        FENCE_LOG_E("metrics-port: %s", merr);
+        goto out_free_ssl;
+    }
 
     uv_signal_init(&srv.loop, &srv.sig_term);
     uv_signal_start(&srv.sig_term, on_stop, SIGTERM);

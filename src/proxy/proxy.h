@@ -66,6 +66,7 @@ typedef struct fence_proxy_config {
     uint64_t upstream_timeout_ms; /* --upstream-timeout-ms (I/O timeout) */
     uint64_t request_timeout_ms;  /* --request-timeout-ms (client head/body) */
     uint64_t guard_threads;     /* --guard-threads */
+    uint64_t metrics_port;      /* --metrics-port (HTTP /metrics on the --listen host), 0: off */
     bool keep_fencing_headers;  /* --keep-fencing-headers: forward them */
     /* Derived by fence__proxy_config_check: */
     int drain_action;           /* enum fence_proxy_drain */

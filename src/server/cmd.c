@@ -33,6 +33,9 @@ static const cmd_def commands[] = {
     {"LOCK.INFO", OP_LOCK_INFO, 2, 2},
     {"ACQUIRE", OP_ACQUIRE, 3, 10},
     {"INFO", OP_INFO, 1, 2},
+    {"HEALTH", OP_HEALTH, 1, 1},
+    {"LOCK.LIST", OP_LIST, 1, 6},
+    {"LEASE.LIST", OP_LIST, 1, 5},
     {"QUIT", OP_INTERNAL, 1, 1},
     {"CLUSTER.INFO", OP_CLUSTER, 1, 1},
     {"CLUSTER.ADD", OP_CLUSTER, 4, 4},
@@ -308,6 +311,10 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     default:
         break;
     }
+    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE) && slot->conn != NULL)
+        fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
+    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE)
+        fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
         reply_uint(slot, r->lease);
@@ -389,6 +396,8 @@ static void reply_info(fence_server *s, fence_slot *slot)
         snprintf(leader, sizeof(leader), "%s:%u", lp->host, (unsigned)lp->client_port);
     uint64_t mono = uv_hrtime() / 1000000;
     double avg = ls.batches ? (double)ls.batch_cmds / (double)ls.batches : 0.0;
+    char why[128];
+    bool healthy = fence__srv_health(&s->metrics, why, sizeof(why));
     int n = snprintf(
         text, sizeof(text),
         "# fenced\r\n"
@@ -416,7 +425,14 @@ static void reply_info(fence_server *s, fence_slot *slot)
         "avg_batch_size:%.2f\r\n"
         "raft_entries:%llu\r\n"
         "raft_bytes:%llu\r\n"
-        "fsync_batches:%llu\r\n",
+        "fsync_batches:%llu\r\n"
+        "healthy:%d\r\n"
+        "health:%s\r\n"
+        "grants:%llu\r\n"
+        "handoffs:%llu\r\n"
+        "lease_expirations:%llu\r\n"
+        "lease_expirations_with_locks:%llu\r\n"
+        "revocations:%llu\r\n",
         FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
         (unsigned long long)fence__node_term(&s->node),
@@ -431,7 +447,10 @@ static void reply_info(fence_server *s, fence_slot *slot)
         (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
         (unsigned long long)ls.batch_cmds, avg,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
-        (unsigned long long)s->node.appends);
+        (unsigned long long)s->node.appends, healthy ? 1 : 0, why,
+        (unsigned long long)st.grants, (unsigned long long)st.handoffs,
+        (unsigned long long)st.expirations, (unsigned long long)st.expirations_with_locks,
+        (unsigned long long)st.revocations);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     const char *note = fence_fsm_build_note();
@@ -506,6 +525,23 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     case OP_INFO:
         reply_info(s, slot);
         return;
+    case OP_LIST:
+        if (m->argv[0].len == 9) /* LOCK.LIST; LEASE.LIST is 10 bytes */
+            fence__list_locks(s, slot, m);
+        else
+            fence__list_leases(s, slot, m);
+        return;
+    case OP_HEALTH: {
+        /* The answer /health gives: +OK <why> or -UNAVAILABLE <why>. */
+        char why[128], buf[160];
+        if (fence__srv_health(&s->metrics, why, sizeof(why))) {
+            size_t n = fence_resp_simple(buf, sizeof(buf), why);
+            fence__slot_reply(slot, buf, n);
+        } else {
+            fence__slot_error(slot, "UNAVAILABLE", why);
+        }
+        return;
+    }
     case OP_CLUSTER:
         fence__cluster_dispatch(c, slot, m);
         return;

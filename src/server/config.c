@@ -24,6 +24,8 @@
 static const fence_opt options[] = {
     U64("port", port, 0, 65535, 7700, "<port>",
         "client TCP port (0: none; then tls-port or unix-socket)"),
+    U64("metrics-port", metrics_port, 0, 65535, 0, "<port>",
+        "serve /metrics and /health over HTTP on --bind (0: off)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "client TCP address (IPv4 or IPv6)"),
     STR("unix-socket", unix_socket, "", "<path>",
@@ -87,6 +89,8 @@ static const fence_opt options[] = {
                         "debug, info, warn or error", 0),
     STR("log-file", log_file, "", "<file>",
         "append logs here instead of stderr (reopened on SIGHUP)"),
+    STR("log-format", log_format, "text", "<text|json>",
+        "log lines as text, or one JSON object a line"),
 };
 
 #undef U64
@@ -182,6 +186,10 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
     FENCE_ASSERT(cfg->log_level_num >= 0);
     FENCE_ASSERT(cfg->data_dir[0] != '\0');
     FENCE_ASSERT(cfg->bind[0] != '\0');
+    if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+        snprintf(err, err_cap, "log-format: '%s' is not text or json", cfg->log_format);
+        return -1;
+    }
     if (cfg->heartbeat_ms == 0)
         cfg->heartbeat_ms = cfg->election_timeout_ms / 10;
     if (cfg->heartbeat_ms == 0 || cfg->heartbeat_ms >= cfg->election_timeout_ms) {

@@ -27,6 +27,7 @@ typedef struct fence_peer {
 /* Everything the daemon can be told.  Strings are NUL-terminated. */
 typedef struct fence_config {
     uint64_t port;                 /* client TCP port */
+    uint64_t metrics_port;         /* HTTP /metrics and /health, 0: off */
     char bind[FENCE_HOST_MAX];     /* client TCP address */
     char unix_socket[108];         /* Unix socket path, "" for none */
     uint64_t tls_port;             /* client TLS port, 0: none */
@@ -57,6 +58,7 @@ typedef struct fence_config {
     uint64_t max_obuf;             /* unsent reply bytes per connection */
     char log_level[16];            /* debug, info, warn, error */
     char log_file[1024];           /* "" for stderr */
+    char log_format[8];            /* text or json */
     char token_signing_key[1024];  /* signing.key for LOCK/ACQUIRE ... SIGNED,
                                     * "" for none (docs/security.md) */
 

@@ -25,6 +25,7 @@ fence_slot *fence__slot_new(fence_conn *c, uint8_t op)
     slot->conn = c;
     slot->op = op;
     slot->state = SLOT_NEW;
+    slot->t0_ns = uv_hrtime();
     return slot;
 }
 
@@ -40,6 +41,7 @@ void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len)
 {
     FENCE_ASSERT(slot->state != SLOT_READY);
     slot->state = SLOT_READY;
+    fence__server_metrics_slot(slot, NULL);
     fence__net_slot_reply(&slot->base, bytes, len);
 }
 
@@ -48,6 +50,7 @@ void fence__slot_error(fence_slot *slot, const char *code, const char *msg)
 {
     FENCE_ASSERT(slot->state != SLOT_READY);
     slot->state = SLOT_READY;
+    fence__server_metrics_slot(slot, code);
     fence__net_slot_error(&slot->base, code, msg);
 }
 

@@ -84,6 +84,7 @@ static int op_propose(void *ctx, void *tag, const uint8_t *entry, size_t len)
     int rv = RAFT_NOMEM;
     if (a != NULL && buf != NULL) {
         memcpy(buf, entry, len);
+        fence__server_metrics_entry(s, entry, len);
         a->req.data = a;
         a->srv = s;
         a->tag = tag;
@@ -293,6 +294,7 @@ static void check_cb(uv_check_t *h)
     fence__leader_step(s->leader);
     fence__conns_flush(s);
     rearm_timer(s);
+    fence__server_metrics_publish(s);
 }
 
 /* ---- Start and stop --------------------------------------------------------- */
@@ -337,6 +339,11 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     s->loop = loop;
     s->cfg = cfg;
     s->start_ms = mono_ms();
+    char merr[256];
+    if (fence__srv_metrics_init(&s->metrics, merr, sizeof(merr)) != 0) {
+        LOG_ERROR("%s", merr);
+        return -1;
+    }
     fence_resp_limits_default(&s->resp_lim);
     s->resp_lim.bulk_max = cfg->max_bulk;
     fence_fsm_opts fo;
@@ -397,8 +404,18 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
 
     if (fence__node_start(&s->node, loop, cfg, &s->raft_fsm) != 0)
         return -1;
+    s->node.append_latency = s->metrics.append_latency; /* after start's memset */
     if (fence__listen(s) != 0)
         return -1;
+    if (cfg->metrics_port != 0) {
+        if (fence__srv_metrics_listen(&s->metrics, cfg->bind, (int)cfg->metrics_port, merr,
+                                      sizeof(merr)) != 0) {
+            LOG_ERROR("metrics-port: %s", merr);
+            return -1;
+        }
+        LOG_INFO("metrics on http://%s:%llu/metrics", cfg->bind,
+                 (unsigned long long)cfg->metrics_port);
+    }
     return 0;
 }
 
@@ -409,6 +426,8 @@ void fence__server_free(fence_server *s)
         raft_uv_close(&s->node.io);
     if (s->node.tcp)
         raft_uv_tcp_close(&s->node.transport);
+    fence__srv_metrics_free(&s->metrics);
+    fence__owners_free(s);
     fence__leader_destroy(s->leader);
     fence_fsm_destroy(s->fsm);
 }

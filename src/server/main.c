@@ -58,6 +58,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fenced: %s\n", err);
         return 2;
     }
+    fence__log_format_set(config.log_format);
     rv = fence__log_open(config.log_level_num, config.log_file);
     if (rv != 0) {
         fprintf(stderr, "fenced: log-file %s: cannot open: %s\n", config.log_file,

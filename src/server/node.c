@@ -63,6 +63,7 @@ typedef struct wrap_append {
     fence_node *node;              /* for the test hook and shutdown state */
     uint64_t seq;                  /* 1-based append number */
     unsigned n_entries;            /* entries in this append (for the log) */
+    uint64_t t0_ns;                /* when it started (latency metric) */
 } wrap_append;
 
 /* Completion of a log append: a failure is fatal, except cancellation while
@@ -77,6 +78,8 @@ static void wrap_append_cb(struct raft_io_append *req, int status)
         fence__log_fatal("raft log append of %u entries failed: %s (%d); "
                          "aborting rather than continue on a log that may be behind",
                          w->n_entries, fence__raft_strerror(status), status);
+    if (status == 0 && n->append_latency != NULL)
+        fence_metric_observe(n->append_latency, (double)(uv_hrtime() - w->t0_ns) * 1e-9);
     struct raft_io_append *orig = w->orig;
     raft_io_append_cb cb = w->orig_cb;
     free(w);
@@ -100,6 +103,7 @@ static int wrap_append_fn(struct raft_io *io, struct raft_io_append *req,
     w->node = n;
     w->seq = ++n->appends;
     w->n_entries = n_entries;
+    w->t0_ns = uv_hrtime();
     int rv = n->uv_append(io, &w->req, entries, n_entries, wrap_append_cb);
     if (rv != 0) {
         free(w);

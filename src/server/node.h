@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/metrics.h"
 #include "server/config.h"
 
 typedef struct fence_node fence_node;
@@ -47,6 +48,7 @@ struct fence_node {
     const fence_config *cfg;            /* options, incl. the peer map */
     char address[96];                   /* this server's raft address */
     uint64_t appends;                   /* append requests seen (test hook) */
+    fence_metric *append_latency;       /* observes each append's seconds, or NULL */
     uint64_t fail_append_at;            /* FENCED_TEST_FAIL_APPEND, 0: off */
     fence_node_close_cb close_cb;       /* after raft_close completes */
     /* The raft_uv functions the wrappers forward to. */

@@ -36,6 +36,7 @@
 #include "proto/resp.h"
 #include "server/config.h"
 #include "server/leader.h"
+#include "server/metrics.h"
 #include "server/node.h"
 
 #define FENCED_VERSION "0.1.0"
@@ -58,6 +59,8 @@ enum fence_op {
     OP_ACQUIRE,        /* ACQUIRE */
     OP_INFO,           /* INFO (read) */
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
+    OP_HEALTH,         /* HEALTH: can this node serve writes */
+    OP_LIST,           /* LOCK.LIST, LEASE.LIST (list.c) */
 };
 
 /* Where a slot is in its life. */
@@ -76,6 +79,7 @@ struct fence_slot {
     fence_conn *conn;      /* owner; NULL once the connection closed */
     uint8_t op;            /* enum fence_op of the request */
     uint8_t state;         /* enum fence_slot_state */
+    uint64_t t0_ns;        /* when the request was parsed (latency metric) */
     const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
                             * to sign the grant with (the server's), else NULL */
     uint16_t sign_name_len; /* with signer: bytes in sign_name */
@@ -91,6 +95,20 @@ struct fence_conn {
     fence_lconn lconn;      /* the leader module's state of this connection */
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
 };
+
+/* The owner of one lease (owners.c): the connection it was granted to. */
+typedef struct fence_owner {
+    uint64_t lease;                         /* lease id */
+    char name[FENCE_COMPAT_NAME_MAX + 1];   /* CLIENT SETNAME of the grantee, "" */
+    char addr[64];                          /* its peer "ip:port", or "unix" */
+} fence_owner;
+
+/* Owners in lease-id order (owners.c). */
+typedef struct fence_owners {
+    fence_owner *v;  /* records, ascending lease id */
+    size_t n;        /* records used */
+    size_t cap;      /* records allocated */
+} fence_owners;
 
 /* The daemon. */
 struct fence_server {
@@ -115,6 +133,8 @@ struct fence_server {
 
     uint64_t start_ms;           /* monotonic ms at start (uptime) */
     uint64_t stat_commands;      /* requests processed */
+    fence_srv_metrics metrics;   /* metric families, /metrics, /health (metrics.c) */
+    fence_owners owners;         /* who was granted each lease (owners.c) */
 };
 
 /* ---- loop.c: the shell around the leader module ---- */
@@ -129,6 +149,29 @@ void fence__server_submit(fence_server *s, fence_slot *slot, const fence_cmd *cm
 /* c is closing: the leader module forgets its requests (call before its
  * SLOT_LEADER slots are freed). */
 void fence__server_conn_closed(fence_server *s, fence_conn *c);
+
+/* ---- owners.c ---- */
+void fence__owner_record(fence_conn *c, uint64_t lease);
+const fence_owner *fence__owner_find(fence_server *s, uint64_t lease);
+void fence__owners_free(fence_server *s);
+
+/* ---- list.c ---- */
+/* LOCK.LIST [pattern] [COUNT n] [CURSOR c] and LEASE.LIST [COUNT n]
+ * [CURSOR c], answered from applied state. */
+void fence__list_locks(fence_server *s, fence_slot *slot, const fence_resp_msg *m);
+void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg *m);
+
+/* ---- metrics.c (the server side of metrics.h) ---- */
+/* Once per loop turn: publish the core's, raft's and the connection
+ * layer's numbers and the health state. */
+void fence__server_metrics_publish(fence_server *s);
+/* A slot's reply is final: its command's latency; an error reply's code. */
+void fence__server_metrics_slot(fence_slot *slot, const char *code);
+/* A LOCK/ACQUIRE was granted (r): the acquire-wait metric for a grant
+ * that ended a wait, and the audit line. */
+void fence__server_metrics_grant(fence_slot *slot, const fence_result *r);
+/* The entry about to be proposed (framed bytes): its batch size. */
+void fence__server_metrics_entry(fence_server *s, const uint8_t *entry, size_t len);
 
 /* ---- conn.c ---- */
 int fence__listen(fence_server *s);

@@ -17,6 +17,8 @@ static const fence_opt opts[] = {
     FENCE_OPT_U64_ROW(T, "port", port, 0, 65535, 7710, "<port>",
                       "TCP port to listen on (0: none; then tls-port or "
                       "unix-socket)"),
+    FENCE_OPT_U64_ROW(T, "metrics-port", metrics_port, 0, 65535, 0, "<port>",
+                      "serve /metrics and /health over HTTP on --bind (0: off)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "address to listen on (an IPv4 or IPv6 literal)"),
     FENCE_OPT_STR_ROW(T, "unix-socket", unix_socket, "", "<path>",
@@ -70,6 +72,8 @@ static const fence_opt opts[] = {
     FENCE_OPT_STR_ROW(T, "log-file", log_file, "", "<file>",
                       "append logs here instead of stderr (reopened on "
                       "SIGHUP)"),
+    FENCE_OPT_STR_ROW(T, "log-format", log_format, "text", "<text|json>",
+                      "log lines as text, or one JSON object a line"),
     FENCE_OPT_BOOL_ROW(T, "ignore-tokens", ignore_tokens, 0,
                        "CONTROL MODE, UNSAFE: admit every token (lease "
                        "only, no fencing); for demos and the torture "
@@ -105,6 +109,10 @@ static int validate(fence_store_config *cfg, char *err, size_t cap)
                          cfg->unix_socket[0] != '\0'};
     if (fence__tls_conf_check(&tc, &cfg->tls_auth, err, cap) != 0)
         return -1;
+    if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+        snprintf(err, cap, "log-format: '%s' is not text or json", cfg->log_format);
+        return -1;
+    }
     if (cfg->max_obuf < cfg->max_value + 4096) {
         snprintf(err, cap,
                  "max-obuf: %llu must exceed max-value %llu by at least 4096, "

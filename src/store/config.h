@@ -11,6 +11,7 @@
 /* Everything fence-store can be told. */
 typedef struct fence_store_config {
     uint64_t port;           /* TCP port to listen on */
+    uint64_t metrics_port;   /* HTTP /metrics and /health, 0: off */
     char bind[64];           /* address to listen on (IPv4/IPv6 literal) */
     char unix_socket[108];   /* Unix socket path, "" for none */
     uint64_t tls_port;       /* client TLS port, 0: none */
@@ -32,6 +33,7 @@ typedef struct fence_store_config {
     bool ignore_tokens;      /* control mode: admit every token */
     char log_level[16];      /* debug, info, warn, error (or 0..3, old) */
     char log_file[1024];     /* "" for stderr */
+    char log_format[8];      /* text or json */
 
     /* Derived by validation. */
     int log_level_num;       /* enum fence_log_level of log_level */

@@ -49,6 +49,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fence-store: %s\n", err);
         return 2;
     }
+    fence__log_format_set(cfg.log_format);
     rc = fence__log_open(cfg.log_level_num, cfg.log_file);
     if (rc != 0) {
         fprintf(stderr, "fence-store: log-file %s: cannot open: %s\n",

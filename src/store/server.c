@@ -35,6 +35,7 @@
 #include "common/tls.h"
 #include "proto/resp.h"
 #include "store/cmd.h"
+#include "store/metrics.h"
 #include "store/commands_table.h"
 
 /* The server. */
@@ -47,6 +48,7 @@ typedef struct server {
     uv_signal_t sigterm;           /* SIGTERM: stop */
     uv_signal_t sighup;            /* SIGHUP: reopen the log file */
     char refuse[128];              /* -LIMIT text for a refused client */
+    fence_res_metrics metrics;     /* metric families, /metrics (metrics.c) */
     fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
     fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
 } server;
@@ -207,7 +209,10 @@ static void execute(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
     case FENCE_STORE_OP_FINCR:
     case FENCE_STORE_OP_FENCE_ADMIT: {
         fence_store_write_out out;
+        uint64_t t0 = uv_hrtime();
         fence_store_result r = fence__store_db_write(s->db, cmd, &out);
+        fence__store_metrics_write(&s->metrics, cmd, r, &out,
+                                   (double)(uv_hrtime() - t0) * 1e-9);
         if (r != FENCE_STORE_OK)
             reply_write_refused(s, c, cmd, r, &out);
         else if (cmd->op == FENCE_STORE_OP_FDEL ||
@@ -252,6 +257,8 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
+    if (s->metrics.reg != NULL)
+        fence_metric_set(s->metrics.connections, (int64_t)s->net.n_conns);
     if (fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
@@ -386,6 +393,16 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence_signtok_verifier_free(s->verifier);
         return 1;
     }
+    if (fence__store_metrics_start(&s->metrics, cfg->bind, (int)cfg->metrics_port, err,
+                                   sizeof(err)) != 0) {
+        FENCE_LOG_E("metrics-port: %s", err);
+        fence__net_stop(&s->net);
+        uv_run(s->loop, UV_RUN_DEFAULT);
+        fence__net_free(&s->net);
+        return 1;
+    }
+    if (cfg->metrics_port != 0)
+        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->bind, cfg->metrics_port);
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);
     uv_signal_init(s->loop, &s->sighup);
@@ -405,6 +422,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     uv_run(s->loop, UV_RUN_DEFAULT);
     uv_loop_close(s->loop);
     fence__net_free(&s->net);
+    fence_res_metrics_free(&s->metrics);
     fence_signtok_verifier_free(s->verifier);
     FENCE_LOG_I("fence-store stopped");
     return 0;

@@ -85,6 +85,51 @@ static void test_format(void)
     unlink(path);
 }
 
+/* --log-format json: one object a line, the message escaped; a cut line is
+ * still a whole object. */
+static void test_json(void)
+{
+    char path[64], buf[8192], re[256];
+    snprintf(path, sizeof(path), "/tmp/test_common_log_json.%d", (int)getpid());
+    unlink(path);
+    CHECK(fence__log_format_set("xml") == -1);
+    REQUIRE(fence__log_format_set("json") == 0);
+    REQUIRE(fence__log_open(FENCE_LOG_INFO, path) == 0);
+    FENCE_LOG_I("say \"hi\" \\ to %s\n\x01\xff", "lock");
+    slurp(path, buf, sizeof(buf));
+    snprintf(re, sizeof(re),
+             "^\\{\"ts\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\\.[0-9]{3}Z\",\"pid\":%d,"
+             "\"level\":\"info\",\"msg\":\"", (int)getpid());
+    CHECK(matches(buf, re));
+    CHECK(strstr(buf, "\"msg\":\"say \\\"hi\\\" \\\\ to lock\\u000a\\u0001\\u00ff\"}\n") != NULL);
+    char big[FENCE_LOG_LINE_MAX * 2];
+    memset(big, '"', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    FENCE_LOG_E("%s", big);
+    size_t n = slurp(path, buf, sizeof(buf));
+    CHECK(n > 3 && memcmp(buf + n - 3, "\"}\n", 3) == 0);
+    fence__log_format_set("text");
+    fence__log_close();
+    unlink(path);
+}
+
+/* The audit rate limit: burst lines a second, then counted drops. */
+static void test_limit(void)
+{
+    fence_log_limit l = {0};
+    l.burst = 3;
+    unsigned long dropped = 99;
+    int let = 0;
+    for (int i = 0; i < 10; i++)
+        let += fence__log_limit_take(&l, &dropped);
+    CHECK(let >= 3 && let <= 6); /* a second boundary may fall inside the loop */
+    sleep(1);
+    CHECK(fence__log_limit_take(&l, &dropped) == 1);
+    CHECK(dropped > 0);
+    CHECK(fence__log_limit_take(&l, &dropped) == 1);
+    CHECK(dropped == 0);
+}
+
 /* Rename the file, reopen: new lines go to a new file at the path. */
 static void test_reopen(void)
 {
@@ -138,6 +183,8 @@ int main(void)
 {
     TEST_RUN(test_levels);
     TEST_RUN(test_format);
+    TEST_RUN(test_json);
+    TEST_RUN(test_limit);
     TEST_RUN(test_reopen);
     TEST_RUN(test_fatal);
     return TEST_DONE();

@@ -328,6 +328,94 @@ static void test_expiry_releases_and_hands_off(void)
     fx_done(&x);
 }
 
+/* The event counters of fence_fsm_stats (metrics): grants, hand-offs,
+ * expiries with and without locks, revocations; a restore keeps them. */
+static void test_stats_counters(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t a = lease(&x, 0, 100, 0);
+    uint64_t b = lease(&x, 0, 1000, 0);
+    uint64_t c = lease(&x, 0, 50, 0);
+    run(&x, 1, c_lock("s", a, 0));
+    REQUIRE(run(&x, 2, c_lock("s", b, 5000)).status == FENCE_ST_QUEUED);
+    run(&x, 60, c_tick());  /* c expires holding nothing */
+    run(&x, 100, c_tick()); /* a expires holding "s": hand-off to b */
+    run(&x, 101, c_revoke(b));
+    run(&x, 102, c_revoke(b)); /* already gone: not counted */
+    fence_fsm_stats st;
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.grants, 2);
+    CHECK_EQ_U64(st.handoffs, 1);
+    CHECK_EQ_U64(st.expirations, 2);
+    CHECK_EQ_U64(st.expirations_with_locks, 1);
+    CHECK_EQ_U64(st.revocations, 1);
+    (void)c;
+    size_t len = fence_fsm_snapshot_size(x.f);
+    uint8_t *buf = malloc(len);
+    REQUIRE(buf != NULL);
+    REQUIRE(fence_fsm_snapshot(x.f, buf, len) == len);
+    REQUIRE(fence_fsm_restore(x.f, buf, len) == 0);
+    free(buf);
+    fence_fsm_stats_get(x.f, &st);
+    CHECK_EQ_U64(st.grants, 2);
+    CHECK_EQ_U64(st.expirations_with_locks, 1);
+    fx_done(&x);
+}
+
+/* Read-only iteration: locks in token order with a filter and pages,
+ * leases in id order. */
+static bool starts_with_a(void *ctx, const uint8_t *name, uint16_t len)
+{
+    (void)ctx;
+    return len > 0 && name[0] == 'a';
+}
+
+static void test_list_iterators(void)
+{
+    fx x;
+    fx_init(&x);
+    uint64_t l1 = lease(&x, 0, 10000, 0);
+    uint64_t l2 = lease(&x, 0, 10000, 0);
+    const char *names[] = {"a1", "b1", "a2", "a3", "b2"};
+    for (int i = 0; i < 5; i++)
+        run(&x, 1, c_lock(names[i], i % 2 ? l2 : l1, 0));
+    REQUIRE(run(&x, 2, c_lock("a1", l2, 5000)).status == FENCE_ST_QUEUED);
+    fence_fsm_lock_entry e[8];
+    uint64_t next = 99;
+    size_t n = fence_fsm_locks_list(x.f, 0, 100, NULL, NULL, e, 8, &next);
+    CHECK_EQ_U64(n, 5);
+    CHECK_EQ_U64(next, 0);
+    CHECK(e[0].name_len == 2 && memcmp(e[0].name, "a1", 2) == 0);
+    CHECK_EQ_U64(e[0].waiters, 1);
+    CHECK_EQ_U64(e[0].lease, l1);
+    CHECK(e[0].token < e[1].token);
+    /* Pages of two with the filter: a1 a2 | a3 (visiting b's on the way). */
+    n = fence_fsm_locks_list(x.f, 0, 100, starts_with_a, NULL, e, 2, &next);
+    CHECK_EQ_U64(n, 2);
+    CHECK(next != 0);
+    CHECK(memcmp(e[1].name, "a2", 2) == 0);
+    n = fence_fsm_locks_list(x.f, next, 100, starts_with_a, NULL, e, 2, &next);
+    CHECK_EQ_U64(n, 1);
+    CHECK(memcmp(e[0].name, "a3", 2) == 0);
+    CHECK_EQ_U64(next, 0);
+    /* A visit bound stops early with a cursor. */
+    n = fence_fsm_locks_list(x.f, 0, 2, NULL, NULL, e, 8, &next);
+    CHECK_EQ_U64(n, 2);
+    CHECK(next != 0);
+    fence_fsm_lease_entry le[4];
+    n = fence_fsm_leases_list(x.f, 0, le, 1, &next);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(le[0].id, l1);
+    CHECK_EQ_U64(le[0].locks_held, 3);
+    n = fence_fsm_leases_list(x.f, next, le, 4, &next);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(le[0].id, l2);
+    CHECK_EQ_U64(le[0].waits, 1);
+    CHECK_EQ_U64(next, 0);
+    fx_done(&x);
+}
+
 static void test_no_grant_to_expired_lease(void)
 {
     fx x;
@@ -1387,6 +1475,8 @@ int main(void)
     TEST_RUN(test_reqid_joined_wait_resolves);
     TEST_RUN(test_snapshot_stale_queued_record);
     TEST_RUN(test_snapshot_corrupt_rejected);
+    TEST_RUN(test_stats_counters);
+    TEST_RUN(test_list_iterators);
     TEST_RUN(test_entry_round_trip);
     TEST_RUN(test_apply_entry);
     TEST_RUN(test_old_versions_load);

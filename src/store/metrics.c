@@ -1,0 +1,44 @@
+/* fence-store's metrics (see metrics.h and docs/metrics.md). */
+#include "store/metrics.h"
+
+#include <string.h>
+
+/* Register and (with a port) serve the families. */
+int fence__store_metrics_start(fence_res_metrics *m, const char *bind, int port,
+                               char *errbuf, size_t errcap)
+{
+    if (fence_res_metrics_init(m, "fence_store", errbuf, errcap) != 0)
+        return -1;
+    if (port > 0 && fence_res_metrics_listen(m, bind, port, errbuf, errcap) != 0) {
+        fence_res_metrics_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+/* Count one write's outcome. */
+void fence__store_metrics_write(fence_res_metrics *m, const fence_store_cmd *cmd,
+                                fence_store_result r, const fence_store_write_out *out,
+                                double secs)
+{
+    switch (r) {
+    case FENCE_STORE_OK:
+        fence_res_metrics_admit(m, cmd->fence, cmd->fence_len, out->high);
+        fence_metric_observe(m->fsync, secs);
+        break;
+    case FENCE_STORE_STALE:
+        fence_res_metrics_stale(m, cmd->fence, cmd->fence_len, cmd->token, out->high);
+        fence_res_metrics_error(m, "STALE");
+        break;
+    case FENCE_STORE_WRONGFENCE:
+        fence_res_metrics_error(m, "WRONGFENCE");
+        break;
+    case FENCE_STORE_FULL:
+    case FENCE_STORE_NOSPACE:
+        fence_res_metrics_error(m, "FULL");
+        break;
+    default:
+        fence_res_metrics_error(m, "ERR");
+        break;
+    }
+}
