@@ -13,6 +13,10 @@ $(COMMON_LIB): $(COMMON_OBJ)
 
 LIBS_OUT += $(COMMON_LIB)
 
+# Client TLS (src/common/tls.c) needs OpenSSL 3 (libssl-dev); a program that
+# links tls.o (fenced, fence-store) adds $(TLS_LIBS).  tls_conf.c is pure.
+TLS_LIBS := $(shell pkg-config --libs libssl libcrypto 2>/dev/null || echo -lssl -lcrypto)
+
 # Unit tests: one program per tests/unit/test_common_*.c, linked with the
 # library (the connection layer's test also needs the RESP codec and libuv).
 COMMON_TEST_SRC := $(wildcard tests/unit/test_common_*.c)

@@ -2,7 +2,7 @@
 CFLAGS_src_server_ := $(shell pkg-config --cflags libuv raft openssl 2>/dev/null)
 SERVER_SRC := $(wildcard src/server/*.c)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
-SERVER_LIBS := $(shell pkg-config --libs libuv raft openssl 2>/dev/null)
+SERVER_LIBS := $(shell pkg-config --libs libuv raft 2>/dev/null) $(TLS_LIBS)
 
 $(BUILD)/fenced: $(SERVER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a \
                  $(BUILD)/libfencecommon.a

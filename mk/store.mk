@@ -6,7 +6,8 @@ CFLAGS_src_store_ := $(shell pkg-config --cflags libuv lmdb 2>/dev/null)
 STORE_SRC := $(wildcard src/store/*.c)
 STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)
 STORE_LIBS := $(shell pkg-config --libs libuv 2>/dev/null) \
-              $(shell pkg-config --libs lmdb 2>/dev/null || echo -llmdb)
+              $(shell pkg-config --libs lmdb 2>/dev/null || echo -llmdb) \
+              $(TLS_LIBS)
 
 $(BUILD)/fence-store: $(STORE_OBJ) $(BUILD)/libfenceproto.a $(COMMON_LIB)
 	@mkdir -p $(dir $@)

@@ -7,8 +7,8 @@
 set -euo pipefail
 
 # redis-tools is in run too: the README's tour talks to `make run` with redis-cli.
-run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhiredis-dev libsodium-dev redis-tools
-          libmicrohttpd-dev libssl-dev)
+run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhiredis-dev libsodium-dev libssl-dev openssl redis-tools
+          libmicrohttpd-dev)
 test_pkgs=("${run_pkgs[@]}" redis-server postgresql python3 python3-redis
            python3-psycopg2 faketime libfaketime iproute2 procps clang libclang-rt-14-dev
            valgrind libh2o-dev nginx zookeeper python3-kazoo wrk prometheus openssl)

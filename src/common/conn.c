@@ -141,13 +141,22 @@ static void stream_close(fence_net_conn *c)
 
 const fence_net_transport fence__net_tcp = {
     "tcp", stream_read_start, stream_read_stop, stream_write,
-    stream_shutdown, stream_queued, stream_close,
+    stream_shutdown, stream_queued, stream_close, NULL, NULL,
 };
 
 const fence_net_transport fence__net_unix = {
     "unix", stream_read_start, stream_read_stop, stream_write,
-    stream_shutdown, stream_queued, stream_close,
+    stream_shutdown, stream_queued, stream_close, NULL, NULL,
 };
+
+/* The verified client certificate's CN, through the transport. */
+const char *fence__net_conn_peer_cn(const fence_net_conn *c)
+{
+    FENCE_ASSERT(c != NULL);
+    if (c->tr == NULL || c->tr->peer_cn == NULL)
+        return NULL;
+    return c->tr->peer_cn(c);
+}
 
 /* ---- replies -------------------------------------------------------------- */
 
@@ -674,7 +683,10 @@ static void on_connection(uv_stream_t *server, int status)
     c->opened_ms = c->active_ms = uv_now(net->loop);
     if (net->hooks.on_open != NULL)
         net->hooks.on_open(net->hooks.ctx, c);
-    if (server->type == UV_TCP) {
+    if (server == (uv_stream_t *)&net->tr_tcp) {
+        uv_tcp_init(net->loop, &c->h.tcp);
+        c->tr = net->tr_tcp_tr;
+    } else if (server->type == UV_TCP) {
         uv_tcp_init(net->loop, &c->h.tcp);
         c->tr = &fence__net_tcp;
     } else {
@@ -693,6 +705,10 @@ static void on_connection(uv_stream_t *server, int status)
     }
     if (server->type == UV_TCP)
         uv_tcp_nodelay(&c->h.tcp, 1);
+    if (c->tr->open != NULL && c->tr->open(c) != 0) {
+        fence__net_conn_close(c);
+        return;
+    }
     net->stat_accepted++;
     if (net->n_conns > net->lim.max_clients && !fence__net_guard_make_room(net, c)) {
         const char *why = net->hooks.refuse_msg ? net->hooks.refuse_msg
@@ -737,9 +753,9 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     return 0;
 }
 
-/* Listen on TCP. */
-int fence__net_listen_tcp(fence_net *net, const char *bind, unsigned port,
-                          char *err, size_t cap)
+/* Bind and listen on TCP bind:port with the listener handle tcp. */
+static int listen_tcp(fence_net *net, uv_tcp_t *tcp, bool *open,
+                      const char *bind, unsigned port, char *err, size_t cap)
 {
     struct sockaddr_storage addr;
     int rv;
@@ -751,17 +767,39 @@ int fence__net_listen_tcp(fence_net *net, const char *bind, unsigned port,
         snprintf(err, cap, "bind %s: not an IP address", bind);
         return -1;
     }
-    uv_tcp_init(net->loop, &net->tcp);
-    net->tcp.data = net;
-    net->tcp_open = true;
-    rv = uv_tcp_bind(&net->tcp, (const struct sockaddr *)&addr, 0);
+    uv_tcp_init(net->loop, tcp);
+    tcp->data = net;
+    *open = true;
+    rv = uv_tcp_bind(tcp, (const struct sockaddr *)&addr, 0);
     if (rv == 0)
-        rv = uv_listen((uv_stream_t *)&net->tcp, 511, on_connection);
+        rv = uv_listen((uv_stream_t *)tcp, 511, on_connection);
     if (rv != 0) {
         snprintf(err, cap, "listen on %s:%u: %s", bind, port, uv_strerror(rv));
         return -1;
     }
     return 0;
+}
+
+/* Listen on TCP (plain connections). */
+int fence__net_listen_tcp(fence_net *net, const char *bind, unsigned port,
+                          char *err, size_t cap)
+{
+    return listen_tcp(net, &net->tcp, &net->tcp_open, bind, port, err, cap);
+}
+
+/* Listen on TCP for connections of another transport. */
+int fence__net_listen_tcp_tr(fence_net *net, const char *bind, unsigned port,
+                             const fence_net_transport *tr, void *ctx,
+                             void (*ctx_stop)(void *ctx), char *err,
+                             size_t cap)
+{
+    FENCE_ASSERT(tr != NULL);
+    FENCE_ASSERT(!net->tr_tcp_open);
+    net->tr_tcp_tr = tr;
+    net->tr_ctx = ctx;
+    net->tr_ctx_stop = ctx_stop;
+    return listen_tcp(net, &net->tr_tcp, &net->tr_tcp_open, bind, port, err,
+                      cap);
 }
 
 /* Listen on a Unix socket. */
@@ -797,6 +835,8 @@ void fence__net_close_listeners(fence_net *net)
     net->stopping = true;
     if (net->tcp_open && !uv_is_closing((uv_handle_t *)&net->tcp))
         uv_close((uv_handle_t *)&net->tcp, NULL);
+    if (net->tr_tcp_open && !uv_is_closing((uv_handle_t *)&net->tr_tcp))
+        uv_close((uv_handle_t *)&net->tr_tcp, NULL);
     if (net->pipe_open && !uv_is_closing((uv_handle_t *)&net->pipe)) {
         uv_close((uv_handle_t *)&net->pipe, NULL);
         if (net->pipe_path[0] != '\0')
@@ -811,6 +851,11 @@ void fence__net_stop(fence_net *net)
     fence__net_guard_stop(net);
     while (net->conns != NULL)
         fence__net_conn_close(net->conns);
+    if (net->tr_ctx_stop != NULL) {
+        net->tr_ctx_stop(net->tr_ctx);
+        net->tr_ctx_stop = NULL;
+        net->tr_ctx = NULL;
+    }
     if (net->loop != NULL && !uv_is_closing((uv_handle_t *)&net->check))
         uv_close((uv_handle_t *)&net->check, NULL);
 }

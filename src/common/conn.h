@@ -23,9 +23,10 @@
  *     fence__net_close_after_flush.
  *
  * Under every connection is a small transport vtable (read_start,
- * read_stop, write, shutdown, queued, close), after Redis's connection.h, so a TLS
- * transport can be added beside the plain stream one (TCP and Unix) without
- * touching the rest.  A transport moves bytes only: it hands plaintext in
+ * read_stop, write, shutdown, queued, close, open, peer_cn), after Redis's
+ * connection.h: the plain stream one (TCP and Unix) here, and TLS over a
+ * TCP stream in src/common/tls.c (fence__tls_listen opens its listener
+ * through fence__net_listen_tcp_tr).  A transport moves bytes only: it hands plaintext in
  * through fence__net_conn_rbuf / fence__net_conn_input / fence__net_conn_eof
  * and reports finished writes with fence__net_conn_written.
  *
@@ -78,6 +79,13 @@ struct fence_net_transport {
     /* Close the handle; the layer frees the connection in the callback
      * the transport passes to uv_close (fence__net_conn_closed). */
     void (*close)(fence_net_conn *c);
+    /* Set up the transport's state for a just-accepted connection (it may
+     * keep it in c->tr_data), or NULL.  Non-zero: the connection is
+     * closed at once (close must cope with a failed or skipped open). */
+    int (*open)(fence_net_conn *c);
+    /* The verified client certificate's common name, or NULL (none, or a
+     * transport without certificates).  NULL member: always NULL. */
+    const char *(*peer_cn)(const fence_net_conn *c);
 };
 
 /* The plain stream transports (uv_tcp_t, uv_pipe_t). */
@@ -110,6 +118,7 @@ struct fence_net_conn {
         uv_pipe_t pipe;     /* Unix socket client */
     } h;                    /* the libuv handle (data = this conn) */
     const fence_net_transport *tr; /* how bytes move */
+    void *tr_data;          /* the transport's per-connection state (TLS) */
     fence_net *net;         /* the owning layer */
     void *data;             /* the daemon's, per connection */
     uint64_t id;            /* from 1, for logs */
@@ -208,6 +217,11 @@ struct fence_net {
     uv_pipe_t pipe;             /* Unix-socket listener */
     bool pipe_open;             /* pipe initialized */
     char pipe_path[108];        /* its path (unlinked on close) */
+    uv_tcp_t tr_tcp;            /* TCP listener of another transport (TLS) */
+    bool tr_tcp_open;           /* tr_tcp initialized */
+    const fence_net_transport *tr_tcp_tr; /* its connections' transport */
+    void *tr_ctx;               /* that transport's context (tls.h) */
+    void (*tr_ctx_stop)(void *ctx); /* releases tr_ctx at fence__net_stop */
     uv_check_t check;           /* end of each loop turn: flush */
     bool stopping;              /* fence__net_stop called: refuse accepts */
     fence_net_conn *conns;      /* open connections */
@@ -264,6 +278,16 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
  * address") in err. */
 int fence__net_listen_tcp(fence_net *net, const char *bind, unsigned port,
                           char *err, size_t cap);
+
+/* Listen on TCP bind:port like fence__net_listen_tcp, for connections of
+ * transport tr (TLS) whose context ctx is kept in net->tr_ctx; one such
+ * listener per layer.  The layer owns ctx from this call on, even when it
+ * fails: fence__net_stop calls ctx_stop(ctx) once every connection is
+ * closed.  Returns 0 or -1 with err. */
+int fence__net_listen_tcp_tr(fence_net *net, const char *bind, unsigned port,
+                             const fence_net_transport *tr, void *ctx,
+                             void (*ctx_stop)(void *ctx), char *err,
+                             size_t cap);
 
 /* Listen on a Unix socket at path (a stale socket file is removed first;
  * the file is removed again on stop).  Returns 0 or -1 with err. */
@@ -325,6 +349,15 @@ void fence__net_close_after_flush(fence_net_conn *c);
 
 /* Close c now (unsent replies are dropped).  Idempotent. */
 void fence__net_conn_close(fence_net_conn *c);
+
+/* The common name (CN) of the client certificate c presented and the TLS
+ * layer verified against --tls-ca, or NULL: a plain TCP or Unix
+ * connection, a TLS client without a certificate (tls-auth-clients
+ * optional or no), or a handshake not yet finished (no request is parsed
+ * before it is).  The string stays valid until c's close callback; it holds
+ * no NUL and no control characters (a certificate whose CN does is
+ * refused at the handshake). */
+const char *fence__net_conn_peer_cn(const fence_net_conn *c);
 
 /* ---- for transports ---------------------------------------------------- */
 

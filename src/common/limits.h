@@ -25,6 +25,21 @@
 #define FENCE_PIPELINE_DEFAULT 1024
 /* Bytes queued for a slow reader before the server disconnects it. */
 #define FENCE_OBUF_DEFAULT (16 * 1024 * 1024)
+/* Client TLS (src/common/tls.c): time a client has to finish the
+ * handshake by default (--tls-handshake-timeout-ms), and its bounds. */
+#define FENCE_TLS_HANDSHAKE_MS_DEFAULT 10000
+#define FENCE_TLS_HANDSHAKE_MS_MIN 100
+#define FENCE_TLS_HANDSHAKE_MS_MAX 600000
+/* Longest client-certificate common name kept (a longer one is refused). */
+#define FENCE_TLS_CN_MAX 256
+/* Ciphertext read from a TLS socket at once (one scratch buffer per
+ * listener context). */
+#define FENCE_TLS_READ_CHUNK (64 * 1024)
+_Static_assert(FENCE_TLS_HANDSHAKE_MS_MIN <= FENCE_TLS_HANDSHAKE_MS_DEFAULT &&
+               FENCE_TLS_HANDSHAKE_MS_DEFAULT <= FENCE_TLS_HANDSHAKE_MS_MAX,
+               "the handshake timeout default lies within its bounds");
+_Static_assert(FENCE_TLS_READ_CHUNK >= 16 * 1024 + 256,
+               "room for one whole TLS record");
 
 /* ---- State machine (src/core) -------------------------------------------- */
 

@@ -20,6 +20,10 @@ static const fence_opt proxy_opts[] = {
                       "read directives (\"name value\" lines) from file; flags win"),
     FENCE_OPT_STR_ROW(C, "listen", listen, "127.0.0.1:8080", "<host:port>",
                       "address to serve HTTP/1.1 on"),
+    FENCE_OPT_STR_ROW(C, "tls-cert", tls_cert, "", "<file>",
+                      "serve HTTPS on --listen with this certificate chain (PEM)"),
+    FENCE_OPT_STR_ROW(C, "tls-key", tls_key, "", "<file>",
+                      "the private key of --tls-cert (PEM, unencrypted)"),
     FENCE_OPT_STR_ROW(C, "upstream", upstream, "", "<http://host:port>",
                       "the resource the proxy protects (required)"),
     FENCE_OPT_STR_ROW(C, "data-dir", data_dir, "", "<dir>",
@@ -106,6 +110,10 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
     }
     if (cfg->data_dir[0] == '\0') {
         snprintf(err, cap, "--data-dir is required");
+        return -1;
+    }
+    if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
+        snprintf(err, cap, "--tls-cert and --tls-key go together");
         return -1;
     }
     if (fence__log_level_parse(cfg->log_level) < 0) {

@@ -22,6 +22,7 @@
 #include "common/num.h"
 #include "proxy/metrics.h"
 #include "common/signtok.h"
+#include "common/tls.h"
 #include "fence_guard.h"
 
 _Static_assert(FENCE_PROXY_HEADER_MAX < H2O_MAX_REQLEN,
@@ -965,13 +966,24 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     h2o_timeout_init(&srv.loop, &srv.drain_timeout, cfg->drain_timeout_ms);
     srv.accept_ctx.ctx = &srv.h2o_ctx;
     srv.accept_ctx.hosts = srv.h2o_config.hosts;
+    if (cfg->tls_cert[0] != '\0') {
+        char err[1400];
+        fence_tls_opts o = {cfg->tls_cert, cfg->tls_key, NULL, FENCE_TLS_AUTH_NO,
+                            FENCE_TLS_HANDSHAKE_MS_DEFAULT};
+        srv.accept_ctx.ssl_ctx = fence__tls_server_ctx(&o, err, sizeof(err));
+        if (srv.accept_ctx.ssl_ctx == NULL) {
+            FENCE_LOG_E("%s", err);
+            goto out_free_buckets;
+        }
+        FENCE_LOG_I("serving HTTPS (TLS 1.2+) with %s", cfg->tls_cert);
+    }
     if (setup_upstream(cfg) != 0 || setup_listener(cfg) != 0)
-        goto out_free_buckets;
+        goto out_free_ssl;
     char merr[300];
     if (fence__proxy_metrics_start(&srv.metrics, cfg->listen_host, (int)cfg->metrics_port, merr,
                                    sizeof(merr)) != 0) {
         FENCE_LOG_E("metrics-port: %s", merr);
-        goto out_free_buckets;
+        goto out_free_ssl;
     }
 
     uv_signal_init(&srv.loop, &srv.sig_term);
@@ -1004,6 +1016,8 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     FENCE_LOG_I("stopped");
     return 0;
 
+out_free_ssl:
+    SSL_CTX_free(srv.accept_ctx.ssl_ctx);
 out_free_buckets:
     free(srv.buckets);
 out_close_guard:

@@ -51,6 +51,8 @@ typedef struct fence_proxy_config {
     char log_level[16];         /* --log-level word */
     char log_file[1024];        /* --log-file, or "" for stderr */
     char token_verify_keys[1024]; /* --token-verify-keys verify.keys, or "" */
+    char tls_cert[1024];        /* --tls-cert: serve HTTPS with it, or "" */
+    char tls_key[1024];         /* --tls-key: its private key */
     char route[FENCE_PROXY_ROUTE_TEXT_MAX]; /* --route text */
     char drain_action_str[16];  /* --drain-action word */
     uint64_t max_connections;   /* --max-connections */

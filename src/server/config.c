@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/num.h"
 #include "common/options.h"
+#include "common/tls.h"
 #include "common/version.h"
 
 #define T fence_config
@@ -22,13 +23,27 @@
 
 /* The option table: flags, config-file directives and --help. */
 static const fence_opt options[] = {
-    U64("port", port, 1, 65535, 7700, "<port>", "client TCP port"),
+    U64("port", port, 0, 65535, 7700, "<port>",
+        "client TCP port (0: none; then tls-port or unix-socket)"),
     U64("metrics-port", metrics_port, 0, 65535, 0, "<port>",
         "serve /metrics and /health over HTTP on --bind (0: off)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "client TCP address (IPv4 or IPv6)"),
     STR("unix-socket", unix_socket, "", "<path>",
         "also listen on this Unix socket (\"\" for none)"),
+    U64("tls-port", tls_port, 0, 65535, 0, "<port>",
+        "client TLS port beside the plain one (0: no TLS listener)"),
+    STR("tls-cert", tls_cert, "", "<file>",
+        "TLS: this server's certificate chain (PEM)"),
+    STR("tls-key", tls_key, "", "<file>",
+        "TLS: its private key (PEM, unencrypted; never logged)"),
+    STR("tls-ca", tls_ca, "", "<file>",
+        "TLS: CA for client certificates; given, clients must present one (mTLS)"),
+    STR("tls-auth-clients", tls_auth_clients, "", "<yes|no|optional>",
+        "TLS client certificates (default: yes with tls-ca, else no)"),
+    U64("tls-handshake-timeout-ms", tls_handshake_ms, FENCE_TLS_HANDSHAKE_MS_MIN,
+        FENCE_TLS_HANDSHAKE_MS_MAX, FENCE_TLS_HANDSHAKE_MS_DEFAULT, "<ms>",
+        "TLS: a client that has not finished the handshake by then is closed"),
     FENCE_OPT_STR_REQ_ROW(T, "data-dir", data_dir, "./var/fenced", "<dir>",
                           "raft log and snapshots (created if missing)"),
     STR("config", config_file, "", "<file>",
@@ -229,13 +244,20 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
         return -1;
     if (check_peer_tls(cfg, err, err_cap) != 0)
         return -1;
+    fence_tls_conf tc = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+                         cfg->tls_auth_clients, cfg->port, cfg->tls_port,
+                         cfg->unix_socket[0] != '\0'};
+    if (fence__tls_conf_check(&tc, &cfg->tls_auth, err, err_cap) != 0)
+        return -1;
+    /* The port clients are sent to (NOTLEADER): the plain one, else TLS. */
+    uint64_t client_port = cfg->port != 0 ? cfg->port : cfg->tls_port;
     if (cfg->n_peers == 0) {
         /* A cluster of one: this node alone. */
         cfg->n_peers = 1;
         cfg->peer[0].id = cfg->node_id;
         snprintf(cfg->peer[0].host, sizeof(cfg->peer[0].host), "%s",
                  strchr(cfg->bind, ':') ? "127.0.0.1" : cfg->bind);
-        cfg->peer[0].client_port = (uint16_t)cfg->port;
+        cfg->peer[0].client_port = (uint16_t)client_port;
         cfg->peer[0].raft_port = (uint16_t)cfg->raft_port;
         return 0;
     }
@@ -252,9 +274,10 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                  (unsigned long long)cfg->raft_port, self->raft_port);
         return -1;
     }
-    if (cfg->port != self->client_port) {
-        snprintf(err, err_cap, "port: %llu differs from client port %u in peers",
-                 (unsigned long long)cfg->port, self->client_port);
+    if (client_port != self->client_port) {
+        snprintf(err, err_cap, "%s: %llu differs from client port %u in peers",
+                 cfg->port != 0 ? "port" : "tls-port",
+                 (unsigned long long)client_port, self->client_port);
         return -1;
     }
     return 0;

@@ -30,6 +30,12 @@ typedef struct fence_config {
     uint64_t metrics_port;         /* HTTP /metrics and /health, 0: off */
     char bind[FENCE_HOST_MAX];     /* client TCP address */
     char unix_socket[108];         /* Unix socket path, "" for none */
+    uint64_t tls_port;             /* client TLS port, 0: none */
+    char tls_cert[1024];           /* TLS certificate chain file, "" none */
+    char tls_key[1024];            /* its private key file */
+    char tls_ca[1024];             /* CA file for client certificates */
+    char tls_auth_clients[16];     /* yes, no, optional, "" (by tls_ca) */
+    uint64_t tls_handshake_ms;     /* TLS handshake deadline */
     char data_dir[1024];           /* raft log and snapshots */
     char config_file[1024];        /* the file read, "" for none */
     uint64_t lock_delay_ms;        /* default lock-delay for grants */
@@ -70,6 +76,7 @@ typedef struct fence_config {
     unsigned n_peers;                   /* entries in peer[] */
     fence_peer peer[FENCE_PEERS_MAX];   /* parsed --peers, or just this node */
     int log_level_num;                  /* parsed log_level */
+    int tls_auth;                       /* enum fence_tls_auth in effect */
 } fence_config;
 
 /* Fill cfg from defaults, then the --config file (if any), then the

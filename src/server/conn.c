@@ -10,6 +10,7 @@
 
 #include "common/assert.h"
 #include "common/limits.h"
+#include "common/tls.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -124,6 +125,24 @@ static bool on_slot_orphan(void *ctx, fence_net_slot *ns)
 
 /* ---- Listeners ---------------------------------------------------------------- */
 
+/* Open the TLS listener (src/common/tls.c) from the tls-* options. */
+static int listen_tls(fence_server *s)
+{
+    char err[1400];
+    const fence_config *cfg = s->cfg;
+    fence_tls_opts o = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+                        cfg->tls_auth, cfg->tls_handshake_ms};
+    if (fence__tls_listen(&s->net, &o, cfg->bind, (unsigned)cfg->tls_port,
+                          err, sizeof(err)) != 0) {
+        LOG_ERROR("%s", err);
+        return -1;
+    }
+    LOG_INFO("listening for TLS on %s:%llu (client certificates: %s)",
+             cfg->bind, (unsigned long long)cfg->tls_port,
+             fence__tls_auth_name(cfg->tls_auth));
+    return 0;
+}
+
 /* Set up the layer and open the TCP listener and, if configured, the
  * Unix-socket listener. */
 int fence__listen(fence_server *s)
@@ -157,12 +176,17 @@ int fence__listen(fence_server *s)
         LOG_ERROR("out of memory at start");
         return -1;
     }
-    if (fence__net_listen_tcp(&s->net, s->cfg->bind, (unsigned)s->cfg->port, err,
-                              sizeof(err)) != 0) {
-        LOG_ERROR("%s", err);
-        return -1;
+    if (s->cfg->port != 0) {
+        if (fence__net_listen_tcp(&s->net, s->cfg->bind, (unsigned)s->cfg->port,
+                                  err, sizeof(err)) != 0) {
+            LOG_ERROR("%s", err);
+            return -1;
+        }
+        LOG_INFO("listening on %s:%llu", s->cfg->bind,
+                 (unsigned long long)s->cfg->port);
     }
-    LOG_INFO("listening on %s:%llu", s->cfg->bind, (unsigned long long)s->cfg->port);
+    if (s->cfg->tls_port != 0 && listen_tls(s) != 0)
+        return -1;
     if (s->cfg->unix_socket[0] != '\0') {
         if (fence__net_listen_unix(&s->net, s->cfg->unix_socket, err, sizeof(err)) != 0) {
             LOG_ERROR("%s", err);

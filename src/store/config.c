@@ -9,19 +9,34 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/tls.h"
 #include "common/version.h"
 
 #define T fence_store_config
 
 static const fence_opt opts[] = {
-    FENCE_OPT_U64_ROW(T, "port", port, 1, 65535, 7710, "<port>",
-                      "TCP port to listen on"),
+    FENCE_OPT_U64_ROW(T, "port", port, 0, 65535, 7710, "<port>",
+                      "TCP port to listen on (0: none; then tls-port or "
+                      "unix-socket)"),
     FENCE_OPT_U64_ROW(T, "metrics-port", metrics_port, 0, 65535, 0, "<port>",
                       "serve /metrics and /health over HTTP on --bind (0: off)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "address to listen on (an IPv4 or IPv6 literal)"),
     FENCE_OPT_STR_ROW(T, "unix-socket", unix_socket, "", "<path>",
                       "also listen on this Unix socket (\"\" for none)"),
+    FENCE_OPT_U64_ROW(T, "tls-port", tls_port, 0, 65535, 0, "<port>",
+        "client TLS port beside the plain one (0: no TLS listener)"),
+    FENCE_OPT_STR_ROW(T, "tls-cert", tls_cert, "", "<file>",
+        "TLS: this server's certificate chain (PEM)"),
+    FENCE_OPT_STR_ROW(T, "tls-key", tls_key, "", "<file>",
+        "TLS: its private key (PEM, unencrypted; never logged)"),
+    FENCE_OPT_STR_ROW(T, "tls-ca", tls_ca, "", "<file>",
+        "TLS: CA for client certificates; given, clients must present one (mTLS)"),
+    FENCE_OPT_STR_ROW(T, "tls-auth-clients", tls_auth_clients, "", "<yes|no|optional>",
+        "TLS client certificates (default: yes with tls-ca, else no)"),
+    FENCE_OPT_U64_ROW(T, "tls-handshake-timeout-ms", tls_handshake_ms, FENCE_TLS_HANDSHAKE_MS_MIN,
+        FENCE_TLS_HANDSHAKE_MS_MAX, FENCE_TLS_HANDSHAKE_MS_DEFAULT, "<ms>",
+        "TLS: a client that has not finished the handshake by then is closed"),
     FENCE_OPT_STR_REQ_ROW(T, "data-dir", data_dir, "var/fence-store", "<dir>",
                           "directory for the LMDB files (created if missing)"),
     FENCE_OPT_STR_ROW(T, "config", config_file, "", "<file>",
@@ -113,6 +128,11 @@ static int validate(fence_store_config *cfg, char *err, size_t cap)
     FENCE_ASSERT(cfg->bind[0] != '\0');
     if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', cfg->insecure, err,
                                   cap) != 0)
+        return -1;
+    fence_tls_conf tc = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+                         cfg->tls_auth_clients, cfg->port, cfg->tls_port,
+                         cfg->unix_socket[0] != '\0'};
+    if (fence__tls_conf_check(&tc, &cfg->tls_auth, err, cap) != 0)
         return -1;
     if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
         snprintf(err, cap, "log-format: '%s' is not text or json", cfg->log_format);

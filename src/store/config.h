@@ -14,6 +14,12 @@ typedef struct fence_store_config {
     uint64_t metrics_port;   /* HTTP /metrics and /health, 0: off */
     char bind[64];           /* address to listen on (IPv4/IPv6 literal) */
     char unix_socket[108];   /* Unix socket path, "" for none */
+    uint64_t tls_port;       /* client TLS port, 0: none */
+    char tls_cert[1024];     /* TLS certificate chain file, "" none */
+    char tls_key[1024];      /* its private key file */
+    char tls_ca[1024];       /* CA file for client certificates */
+    char tls_auth_clients[16]; /* yes, no, optional, "" (by tls_ca) */
+    uint64_t tls_handshake_ms; /* TLS handshake deadline */
     char data_dir[1024];     /* directory of the LMDB environment */
     char config_file[1024];  /* the --config file read, "" for none */
     char token_verify_keys[1024]; /* verify.keys: accept only signed tokens
@@ -37,6 +43,7 @@ typedef struct fence_store_config {
 
     /* Derived by validation. */
     int log_level_num;       /* enum fence_log_level of log_level */
+    int tls_auth;            /* enum fence_tls_auth in effect */
 } fence_store_config;
 
 /* fence__store_config_load's results besides 0 and -1. */

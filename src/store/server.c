@@ -47,6 +47,7 @@
 #include "common/conn.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "proto/resp.h"
 #include "store/cmd.h"
 #include "store/metrics.h"
@@ -636,9 +637,17 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     signal(SIGPIPE, SIG_IGN);
 
     int rc = 0;
-    if (fence__net_listen_tcp(&s->net, cfg->bind, (unsigned)cfg->port, err,
+    if (cfg->port != 0 &&
+        fence__net_listen_tcp(&s->net, cfg->bind, (unsigned)cfg->port, err,
                               sizeof(err)) != 0)
         rc = 1;
+    if (rc == 0 && cfg->tls_port != 0) {
+        fence_tls_opts o = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+                            cfg->tls_auth, cfg->tls_handshake_ms};
+        if (fence__tls_listen(&s->net, &o, cfg->bind, (unsigned)cfg->tls_port,
+                              err, sizeof(err)) != 0)
+            rc = 1;
+    }
     if (rc == 0 && cfg->unix_socket[0] != '\0' &&
         fence__net_listen_unix(&s->net, cfg->unix_socket, err,
                                sizeof(err)) != 0)
@@ -674,7 +683,13 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     uv_signal_start(&s->sigint, on_stop_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&s->sighup, on_sighup, SIGHUP);
-    FENCE_LOG_I("fence-store listening on %s:%" PRIu64, cfg->bind, cfg->port);
+    if (cfg->port != 0)
+        FENCE_LOG_I("fence-store listening on %s:%" PRIu64, cfg->bind,
+                    cfg->port);
+    if (cfg->tls_port != 0)
+        FENCE_LOG_I("fence-store listening for TLS on %s:%" PRIu64
+                    " (client certificates: %s)", cfg->bind, cfg->tls_port,
+                    fence__tls_auth_name(cfg->tls_auth));
     if (cfg->unix_socket[0] != '\0')
         FENCE_LOG_I("listening on unix socket %s", cfg->unix_socket);
     uv_run(s->loop, UV_RUN_DEFAULT);

@@ -160,7 +160,7 @@ for o in port bind unix-socket data-dir config lock-delay-ms node-id raft-port p
     echo "$help" | grep -q -- "--$o " || not_ok "--help documents --$o"
 done
 ok "--help documents every option"
-check "--help shows bounds and defaults" grep -q "range 1..65535, default 7700" <<<"$help"
+check "--help shows bounds and defaults" grep -q "range 0..65535, default 7700" <<<"$help"
 printf '# comment\n\nport 7700\nmax-leases abc\n' >"$TEST_TMP/bad.conf"
 out=$("$FENCED" --config "$TEST_TMP/bad.conf" 2>&1); rc=$?
 check "bad config value: exit non-zero" test "$rc" -ne 0
@@ -170,7 +170,8 @@ printf 'no-such-thing 1\n' >"$TEST_TMP/bad2.conf"
 check_eq "unknown directive" "fenced: $TEST_TMP/bad2.conf:1: unknown directive 'no-such-thing'" \
     "$("$FENCED" --config "$TEST_TMP/bad2.conf" 2>&1)"
 check_eq "unknown flag" "fenced: unknown option '--nope' (see --help)" "$("$FENCED" --nope 1 2>&1)"
-check_eq "out-of-range flag" "fenced: --port: 0 is out of range 1..65535" "$("$FENCED" --port 0 2>&1)"
+check_eq "out-of-range flag" "fenced: --port: 70000 is out of range 0..65535" "$("$FENCED" --port 70000 2>&1)"
+check_eq "--port 0 without another listener" "fenced: port: 0 (no plain TCP listener) needs tls-port or unix-socket" "$("$FENCED" --port 0 2>&1)"
 check_eq "heartbeat must be below the election timeout" \
     "fenced: heartbeat-ms: 500 must be above 0 and below election-timeout-ms 400" \
     "$("$FENCED" --heartbeat-ms 500 2>&1)"

@@ -218,9 +218,9 @@ help=$("$FENCE_STORE" --help)
 for f in --port --bind --data-dir --max-value --map-size --max-clients --ignore-tokens; do
     grep -q -- "$f" <<<"$help" || not_ok "--help documents $f"
 done
-grep -q '1..65535, default 7710' <<<"$help" && ok "--help shows bounds and defaults" || not_ok "--help shows bounds and defaults"
+grep -q '0..65535, default 7710' <<<"$help" && ok "--help shows bounds and defaults" || not_ok "--help shows bounds and defaults"
 "$FENCE_STORE" --port 70000 2>"$TEST_TMP/flag.err"; check_eq "port out of range exits 2" "2" "$?"
-grep -q -- "--port: 70000 is out of range 1..65535" "$TEST_TMP/flag.err" && ok "and names the bound" || not_ok "and names the bound"
+grep -q -- "--port: 70000 is out of range 0..65535" "$TEST_TMP/flag.err" && ok "and names the bound" || not_ok "and names the bound"
 "$FENCE_STORE" --bogus 2>/dev/null; check_eq "unknown flag exits 2" "2" "$?"
 "$FENCE_STORE" --max-value 2m --obuf-max 1m 2>"$TEST_TMP/flag.err"; check_eq "inconsistent limits exit 2" "2" "$?"
 "$FENCE_STORE" --port "$(free_port)" --bind 10.0.0.300 --data-dir "$TEST_TMP/b" 2>"$TEST_TMP/flag.err"
