@@ -59,6 +59,6 @@ INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
 # Fuzz target for the client's and fencectl's parsers (see mk/fuzz.mk).
 FUZZ_TARGETS += client
 FUZZ_client_LIBS := $(BUILD)/src/cli/args.o $(BUILD)/libfence.a
-FUZZ_client_LDLIBS := $(HIREDIS_LIBS) -lpthread
+FUZZ_client_LDLIBS := $(CLIENT_LIBS)
 FUZZ_client_FLAGS := -max_len=1024
 INTEG_TESTS += tests/integration/test_client_tls.py

@@ -337,10 +337,8 @@ static void execute(server *s, sink *c, const fence_store_cmd *cmd)
         break;
     }
     case FENCE_STORE_OP_FGET:
-        if (!fget_allowed(s, c, cmd)) {
-            fence__net_reply_error(c, "NOPERM", "No permissions to access a key");
-            break;
-        }
+        /* The ACL check ran at arrival (on_request): here the request may
+         * be buffered in a batch, with no connection at hand. */
         fence__store_db_get(s->db, cmd->key, cmd->key_len, on_value, c);
         break;
     case FENCE_STORE_OP_FENCE_HIGH: {
@@ -497,6 +495,17 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
                                sizeof(err)) != 0) {
         fence__net_reply_error(c, code, err);
         return;
+    }
+    if (cmd.op == FENCE_STORE_OP_FGET && fence__acl_srv_has_file(&s->acl)) {
+        /* The key's binding must be read as the batch would see it: commit
+         * the open batch first (a key it binds must not be readable by a
+         * user outside that fence), then check. */
+        if (s->open)
+            batch_flush(s);
+        if (!fget_allowed(s, c, &cmd)) {
+            fence__net_reply_error(c, "NOPERM", "No permissions to access a key");
+            return;
+        }
     }
     switch (cmd.op) {
     case FENCE_STORE_OP_PING:
