@@ -337,6 +337,12 @@ void fence__acl_srv_net_open(const fence_acl_srv *s, fence_compat_conn *cc, fenc
 bool fence__acl_srv_net_gate(fence_acl_srv *s, fence_compat_conn *cc, fence_net_conn *c,
                              const fence_resp_msg *m)
 {
+    /* A verified client certificate naming a user that is on logs the
+     * connection in as that user (etcd's rule).  Checked here, at each
+     * request while not logged in, because requests only arrive once the
+     * TLS handshake is done; the CN is NULL without one. */
+    if (!cc->authenticated && fence__acl_srv_has_file(s))
+        (void)fence__acl_srv_login_as(s, cc, c, fence__net_conn_peer_cn(c));
     fence_acl_out out;
     bool answered = fence__acl_srv_gate(s, cc, m, &out);
     if (answered)

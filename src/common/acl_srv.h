@@ -86,10 +86,18 @@ bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_re
                          fence_acl_out *out);
 
 /* Safe defaults: refuse to serve clients on bind address host (an IP
- * literal; anything else is left to the listener) that is not loopback when no --acl-file is
- * given, unless insecure (--insecure).  Returns 0, or -1 with err set. */
-int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool insecure, char *err,
-                              size_t err_len);
+ * literal; anything else is left to the listener) that is not loopback
+ * when no --acl-file is given or the clients are not TLS-only (tls_only:
+ * a TLS port with a certificate and key, and the plain port off; see
+ * fence__acl_srv_tls_only), unless insecure (--insecure).  Returns 0, or
+ * -1 with err set. */
+int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool tls_only,
+                              bool insecure, char *err, size_t err_len);
+
+/* Whether a daemon's clients reach it by TLS only: tls_port on with cert
+ * and key files named, and the plain TCP port (port) off. */
+bool fence__acl_srv_tls_only(uint64_t port, uint64_t tls_port, const char *cert,
+                             const char *key);
 
 /* Free out's bytes. */
 void fence__acl_out_free(fence_acl_out *out);

@@ -71,6 +71,16 @@ void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
         cmd->flags |= FENCE_CMD_F_ADMIN;
 }
 
+/* Whether c may see the cluster's internals (raft addresses, term): always
+ * without --acl-file, else only as a user with @admin (docs/security.md). */
+bool fence__server_acl_admin(fence_conn *c)
+{
+    if (!fence__acl_srv_has_file(&c->srv->acl))
+        return true;
+    const fence_acl_user *u = fence__acl_srv_user(&c->srv->acl, &c->compat);
+    return u != NULL && fence_acl_is_admin(u);
+}
+
 /* Release the ACL. */
 void fence__server_acl_free(fence_server *s)
 {

@@ -164,8 +164,10 @@ static void reply_simple(fence_slot *slot, const char *s)
 }
 
 /* CLUSTER.INFO: this node's view, as "key:value" lines in one bulk string,
- * then one "node:" line per server of the current configuration. */
-static void cluster_info(fence_server *s, fence_slot *slot)
+ * then one "node:" line per server of the current configuration.  Without
+ * admin (fence__server_acl_admin) the term line and the nodes' raft
+ * addresses are left out. */
+static void cluster_info(fence_server *s, fence_slot *slot, bool admin)
 {
     fence_node *n = &s->node;
     unsigned nservers = fence__node_servers(n);
@@ -178,6 +180,9 @@ static void cluster_info(fence_server *s, fence_slot *slot)
     uint64_t leader_id = fence__node_leader_id(n, NULL);
     char leader[FENCE_CLUSTER_ADDR_MAX];
     client_addr(n, leader_id, leader, sizeof(leader));
+    char term[48] = "";
+    if (admin)
+        snprintf(term, sizeof(term), "term:%" PRIu64 "\r\n", fence__node_term(n));
     int len = snprintf(
         text, cap,
         "# cluster\r\n"
@@ -186,7 +191,7 @@ static void cluster_info(fence_server *s, fence_slot *slot)
         "leader_ready:%d\r\n"
         "leader_id:%" PRIu64 "\r\n"
         "leader:%s\r\n"
-        "term:%" PRIu64 "\r\n"
+        "%s"
         "commit_index:%" PRIu64 "\r\n"
         "applied_index:%" PRIu64 "\r\n"
         "last_log_index:%" PRIu64 "\r\n"
@@ -195,7 +200,7 @@ static void cluster_info(fence_server *s, fence_slot *slot)
         "voters:%u\r\n"
         "nodes:%u\r\n",
         s->cfg->node_id, fence__node_role(n), fence__leader_ready(s->leader),
-        leader_id, leader, fence__node_term(n), fence__node_commit_index(n),
+        leader_id, leader, term, fence__node_commit_index(n),
         fence__node_applied_index(n), fence__node_last_index(n),
         fence__node_snapshot_index(n), fence__node_configuration_index(n),
         fence__node_voters(n), nservers);
@@ -213,9 +218,12 @@ static void cluster_info(fence_server *s, fence_slot *slot)
         }
         if (client[0] == '\0')
             client_addr(n, sv.id, client, sizeof(client));
+        char raft_kv[FENCE_CLUSTER_ADDR_MAX + 8] = "";
+        if (admin)
+            snprintf(raft_kv, sizeof(raft_kv), "raft=%s,", raft);
         int w = snprintf(text + len, cap - (size_t)len,
-                         "node:id=%" PRIu64 ",raft=%s,client=%s,role=%s,leader=%d,self=%d\r\n",
-                         sv.id, raft, client, role_name(sv.role),
+                         "node:id=%" PRIu64 ",%sclient=%s,role=%s,leader=%d,self=%d\r\n",
+                         sv.id, raft_kv, client, role_name(sv.role),
                          sv.id == leader_id, sv.id == s->cfg->node_id);
         FENCE_ASSERT(w > 0);
         FENCE_ASSERT((size_t)w < cap - (size_t)len);
@@ -627,7 +635,7 @@ void fence__cluster_dispatch(fence_conn *c, fence_slot *slot, const fence_resp_m
         return;
     }
     if (name->len == 12 && strncasecmp(name->ptr, "CLUSTER.INFO", 12) == 0)
-        cluster_info(s, slot);
+        cluster_info(s, slot, fence__server_acl_admin(c));
     else if (name->len == 11 && strncasecmp(name->ptr, "CLUSTER.ADD", 11) == 0)
         cluster_add(s, slot, m);
     else if (name->len == 14 && strncasecmp(name->ptr, "CLUSTER.REMOVE", 14) == 0)

@@ -237,8 +237,10 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                  (unsigned long long)cfg->election_timeout_ms);
         return -1;
     }
-    if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', cfg->insecure, err,
-                                  err_cap) != 0)
+    bool tls_only = fence__acl_srv_tls_only(cfg->port, cfg->tls_port, cfg->tls_cert,
+                                            cfg->tls_key);
+    if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', tls_only,
+                                  cfg->insecure, err, err_cap) != 0)
         return -1;
     if (parse_peers(cfg, err, err_cap) != 0)
         return -1;

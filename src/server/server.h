@@ -200,6 +200,7 @@ void fence__server_acl_open(fence_conn *c);
 /* true: answered by the gate (NOAUTH, NOPERM, ACL ...): do not dispatch m. */
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m);
 void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd);
+bool fence__server_acl_admin(fence_conn *c);
 
 /* ---- compat_hook.c ---- */
 void fence__server_compat_init(fence_server *s);

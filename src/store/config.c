@@ -126,8 +126,10 @@ static int validate(fence_store_config *cfg, char *err, size_t cap)
     FENCE_ASSERT(cfg->log_level_num >= 0);
     FENCE_ASSERT(cfg->data_dir[0] != '\0');
     FENCE_ASSERT(cfg->bind[0] != '\0');
-    if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', cfg->insecure, err,
-                                  cap) != 0)
+    bool tls_only = fence__acl_srv_tls_only(cfg->port, cfg->tls_port, cfg->tls_cert,
+                                            cfg->tls_key);
+    if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', tls_only,
+                                  cfg->insecure, err, cap) != 0)
         return -1;
     fence_tls_conf tc = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
                          cfg->tls_auth_clients, cfg->port, cfg->tls_port,

@@ -15,7 +15,10 @@ HELLO/AUTH) and redis-cli (--user/--pass):
     -NOPERM; the rightful user's admit and write work;
   - ACL LOAD and SIGHUP apply a changed file; a bad file keeps the old
     users and says why;
-  - a non-loopback --bind without --acl-file refuses to start;
+  - a non-loopback --bind without --acl-file, or with plain TCP clients
+    (not TLS-only), refuses to start unless --insecure; --acl-file with a
+    TLS port and --port 0 starts;
+  - CLUSTER.INFO shows term and raft addresses only to an @admin;
   - slowloris (an incomplete request) and idle connections are closed;
   - 1,024 idle unauthenticated connections do not lock out a user;
   - the global connection memory budget is enforced;
@@ -23,6 +26,7 @@ HELLO/AUTH) and redis-cli (--user/--pass):
 """
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +35,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, HERE)
 from fencetest import (Tap, binary, free_port, make_tmp, need_module, read_log,  # noqa: E402
                        spawn, stop_process, wait_up)
 
@@ -38,13 +43,14 @@ redis = need_module("redis", "python3-redis")
 FENCED = binary("fenced", env="FENCED")
 FENCE_STORE = binary("fence-store", env="FENCE_STORE")
 TMP = make_tmp("fence-acl.")
-PASSWORDS = ["adm1n-pw-x", "al1ce-pw-x", "b0b-pw-x", "newpass-x"]
+PASSWORDS = ["adm1n-pw-x", "al1ce-pw-x", "b0b-pw-x", "newpass-x", "v1ewer-pw-x"]
 
 ACL = """# test users
 user admin on >adm1n-pw-x ~* +@all
 user alice on >al1ce-pw-x ~orders:* +@all -@admin
 user bob on >b0b-pw-x ~* +@all -@admin
 user off on >x ~* +@all off
+user viewer on >v1ewer-pw-x ~* +@read
 """
 
 t = Tap()
@@ -117,12 +123,69 @@ with open(acl_path, "w") as f:
     f.write(ACL)
 
 # ---- safe defaults ------------------------------------------------------------------
+# A non-loopback bind needs users AND TLS-only clients, or --insecure.  The
+# accepted cases bind 0.0.0.0 on a free port; the test only ever connects to
+# 127.0.0.1.
+def bind_case(b, name, args):
+    """Start b bound to 0.0.0.0 with args: (started, stderr text)."""
+    d = os.path.join(TMP, "bind-%s-%d" % (name, free_port()))
+    log = d + ".log"
+    tls_port = None
+    if "--tls-port" in args:
+        tls_port = int(args[args.index("--tls-port") + 1])
+    proc = spawn([b, "--bind", "0.0.0.0", "--data-dir", d] + args, log,
+                 stdin=subprocess.DEVNULL)
+    probe_port = tls_port if tls_port else int(args[args.index("--port") + 1])
+    state = wait_up(proc, lambda: socket.create_connection(("127.0.0.1", probe_port),
+                                                           0.2).close(), 15, 0.05)
+    if state == "up":
+        stop_process(proc)
+        return True, read_log(log)
+    stop_process(proc)
+    return False, read_log(log)
+
+
+have_openssl = shutil.which("openssl") is not None
+if have_openssl:
+    import tls_certs  # noqa: E402
+    CERTS = tls_certs.make(os.path.join(TMP, "certs"))
 for b, name in ((FENCED, "fenced"), (FENCE_STORE, "fence-store")):
     out = subprocess.run([b, "--bind", "0.0.0.0", "--port", str(free_port()),
                           "--data-dir", os.path.join(TMP, "nobind-" + name)],
                          capture_output=True, text=True, timeout=20)
-    t.check(out.returncode != 0 and "--insecure" in out.stderr,
+    t.check(out.returncode != 0 and "--insecure" in out.stderr and "--acl-file" in out.stderr,
             "%s: non-loopback --bind without --acl-file refuses to start" % name, out.stderr)
+    out = subprocess.run([b, "--bind", "0.0.0.0", "--port", str(free_port()),
+                          "--acl-file", acl_path,
+                          "--data-dir", os.path.join(TMP, "noTLS-" + name)],
+                         capture_output=True, text=True, timeout=20)
+    t.check(out.returncode != 0 and "--insecure" in out.stderr and "TLS" in out.stderr,
+            "%s: non-loopback --bind with --acl-file but plain TCP refuses to start" % name,
+            out.stderr)
+    up, text = bind_case(b, name, ["--port", str(free_port()), "--insecure"])
+    t.check(up, "%s: non-loopback, no users, --insecure: starts" % name, text[-800:])
+    up, text = bind_case(b, name, ["--port", str(free_port()), "--acl-file", acl_path,
+                                   "--insecure"])
+    t.check(up, "%s: non-loopback, users, plain TCP, --insecure: starts" % name, text[-800:])
+    if not have_openssl:
+        t.note("%s: TLS cases of the bind matrix skipped (no openssl)" % name)
+        continue
+    tls = ["--tls-port", str(free_port()), "--tls-cert", CERTS["server.crt"],
+           "--tls-key", CERTS["server.key"]]
+    out = subprocess.run([b, "--bind", "0.0.0.0", "--port", "0",
+                          "--data-dir", os.path.join(TMP, "noacl-" + name)] + tls,
+                         capture_output=True, text=True, timeout=20)
+    t.check(out.returncode != 0 and "--acl-file" in out.stderr,
+            "%s: non-loopback, TLS-only but no --acl-file refuses to start" % name, out.stderr)
+    out = subprocess.run([b, "--bind", "0.0.0.0", "--port", str(free_port()),
+                          "--acl-file", acl_path,
+                          "--data-dir", os.path.join(TMP, "tlsplain-" + name)] + tls,
+                         capture_output=True, text=True, timeout=20)
+    t.check(out.returncode != 0 and "TLS" in out.stderr,
+            "%s: non-loopback, users, TLS beside a plain port refuses to start" % name,
+            out.stderr)
+    up, text = bind_case(b, name, ["--port", "0", "--acl-file", acl_path] + tls)
+    t.check(up, "%s: non-loopback, users and TLS-only: starts" % name, text[-800:])
 
 # ---- fenced ------------------------------------------------------------------------
 proc, port, log = start(FENCED, "fenced", ["--acl-file", acl_path, "--auth-timeout-ms", "60000",
@@ -161,12 +224,24 @@ for c in (("CLUSTER.REMOVE", 2), ("CLUSTER.TRANSFER", 2)):
     e = err_of(lambda: bob.execute_command(*c))
     t.check(e is not None and "has no permissions to run the '%s' command" % c[0].lower() in e,
             "bob's %s: NOPERM" % c[0], e)
+# CLUSTER.INFO: term and raft addresses for an @admin only.
+ai = admin.execute_command("CLUSTER.INFO")
+e = err_of(lambda: bob.execute_command("CLUSTER.INFO"))
+t.check(e is not None and "no permissions" in e, "CLUSTER.INFO by a -@admin user: NOPERM", e)
+bi = user(port, "viewer", "v1ewer-pw-x").execute_command("CLUSTER.INFO")
+t.check("term:" in ai and "raft=" in ai and "node:id=1," in ai,
+        "CLUSTER.INFO as @admin shows term and raft addresses", ai)
+t.check("term:" not in bi and "raft=" not in bi and "node:id=1,client=" in bi
+        and "leader_id:1" in bi and "commit_index:" in bi,
+        "CLUSTER.INFO by a +@read user (not @admin): the same reply without term and "
+        "raft addresses", bi)
 e = err_of(lambda: bob.execute_command("ACL", "LIST"))
 t.check(e is not None and "no permissions" in e, "ACL LIST needs @admin", e)
 lines = admin.execute_command("ACL", "LIST")
-t.check(len(lines) == 4 and all("pw-x" not in l for l in lines) and "#" in lines[1],
+t.check(len(lines) == 5 and all("pw-x" not in l for l in lines) and "#" in lines[1],
         "ACL LIST shows hashes, never passwords", lines)
-t.eq(["admin", "alice", "bob", "off"], admin.execute_command("ACL", "USERS"), "ACL USERS")
+t.eq(["admin", "alice", "bob", "off", "viewer"], admin.execute_command("ACL", "USERS"),
+     "ACL USERS")
 # REQIDs are scoped to the user.
 la = alice.execute_command("LEASE.GRANT", 60000, "REQID", 77)
 lb = bob.execute_command("LEASE.GRANT", 60000, "REQID", 77)
@@ -200,7 +275,7 @@ t.eq("bob", user(port, "bob", "newpass-x").execute_command("ACL", "WHOAMI"),
 with open(acl_path, "w") as f:
     f.write(ACL + "user broken on +@nosuch\n")
 e = err_of(lambda: admin.execute_command("ACL", "LOAD"))
-t.check(e is not None and "users.acl:6: word 4: unknown category" in e,
+t.check(e is not None and "users.acl:7: word 4: unknown category" in e,
         "ACL LOAD of a bad file: file:line: reason", e)
 t.eq("bob", user(port, "bob", "newpass-x").execute_command("ACL", "WHOAMI"),
      "a bad file keeps the old users")

@@ -373,6 +373,40 @@ def limit_refusal():
     tap.eq(0, d.stop(), "limit: clean exit")
 
 
+def cn_login():
+    """With --acl-file, a verified client certificate whose CN names a user
+    that is on logs the connection in as that user (no AUTH); another CN
+    stays logged out (-NOAUTH)."""
+    acl = os.path.join(TMP, "cn.acl")
+    with open(acl, "w") as f:
+        f.write("user alice on >al1ce-pw-x ~* +@all -@admin\n"
+                "user admin on >adm1n-pw-x ~* +@all\n")
+    for prog, name in ((FENCED, "fenced"), (STORE, "fence-store")):
+        d = Daemon(prog, "cn-" + name, args=["--tls-ca", CERTS["ca.crt"],
+                                             "--tls-auth-clients", "optional",
+                                             "--acl-file", acl]).start()
+        if prog is FENCED:
+            d.wait_ready(cert="alice")
+        rc, out = cli(d, "ACL", "WHOAMI", cert="alice")
+        tap.eq((0, "alice"), (rc, out), "%s: CN=alice is logged in as alice without AUTH" % name)
+        c = d.client("alice")
+        if prog is FENCED:
+            tap.check(c.execute_command("LEASE.GRANT", 5000) > 0,
+                      "%s: CN=alice may grant a lease" % name)
+        else:
+            tap.eq("OK", c.execute_command("FSET", "f", 1, "k", "v"),
+                   "%s: CN=alice may FSET" % name)
+        c.close()
+        rc, out = cli(d, "ACL", "WHOAMI", cert="nobody")
+        tap.check("NOAUTH" in out, "%s: CN=nobody (no such user) is not logged in" % name, out)
+        rc, out = cli(d, "ACL", "WHOAMI")
+        tap.check("NOAUTH" in out, "%s: no certificate: not logged in" % name, out)
+        rc, out = cli(d, "--user", "admin", "--pass", "adm1n-pw-x", "--no-auth-warning",
+                      "ACL", "WHOAMI", cert="alice")
+        tap.eq((0, "admin"), (rc, out), "%s: AUTH still picks another user over the CN" % name)
+        tap.eq(0, d.stop(), "%s: cn login: clean exit" % name)
+
+
 def bad_options():
     """Refused combinations and files, with clear messages."""
     def run(prog, *args):
@@ -421,7 +455,7 @@ def no_key_material():
 
 
 for group in (fenced_server_tls, fenced_mtls, store_tls, handshake_timeout, limit_refusal,
-              bad_options,
+              cn_login, bad_options,
               no_key_material):
     run_group(tap, group)
 tap.finish()

@@ -4,6 +4,7 @@ make(dir) writes, in dir, a test CA and what the TLS tests need:
   ca.crt/ca.key           the test CA
   server.crt/server.key   CN localhost, SAN IP 127.0.0.1 and DNS localhost
   alice.crt/alice.key     a client certificate, CN alice
+  nobody.crt/nobody.key   a client certificate, CN nobody
   expired.crt/.key        a client certificate of the CA that expired a day ago
   other-ca.crt/.key       another CA
   mallory.crt/.key        a client certificate of the other CA
@@ -44,10 +45,11 @@ def make(d):
     _leaf(d, "server", "localhost", "ca", 30,
           "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     _leaf(d, "alice", "alice", "ca", 30)
+    _leaf(d, "nobody", "nobody", "ca", 30)
     _leaf(d, "expired", "expired-client", "ca", -1)
     _leaf(d, "mallory", "mallory", "other-ca", 30)
     out = {}
-    for n in ("ca", "other-ca", "server", "alice", "expired", "mallory"):
+    for n in ("ca", "other-ca", "server", "alice", "nobody", "expired", "mallory"):
         out[n + ".crt"] = os.path.join(d, n + ".crt")
         out[n + ".key"] = os.path.join(d, n + ".key")
     return out

@@ -323,12 +323,22 @@ static void test_gate(void)
     CHECK(owner == 0 && admin);
     fence__acl_srv_free(&s);
     /* Safe defaults. */
-    CHECK(fence__acl_srv_check_bind("127.0.0.1", false, false, err, sizeof(err)) == 0);
-    CHECK(fence__acl_srv_check_bind("::1", false, false, err, sizeof(err)) == 0);
-    CHECK(fence__acl_srv_check_bind("0.0.0.0", false, false, err, sizeof(err)) == -1);
-    CHECK(fence__acl_srv_check_bind("::", false, false, err, sizeof(err)) == -1);
-    CHECK(fence__acl_srv_check_bind("10.1.2.3", true, false, err, sizeof(err)) == 0);
-    CHECK(fence__acl_srv_check_bind("10.1.2.3", false, true, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_check_bind("127.0.0.1", false, false, false, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_check_bind("::1", false, false, false, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_check_bind("0.0.0.0", false, false, false, err, sizeof(err)) == -1);
+    CHECK(fence__acl_srv_check_bind("::", false, false, false, err, sizeof(err)) == -1);
+    /* Users without TLS-only, or TLS-only without users: refused. */
+    CHECK(fence__acl_srv_check_bind("10.1.2.3", true, false, false, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "TLS") != NULL);
+    CHECK(fence__acl_srv_check_bind("10.1.2.3", false, true, false, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "--acl-file") != NULL);
+    CHECK(fence__acl_srv_check_bind("10.1.2.3", true, true, false, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_check_bind("10.1.2.3", false, false, true, err, sizeof(err)) == 0);
+    CHECK(fence__acl_srv_tls_only(0, 7443, "c.pem", "k.pem"));
+    CHECK(!fence__acl_srv_tls_only(7700, 7443, "c.pem", "k.pem"));
+    CHECK(!fence__acl_srv_tls_only(0, 0, "c.pem", "k.pem"));
+    CHECK(!fence__acl_srv_tls_only(0, 7443, "", "k.pem"));
+    CHECK(!fence__acl_srv_tls_only(0, 7443, "c.pem", ""));
 }
 
 int main(void)
