@@ -104,8 +104,9 @@ static const fence_opt options[] = {
     U64("auth-timeout-ms", auth_timeout_ms, 0, (1ULL << 40), FENCE_AUTH_TIMEOUT_MS_DEFAULT,
         "<ms>", "with --acl-file: close a connection not logged in after this long (0: never)"),
     FENCE_OPT_BOOL_ROW(T, "insecure", insecure, 0,
-                       "allow a non-loopback --bind without --acl-file (anyone who reaches "
-                       "the port owns every lock)"),
+                       "allow a non-loopback --bind without --acl-file, or with plain TCP "
+                       "clients (not --tls-port with --port 0): anyone who reaches the port "
+                       "may own every lock, or read passwords"),
     STR("log-format", log_format, "text", "<text|json>",
         "log lines as text, or one JSON object a line"),
     STR("peer-tls-cert", peer_tls_cert, "", "<file>",

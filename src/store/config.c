@@ -92,8 +92,9 @@ static const fence_opt opts[] = {
                       "with --acl-file: close a connection not logged in "
                       "after this long (0: never)"),
     FENCE_OPT_BOOL_ROW(T, "insecure", insecure, 0,
-                       "allow a non-loopback --bind without --acl-file "
-                       "(anyone who reaches the port may admit any token)"),
+                       "allow a non-loopback --bind without --acl-file, or with plain "
+                       "TCP clients (not --tls-port with --port 0): anyone who reaches "
+                       "the port may admit any token, or read passwords"),
     FENCE_OPT_STR_ROW(T, "log-format", log_format, "text", "<text|json>",
                       "log lines as text, or one JSON object a line"),
     FENCE_OPT_BOOL_ROW(T, "ignore-tokens", ignore_tokens, 0,
