@@ -592,9 +592,12 @@ void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
 size_t fence__store_db_key_fence(fence_store_db *db, const char *key, size_t len, char *out)
 {
     MDB_txn *txn = read_txn(db);
-    MDB_val owner;
+    MDB_val owner, value;
     size_t n = 0;
-    if (owner_get(db, txn, key, len, &owner) == 0) {
+    /* A live key's fence is in its record (format 2); a deleted key's in
+     * "owners". */
+    if (record_get(db, txn, key, len, &owner, &value) == 0 ||
+        owner_get(db, txn, key, len, &owner) == 0) {
         n = owner.mv_size;
         memcpy(out, owner.mv_data, n);
     }
