@@ -17,12 +17,15 @@ ready() {
     done
     return 1
 }
-# exit_status NAME: wait for the spawned process and print its status.
+# exit_status NAME: wait for the spawned process; its status goes to
+# $status.  It must run in this shell, not in a $(...) subshell: only the
+# shell that started the process can wait for it, and a subshell forked
+# before the process died gets no status at all (a flaky -1 under load).
 exit_status() {
     local pid; pid=$(pid_of "$1")
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     wait "$pid" 2>/dev/null
-    echo $?
+    status=$?
 }
 
 # 1. The first client write fails: ten pipelined grants, not one answered.
@@ -32,7 +35,8 @@ wait_port "$port"; ready "$port"
 reply=$(for i in $(seq 1 10); do printf 'LEASE.GRANT 5000\r\n'; done |
         timeout 10 redis-cli -p "$port" 2>&1 | grep -v -i "error\|refused\|closed" || true)
 check_eq "no grant of the failed write is acknowledged" "" "$reply"
-check_eq "fenced aborts (SIGABRT) on the failed append" "134" "$(exit_status f1)"
+exit_status f1
+check_eq "fenced aborts (SIGABRT) on the failed append" "134" "$status"
 check "the failure is logged" grep -q "raft log append of .* failed.*aborting" "$TEST_TMP/f1.log"
 
 # 2. Two writes succeed, the third fails: the two acknowledged grants survive.
@@ -43,7 +47,8 @@ check_eq "first write acknowledged" "1" "$(redis-cli -p "$port" LEASE.GRANT 6000
 check_eq "second write acknowledged" "1" "$(redis-cli -p "$port" LOCK r 1)"
 third=$(timeout 10 redis-cli -p "$port" LOCK s 1 2>&1)
 check "third write (failed append) not acknowledged" test "$third" != "2"
-check_eq "fenced aborts" "134" "$(exit_status f2)"
+exit_status f2
+check_eq "fenced aborts" "134" "$status"
 spawn f2b "$FENCED" --port "$port" --data-dir "$TEST_TMP/d2"
 wait_port "$port"; ready "$port"
 check_eq "after restart the acknowledged lock is held with its token" "1 1" \
