@@ -102,6 +102,24 @@ COMMENT ON TABLE fence.keys IS
     'The fence each claimed key belongs to (bound on first claim); change it only through fence.claim.';
 REVOKE ALL ON TABLE fence.keys FROM PUBLIC;
 
+-- fence.check_name(name): raise FN002 unless name is 1..256 bytes.  The one
+-- name check of fence.admit and fence.claim.
+CREATE OR REPLACE FUNCTION fence.check_name(name text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF check_name.name IS NULL OR octet_length(check_name.name) < 1 OR octet_length(check_name.name) > 256 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'FN002',
+            MESSAGE = format('invalid fence name: must be 1..256 bytes, got %s',
+                             coalesce(octet_length(check_name.name)::text || ' bytes', 'NULL'));
+    END IF;
+END
+$fn$;
+
 -- fence.admit(name, token): admit token for fence name in the caller's
 -- transaction, or raise FN001 if it is stale.  Returns the mark after the
 -- call (equal to token).
@@ -125,12 +143,7 @@ AS $fn$
 DECLARE
     high bigint;
 BEGIN
-    IF admit.name IS NULL OR octet_length(admit.name) < 1 OR octet_length(admit.name) > 256 THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'FN002',
-            MESSAGE = format('invalid fence name: must be 1..256 bytes, got %s',
-                             coalesce(octet_length(admit.name)::text || ' bytes', 'NULL'));
-    END IF;
+    PERFORM fence.check_name(admit.name);
     IF admit.token IS NULL OR admit.token < 0 THEN
         RAISE EXCEPTION USING
             ERRCODE = 'FN003',
@@ -199,12 +212,7 @@ AS $fn$
 DECLARE
     owner text;
 BEGIN
-    IF claim.name IS NULL OR octet_length(claim.name) < 1 OR octet_length(claim.name) > 256 THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'FN002',
-            MESSAGE = format('invalid fence name: must be 1..256 bytes, got %s',
-                             coalesce(octet_length(claim.name)::text || ' bytes', 'NULL'));
-    END IF;
+    PERFORM fence.check_name(claim.name);
     IF claim.key IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'FN004', MESSAGE = 'WRONGFENCE a NULL key cannot be claimed';
     END IF;
@@ -268,6 +276,7 @@ $fn$;
 COMMENT ON FUNCTION fence.guard() IS
     'Row trigger: every written row''s key belongs to the fence admitted last in the transaction.';
 
+REVOKE ALL ON FUNCTION fence.check_name(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.claim(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.admit(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.high(text) FROM PUBLIC;
