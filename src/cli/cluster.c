@@ -315,6 +315,7 @@ static int run(const cluster_args *a)
     }
     char err[256] = "no server given";
     char last_err[512] = "";
+    char tls_err[512] = "";
     bool reached = false;
     for (;;) {
         memcpy(list, a->servers, strlen(a->servers) + 1);
@@ -333,8 +334,13 @@ static int run(const cluster_args *a)
                     fprintf(stderr, "fencectl: cluster %s: %s\n", a->verb, err);
                     return FENCECTL_EXIT_ERROR;
                 }
-                if (r == NULL)
+                if (r == NULL) {
+                    /* A TLS failure says more than the timeout a later try
+                     * may end in under load: keep the first one to report. */
+                    if (tls_err[0] == '\0' && strstr(err, "TLS") != NULL)
+                        snprintf(tls_err, sizeof(tls_err), "%s", err);
                     break; /* next server */
+                }
                 reached = true;
                 if (err_is(r, "NOTLEADER") && r->len > 10 && r->len - 10 < sizeof(addr)) {
                     snprintf(addr, sizeof(addr), "%.*s", (int)(r->len - 10), r->str + 10);
@@ -374,7 +380,8 @@ static int run(const cluster_args *a)
                 a->timeout_ms, last_err);
         return FENCECTL_EXIT_UNREACHABLE;
     }
-    fprintf(stderr, "fencectl: cluster %s: no server reachable (%s)\n", a->verb, err);
+    fprintf(stderr, "fencectl: cluster %s: no server reachable (%s)\n", a->verb,
+            tls_err[0] != '\0' ? tls_err : err);
     return FENCECTL_EXIT_UNREACHABLE;
 }
 
