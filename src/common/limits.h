@@ -106,6 +106,15 @@ _Static_assert(FENCE_STORE_BATCH_BYTES >= FENCE_STORE_VALUE_DEFAULT, "a default-
 _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
                "a request's other arguments must fit the slack");
 
+/* fence-store's write-ahead log (src/store/wal.c): bytes per file (two
+ * files, preallocated once), and the least a small file system gets (an
+ * eighth of its free space otherwise).  A batch larger than a file skips
+ * the log and is made durable by a synchronous LMDB sync. */
+#define FENCE_STORE_WAL_FILE_DEFAULT (16 * 1024 * 1024)
+#define FENCE_STORE_WAL_FILE_MIN (64 * 1024)
+_Static_assert(FENCE_STORE_WAL_FILE_MIN <= FENCE_STORE_WAL_FILE_DEFAULT, "wal file bounds");
+_Static_assert(FENCE_STORE_WAL_FILE_MIN % 4096 == 0, "wal files are whole pages");
+
 /* ---- Redis-client compatibility (src/common/compat.c) ------------------- */
 
 /* Longest client name (CLIENT SETNAME, HELLO SETNAME) and AUTH user name. */

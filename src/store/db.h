@@ -11,6 +11,14 @@
  * (a deleted key cannot be recreated through another fence).
  * --ignore-tokens turns this check off along with the token check.
  *
+ * Durability: a write-ahead log (wal.h) in front of LMDB.  Each batch is
+ * committed to LMDB without a sync (MDB_NOSYNC), with its LSN in the same
+ * transaction, then appended to the log as one record and fdatasynced:
+ * one sync per batch.  When the log moves to its other file, a checkpoint
+ * (fence__store_db_ckpt_*: mdb_env_sync on a worker thread) makes LMDB
+ * durable so the file left behind can be reused.  At open, every record
+ * above LMDB's LSN is re-applied.  See docs/fence-store.md, "Durability".
+ *
  * Disk full: LMDB's MDB_MAP_FULL (the map is full) and ENOSPC (the file
  * system is full) abort the transaction, nothing written, and are reported
  * (FENCE_STORE_FULL, FENCE_STORE_NOSPACE) and logged as such.  Any other
@@ -62,6 +70,15 @@ typedef struct fence_store_db_stats {
     uint64_t rejected_wrongfence; /* writes refused: key of another fence */
     uint64_t map_size;       /* configured map size */
     uint64_t map_used;       /* bytes of the map in use (pages * psize) */
+    uint64_t wal_file_size;  /* bytes per WAL file */
+    uint64_t wal_bytes;      /* WAL record bytes written since start */
+    uint64_t wal_syncs;      /* WAL fdatasyncs since start */
+    uint64_t wal_lsn;        /* LSN of the last batch */
+    uint64_t wal_durable_lsn; /* LSN up to which LMDB itself is durable */
+    uint64_t wal_checkpoints; /* LMDB syncs since start */
+    uint64_t wal_stalls;     /* batches that waited for a synchronous
+                              * LMDB sync */
+    uint64_t wal_replayed;   /* WAL records replayed at the start */
 } fence_store_db_stats;
 
 /* Open (creating) the store in dir (created if missing) with the given map
@@ -124,5 +141,21 @@ uint64_t fence__store_db_high(fence_store_db *db, const char *fence,
 
 /* Fill *st. */
 void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st);
+
+/* True when a checkpoint is due (the log moved to its other file), with
+ * the LSN it must make durable in *lsn.  The caller runs
+ * fence__store_db_ckpt_sync (any thread) and then, on this thread,
+ * fence__store_db_ckpt_done; until then this keeps returning true (start
+ * one checkpoint at a time). */
+bool fence__store_db_ckpt_wanted(const fence_store_db *db, uint64_t *lsn);
+
+/* The checkpoint's sync (mdb_env_sync(env, 1): an fdatasync of the data
+ * file, which LMDB allows while the loop thread runs transactions).  May
+ * run on a worker thread; touches no other state.  0 or an LMDB error. */
+int fence__store_db_ckpt_sync(fence_store_db *db);
+
+/* The checkpoint for lsn finished with rc (fatal when not 0): every batch
+ * up to lsn is durable in LMDB; the log may reuse its file. */
+void fence__store_db_ckpt_done(fence_store_db *db, uint64_t lsn, int rc);
 
 #endif /* FENCE_STORE_DB_H */
