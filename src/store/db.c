@@ -250,9 +250,10 @@ static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
 
 /* Open the WAL, re-apply every record LMDB lacks, make LMDB durable; 0,
  * or -1 with a message in err. */
-static int recover(fence_store_db *db, char *err, size_t errcap)
+static int recover(fence_store_db *db, uint64_t wal_size, char *err,
+                   size_t errcap)
 {
-    if (fence__store_wal_open(db->dir, FENCE_STORE_WAL_FILE_DEFAULT,
+    if (fence__store_wal_open(db->dir, wal_size,
                               &db->wal, err, errcap) != 0)
         return -1;
     uint64_t from = db->lsn, last = 0, n = 0;
@@ -278,7 +279,8 @@ static int recover(fence_store_db *db, char *err, size_t errcap)
 
 /* Open the environment and the four databases; upgrade the format;
  * recover from the WAL. */
-int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
+int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
+                         bool ignore_tokens,
                   fence_store_db **out, char *err, size_t errcap)
 {
     FENCE_ASSERT(out != NULL);
@@ -341,7 +343,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     what = "mdb_txn_commit";
     if ((rc = mdb_txn_commit(txn)) != 0)
         goto out_close;
-    if (recover(db, err, errcap) != 0) {
+    if (recover(db, wal_size, err, errcap) != 0) {
         fence__store_wal_close(db->wal);
         mdb_env_close(db->env);
         free(db);

@@ -82,9 +82,11 @@ typedef struct fence_store_db_stats {
 } fence_store_db_stats;
 
 /* Open (creating) the store in dir (created if missing) with the given map
- * size.  ignore_tokens turns enforcement off (control mode).  Returns 0, or
- * -1 with a message in err. */
-int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
+ * size, and its write-ahead log (files of wal_size bytes when created),
+ * replaying the log.  ignore_tokens turns enforcement off (control mode).
+ * Returns 0, or -1 with a message in err. */
+int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
+                         bool ignore_tokens,
                   fence_store_db **out, char *err, size_t errcap);
 
 /* Close the store.  NULL is a no-op. */

@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     if (lock_fd < 0)
         return 1;
     fence_store_db *db = NULL;
-    if (fence__store_db_open(cfg.data_dir, cfg.map_size, cfg.ignore_tokens, &db,
+    if (fence__store_db_open(cfg.data_dir, cfg.map_size, cfg.wal_size, cfg.ignore_tokens, &db,
                              err, sizeof(err)) != 0) {
         FENCE_LOG_E("%s", err);
         close(lock_fd);
