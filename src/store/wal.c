@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -202,6 +203,10 @@ int fence__store_wal_open(const char *dir, uint64_t want,
     uint64_t avail = 0, size = want;
     if (fence__fs_free_bytes(dir, &avail) == 0 && avail / 8 < size)
         size = avail / 8;
+    struct rlimit lim; /* a file-size limit (ulimit -f) caps the files too */
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)lim.rlim_cur / 4 < size)
+        size = (uint64_t)lim.rlim_cur / 4;
     if (size < FENCE_STORE_WAL_FILE_MIN)
         size = FENCE_STORE_WAL_FILE_MIN;
     size -= size % 4096;

@@ -34,7 +34,8 @@ typedef struct fence_store_wal_stats {
 
 /* Open the log in dir, creating the files when missing with want bytes
  * each (less when the file system is small: an eighth of its free space,
- * at least FENCE_STORE_WAL_FILE_MIN).  0, or -1 with a message in err. */
+ * or under a file-size limit: a quarter of it; at least
+ * FENCE_STORE_WAL_FILE_MIN).  0, or -1 with a message in err. */
 int fence__store_wal_open(const char *dir, uint64_t want,
                           fence_store_wal **out, char *err, size_t errcap);
 
