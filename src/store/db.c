@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/limits.h"
 #include "common/num.h"
+#include "store/ckpt.h"
 #include "store/wal.h"
 #include "store/walrec.h"
 
@@ -58,6 +59,11 @@ struct fence_store_db {
     uint64_t wal_stalls;   /* batches that waited for a synchronous sync
                             * (both files busy, or a batch larger than a
                             * file) */
+    fence_store_ckpt_saver saver; /* writes lmdb-meta.ckpt (ckpt.h) */
+    fence_store_ckpt cur;  /* the newest durable checkpoint: its pin */
+    fence_store_ckpt async; /* the one on the worker thread */
+    bool async_busy;       /* async is captured, not yet installed */
+    uint64_t ckpt_seq;     /* captures so far */
 };
 
 /* The meta key holding the LSN of the last batch in LMDB (8 bytes LE):
@@ -248,6 +254,36 @@ static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
     return 0;
 }
 
+/* Make c the installed checkpoint if it is newer than the installed one
+ * (releasing that one's pin), else release c; c is emptied. */
+static void ckpt_install(fence_store_db *db, fence_store_ckpt *c)
+{
+    if (c->seq <= db->cur.seq) {
+        fence__store_ckpt_release(c);
+        return;
+    }
+    FENCE_ASSERT(c->lsn >= db->durable);
+    fence__store_ckpt_release(&db->cur);
+    db->cur = *c;
+    memset(c, 0, sizeof(*c));
+    db->durable = db->cur.lsn;
+    fence__store_wal_durable(db->wal, db->durable);
+    db->checkpoints++;
+}
+
+/* A whole checkpoint on this thread (ckpt.h): capture, sync and save,
+ * install.  0 or an LMDB/errno code. */
+static int checkpoint_now(fence_store_db *db)
+{
+    fence_store_ckpt c;
+    int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq, &c);
+    if (rc == 0 && (rc = fence__store_ckpt_persist(db->env, &db->saver, &c)) != 0)
+        fence__store_ckpt_release(&c);
+    if (rc == 0)
+        ckpt_install(db, &c);
+    return rc;
+}
+
 /* Open the WAL, re-apply every record LMDB lacks, make LMDB durable; 0,
  * or -1 with a message in err. */
 static int recover(fence_store_db *db, uint64_t wal_size, char *err,
@@ -261,14 +297,12 @@ static int recover(fence_store_db *db, uint64_t wal_size, char *err,
                                 err, errcap) != 0)
         return -1;
     FENCE_ASSERT(last == db->lsn);
-    int rc = mdb_env_sync(db->env, 1);
+    int rc = checkpoint_now(db);
     if (rc != 0) {
-        snprintf(err, errcap, "LMDB sync of %s after recovery: %s", db->dir,
-                 mdb_strerror(rc));
+        snprintf(err, errcap, "LMDB checkpoint of %s after recovery: %s",
+                 db->dir, mdb_strerror(rc));
         return -1;
     }
-    db->durable = db->lsn;
-    fence__store_wal_durable(db->wal, db->lsn);
     db->replayed = n;
     if (n > 0)
         FENCE_LOG_I("recovery: replayed %" PRIu64 " write-ahead log records "
@@ -299,6 +333,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     db->ignore_tokens = ignore_tokens;
     db->map_size = map_size;
     snprintf(db->dir, sizeof(db->dir), "%s", dir);
+    fence__store_ckpt_saver_init(&db->saver, dir);
     const char *what = "mdb_env_create";
     if ((rc = mdb_env_create(&db->env)) != 0)
         goto out_free;
@@ -311,8 +346,18 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     /* MDB_NOSYNC: a commit writes its pages and no sync; the write-ahead
      * log makes each batch durable (one fdatasync), and a checkpoint
      * (mdb_env_sync) makes LMDB durable before the log is reused. */
+    /* MDB_NOTLS: the loop thread holds the checkpoint's pin (a read
+     * transaction) beside its other transactions (ckpt.h). */
+    uint64_t ckpt_lsn = 0;
+    int restored = fence__store_ckpt_restore(dir, &ckpt_lsn, err, errcap);
+    if (restored < 0) {
+        mdb_env_close(db->env);
+        fence__store_ckpt_saver_free(&db->saver);
+        free(db);
+        return -1;
+    }
     what = "mdb_env_open";
-    if ((rc = mdb_env_open(db->env, dir, MDB_NOSYNC, 0644)) != 0)
+    if ((rc = mdb_env_open(db->env, dir, MDB_NOSYNC | MDB_NOTLS, 0644)) != 0)
         goto out_close;
     MDB_txn *txn;
     what = "mdb_txn_begin";
@@ -334,6 +379,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     if ((rc = format_check(db, txn, err, errcap)) != 0) {
         mdb_txn_abort(txn);
         mdb_env_close(db->env);
+        fence__store_ckpt_saver_free(&db->saver);
         free(db);
         return -1;
     }
@@ -343,9 +389,15 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     what = "mdb_txn_commit";
     if ((rc = mdb_txn_commit(txn)) != 0)
         goto out_close;
+    if (restored > 0)
+        FENCE_LOG_I("LMDB in %s restored to its last checkpoint (LSN %" PRIu64
+                    "); the write-ahead log replays what followed", dir,
+                    ckpt_lsn);
     if (recover(db, wal_size, err, errcap) != 0) {
+        fence__store_ckpt_release(&db->cur);
         fence__store_wal_close(db->wal);
         mdb_env_close(db->env);
+        fence__store_ckpt_saver_free(&db->saver);
         free(db);
         return -1;
     }
@@ -357,6 +409,7 @@ out_abort:
 out_close:
     mdb_env_close(db->env);
 out_free:
+    fence__store_ckpt_saver_free(&db->saver);
     free(db);
     snprintf(err, errcap, "LMDB %s on %s: %s", what, dir, mdb_strerror(rc));
     return -1;
@@ -368,16 +421,17 @@ void fence__store_db_close(fence_store_db *db)
 {
     if (db == NULL)
         return;
+    FENCE_ASSERT(!db->async_busy);
     if (db->lsn > db->durable) {
-        int rc = mdb_env_sync(db->env, 1);
+        int rc = checkpoint_now(db);
         if (rc != 0)
-            FENCE_LOG_E("LMDB sync of %s at shutdown: %s (the write-ahead "
-                        "log still holds every acknowledged write)", db->dir,
-                        mdb_strerror(rc));
-        else
-            db->checkpoints++;
+            FENCE_LOG_E("LMDB checkpoint of %s at shutdown: %s (the "
+                        "write-ahead log still holds every acknowledged "
+                        "write)", db->dir, mdb_strerror(rc));
     }
+    fence__store_ckpt_release(&db->cur);
     fence__store_wal_close(db->wal);
+    fence__store_ckpt_saver_free(&db->saver);
     fence__store_walbuf_free(&db->rec);
     mdb_env_close(db->env);
     free(db);
@@ -643,14 +697,12 @@ static void counters_settle(fence_store_db *db, bool keep)
  * then durable and the log starts over.  Fatal on failure. */
 static void sync_now(fence_store_db *db)
 {
-    int rc = mdb_env_sync(db->env, 1);
+    int rc = checkpoint_now(db);
     if (rc != 0)
-        FENCE_STORE_FATAL("LMDB sync of %s failed: %s", db->dir,
+        FENCE_STORE_FATAL("LMDB checkpoint of %s failed: %s", db->dir,
                           mdb_strerror(rc));
-    db->durable = db->lsn;
-    fence__store_wal_durable(db->wal, db->lsn);
+    FENCE_ASSERT(db->durable == db->lsn);
     fence__store_wal_reset(db->wal);
-    db->checkpoints++;
     db->wal_stalls++;
 }
 
@@ -890,30 +942,36 @@ void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
     st->map_size = db->map_size;
 }
 
-/* A checkpoint is due (db.h). */
-bool fence__store_db_ckpt_wanted(const fence_store_db *db, uint64_t *lsn)
+/* Capture the due checkpoint (db.h). */
+bool fence__store_db_ckpt_begin(fence_store_db *db, uint64_t *lsn)
 {
-    if (db->ckpt_want <= db->durable)
+    if (db->async_busy || db->ckpt_want <= db->durable)
         return false;
-    *lsn = db->ckpt_want;
+    FENCE_ASSERT(db->batch == NULL);
+    int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq,
+                                       &db->async);
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB checkpoint capture in %s failed: %s",
+                          db->dir, mdb_strerror(rc));
+    db->async_busy = true;
+    *lsn = db->lsn;
     return true;
 }
 
-/* The checkpoint's sync (db.h): only the environment handle is read. */
+/* The checkpoint's sync and save (db.h): reads only the environment
+ * handle and db->async, which the loop leaves alone until _done. */
 int fence__store_db_ckpt_sync(fence_store_db *db)
 {
-    return mdb_env_sync(db->env, 1);
+    return fence__store_ckpt_persist(db->env, &db->saver, &db->async);
 }
 
 /* The checkpoint finished (db.h). */
-void fence__store_db_ckpt_done(fence_store_db *db, uint64_t lsn, int rc)
+void fence__store_db_ckpt_done(fence_store_db *db, int rc)
 {
+    FENCE_ASSERT(db->async_busy);
     if (rc != 0)
-        FENCE_STORE_FATAL("LMDB sync of %s (checkpoint) failed: %s", db->dir,
+        FENCE_STORE_FATAL("LMDB checkpoint of %s failed: %s", db->dir,
                           mdb_strerror(rc));
-    FENCE_ASSERT(lsn <= db->lsn);
-    if (lsn > db->durable)
-        db->durable = lsn;
-    fence__store_wal_durable(db->wal, lsn);
-    db->checkpoints++;
+    db->async_busy = false;
+    ckpt_install(db, &db->async);
 }

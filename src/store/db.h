@@ -144,20 +144,22 @@ uint64_t fence__store_db_high(fence_store_db *db, const char *fence,
 /* Fill *st. */
 void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st);
 
-/* True when a checkpoint is due (the log moved to its other file), with
- * the LSN it must make durable in *lsn.  The caller runs
- * fence__store_db_ckpt_sync (any thread) and then, on this thread,
- * fence__store_db_ckpt_done; until then this keeps returning true (start
- * one checkpoint at a time). */
-bool fence__store_db_ckpt_wanted(const fence_store_db *db, uint64_t *lsn);
+/* When a checkpoint is due (the log moved to its other file) and none is
+ * in flight, capture it (ckpt.h: the pin and the meta pages of the last
+ * commit) and return true with its LSN in *lsn; no batch may be open.
+ * The caller then runs fence__store_db_ckpt_sync (any thread) and, back on
+ * this thread, fence__store_db_ckpt_done. */
+bool fence__store_db_ckpt_begin(fence_store_db *db, uint64_t *lsn);
 
-/* The checkpoint's sync (mdb_env_sync(env, 1): an fdatasync of the data
- * file, which LMDB allows while the loop thread runs transactions).  May
- * run on a worker thread; touches no other state.  0 or an LMDB error. */
+/* The checkpoint's sync and save: mdb_env_sync(env, 1) (an fdatasync of
+ * the data file: only the environment handle is used, which LMDB allows
+ * beside the loop thread's transactions) and lmdb-meta.ckpt written.  May
+ * run on a worker thread.  0 or an LMDB/errno code. */
 int fence__store_db_ckpt_sync(fence_store_db *db);
 
-/* The checkpoint for lsn finished with rc (fatal when not 0): every batch
- * up to lsn is durable in LMDB; the log may reuse its file. */
-void fence__store_db_ckpt_done(fence_store_db *db, uint64_t lsn, int rc);
+/* The checkpoint finished with rc (fatal when not 0): every batch up to
+ * its LSN is durable in LMDB; the log may reuse its file; the previous
+ * checkpoint's pin is released. */
+void fence__store_db_ckpt_done(fence_store_db *db, int rc);
 
 #endif /* FENCE_STORE_DB_H */

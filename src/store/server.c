@@ -405,7 +405,7 @@ static void ckpt_after(uv_work_t *w, int status)
     server *s = w->data;
     FENCE_ASSERT(status == 0);
     s->ckpt_running = false;
-    fence__store_db_ckpt_done(s->db, s->ckpt_lsn, s->ckpt_rc);
+    fence__store_db_ckpt_done(s->db, s->ckpt_rc);
     fence__store_metrics_checkpoint(&s->metrics,
                                     (double)(uv_hrtime() - s->ckpt_t0) * 1e-9);
     ckpt_start(s);
@@ -415,7 +415,7 @@ static void ckpt_after(uv_work_t *w, int status)
 static void ckpt_start(server *s)
 {
     uint64_t lsn;
-    if (s->ckpt_running || !fence__store_db_ckpt_wanted(s->db, &lsn))
+    if (s->ckpt_running || s->open || !fence__store_db_ckpt_begin(s->db, &lsn))
         return;
     s->ckpt.data = s;
     s->ckpt_lsn = lsn;

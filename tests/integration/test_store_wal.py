@@ -3,16 +3,21 @@
 
 LMDB runs with MDB_NOSYNC and the WAL makes each batch durable, so the
 records LMDB lacks after a power cut are replayed at the start.  A power
-cut is simulated by putting back an older, consistent copy of data.mdb (a
-copy made after a clean shutdown, or by mdb_copy under load) after kill -9:
-LMDB then lacks the newest batches, as it would had their pages never
-reached the disk, and the WAL must bring back every acknowledged one.
+cut is simulated by putting back an older, consistent copy of data.mdb
+(mdb_copy, at a checkpoint or under load) after kill -9: LMDB then lacks
+the newest batches, as it would had their pages never reached the disk,
+and the WAL must bring back every acknowledged one.
+
+Every start also writes the last checkpoint's LMDB meta pages back
+(src/store/ckpt.h), so after a kill -9 LMDB opens at that checkpoint and
+the WAL replays everything after it: the same path as after a power cut.
 
 - clean restart: a SIGTERM checkpoints; the next start replays nothing;
 - replay: the batches after the older copy come back, marks included;
 - torn tail: the last record half-written is dropped, the server starts;
 - a flipped byte in a middle record (valid records after it): the server
   refuses to start and says why;
+- a damaged lmdb-meta.ckpt (the saved meta pages) refuses the start;
 - rollover under load: small WAL files (--wal-size 64k), 16 writers,
   checkpoints on the worker thread, then kill -9: every acknowledged
   write survives;
@@ -34,6 +39,8 @@ from fencetest import run_group, skip  # noqa: E402
 
 redis = need_store()
 MDB_COPY = shutil.which("mdb_copy")
+if MDB_COPY is None:
+    skip("mdb_copy (lmdb-utils) not installed")
 HDR = 4096  # WAL file header bytes
 
 
@@ -64,22 +71,27 @@ def records(path):
 
 
 def power_cut_setup(tmp, name, n):
-    """A store with 3 checkpointed writes and then n more, one record each,
-    killed with -9 and given back its data.mdb of the checkpoint.
-    Returns the Store (stopped)."""
+    """A store with 3 checkpointed writes (a clean stop, then a start,
+    which checkpoints again) and a copy of data.mdb as that checkpoint left
+    it (mdb_copy: consistent), then n more writes, one record each, killed
+    with -9 and given back the copy: the disk as a power cut leaves it when
+    none of the later batches' LMDB pages made it.  Returns the Store
+    (stopped)."""
     s = Store(tmp, name)
     s.start()
     r = client(s)
     for i in range(1, 4):
         r.execute_command("FSET", "f", i, "base%d" % i, "v%d" % i)
     s.stop()
-    shutil.copy(os.path.join(s.dir, "data.mdb"), os.path.join(tmp, name + ".ckpt"))
     s.start()
+    snap = os.path.join(tmp, name + ".snap")
+    os.mkdir(snap)
+    subprocess.run([MDB_COPY, s.dir, snap], check=True)
     r = client(s)
     for i in range(4, 4 + n):
         r.execute_command("FSET", "f", i, "k%d" % i, "v%d" % i)
     s.kill(signal.SIGKILL)
-    shutil.copy(os.path.join(tmp, name + ".ckpt"), os.path.join(s.dir, "data.mdb"))
+    shutil.copy(os.path.join(snap, "data.mdb"), os.path.join(s.dir, "data.mdb"))
     return s
 
 
@@ -172,6 +184,28 @@ def test_flipped_byte(tap, tmp):
     s.kill()
 
 
+def test_bad_meta_copy(tap, tmp):
+    s = Store(tmp, "meta")
+    s.start()
+    client(s).execute_command("FSET", "f", 1, "k", "v")
+    s.kill(signal.SIGKILL)
+    path = os.path.join(s.dir, "lmdb-meta.ckpt")
+    tap.check(os.path.exists(path), "a running store keeps its checkpoint's meta pages")
+    with open(path, "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 1]))
+    try:
+        s.start()
+        up = True
+    except RuntimeError:
+        up = False
+    tap.check(not up and "lmdb-meta.ckpt is damaged" in read_log(s.log),
+              "a damaged lmdb-meta.ckpt refuses the start, and says so", read_log(s.log)[-400:])
+    s.kill()
+
+
 class Writer(threading.Thread):
     """FSETs with increasing tokens on its own fence until the server dies;
     remembers the last acknowledged value per key and the one in flight."""
@@ -250,9 +284,6 @@ def test_rollover(tap, tmp):
 
 
 def test_replay_under_load(tap, tmp):
-    if MDB_COPY is None:
-        tap.note("SKIP replay under load: mdb_copy (lmdb-utils) not installed")
-        return
     s = Store(tmp, "load")
     s.start()
     ws = load(s)
@@ -277,7 +308,7 @@ def main():
     tap = Tap()
     with TempDir() as tmp:
         for t in (test_clean_restart, test_replay, test_torn_tail, test_flipped_byte,
-                  test_rollover, test_replay_under_load):
+                  test_bad_meta_copy, test_rollover, test_replay_under_load):
             run_group(tap, t, tap, tmp)
     tap.finish()
 
