@@ -22,9 +22,9 @@
  * Disk full: LMDB's MDB_MAP_FULL (the map is full) and ENOSPC (the file
  * system is full) abort the transaction, nothing written, and are reported
  * (FENCE_STORE_FULL, FENCE_STORE_NOSPACE) and logged as such.  Any other
- * LMDB error is fatal (log + abort): mdb_txn_commit fsyncs, and after a
- * failed commit or write we cannot know what is on disk, so the process
- * stops instead of acknowledging anything more. */
+ * LMDB error, and any failed WAL write, fdatasync or checkpoint sync, is
+ * fatal (log + abort): after a failed write or sync we cannot know what is
+ * on disk, so the process stops instead of acknowledging anything more. */
 #ifndef FENCE_STORE_DB_H
 #define FENCE_STORE_DB_H
 
@@ -40,7 +40,8 @@ typedef struct fence_store_db fence_store_db;
 
 /* Outcome of fence__store_db_write. */
 typedef enum fence_store_result {
-    FENCE_STORE_OK,        /* committed (fsynced); see out fields */
+    FENCE_STORE_OK,        /* committed, durable in the WAL; see out
+                            * fields */
     FENCE_STORE_STALE,     /* token < mark: nothing written; high = the mark */
     FENCE_STORE_FULL,      /* LMDB map full: nothing written */
     FENCE_STORE_NOSPACE,   /* file system full (ENOSPC): nothing written */
