@@ -11,8 +11,10 @@
  *      reader can see, so the snapshot's pages stay as they are) and a copy
  *      of the two meta pages (which later commits overwrite in place);
  *   2. syncs the data file (mdb_env_sync(env, 1), any thread) and then
- *      writes the meta copy and its LSN to <dir>/lmdb-meta.ckpt (a
- *      temporary file, synced, renamed, directory synced);
+ *      writes the meta copy and its LSN into <dir>/lmdb-meta.ckpt, in
+ *      place, in the older of its two slots, and fdatasyncs it (the file
+ *      is created once at full size: no new block is needed, so a full
+ *      disk does not stop checkpoints, and a torn write spoils one slot);
  *   3. is installed on the loop thread: the pin of the previous checkpoint
  *      is released, this one is kept until the next checkpoint is durable.
  * On every start the saved meta pages are written back into data.mdb
@@ -41,8 +43,11 @@ typedef struct fence_store_ckpt {
 /* Serializes the writes of lmdb-meta.ckpt and keeps them monotonic. */
 typedef struct fence_store_ckpt_saver {
     pthread_mutex_t mu; /* held while the file is written */
-    uint64_t saved;     /* seq of the file on disk, 0: none yet (under
-                         * mu) */
+    uint64_t saved;     /* seq of the last image saved, 0: none yet
+                         * (under mu) */
+    uint64_t gen;       /* generation of the newest image in the file */
+    int fd;             /* the file, -1 until first used */
+    size_t slot;        /* bytes per slot (one image) */
     char dir[1024];     /* the data directory */
 } fence_store_ckpt_saver;
 
@@ -61,7 +66,7 @@ int fence__store_ckpt_capture(MDB_env *env, uint64_t lsn, uint64_t seq,
 /* Step 2, any thread: sync LMDB, then save c's meta pages unless a newer
  * checkpoint is saved already.  0, or an LMDB/errno code. */
 int fence__store_ckpt_persist(MDB_env *env, fence_store_ckpt_saver *sv,
-                              const fence_store_ckpt *c);
+                              fence_store_ckpt *c);
 
 /* Release c's pin and memory (c may be empty). */
 void fence__store_ckpt_release(fence_store_ckpt *c);
@@ -71,7 +76,13 @@ void fence__store_ckpt_release(fence_store_ckpt *c);
  * checkpoint's LSN in *lsn; 0 when there is no saved checkpoint (nothing
  * done); -1 with a message (a damaged lmdb-meta.ckpt refuses the
  * start). */
-int fence__store_ckpt_restore(const char *dir, uint64_t *lsn, char *err,
-                              size_t errcap);
+int fence__store_ckpt_restore(fence_store_ckpt_saver *sv, uint64_t *lsn,
+                              char *err, size_t errcap);
+
+/* After a clean stop's checkpoint (LMDB fully synced, its meta pages on
+ * disk the newest): clear lmdb-meta.ckpt in place, so that an older
+ * fence-store run on the directory in between cannot leave it stale.  0
+ * or an errno. */
+int fence__store_ckpt_forget(fence_store_ckpt_saver *sv);
 
 #endif /* FENCE_STORE_CKPT_H */

@@ -349,7 +349,8 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     /* MDB_NOTLS: the loop thread holds the checkpoint's pin (a read
      * transaction) beside its other transactions (ckpt.h). */
     uint64_t ckpt_lsn = 0;
-    int restored = fence__store_ckpt_restore(dir, &ckpt_lsn, err, errcap);
+    int restored = fence__store_ckpt_restore(&db->saver, &ckpt_lsn, err,
+                                             errcap);
     if (restored < 0) {
         mdb_env_close(db->env);
         fence__store_ckpt_saver_free(&db->saver);
@@ -422,14 +423,15 @@ void fence__store_db_close(fence_store_db *db)
     if (db == NULL)
         return;
     FENCE_ASSERT(!db->async_busy);
-    if (db->lsn > db->durable) {
-        int rc = checkpoint_now(db);
-        if (rc != 0)
-            FENCE_LOG_E("LMDB checkpoint of %s at shutdown: %s (the "
-                        "write-ahead log still holds every acknowledged "
-                        "write)", db->dir, mdb_strerror(rc));
-    }
+    int rc = db->lsn > db->durable ? checkpoint_now(db) : 0;
+    if (rc != 0)
+        FENCE_LOG_E("LMDB checkpoint of %s at shutdown: %s (the "
+                    "write-ahead log still holds every acknowledged "
+                    "write)", db->dir, mdb_strerror(rc));
     fence__store_ckpt_release(&db->cur);
+    if (rc == 0 && (rc = fence__store_ckpt_forget(&db->saver)) != 0)
+        FENCE_LOG_W("cannot clear %s/lmdb-meta.ckpt: %s", db->dir,
+                    strerror(rc));
     fence__store_wal_close(db->wal);
     fence__store_ckpt_saver_free(&db->saver);
     fence__store_walbuf_free(&db->rec);

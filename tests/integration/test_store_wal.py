@@ -191,17 +191,20 @@ def test_bad_meta_copy(tap, tmp):
     s.kill(signal.SIGKILL)
     path = os.path.join(s.dir, "lmdb-meta.ckpt")
     tap.check(os.path.exists(path), "a running store keeps its checkpoint's meta pages")
-    with open(path, "r+b") as f:
-        f.seek(100)
-        b = f.read(1)
-        f.seek(100)
-        f.write(bytes([b[0] ^ 1]))
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:  # a flipped bit in each of its two slots
+        for at in (100, size // 2 + 100):
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 1]))
     try:
         s.start()
         up = True
     except RuntimeError:
         up = False
-    tap.check(not up and "lmdb-meta.ckpt is damaged" in read_log(s.log),
+    tap.check(not up and "lmdb-meta.ckpt is damaged" in read_log(s.log) and
+              "no valid checkpoint" in read_log(s.log),
               "a damaged lmdb-meta.ckpt refuses the start, and says so", read_log(s.log)[-400:])
     s.kill()
 
