@@ -286,12 +286,14 @@ static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[
                                  unsigned *n_bufs)
 {
     fence_server *s = fsm->data;
-    if (fsm->snapshot_async != NULL) {
-        fence__snapfork_finish(&s->snap);
-    } else {
+    /* Told apart by what fsm_snapshot made, not by snapshot_async: raft
+     * may take an in-loop snapshot inside raft_start, before that is set. */
+    if (s->snap_inline != NULL) {
         free(s->snap_inline);
         s->snap_inline = NULL;
         free(*bufs);
+    } else {
+        fence__snapfork_finish(&s->snap);
     }
     *bufs = NULL;
     *n_bufs = 0;

@@ -200,8 +200,13 @@ int fence__snapfork_collect(fence_snapfork *sf, struct raft_buffer *bufs[],
         memset(&info, 0, sizeof(info));
         rv = waitid(P_PID, (id_t)sf->pid, &info, WEXITED | WNOWAIT);
     } while (rv != 0 && errno == EINTR);
-    if (rv != 0)
-        return RAFT_IOERR; /* finish logs it (collected stays false) */
+    if (rv != 0) {
+        /* ECHILD: someone else reaped it (nothing in fenced does): the pid
+         * may be reused already, so finish must not signal it. */
+        if (errno == ECHILD)
+            sf->collected = true;
+        return RAFT_IOERR;
+    }
     sf->collected = true;
     sf->child_status =
         info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
@@ -230,6 +235,7 @@ int fence__snapfork_collect(fence_snapfork *sf, struct raft_buffer *bufs[],
 /* Reap the child, compare (test hook), log, release. */
 void fence__snapfork_finish(fence_snapfork *sf)
 {
+    FENCE_ASSERT(sf->enabled);
     if (sf->pid > 0) {
         if (!sf->collected)
             kill(sf->pid, SIGKILL); /* not reaped yet: the pid is still ours */
