@@ -14,6 +14,10 @@
 3. Failing children: FENCED_TEST_SNAPSHOT_FAIL=2 makes the first two
    children exit 1; fenced logs "snapshot failed", keeps serving (every
    command meanwhile answered), retries, and a later snapshot is taken.
+4. Started with SIGCHLD ignored (inherited through exec from a bash that
+   ran `trap '' CHLD`, as a service manager may leave it): fenced restores
+   the default, so the kernel does not reap its children before it waits
+   for them, and snapshots are taken.
 No timings are asserted.
 """
 import os
@@ -24,7 +28,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_fenced_lib import Fenced, Tap  # noqa: E402
+import test_fenced_lib  # noqa: E402
+from test_fenced_lib import TMP, Fenced, Tap  # noqa: E402
 
 t = Tap()
 N_CLIENTS = 12
@@ -194,4 +199,23 @@ t.eq(0, bad.stop(), "clean stop")
 bad.start()
 verify(bad, clients, "restart after failed snapshots")
 t.eq(0, bad.stop(), "clean stop")
+
+# ---- 4. SIGCHLD ignored by whoever started fenced ----
+wrapper = os.path.join(TMP, "ignore-sigchld.sh")
+with open(wrapper, "w") as f:
+    f.write("#!/bin/bash\ntrap '' CHLD\nexec %s \"$@\"\n" % test_fenced_lib.FENCED)
+os.chmod(wrapper, 0o755)
+test_fenced_lib.FENCED = wrapper  # exec keeps the pid: stopped by PID as usual
+errors = []
+max_token = 0
+ign = Fenced("sigchld", args=SNAP_ARGS).start()
+t.check("SIGCHLD was ignored (inherited): restored to default" in ign.log_text(),
+        "an inherited SIG_IGN for SIGCHLD is reset at start")
+clients = load(ign, "e", lambda: count(ign, r"snapshot taken: \d+ bytes, fork") >= 5)
+t.check(count(ign, r"snapshot taken: \d+ bytes, fork") >= 5 and
+        count(ign, r"snapshot failed") == 0,
+        "...and forked snapshots are taken (none failed)")
+stop_clients(clients)
+t.check(not errors, "no wrong replies (SIGCHLD case)", errors[:5])
+t.eq(0, ign.stop(), "clean stop")
 t.finish()
