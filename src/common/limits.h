@@ -91,6 +91,15 @@ _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value 
  * floor). */
 #define FENCE_SNAPSHOT_THRESHOLD_MAX 100000000u
 _Static_assert(FENCE_SNAPSHOT_THRESHOLD_MAX <= 1000000000u, "fits raft's unsigned threshold");
+/* fenced: after a snapshot that could not be taken (fork or memfd failed,
+ * the forked child failed), no new one is tried for this long
+ * (src/server/snapfork.c): raft would otherwise retry at every apply. */
+#define FENCE_SNAPSHOT_RETRY_MS 1000u
+_Static_assert(FENCE_SNAPSHOT_RETRY_MS >= 100u, "a failing fork must not run every loop turn");
+/* fenced: the nice increment of a forked snapshot child (it yields the
+ * CPU to the event loop; 19 is the lowest priority). */
+#define FENCE_SNAPSHOT_CHILD_NICE 10
+_Static_assert(FENCE_SNAPSHOT_CHILD_NICE > 0 && FENCE_SNAPSHOT_CHILD_NICE <= 19, "a nice increment");
 
 /* fenced's loop-lag monitor: period of the tick whose lateness is
  * measured (INFO loop_lag_max_us). */
