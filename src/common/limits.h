@@ -111,6 +111,11 @@ _Static_assert(FENCE_LAG_PERIOD_MS >= 1, "a lag tick of at least 1 ms");
  * which it commits early (one request may exceed it alone). */
 #define FENCE_STORE_BATCH_MAX 4096
 #define FENCE_STORE_BATCH_BYTES (32 * 1024 * 1024)
+/* fence-store checkpoints: LMDB growth since the last checkpoint that
+ * starts one: map size / DIV, at most MAX bytes (src/store/db.c). */
+#define FENCE_STORE_CKPT_GROW_DIV 8
+#define FENCE_STORE_CKPT_GROW_MAX (64ull * 1024 * 1024)
+_Static_assert(FENCE_STORE_CKPT_GROW_DIV >= 4, "growth well inside the map");
 _Static_assert(FENCE_STORE_BATCH_BYTES >= FENCE_STORE_VALUE_DEFAULT, "a default-size value fits a batch");
 _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
                "a request's other arguments must fit the slack");

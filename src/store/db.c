@@ -64,6 +64,9 @@ struct fence_store_db {
     fence_store_ckpt async; /* the one on the worker thread */
     bool async_busy;       /* async is captured, not yet installed */
     uint64_t ckpt_seq;     /* captures so far */
+    uint64_t written;      /* pages the batches since the last capture
+                            * wrote, about (see grow_check) */
+    uint64_t grow_pages;   /* written pages that call for a checkpoint */
 };
 
 /* The meta key holding the LSN of the last batch in LMDB (8 bytes LE):
@@ -254,6 +257,25 @@ static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
     return 0;
 }
 
+/* Count the pages the batch just committed wrote (about: one per
+ * operation plus its bytes in pages, an overestimate) and ask for a
+ * checkpoint once the batches since the last capture wrote grow_pages.
+ * The capture's pin keeps every page freed after it from reuse (LMDB
+ * reclaims a page only when no reader is older than the transaction that
+ * freed it), so without this the data file grows by every page each
+ * batch writes until the log's next file switch, whatever the data's size
+ * (a 64 MiB map was full with 16,000 keys of 16 bytes, the default 1 GiB
+ * after about 200,000 random FSETs, and a full map never checkpointed
+ * since nothing more was logged); a checkpoint moves the pin, and the
+ * pages freed before it are reused, so at most about two intervals'
+ * pages are held. */
+static void grow_check(fence_store_db *db)
+{
+    db->written += db->rec.nops + db->rec.len / 4096;
+    if (db->ckpt_want < db->lsn && db->written >= db->grow_pages)
+        db->ckpt_want = db->lsn;
+}
+
 /* Make c the installed checkpoint if it is newer than the installed one
  * (releasing that one's pin), else release c; c is emptied. */
 static void ckpt_install(fence_store_db *db, fence_store_ckpt *c)
@@ -276,6 +298,7 @@ static void ckpt_install(fence_store_db *db, fence_store_ckpt *c)
 static int checkpoint_now(fence_store_db *db)
 {
     fence_store_ckpt c;
+    db->written = 0;
     int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq, &c);
     if (rc == 0 && (rc = fence__store_ckpt_persist(db->env, &db->saver, &c)) != 0)
         fence__store_ckpt_release(&c);
@@ -332,6 +355,11 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     }
     db->ignore_tokens = ignore_tokens;
     db->map_size = map_size;
+    /* A checkpoint every map/DIV bytes written, at most MAX (grow_check). */
+    uint64_t grow = map_size / FENCE_STORE_CKPT_GROW_DIV;
+    if (grow > FENCE_STORE_CKPT_GROW_MAX)
+        grow = FENCE_STORE_CKPT_GROW_MAX;
+    db->grow_pages = grow / 4096 > 0 ? grow / 4096 : 1;
     snprintf(db->dir, sizeof(db->dir), "%s", dir);
     fence__store_ckpt_saver_init(&db->saver, dir);
     const char *what = "mdb_env_create";
@@ -744,6 +772,7 @@ static int commit_durable(fence_store_db *db, MDB_txn *txn)
         sync_now(db);
         break;
     }
+    grow_check(db);
     return 0;
 }
 
@@ -950,6 +979,7 @@ bool fence__store_db_ckpt_begin(fence_store_db *db, uint64_t *lsn)
     if (db->async_busy || db->ckpt_want <= db->durable)
         return false;
     FENCE_ASSERT(db->batch == NULL);
+    db->written = 0;
     int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq,
                                        &db->async);
     if (rc != 0)
