@@ -94,7 +94,10 @@ void fence__owner_record(fence_conn *c, uint64_t id)
     memset(w, 0, sizeof(*w));
     w->lease = id;
     snprintf(w->name, sizeof(w->name), "%s", c->compat.name);
-    peer_text(c, w->addr, sizeof(w->addr));
+    if (c->peer[0] == '\0')
+        peer_text(c, c->peer, sizeof(c->peer));
+    _Static_assert(sizeof(w->addr) == sizeof(c->peer), "same peer text buffer");
+    memcpy(w->addr, c->peer, sizeof(w->addr));
 }
 
 /* The owner of lease id, or NULL when unknown (see the head comment). */

@@ -97,6 +97,9 @@ struct fence_conn {
     uint64_t id;            /* for logs (the layer's id) */
     fence_lconn lconn;      /* the leader module's state of this connection */
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
+    char peer[64];          /* peer "ip:port" for owner records, "" until
+                               first needed (owners.c; one getpeername per
+                               connection, not one per grant) */
 };
 
 /* The owner of one lease (owners.c): the connection it was granted to. */
