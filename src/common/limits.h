@@ -92,6 +92,12 @@ _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value 
 #define FENCE_SNAPSHOT_THRESHOLD_MAX 100000000u
 _Static_assert(FENCE_SNAPSHOT_THRESHOLD_MAX <= 1000000000u, "fits raft's unsigned threshold");
 
+/* fenced: AIO contexts waiting for the io_destroy reaper thread
+ * (src/server/aio_reap.c); libraft closes one per log segment, so a few
+ * at most are ever queued.  A full queue destroys in the caller, as before. */
+#define FENCE_AIO_REAP_QUEUE 64
+_Static_assert(FENCE_AIO_REAP_QUEUE >= 4, "room for the segments of a snapshot burst");
+
 /* fenced's loop-lag monitor: period of the tick whose lateness is
  * measured (INFO loop_lag_max_us). */
 #define FENCE_LAG_PERIOD_MS 10
