@@ -4,7 +4,7 @@
 # trip and prints the floor 1 / (fsync p50 + ping p50) that the contended
 # handoff rate of `make bench` is compared with.
 #
-#   build/release/tests/fsync_probe DIR [N [direct|append|buffered]]
+#   build/release/tests/fsync_probe DIR [N [direct|append|buffered|aio]]
 #       -> fsync_p50_us=... fsync_p99_us=... fsync_max_us=... n=... mode=...
 #   bash tests/bench/floor.sh HOST PORT DATADIR
 #       -> the probe's line, then ping_p50_us=... floor_per_s=...

@@ -3,7 +3,7 @@
  * (issue 14: the contended handoff floor is 1 / (this p50 + one PING round
  * trip)).
  *
- *   fsync_probe DIR [N [MODE]]
+ *   fsync_probe DIR [N [direct|append|buffered|aio]]
  *
  * prints one line, e.g.
  *
@@ -24,12 +24,21 @@
  *   append   a fresh 4 KiB block at the end every time, O_DIRECT|O_DSYNC
  *            (each write also converts an unwritten extent: the slow case)
  *   buffered pwrite of 4 KiB at the end + fdatasync (no O_DIRECT, no O_DSYNC)
+ *   aio      as direct, but each write through kernel AIO as libraft submits
+ *            it (io_submit with RWF_NOWAIT and an eventfd, poll, io_getevents;
+ *            again without RWF_NOWAIT on EAGAIN): compare with direct to see
+ *            what the AIO path itself costs (nothing measurable here)
  *
  * N defaults to 2000 writes (the first 50 are a warm-up and not counted).
  * The probe file (DIR/.fsync_probe.<pid>) is removed before exit.  Exit
  * status 0, or 1 with a message on stderr. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +60,57 @@ enum probe_mode {
     MODE_DIRECT = 0, /* libraft's: rewrite the current block, O_DIRECT|O_DSYNC */
     MODE_APPEND,     /* a new block each time, O_DIRECT|O_DSYNC */
     MODE_BUFFERED,   /* a new block each time, write + fdatasync */
+    MODE_AIO,        /* as direct, through kernel AIO like libraft's writer */
 };
+
+/* Kernel AIO state of mode aio. */
+typedef struct probe_aio {
+    aio_context_t ctx; /* io_setup(1) */
+    int efd;           /* completions are signalled here (IOCB_FLAG_RESFD) */
+} probe_aio;
+
+/* One block write through kernel AIO as libraft's UvWriter does it: try
+ * RWF_NOWAIT with an eventfd and wait for the eventfd (libraft's loop
+ * polls it); on EAGAIN submit again without RWF_NOWAIT (libraft then uses
+ * its thread pool).  Returns the bytes written or -1. */
+static ssize_t aio_write_block(probe_aio *a, int fd, void *buf, off_t off)
+{
+    for (int nowait = 1; nowait >= 0; nowait--) {
+        struct iocb cb;
+        memset(&cb, 0, sizeof(cb));
+        cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+        cb.aio_fildes = (uint32_t)fd;
+        cb.aio_buf = (uint64_t)(uintptr_t)buf;
+        cb.aio_nbytes = PROBE_BLOCK;
+        cb.aio_offset = off;
+        cb.aio_flags = IOCB_FLAG_RESFD;
+        cb.aio_resfd = (uint32_t)a->efd;
+#ifdef RWF_NOWAIT
+        if (nowait)
+            cb.aio_rw_flags = RWF_NOWAIT;
+#endif
+        struct iocb *cbs[1] = {&cb};
+        if (syscall(SYS_io_submit, a->ctx, 1L, cbs) != 1)
+            return -1;
+        struct pollfd p = {a->efd, POLLIN, 0};
+        if (poll(&p, 1, -1) != 1)
+            return -1;
+        uint64_t k;
+        if (read(a->efd, &k, sizeof(k)) != (ssize_t)sizeof(k))
+            return -1;
+        struct io_event ev;
+        if (syscall(SYS_io_getevents, a->ctx, 1L, 1L, &ev, NULL) != 1)
+            return -1;
+        if (ev.res == -EAGAIN && nowait)
+            continue;
+        if (ev.res < 0) {
+            errno = (int)-ev.res;
+            return -1;
+        }
+        return (ssize_t)ev.res;
+    }
+    return -1;
+}
 
 /* Monotonic nanoseconds. */
 static uint64_t now_ns(void)
@@ -77,6 +136,8 @@ static int parse_mode(const char *s)
         return MODE_APPEND;
     if (strcmp(s, "buffered") == 0)
         return MODE_BUFFERED;
+    if (strcmp(s, "aio") == 0)
+        return MODE_AIO;
     return -1;
 }
 
@@ -85,7 +146,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 4 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "--help") == 0) {
-        fprintf(stderr, "usage: fsync_probe DIR [N [direct|append|buffered]]\n");
+        fprintf(stderr, "usage: fsync_probe DIR [N [direct|append|buffered|aio]]\n");
         return 1;
     }
     long n = 2000;
@@ -121,19 +182,31 @@ int main(int argc, char **argv)
     }
     uint64_t *lat = NULL;
     void *buf = NULL;
-    long blocks = mode == MODE_DIRECT ? total / PROBE_PER_BLOCK + 1 : total;
+    bool per_block = mode == MODE_DIRECT || mode == MODE_AIO;
+    long blocks = per_block ? total / PROBE_PER_BLOCK + 1 : total;
+    probe_aio aio = {0, -1};
     int e = posix_fallocate(fd, 0, (off_t)blocks * PROBE_BLOCK);
     if (e != 0) {
         fprintf(stderr, "fsync_probe: posix_fallocate: %s\n", strerror(e));
         goto out_close;
     }
-    const char *name = mode == MODE_DIRECT ? "direct" : mode == MODE_APPEND ? "append"
-                                                                             : "buffered";
+    const char *name = mode == MODE_DIRECT   ? "direct"
+                       : mode == MODE_APPEND ? "append"
+                       : mode == MODE_AIO    ? "aio"
+                                             : "buffered";
+    if (mode == MODE_AIO) {
+        aio.efd = eventfd(0, EFD_CLOEXEC);
+        if (aio.efd < 0 || syscall(SYS_io_setup, 1L, &aio.ctx) != 0) {
+            fprintf(stderr, "fsync_probe: kernel AIO: %s\n", strerror(errno));
+            goto out_close;
+        }
+    }
     if (mode != MODE_BUFFERED) {
         int fl = fcntl(fd, F_GETFL);
         if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0) {
             /* As libraft: no direct I/O here (tmpfs, ZFS), buffered O_DSYNC. */
-            name = mode == MODE_DIRECT ? "dsync" : "append-dsync";
+            name = mode == MODE_DIRECT ? "dsync" : mode == MODE_AIO ? "aio-dsync"
+                                                                    : "append-dsync";
         }
     }
     if (posix_memalign(&buf, PROBE_BLOCK, PROBE_BLOCK) != 0) {
@@ -147,10 +220,12 @@ int main(int argc, char **argv)
         goto out_free;
     }
     for (long i = 0; i < total; i++) {
-        long block = mode == MODE_DIRECT ? i / PROBE_PER_BLOCK : i;
+        long block = per_block ? i / PROBE_PER_BLOCK : i;
         ((uint8_t *)buf)[i % PROBE_BLOCK] ^= 1; /* never the same bytes twice */
         uint64_t t0 = now_ns();
-        ssize_t w = pwrite(fd, buf, PROBE_BLOCK, (off_t)block * PROBE_BLOCK);
+        ssize_t w = mode == MODE_AIO
+                        ? aio_write_block(&aio, fd, buf, (off_t)block * PROBE_BLOCK)
+                        : pwrite(fd, buf, PROBE_BLOCK, (off_t)block * PROBE_BLOCK);
         if (w != PROBE_BLOCK) {
             fprintf(stderr, "fsync_probe: write: %s\n", w < 0 ? strerror(errno) : "short");
             goto out_free;
@@ -172,6 +247,10 @@ out_free:
     free(lat);
     free(buf);
 out_close:
+    if (aio.ctx != 0)
+        syscall(SYS_io_destroy, aio.ctx);
+    if (aio.efd >= 0)
+        close(aio.efd);
     close(fd);
     unlink(path);
     return rc;

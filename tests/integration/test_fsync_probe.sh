@@ -7,7 +7,7 @@ P=$BUILD/tests/fsync_probe
 [ -x "$P" ] || skip_all "$P not built"
 D=$TEST_TMP/disk
 mkdir -p "$D"
-for mode in direct append buffered; do
+for mode in direct append buffered aio; do
     out=$("$P" "$D" 20 $mode)
     check_eq "mode $mode exits 0" 0 $?
     check "mode $mode prints p50, p99, max, n and the mode" \
