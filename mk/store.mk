@@ -41,3 +41,13 @@ bench-store: $(BUILD)/fence-store
 	@BUILD=$(BUILD) bash src/store/bench.sh
 
 .PHONY: bench bench-store
+
+# The WAL record codec: unit test and fuzz target (tests/fuzz/walrec_fuzz.c:
+# the parser recovery runs over a WAL file's bytes).
+$(BUILD)/tests/test_store_walrec: $(BUILD)/tests/unit/test_store_walrec.o \
+                                  $(BUILD)/src/store/walrec.o $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+UNIT_TESTS += $(BUILD)/tests/test_store_walrec
+FUZZ_TARGETS += walrec
+FUZZ_walrec_LIBS := $(BUILD)/src/store/walrec.o $(COMMON_LIB)

@@ -91,6 +91,15 @@ _Static_assert(FENCE_STORE_VALUE_DEFAULT <= FENCE_STORE_VALUE_MAX, "store value 
  * floor). */
 #define FENCE_SNAPSHOT_THRESHOLD_MAX 100000000u
 _Static_assert(FENCE_SNAPSHOT_THRESHOLD_MAX <= 1000000000u, "fits raft's unsigned threshold");
+/* fenced: after a snapshot that could not be taken (fork or memfd failed,
+ * the forked child failed), no new one is tried for this long
+ * (src/server/snapfork.c): raft would otherwise retry at every apply. */
+#define FENCE_SNAPSHOT_RETRY_MS 1000u
+_Static_assert(FENCE_SNAPSHOT_RETRY_MS >= 100u, "a failing fork must not run every loop turn");
+/* fenced: the nice increment of a forked snapshot child (it yields the
+ * CPU to the event loop; 19 is the lowest priority). */
+#define FENCE_SNAPSHOT_CHILD_NICE 10
+_Static_assert(FENCE_SNAPSHOT_CHILD_NICE > 0 && FENCE_SNAPSHOT_CHILD_NICE <= 19, "a nice increment");
 
 /* fenced: AIO contexts waiting for the io_destroy reaper thread
  * (src/server/aio_reap.c); libraft closes one per log segment, so a few
@@ -111,6 +120,15 @@ _Static_assert(FENCE_LAG_PERIOD_MS >= 1, "a lag tick of at least 1 ms");
 _Static_assert(FENCE_STORE_BATCH_BYTES >= FENCE_STORE_VALUE_DEFAULT, "a default-size value fits a batch");
 _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SLACK,
                "a request's other arguments must fit the slack");
+
+/* fence-store's write-ahead log (src/store/wal.c): bytes per file (two
+ * files, preallocated once), and the least a small file system gets (an
+ * eighth of its free space otherwise).  A batch larger than a file skips
+ * the log and is made durable by a synchronous LMDB sync. */
+#define FENCE_STORE_WAL_FILE_DEFAULT (16 * 1024 * 1024)
+#define FENCE_STORE_WAL_FILE_MIN (64 * 1024)
+_Static_assert(FENCE_STORE_WAL_FILE_MIN <= FENCE_STORE_WAL_FILE_DEFAULT, "wal file bounds");
+_Static_assert(FENCE_STORE_WAL_FILE_MIN % 4096 == 0, "wal files are whole pages");
 
 /* ---- Redis-client compatibility (src/common/compat.c) ------------------- */
 

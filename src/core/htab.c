@@ -58,23 +58,22 @@ void fence__htab_free(fence_fsm *f, fence__htab *t)
     t->count = 0;
 }
 
-/* Double the bucket array when the table is fuller than one node per
- * bucket.  Only a restore into a fresh state machine survives a failed
- * allocation here (fence__alloc stops the process elsewhere); its chains
- * then just get longer, which changes no result. */
-static void maybe_grow(fence_fsm *f, fence__htab *t)
+/* Move every node into a new array of nb_n buckets (a power of two).
+ * Only a restore into a fresh state machine survives a failed allocation
+ * here (fence__alloc stops the process elsewhere); its chains then just
+ * get longer, which changes no result. */
+static void resize(fence_fsm *f, fence__htab *t, uint32_t nb_n)
 {
     uint32_t n = t->mask + 1;
-    if (t->count < n || n >= HTAB_MAX_BUCKETS) {
-        return;
-    }
-    fence__hnode **nb = fence__alloc(f, 2 * (size_t)n * sizeof(*nb));
+    FENCE_ASSERT(nb_n > n);
+    FENCE_ASSERT((nb_n & (nb_n - 1)) == 0);
+    fence__hnode **nb = fence__alloc(f, (size_t)nb_n * sizeof(*nb));
     if (nb == NULL) {
         FENCE_ASSERT(f->oom == FENCE__OOM_RETURN);
         return;
     }
-    memset(nb, 0, 2 * (size_t)n * sizeof(*nb));
-    uint32_t nmask = 2 * n - 1;
+    memset(nb, 0, (size_t)nb_n * sizeof(*nb));
+    uint32_t nmask = nb_n - 1;
     uint32_t moved = 0;
     for (uint32_t i = 0; i < n; i++) {
         fence__hnode *h = t->b[i];
@@ -90,6 +89,31 @@ static void maybe_grow(fence_fsm *f, fence__htab *t)
     fence__free(f, t->b);
     t->b = nb;
     t->mask = nmask;
+}
+
+/* Double the bucket array when the table is fuller than one node per
+ * bucket. */
+static void maybe_grow(fence_fsm *f, fence__htab *t)
+{
+    uint32_t n = t->mask + 1;
+    if (t->count < n || n >= HTAB_MAX_BUCKETS) {
+        return;
+    }
+    resize(f, t, 2 * n);
+}
+
+/* Size the bucket array for n nodes at once (a restore knows its counts):
+ * the doublings on the way there would move every node again and again. */
+void fence__htab_reserve(fence_fsm *f, fence__htab *t, uint32_t n)
+{
+    FENCE_ASSERT(t->b != NULL);
+    uint32_t want = t->mask + 1;
+    while (want <= n && want < HTAB_MAX_BUCKETS) {
+        want *= 2;
+    }
+    if (want > t->mask + 1) {
+        resize(f, t, want);
+    }
 }
 
 /* Insert a node whose hash is set.  Never fails. */

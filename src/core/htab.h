@@ -39,12 +39,27 @@ uint64_t fence__hash_name(uint64_t seed, const uint8_t *name, uint16_t len);
 bool fence__htab_init(fence_fsm *f, fence__htab *t);
 /* Free t's bucket array (not the nodes). */
 void fence__htab_free(fence_fsm *f, fence__htab *t);
+/* Size t's bucket array for n nodes in one step (never shrinks; a failed
+ * allocation only leaves it smaller, as for growth). */
+void fence__htab_reserve(fence_fsm *f, fence__htab *t, uint32_t n);
 /* Insert node h, whose hash is set (grows the table first when full). */
 void fence__htab_insert(fence_fsm *f, fence__htab *t, fence__hnode *h);
 /* Remove node h, which is in t. */
 void fence__htab_remove(fence__htab *t, fence__hnode *h);
 /* The first node with this hash, or NULL. */
 fence__hnode *fence__htab_first(const fence__htab *t, uint64_t hash);
+/* Hint that hash's bucket is read soon (a walk over many objects looks
+ * each up: fetching a few ahead overlaps their cache misses).  Changes no
+ * result. */
+static inline void fence__htab_prefetch(const fence__htab *t, uint64_t hash)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(&t->b[hash & t->mask]);
+#else
+    (void)t;
+    (void)hash;
+#endif
+}
 /* The first node of hash's bucket (to walk a chain by hand), or NULL. */
 fence__hnode *fence__htab_bucket(const fence__htab *t, uint64_t hash);
 

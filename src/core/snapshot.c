@@ -277,6 +277,9 @@ static int read_leases(fence_fsm *n, rbuf *r)
     if (!r->ok || count > left(r) / (r->version >= 4 ? SNAP_LEASE : SNAP_LEASE_V3)) {
         return FENCE_ST_INVALID;
     }
+    /* The count is bounded by the bytes left, so this cannot be made to
+     * allocate more than the buffer's size warrants. */
+    fence__htab_reserve(n, &n->leases, (uint32_t)count);
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t id = get64(r);
@@ -302,6 +305,37 @@ static int read_leases(fence_fsm *n, rbuf *r)
     return 0;
 }
 
+/* Records ahead whose lock-table bucket read_locks prefetches. */
+#define LOCKS_AHEAD 8
+
+/* A read-ahead over the lock records: it only hashes names to prefetch
+ * their buckets (each lookup of a big table misses the cache; fetching a
+ * few records ahead overlaps the misses).  It trusts nothing either: at
+ * the first record that does not fit it stops, and it changes no result. */
+typedef struct lock_ahead {
+    const uint8_t *p;   /* the next record to prefetch for */
+    const uint8_t *end; /* end of the snapshot */
+    uint64_t left;      /* records not yet prefetched */
+} lock_ahead;
+
+/* Prefetch the bucket of the next record; false when there is none. */
+static bool ahead_step(fence_fsm *n, lock_ahead *a)
+{
+    if (a->left == 0 || a->end - a->p < 2) {
+        return false;
+    }
+    uint16_t len = fence__get_u16(a->p);
+    if (len == 0 || len > FENCE_NAME_MAX ||
+        (size_t)(a->end - a->p) < 2u + len + SNAP_LOCK_FIXED - 2u) {
+        a->left = 0;
+        return false;
+    }
+    fence__htab_prefetch(&n->locks, fence__hash_name(n->hash_seed, a->p + 2, len));
+    a->p += 2u + len + SNAP_LOCK_FIXED - 2u;
+    a->left--;
+    return true;
+}
+
 /* Decode the locks section into n; *vec receives the locks by token. */
 static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
                       uint32_t *vec_len)
@@ -310,6 +344,7 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
     if (!r->ok || count > left(r) / (SNAP_LOCK_FIXED + 1)) {
         return FENCE_ST_INVALID;
     }
+    fence__htab_reserve(n, &n->locks, (uint32_t)count);
     fence__lock **v = NULL;
     if (count > 0) {
         v = fence__alloc(n, (size_t)count * sizeof(*v));
@@ -319,8 +354,12 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
     }
     *vec = v;
     *vec_len = 0;
+    lock_ahead ahead = {r->p, r->end, count};
+    for (int i = 0; i < LOCKS_AHEAD && ahead_step(n, &ahead); i++) {
+    }
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
+        ahead_step(n, &ahead);
         uint64_t len = get16(r);
         if (!r->ok || len == 0 || len > FENCE_NAME_MAX || left(r) < len) {
             return FENCE_ST_INVALID;
@@ -372,6 +411,7 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
     if (!r->ok || count > left(r) / SNAP_WAIT) {
         return FENCE_ST_INVALID;
     }
+    fence__htab_reserve(n, &n->waits, (uint32_t)count);
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t id = get64(r);
@@ -417,6 +457,7 @@ static int read_dedup(fence_fsm *n, rbuf *r)
         count > n->limits.dedup_max) {
         return FENCE_ST_INVALID;
     }
+    fence__htab_reserve(n, &n->dedup, (uint32_t)count);
     for (uint64_t i = 0; i < count; i++) {
         fence_result res;
         memset(&res, 0, sizeof(res));

@@ -66,6 +66,9 @@ static const fence_opt options[] = {
         "objects)"),
     U64("snapshot-trailing", snapshot_trailing, 0, 1000000000, 128, "<n>",
         "log entries kept after a snapshot"),
+    U64("snapshot-fork", snapshot_fork, 0, 1, 1, "<0|1>",
+        "1: a forked child encodes each snapshot (the loop only forks); "
+        "0: the loop encodes it"),
     U64("join", join, 0, 1, 0, "<0|1>",
         "1: this node is being added to a running cluster (CLUSTER.ADD): never bootstrap"),
     U64("max-clients", max_clients, 1, 1000000, FENCE_CONNECTIONS_DEFAULT, "<n>",

@@ -46,6 +46,7 @@ typedef struct fence_config {
     uint64_t heartbeat_ms;         /* raft heartbeat, 0: election / 10 */
     uint64_t snapshot_threshold;   /* entries between snapshots */
     uint64_t snapshot_trailing;    /* entries kept after a snapshot */
+    uint64_t snapshot_fork;        /* 1: encode snapshots in a forked child */
     uint64_t join;                 /* 1: joining a running cluster, no bootstrap */
     uint64_t max_clients;          /* open client connections */
     uint64_t max_leases;           /* live leases (state machine) */

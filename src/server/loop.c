@@ -17,7 +17,12 @@
  *     pointer fsm->apply set, right after that apply; it points into the
  *     leader module, so nobody frees it.
  *   - snapshot.c snapshotRestore(): on success the restored buffer is the
- *     fsm's to raft_free; with fsm version 1, raft frees snapshot buffers. */
+ *     fsm's to raft_free.  With fsm version 3 and snapshot_finalize set,
+ *     the buffers fsm->snapshot / snapshot_async hand out stay ours.
+ *   - replication.c takeSnapshot(): a non-zero return of fsm->snapshot
+ *     other than RAFT_BUSY propagates out of replicationApply (and on a
+ *     follower fails the AppendEntries being handled); RAFT_BUSY is
+ *     ignored and the snapshot retried at a later apply. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,28 +228,75 @@ static void scale_snapshot_threshold(fence_server *s)
     raft_set_snapshot_threshold(&s->node.raft, (unsigned)thr);
 }
 
-/* raft fsm->snapshot: the whole state in one raft_malloc'd buffer (raft
- * frees it: fsm version 1). */
+/* raft fsm->snapshot (fsm version 3; the buffers are ours, freed in
+ * fsm_snapshot_finalize).  With --snapshot-fork 1 this only forks a child
+ * that encodes the state it inherited (snapfork.h), and
+ * fsm_snapshot_async collects it; otherwise (or when raft's io has no
+ * async_work) the state is encoded here, in the loop.  A snapshot that
+ * cannot start is RAFT_BUSY, which raft ignores: it tries again at a
+ * later apply. */
 static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
                         unsigned *n_bufs)
 {
     fence_server *s = fsm->data;
-    size_t size = fence_fsm_snapshot_size(s->fsm);
-    struct raft_buffer *b = raft_malloc(sizeof(*b));
-    if (b == NULL)
-        return RAFT_NOMEM;
-    b->base = raft_malloc(size ? size : 1);
-    if (b->base == NULL) {
-        raft_free(b);
-        return RAFT_NOMEM;
+    if (fsm->snapshot_async != NULL) {
+        *bufs = NULL;
+        *n_bufs = 0;
+        if (fence__snapfork_start(&s->snap, s->fsm) != FENCE_SNAPFORK_OK)
+            return RAFT_BUSY;
+        scale_snapshot_threshold(s);
+        return 0;
     }
-    b->len = fence_fsm_snapshot(s->fsm, b->base, size);
+    FENCE_ASSERT(s->snap_inline == NULL);
+    uint64_t t0 = uv_hrtime();
+    size_t size = fence_fsm_snapshot_size(s->fsm);
+    struct raft_buffer *b = malloc(sizeof(*b));
+    if (b == NULL)
+        return RAFT_BUSY;
+    s->snap_inline = malloc(size);
+    if (s->snap_inline == NULL) {
+        free(b);
+        return RAFT_BUSY;
+    }
+    b->base = s->snap_inline;
+    b->len = fence_fsm_snapshot(s->fsm, s->snap_inline, size);
     FENCE_ASSERT(b->len == size);
     *bufs = b;
     *n_bufs = 1;
     scale_snapshot_threshold(s);
-    LOG_INFO("snapshot taken: %zu bytes, last token %llu", size,
+    LOG_INFO("snapshot taken: %zu bytes, in the loop: encode %.1f ms, last token %llu",
+             size, (double)(uv_hrtime() - t0) / 1e6,
              (unsigned long long)fence_fsm_last_token(s->fsm));
+    return 0;
+}
+
+/* raft fsm->snapshot_async, in libuv's thread pool: wait for the child
+ * fsm_snapshot forked.  It must not (and does not) read the live state,
+ * which raft keeps applying to meanwhile. */
+static int fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[],
+                              unsigned *n_bufs)
+{
+    fence_server *s = fsm->data;
+    return fence__snapfork_collect(&s->snap, bufs, n_bufs);
+}
+
+/* raft fsm->snapshot_finalize, in the loop, after every snapshot that
+ * fsm_snapshot started (written, failed or abandoned). */
+static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[],
+                                 unsigned *n_bufs)
+{
+    fence_server *s = fsm->data;
+    /* Told apart by what fsm_snapshot made, not by snapshot_async: raft
+     * may take an in-loop snapshot inside raft_start, before that is set. */
+    if (s->snap_inline != NULL) {
+        free(s->snap_inline);
+        s->snap_inline = NULL;
+        free(*bufs);
+    } else {
+        fence__snapfork_finish(&s->snap);
+    }
+    *bufs = NULL;
+    *n_bufs = 0;
     return 0;
 }
 
@@ -252,13 +304,15 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
     fence_server *s = fsm->data;
+    uint64_t t0 = uv_hrtime();
     int rv = fence_fsm_restore(s->fsm, buf->base, buf->len);
     if (rv != 0) {
         LOG_ERROR("snapshot restore failed (%d): corrupt or unknown version", rv);
         return rv == FENCE_ST_LIMIT ? RAFT_NOMEM : RAFT_CORRUPT;
     }
     raft_free(buf->base);
-    LOG_INFO("snapshot restored: last token %llu",
+    LOG_INFO("snapshot restored: %zu bytes in %.1f ms, last token %llu", buf->len,
+             (double)(uv_hrtime() - t0) / 1e6,
              (unsigned long long)fence_fsm_last_token(s->fsm));
     scale_snapshot_threshold(s);
     fence__leader_restored(s->leader);
@@ -347,6 +401,7 @@ void fence__server_stop(fence_server *s)
     s->stopping = true;
     fence__listen_close(s);
     fence__leader_stop(s->leader);
+    fence__snapfork_cancel(&s->snap);
     fence__conns_close_all(s);
     uv_timer_stop(&s->tick_timer);
     fence__node_close(&s->node, node_closed);
@@ -404,11 +459,13 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
         LOG_ERROR("out of memory at start");
         return -1;
     }
-    s->raft_fsm.version = 1;
+    s->raft_fsm.version = 3;
     s->raft_fsm.data = s;
     s->raft_fsm.apply = fsm_apply;
     s->raft_fsm.snapshot = fsm_snapshot;
     s->raft_fsm.restore = fsm_restore;
+    s->raft_fsm.snapshot_finalize = fsm_snapshot_finalize;
+    s->raft_fsm.snapshot_async = NULL; /* set below once raft's io is known */
 
     uv_check_init(loop, &s->check);
     s->check.data = s;
@@ -425,6 +482,16 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
 
     if (fence__node_start(&s->node, loop, cfg, &s->raft_fsm) != 0)
         return -1;
+    /* raft calls io->async_work unchecked when snapshot_async is set, and
+     * reads the field at each snapshot: setting it after raft_start, before
+     * the loop runs any apply, is in time.  (raft_uv_init of libraft 0.15
+     * fills async_work but leaves io->version at 1: test the function.) */
+    if (cfg->snapshot_fork && s->node.io.async_work != NULL &&
+        fence__snapfork_init(&s->snap))
+        s->raft_fsm.snapshot_async = fsm_snapshot_async;
+    else
+        LOG_INFO("snapshots are encoded in the loop%s",
+                 cfg->snapshot_fork ? " (fork mode unavailable)" : "");
     s->node.append_latency = s->metrics.append_latency; /* after start's memset */
     if (fence__listen(s) != 0)
         return -1;
@@ -450,6 +517,7 @@ void fence__server_free(fence_server *s)
     fence__srv_metrics_free(&s->metrics);
     fence__owners_free(s);
     fence__leader_destroy(s->leader);
+    fence__snapfork_free(&s->snap);
     fence_fsm_destroy(s->fsm);
     fence__server_acl_free(s);
 }

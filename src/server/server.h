@@ -41,6 +41,7 @@
 #include "server/leader.h"
 #include "server/metrics.h"
 #include "server/node.h"
+#include "server/snapfork.h"
 
 #define FENCED_VERSION "0.1.0"
 
@@ -130,6 +131,8 @@ struct fence_server {
     fence_config *cfg;           /* validated options */
     fence_node node;             /* raft */
     struct raft_fsm raft_fsm;    /* raft's view of the state machine */
+    fence_snapfork snap;         /* snapshots encoded in a child (snapfork.h) */
+    uint8_t *snap_inline;        /* in-loop snapshot's buffer until finalize */
     fence_fsm *fsm;              /* the core state machine */
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */

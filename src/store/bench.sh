@@ -3,8 +3,9 @@
 # dir, driven by redis-benchmark, next to a Redis with appendonly yes and
 # appendfsync always on the same disk (when redis-server is installed): one
 # table, requests/s and latency p50/p99/max (ms) per command and client
-# count.  fence-store commits every loop turn's writes in one fsynced LMDB
-# transaction (group commit); Redis fsyncs its AOF once per event-loop turn.
+# count.  fence-store commits every loop turn's writes in one LMDB
+# transaction and one write-ahead log record with one fdatasync (group
+# commit); Redis fsyncs its AOF once per event-loop turn.
 # BENCH_N (default 20000) requests per row.
 set -u
 BUILD=${BUILD:-build}

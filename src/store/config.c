@@ -54,6 +54,12 @@ static const fence_opt opts[] = {
                        "<bytes>",
                        "LMDB map size: the most data the store can hold; "
                        "writes beyond it get -FULL"),
+    FENCE_OPT_SIZE_ROW(T, "wal-size", wal_size, FENCE_STORE_WAL_FILE_MIN,
+                       1024ull * 1024 * 1024, FENCE_STORE_WAL_FILE_DEFAULT,
+                       "<bytes>",
+                       "bytes per write-ahead log file (two, created "
+                       "zero-filled in the data dir; at most an eighth of "
+                       "the free space); a full file starts a checkpoint"),
     FENCE_OPT_U64_ROW(T, "max-clients", max_clients, 1,
                       FENCE_STORE_CLIENTS_MAX, FENCE_STORE_CLIENTS_DEFAULT,
                       "<n>", "most client connections at once"),

@@ -26,6 +26,8 @@ typedef struct fence_store_config {
                               * that verify (docs/security.md); "" for none */
     uint64_t max_value;      /* largest value in bytes */
     uint64_t map_size;       /* LMDB map size in bytes (database ceiling) */
+    uint64_t wal_size;       /* bytes per write-ahead log file (when
+                              * created) */
     uint64_t max_clients;    /* most connections at once */
     uint64_t max_pipeline;   /* unanswered requests per connection */
     uint64_t max_obuf;       /* reply bytes queued per client before it is

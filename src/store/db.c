@@ -15,7 +15,11 @@
 #include "common/bytes.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/limits.h"
 #include "common/num.h"
+#include "store/ckpt.h"
+#include "store/wal.h"
+#include "store/walrec.h"
 
 /* Below this many free bytes, an EIO from LMDB is a full file system. */
 #define FENCE_STORE_NOSPACE_FREE (1024 * 1024)
@@ -42,7 +46,30 @@ struct fence_store_db {
     bool in_batch;         /* a batch is open (batch_begin .. batch_end) */
     bool broken;           /* a put failed in the batch: it gets replayed */
     MDB_txn *batch;        /* the batch's write transaction, or NULL */
+    fence_store_wal *wal;  /* the write-ahead log (wal.h) */
+    fence_store_walbuf rec; /* the open transaction's effects: its WAL
+                            * record being built */
+    uint64_t lsn;          /* LSN of the last batch committed to LMDB */
+    uint64_t durable;      /* every batch up to this LSN is durable in
+                            * LMDB itself (checkpointed) */
+    uint64_t ckpt_want;    /* a checkpoint should make this LSN durable
+                            * (the log moved to its other file) */
+    uint64_t replayed;     /* WAL records replayed at the start */
+    uint64_t checkpoints;  /* checkpoints (LMDB syncs) since start */
+    uint64_t wal_stalls;   /* batches that waited for a synchronous sync
+                            * (both files busy, or a batch larger than a
+                            * file) */
+    fence_store_ckpt_saver saver; /* writes lmdb-meta.ckpt (ckpt.h) */
+    fence_store_ckpt cur;  /* the newest durable checkpoint: its pin */
+    fence_store_ckpt async; /* the one on the worker thread */
+    bool async_busy;       /* async is captured, not yet installed */
+    uint64_t ckpt_seq;     /* captures so far */
 };
+
+/* The meta key holding the LSN of the last batch in LMDB (8 bytes LE):
+ * written in each batch's transaction, so LMDB's content and its LSN
+ * change together. */
+#define LSN_KEY "wal_lsn"
 
 /* The record layout of the "data" database this code writes: each value
  * is [u16 LE owner length][owner fence][value bytes], the key's fence
@@ -146,8 +173,148 @@ static int format_check(fence_store_db *db, MDB_txn *txn, char *err,
     return 0;
 }
 
-/* Open the environment and the four databases; upgrade the format. */
-int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
+/* LMDB's LSN inside txn into *lsn (0 when the store never had a WAL); 0
+ * or an LMDB error. */
+static int lsn_get(fence_store_db *db, MDB_txn *txn, uint64_t *lsn)
+{
+    MDB_val k = {strlen(LSN_KEY), (void *)LSN_KEY}, v;
+    int rc = mdb_get(txn, db->meta, &k, &v);
+    *lsn = 0;
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (v.mv_size != 8)
+        return MDB_CORRUPTED;
+    *lsn = fence__get_u64(v.mv_data);
+    return 0;
+}
+
+/* Put the LSN into txn; 0 or an LMDB error. */
+static int lsn_put(fence_store_db *db, MDB_txn *txn, uint64_t lsn)
+{
+    uint8_t buf[8];
+    fence__put_u64(buf, lsn);
+    MDB_val k = {strlen(LSN_KEY), (void *)LSN_KEY}, v = {8, buf};
+    return mdb_put(txn, db->meta, &k, &v, 0);
+}
+
+/* The LMDB database a WAL operation names. */
+static MDB_dbi wal_dbi(const fence_store_db *db, uint8_t which)
+{
+    switch (which) {
+    case FENCE_STORE_WALDB_DATA:
+        return db->data;
+    case FENCE_STORE_WALDB_FENCES:
+        return db->fences;
+    default:
+        FENCE_ASSERT(which == FENCE_STORE_WALDB_OWNERS);
+        return db->owners;
+    }
+}
+
+/* Replay one WAL record (fence_store_wal_apply_fn): its operations and
+ * its LSN in one transaction, committed (not synced: recovery syncs once
+ * at the end). */
+static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
+                         size_t len, uint32_t nops, char *err, size_t errcap)
+{
+    fence_store_db *db = ctx;
+    FENCE_ASSERT(lsn == db->lsn + 1);
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
+    size_t off = 0;
+    fence_store_walop op;
+    for (uint32_t i = 0; rc == 0 && i < nops; i++) {
+        int got = fence__store_walrec_op_next(payload, len, &off, &op);
+        FENCE_ASSERT(got == 1); /* the parser checked every operation */
+        MDB_val k = {op.key_len, (void *)op.key};
+        if (op.op == FENCE_STORE_WALOP_PUT) {
+            MDB_val v = {op.value_len, (void *)op.value};
+            rc = mdb_put(txn, wal_dbi(db, op.dbi), &k, &v, 0);
+        } else {
+            rc = mdb_del(txn, wal_dbi(db, op.dbi), &k, NULL);
+            if (rc == MDB_NOTFOUND)
+                rc = 0;
+        }
+    }
+    if (rc == 0)
+        rc = lsn_put(db, txn, lsn);
+    if (rc == 0)
+        rc = mdb_txn_commit(txn);
+    else
+        mdb_txn_abort(txn);
+    if (rc != 0) {
+        snprintf(err, errcap, "replay of write-ahead log record %" PRIu64
+                 " into LMDB in %s failed: %s (free disk space or raise "
+                 "--map-size, then restart)", lsn, db->dir, mdb_strerror(rc));
+        return -1;
+    }
+    db->lsn = lsn;
+    return 0;
+}
+
+/* Make c the installed checkpoint if it is newer than the installed one
+ * (releasing that one's pin), else release c; c is emptied. */
+static void ckpt_install(fence_store_db *db, fence_store_ckpt *c)
+{
+    if (c->seq <= db->cur.seq) {
+        fence__store_ckpt_release(c);
+        return;
+    }
+    FENCE_ASSERT(c->lsn >= db->durable);
+    fence__store_ckpt_release(&db->cur);
+    db->cur = *c;
+    memset(c, 0, sizeof(*c));
+    db->durable = db->cur.lsn;
+    fence__store_wal_durable(db->wal, db->durable);
+    db->checkpoints++;
+}
+
+/* A whole checkpoint on this thread (ckpt.h): capture, sync and save,
+ * install.  0 or an LMDB/errno code. */
+static int checkpoint_now(fence_store_db *db)
+{
+    fence_store_ckpt c;
+    int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq, &c);
+    if (rc == 0 && (rc = fence__store_ckpt_persist(db->env, &db->saver, &c)) != 0)
+        fence__store_ckpt_release(&c);
+    if (rc == 0)
+        ckpt_install(db, &c);
+    return rc;
+}
+
+/* Open the WAL, re-apply every record LMDB lacks, make LMDB durable; 0,
+ * or -1 with a message in err. */
+static int recover(fence_store_db *db, uint64_t wal_size, char *err,
+                   size_t errcap)
+{
+    if (fence__store_wal_open(db->dir, wal_size,
+                              &db->wal, err, errcap) != 0)
+        return -1;
+    uint64_t from = db->lsn, last = 0, n = 0;
+    if (fence__store_wal_replay(db->wal, from, replay_record, db, &last, &n,
+                                err, errcap) != 0)
+        return -1;
+    FENCE_ASSERT(last == db->lsn);
+    int rc = checkpoint_now(db);
+    if (rc != 0) {
+        snprintf(err, errcap, "LMDB checkpoint of %s after recovery: %s",
+                 db->dir, mdb_strerror(rc));
+        return -1;
+    }
+    db->replayed = n;
+    if (n > 0)
+        FENCE_LOG_I("recovery: replayed %" PRIu64 " write-ahead log records "
+                    "(LSN %" PRIu64 " to %" PRIu64 ") into %s", n, from + 1,
+                    last, db->dir);
+    return 0;
+}
+
+/* Open the environment and the four databases; upgrade the format;
+ * recover from the WAL. */
+int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
+                         bool ignore_tokens,
                   fence_store_db **out, char *err, size_t errcap)
 {
     FENCE_ASSERT(out != NULL);
@@ -166,6 +333,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     db->ignore_tokens = ignore_tokens;
     db->map_size = map_size;
     snprintf(db->dir, sizeof(db->dir), "%s", dir);
+    fence__store_ckpt_saver_init(&db->saver, dir);
     const char *what = "mdb_env_create";
     if ((rc = mdb_env_create(&db->env)) != 0)
         goto out_free;
@@ -175,9 +343,22 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     what = "mdb_env_set_maxdbs";
     if ((rc = mdb_env_set_maxdbs(db->env, 4)) != 0)
         goto out_close;
-    /* Flags 0: full fsync on every commit (no MDB_NOSYNC/MDB_NOMETASYNC). */
+    /* MDB_NOSYNC: a commit writes its pages and no sync; the write-ahead
+     * log makes each batch durable (one fdatasync), and a checkpoint
+     * (mdb_env_sync) makes LMDB durable before the log is reused. */
+    /* MDB_NOTLS: the loop thread holds the checkpoint's pin (a read
+     * transaction) beside its other transactions (ckpt.h). */
+    uint64_t ckpt_lsn = 0;
+    int restored = fence__store_ckpt_restore(&db->saver, &ckpt_lsn, err,
+                                             errcap);
+    if (restored < 0) {
+        mdb_env_close(db->env);
+        fence__store_ckpt_saver_free(&db->saver);
+        free(db);
+        return -1;
+    }
     what = "mdb_env_open";
-    if ((rc = mdb_env_open(db->env, dir, 0, 0644)) != 0)
+    if ((rc = mdb_env_open(db->env, dir, MDB_NOSYNC | MDB_NOTLS, 0644)) != 0)
         goto out_close;
     MDB_txn *txn;
     what = "mdb_txn_begin";
@@ -199,12 +380,28 @@ int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
     if ((rc = format_check(db, txn, err, errcap)) != 0) {
         mdb_txn_abort(txn);
         mdb_env_close(db->env);
+        fence__store_ckpt_saver_free(&db->saver);
         free(db);
         return -1;
     }
+    what = "read of the WAL LSN";
+    if ((rc = lsn_get(db, txn, &db->lsn)) != 0)
+        goto out_abort;
     what = "mdb_txn_commit";
     if ((rc = mdb_txn_commit(txn)) != 0)
         goto out_close;
+    if (restored > 0)
+        FENCE_LOG_I("LMDB in %s restored to its last checkpoint (LSN %" PRIu64
+                    "); the write-ahead log replays what followed", dir,
+                    ckpt_lsn);
+    if (recover(db, wal_size, err, errcap) != 0) {
+        fence__store_ckpt_release(&db->cur);
+        fence__store_wal_close(db->wal);
+        mdb_env_close(db->env);
+        fence__store_ckpt_saver_free(&db->saver);
+        free(db);
+        return -1;
+    }
     *out = db;
     return 0;
 
@@ -213,16 +410,31 @@ out_abort:
 out_close:
     mdb_env_close(db->env);
 out_free:
+    fence__store_ckpt_saver_free(&db->saver);
     free(db);
     snprintf(err, errcap, "LMDB %s on %s: %s", what, dir, mdb_strerror(rc));
     return -1;
 }
 
-/* Close the environment (everything acknowledged is already on disk). */
+/* Make LMDB durable (everything acknowledged is in the WAL already), so
+ * the next start replays nothing; close. */
 void fence__store_db_close(fence_store_db *db)
 {
     if (db == NULL)
         return;
+    FENCE_ASSERT(!db->async_busy);
+    int rc = db->lsn > db->durable ? checkpoint_now(db) : 0;
+    if (rc != 0)
+        FENCE_LOG_E("LMDB checkpoint of %s at shutdown: %s (the "
+                    "write-ahead log still holds every acknowledged "
+                    "write)", db->dir, mdb_strerror(rc));
+    fence__store_ckpt_release(&db->cur);
+    if (rc == 0 && (rc = fence__store_ckpt_forget(&db->saver)) != 0)
+        FENCE_LOG_W("cannot clear %s/lmdb-meta.ckpt: %s", db->dir,
+                    strerror(rc));
+    fence__store_wal_close(db->wal);
+    fence__store_ckpt_saver_free(&db->saver);
+    fence__store_walbuf_free(&db->rec);
     mdb_env_close(db->env);
     free(db);
 }
@@ -317,7 +529,18 @@ static int record_get(fence_store_db *db, MDB_txn *txn, const char *key,
     return 0;
 }
 
-/* Put key's record (owner, value) in "data"; 0 or an LMDB error. */
+/* Add one put or delete to the open transaction's WAL record; 0 or
+ * ENOMEM. */
+static int effect(fence_store_db *db, uint8_t op, uint8_t dbi,
+                  const void *key, size_t key_len, const void *value,
+                  size_t value_len)
+{
+    return fence__store_walbuf_op(&db->rec, op, dbi, key, key_len, value,
+                                  value_len) == 0 ? 0 : ENOMEM;
+}
+
+/* Put key's record (owner, value) in "data" (and in the WAL record); 0 or
+ * an LMDB error. */
 static int record_put(fence_store_db *db, MDB_txn *txn, const char *key,
                       size_t key_len, const char *owner, size_t owner_len,
                       const void *value, size_t value_len)
@@ -335,7 +558,8 @@ static int record_put(fence_store_db *db, MDB_txn *txn, const char *key,
         memcpy(p + REC_HDR, owner, owner_len);
     if (value_len > 0)
         memcpy(p + REC_HDR + owner_len, value, value_len);
-    return 0;
+    return effect(db, FENCE_STORE_WALOP_PUT, FENCE_STORE_WALDB_DATA, key,
+                  key_len, p, v.mv_size);
 }
 
 /* The rule, the mark and the write inside txn, every check before the
@@ -408,7 +632,9 @@ static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
         fence__put_u64(buf, c->token);
         MDB_val mk = {c->fence_len, (void *)c->fence}, mv = {8, buf};
         *what = "put of a fence mark";
-        if ((rc = mdb_put(txn, db->fences, &mk, &mv, 0)) != 0)
+        if ((rc = mdb_put(txn, db->fences, &mk, &mv, 0)) != 0 ||
+            (rc = effect(db, FENCE_STORE_WALOP_PUT, FENCE_STORE_WALDB_FENCES,
+                         c->fence, c->fence_len, buf, 8)) != 0)
             return rc;
         high = c->token;
     }
@@ -426,12 +652,17 @@ static int apply(fence_store_db *db, MDB_txn *txn, const fence_store_cmd *c,
             break;
         *what = "delete of a key";
         MDB_val k = {c->key_len, (void *)c->key};
-        if ((rc = mdb_del(txn, db->data, &k, NULL)) != 0)
+        if ((rc = mdb_del(txn, db->data, &k, NULL)) != 0 ||
+            (rc = effect(db, FENCE_STORE_WALOP_DEL, FENCE_STORE_WALDB_DATA,
+                         c->key, c->key_len, NULL, 0)) != 0)
             return rc;
         if (owner_len > 0) { /* the binding outlives the key */
             MDB_val ov = {owner_len, owner};
             *what = "binding of a deleted key to its fence";
-            if ((rc = mdb_put(txn, db->owners, &k, &ov, 0)) != 0)
+            if ((rc = mdb_put(txn, db->owners, &k, &ov, 0)) != 0 ||
+                (rc = effect(db, FENCE_STORE_WALOP_PUT,
+                             FENCE_STORE_WALDB_OWNERS, c->key, c->key_len,
+                             owner, owner_len)) != 0)
                 return rc;
         }
         break;
@@ -463,16 +694,78 @@ static void counters_settle(fence_store_db *db, bool keep)
     db->b_admitted = db->b_rejected = db->b_wrongfence = 0;
 }
 
+/* LMDB durable now, on this thread (a batch larger than a WAL file, or
+ * both files still waiting for their checkpoint): every committed batch is
+ * then durable and the log starts over.  Fatal on failure. */
+static void sync_now(fence_store_db *db)
+{
+    int rc = checkpoint_now(db);
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB checkpoint of %s failed: %s", db->dir,
+                          mdb_strerror(rc));
+    FENCE_ASSERT(db->durable == db->lsn);
+    fence__store_wal_reset(db->wal);
+    db->wal_stalls++;
+}
+
+/* Commit txn (the open transaction, whose effects are in db->rec) and
+ * make it durable: its LSN put, LMDB committed without a sync, then its
+ * WAL record written and fdatasynced.  0, or the LMDB error of the put or
+ * the commit (txn is then gone, nothing written).  A transaction that
+ * changed nothing is aborted. */
+static int commit_durable(fence_store_db *db, MDB_txn *txn)
+{
+    if (db->rec.nops == 0) {
+        mdb_txn_abort(txn);
+        return 0;
+    }
+    uint64_t lsn = db->lsn + 1;
+    int rc = lsn_put(db, txn, lsn);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0) /* no sync (MDB_NOSYNC) */
+        return rc;
+    db->lsn = lsn;
+    if (fence__store_walbuf_finish(&db->rec, lsn) != 0)
+        FENCE_STORE_FATAL("out of memory for a write-ahead log record");
+    if (db->rec.len > fence__store_wal_record_max(db->wal)) {
+        sync_now(db);
+        return 0;
+    }
+    switch (fence__store_wal_append(db->wal, lsn, db->rec.p, db->rec.len)) {
+    case FENCE_STORE_WAL_WRITTEN:
+        break;
+    case FENCE_STORE_WAL_SWITCHED:
+        db->ckpt_want = lsn; /* the file left behind: checkpoint it */
+        break;
+    case FENCE_STORE_WAL_BLOCKED:
+        sync_now(db);
+        break;
+    }
+    return 0;
+}
+
+/* Begin a write transaction with an empty WAL record, or stop. */
+static MDB_txn *write_txn(fence_store_db *db)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+    fence__store_walbuf_reset(&db->rec);
+    return txn;
+}
+
 /* One write in its own transaction and sync (the path outside a batch, and
  * the replay of a broken one). */
 static fence_store_result write_alone(fence_store_db *db,
                                       const fence_store_cmd *c,
                                       fence_store_write_out *out)
 {
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
-    if (rc != 0)
-        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+    MDB_txn *txn = write_txn(db);
+    int rc;
     fence_store_result res;
     const char *what;
     if ((rc = apply(db, txn, c, out, &res, &what)) != 0) {
@@ -485,7 +778,7 @@ static fence_store_result write_alone(fence_store_db *db,
         counters_settle(db, true);
         return res;
     }
-    rc = mdb_txn_commit(txn); /* fsyncs; frees txn whatever happens */
+    rc = commit_durable(db, txn); /* frees txn whatever happens */
     if (rc != 0) {
         counters_settle(db, false);
         return write_failed(db, rc, "commit");
@@ -505,12 +798,8 @@ fence_store_result fence__store_db_write(fence_store_db *db,
         memset(out, 0, sizeof(*out));
         return FENCE_STORE_REPLAY;
     }
-    if (db->batch == NULL) {
-        int rc = mdb_txn_begin(db->env, NULL, 0, &db->batch);
-        if (rc != 0)
-            FENCE_STORE_FATAL("LMDB mdb_txn_begin (batch): %s",
-                              mdb_strerror(rc));
-    }
+    if (db->batch == NULL)
+        db->batch = write_txn(db);
     fence_store_result res;
     const char *what;
     int rc = apply(db, db->batch, c, out, &res, &what);
@@ -551,7 +840,7 @@ int fence__store_db_batch_end(fence_store_db *db)
         return 0;
     MDB_txn *txn = db->batch;
     db->batch = NULL;
-    int rc = mdb_txn_commit(txn); /* one fsync for every write of the batch */
+    int rc = commit_durable(db, txn); /* one fdatasync for the batch */
     if (rc != 0) {
         counters_settle(db, false);
         /* Fatal unless the disk or the map is full; then nothing of the
@@ -639,8 +928,52 @@ void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
         st->map_used = (uint64_t)(info.me_last_pgno + 1) * s.ms_psize;
     if (txn != db->batch)
         mdb_txn_abort(txn);
+    fence_store_wal_stats ws;
+    fence__store_wal_stats_get(db->wal, &ws);
+    st->wal_file_size = ws.file_size;
+    st->wal_bytes = ws.bytes;
+    st->wal_syncs = ws.syncs;
+    st->wal_lsn = db->lsn;
+    st->wal_durable_lsn = db->durable;
+    st->wal_checkpoints = db->checkpoints;
+    st->wal_stalls = db->wal_stalls;
+    st->wal_replayed = db->replayed;
     st->admitted = db->admitted;
     st->rejected_stale = db->rejected;
     st->rejected_wrongfence = db->wrongfence;
     st->map_size = db->map_size;
+}
+
+/* Capture the due checkpoint (db.h). */
+bool fence__store_db_ckpt_begin(fence_store_db *db, uint64_t *lsn)
+{
+    if (db->async_busy || db->ckpt_want <= db->durable)
+        return false;
+    FENCE_ASSERT(db->batch == NULL);
+    int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq,
+                                       &db->async);
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB checkpoint capture in %s failed: %s",
+                          db->dir, mdb_strerror(rc));
+    db->async_busy = true;
+    *lsn = db->lsn;
+    return true;
+}
+
+/* The checkpoint's sync and save (db.h): reads only the environment
+ * handle and db->async, which the loop leaves alone until _done. */
+int fence__store_db_ckpt_sync(fence_store_db *db)
+{
+    return fence__store_ckpt_persist(db->env, &db->saver, &db->async);
+}
+
+/* The checkpoint finished (db.h). */
+void fence__store_db_ckpt_done(fence_store_db *db, int rc)
+{
+    FENCE_ASSERT(db->async_busy);
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB checkpoint of %s failed: %s", db->dir,
+                          mdb_strerror(rc));
+    db->async_busy = false;
+    ckpt_install(db, &db->async);
 }

@@ -11,12 +11,20 @@
  * (a deleted key cannot be recreated through another fence).
  * --ignore-tokens turns this check off along with the token check.
  *
+ * Durability: a write-ahead log (wal.h) in front of LMDB.  Each batch is
+ * committed to LMDB without a sync (MDB_NOSYNC), with its LSN in the same
+ * transaction, then appended to the log as one record and fdatasynced:
+ * one sync per batch.  When the log moves to its other file, a checkpoint
+ * (fence__store_db_ckpt_*: mdb_env_sync on a worker thread) makes LMDB
+ * durable so the file left behind can be reused.  At open, every record
+ * above LMDB's LSN is re-applied.  See docs/fence-store.md, "Durability".
+ *
  * Disk full: LMDB's MDB_MAP_FULL (the map is full) and ENOSPC (the file
  * system is full) abort the transaction, nothing written, and are reported
  * (FENCE_STORE_FULL, FENCE_STORE_NOSPACE) and logged as such.  Any other
- * LMDB error is fatal (log + abort): mdb_txn_commit fsyncs, and after a
- * failed commit or write we cannot know what is on disk, so the process
- * stops instead of acknowledging anything more. */
+ * LMDB error, and any failed WAL write, fdatasync or checkpoint sync, is
+ * fatal (log + abort): after a failed write or sync we cannot know what is
+ * on disk, so the process stops instead of acknowledging anything more. */
 #ifndef FENCE_STORE_DB_H
 #define FENCE_STORE_DB_H
 
@@ -32,7 +40,8 @@ typedef struct fence_store_db fence_store_db;
 
 /* Outcome of fence__store_db_write. */
 typedef enum fence_store_result {
-    FENCE_STORE_OK,        /* committed (fsynced); see out fields */
+    FENCE_STORE_OK,        /* committed, durable in the WAL; see out
+                            * fields */
     FENCE_STORE_STALE,     /* token < mark: nothing written; high = the mark */
     FENCE_STORE_FULL,      /* LMDB map full: nothing written */
     FENCE_STORE_NOSPACE,   /* file system full (ENOSPC): nothing written */
@@ -62,12 +71,23 @@ typedef struct fence_store_db_stats {
     uint64_t rejected_wrongfence; /* writes refused: key of another fence */
     uint64_t map_size;       /* configured map size */
     uint64_t map_used;       /* bytes of the map in use (pages * psize) */
+    uint64_t wal_file_size;  /* bytes per WAL file */
+    uint64_t wal_bytes;      /* WAL record bytes written since start */
+    uint64_t wal_syncs;      /* WAL fdatasyncs since start */
+    uint64_t wal_lsn;        /* LSN of the last batch */
+    uint64_t wal_durable_lsn; /* LSN up to which LMDB itself is durable */
+    uint64_t wal_checkpoints; /* LMDB syncs since start */
+    uint64_t wal_stalls;     /* batches that waited for a synchronous
+                              * LMDB sync */
+    uint64_t wal_replayed;   /* WAL records replayed at the start */
 } fence_store_db_stats;
 
 /* Open (creating) the store in dir (created if missing) with the given map
- * size.  ignore_tokens turns enforcement off (control mode).  Returns 0, or
- * -1 with a message in err. */
-int fence__store_db_open(const char *dir, uint64_t map_size, bool ignore_tokens,
+ * size, and its write-ahead log (files of wal_size bytes when created),
+ * replaying the log.  ignore_tokens turns enforcement off (control mode).
+ * Returns 0, or -1 with a message in err. */
+int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
+                         bool ignore_tokens,
                   fence_store_db **out, char *err, size_t errcap);
 
 /* Close the store.  NULL is a no-op. */
@@ -124,5 +144,23 @@ uint64_t fence__store_db_high(fence_store_db *db, const char *fence,
 
 /* Fill *st. */
 void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st);
+
+/* When a checkpoint is due (the log moved to its other file) and none is
+ * in flight, capture it (ckpt.h: the pin and the meta pages of the last
+ * commit) and return true with its LSN in *lsn; no batch may be open.
+ * The caller then runs fence__store_db_ckpt_sync (any thread) and, back on
+ * this thread, fence__store_db_ckpt_done. */
+bool fence__store_db_ckpt_begin(fence_store_db *db, uint64_t *lsn);
+
+/* The checkpoint's sync and save: mdb_env_sync(env, 1) (an fdatasync of
+ * the data file: only the environment handle is used, which LMDB allows
+ * beside the loop thread's transactions) and lmdb-meta.ckpt written.  May
+ * run on a worker thread.  0 or an LMDB/errno code. */
+int fence__store_db_ckpt_sync(fence_store_db *db);
+
+/* The checkpoint finished with rc (fatal when not 0): every batch up to
+ * its LSN is durable in LMDB; the log may reuse its file; the previous
+ * checkpoint's pin is released. */
+void fence__store_db_ckpt_done(fence_store_db *db, int rc);
 
 #endif /* FENCE_STORE_DB_H */

@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "store/config.h"
@@ -58,15 +59,20 @@ int main(int argc, char **argv)
     }
     FENCE_LOG_I("fence-store %s starting", FENCE_VERSION);
 
-    fence_store_db *db = NULL;
-    if (fence__store_db_open(cfg.data_dir, cfg.map_size, cfg.ignore_tokens, &db,
-                             err, sizeof(err)) != 0) {
-        FENCE_LOG_E("%s", err);
+    /* The lock first: opening the store replays its write-ahead log. */
+    rc = fence__fs_mkdir_p(cfg.data_dir, 0755);
+    if (rc != 0) {
+        FENCE_LOG_E("cannot create data dir %s: %s", cfg.data_dir, strerror(rc));
         return 1;
     }
     int lock_fd = lock_data_dir(cfg.data_dir);
-    if (lock_fd < 0) {
-        fence__store_db_close(db);
+    if (lock_fd < 0)
+        return 1;
+    fence_store_db *db = NULL;
+    if (fence__store_db_open(cfg.data_dir, cfg.map_size, cfg.wal_size, cfg.ignore_tokens, &db,
+                             err, sizeof(err)) != 0) {
+        FENCE_LOG_E("%s", err);
+        close(lock_fd);
         return 1;
     }
     fence_store_db_stats st;

@@ -1,7 +1,14 @@
 /* fence-store's metrics (see metrics.h and docs/metrics.md). */
 #include "store/metrics.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* fence-store's own histograms, beside the shared families (one server
+ * per process; fence_res_metrics is shared with fence-proxy, so they live
+ * here).  NULL until fence__store_metrics_start. */
+static fence_metric *commit_hist; /* batch commit: WAL write + fdatasync */
+static fence_metric *ckpt_hist;   /* checkpoint: LMDB sync */
 
 /* Register and (with a port) serve the families. */
 int fence__store_metrics_start(fence_res_metrics *m, const char *bind, int port,
@@ -9,6 +16,19 @@ int fence__store_metrics_start(fence_res_metrics *m, const char *bind, int port,
 {
     if (fence_res_metrics_init(m, "fence_store", errbuf, errcap) != 0)
         return -1;
+    commit_hist = fence_metrics_histogram(
+        m->reg, "fence_store_wal_commit_duration_seconds",
+        "Batch commit latency (LMDB commit, WAL write and fdatasync), in "
+        "seconds.", fence_metric_latency_bounds, fence_metric_latency_n);
+    ckpt_hist = fence_metrics_histogram(
+        m->reg, "fence_store_checkpoint_duration_seconds",
+        "Checkpoint latency (LMDB sync on a worker thread), in seconds.",
+        fence_metric_latency_bounds, fence_metric_latency_n);
+    if (commit_hist == NULL || ckpt_hist == NULL) {
+        snprintf(errbuf, errcap, "metrics: %s", fence_metrics_errmsg(m->reg));
+        fence_res_metrics_free(m);
+        return -1;
+    }
     if (port > 0 && fence_res_metrics_listen(m, bind, port, errbuf, errcap) != 0) {
         fence_res_metrics_free(m);
         return -1;
@@ -41,4 +61,20 @@ void fence__store_metrics_write(fence_res_metrics *m, const fence_store_cmd *cmd
         fence_res_metrics_error(m, "ERR");
         break;
     }
+}
+
+/* A batch's commit took secs. */
+void fence__store_metrics_commit(fence_res_metrics *m, double secs)
+{
+    (void)m;
+    if (commit_hist != NULL)
+        fence_metric_observe(commit_hist, secs);
+}
+
+/* A checkpoint took secs. */
+void fence__store_metrics_checkpoint(fence_res_metrics *m, double secs)
+{
+    (void)m;
+    if (ckpt_hist != NULL)
+        fence_metric_observe(ckpt_hist, secs);
 }

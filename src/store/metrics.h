@@ -19,4 +19,12 @@ void fence__store_metrics_write(fence_res_metrics *m, const fence_store_cmd *cmd
                                 fence_store_result r, const fence_store_write_out *out,
                                 double secs);
 
+/* A batch's durable commit (LMDB commit without sync + WAL write +
+ * fdatasync) took secs: fence_store_wal_commit_duration_seconds. */
+void fence__store_metrics_commit(fence_res_metrics *m, double secs);
+
+/* A checkpoint (LMDB sync on a worker thread) took secs from queueing to
+ * completion: fence_store_checkpoint_duration_seconds. */
+void fence__store_metrics_checkpoint(fence_res_metrics *m, double secs);
+
 #endif /* FENCE_STORE_METRICS_H */

@@ -73,6 +73,11 @@ typedef struct server {
     uint64_t stat_batches;         /* batches committed */
     uint64_t stat_batched;         /* requests answered through a batch */
     uint64_t stat_replays;         /* batches replayed one by one */
+    uv_work_t ckpt;                /* the checkpoint on a worker thread */
+    bool ckpt_running;             /* ckpt is queued or running */
+    uint64_t ckpt_lsn;             /* the LSN it makes durable */
+    int ckpt_rc;                   /* its sync's result */
+    uint64_t ckpt_t0;              /* when it was queued (uv_hrtime) */
     fence_res_metrics metrics;     /* metric families, /metrics (metrics.c) */
     fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
     fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
@@ -229,13 +234,24 @@ static void reply_info(server *s, sink *c)
                      "tcp_port:%" PRIu64 "\r\n"
                      "batches:%" PRIu64 "\r\n"
                      "batched_requests:%" PRIu64 "\r\n"
-                     "batch_replays:%" PRIu64 "\r\n",
+                     "batch_replays:%" PRIu64 "\r\n"
+                     "wal_file_size:%" PRIu64 "\r\n"
+                     "wal_bytes:%" PRIu64 "\r\n"
+                     "wal_syncs:%" PRIu64 "\r\n"
+                     "wal_lsn:%" PRIu64 "\r\n"
+                     "wal_durable_lsn:%" PRIu64 "\r\n"
+                     "wal_checkpoints:%" PRIu64 "\r\n"
+                     "wal_stalls:%" PRIu64 "\r\n"
+                     "wal_recovery_replayed:%" PRIu64 "\r\n",
                      st.keys, st.fences, st.admitted, st.rejected_stale,
                      st.rejected_wrongfence, s->cfg->ignore_tokens ? 1 : 0,
                      s->net.n_conns, s->cfg->max_clients, s->net.stat_refused,
                      s->net.stat_slow_closed, s->cfg->max_value, st.map_size,
                      st.map_used, s->cfg->port, s->stat_batches,
-                     s->stat_batched, s->stat_replays);
+                     s->stat_batched, s->stat_replays, st.wal_file_size,
+                     st.wal_bytes, st.wal_syncs, st.wal_lsn,
+                     st.wal_durable_lsn, st.wal_checkpoints, st.wal_stalls,
+                     st.wal_replayed);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     reply_bulk(c, text, (size_t)n);
@@ -374,6 +390,41 @@ static void on_idle(uv_idle_t *h)
     (void)h;
 }
 
+/* Worker thread: the checkpoint's LMDB sync (nothing else is touched). */
+static void ckpt_work(uv_work_t *w)
+{
+    server *s = w->data;
+    s->ckpt_rc = fence__store_db_ckpt_sync(s->db);
+}
+
+static void ckpt_start(server *s);
+
+/* Loop thread: the checkpoint finished; the log may reuse its file. */
+static void ckpt_after(uv_work_t *w, int status)
+{
+    server *s = w->data;
+    FENCE_ASSERT(status == 0);
+    s->ckpt_running = false;
+    fence__store_db_ckpt_done(s->db, s->ckpt_rc);
+    fence__store_metrics_checkpoint(&s->metrics,
+                                    (double)(uv_hrtime() - s->ckpt_t0) * 1e-9);
+    ckpt_start(s);
+}
+
+/* Start the due checkpoint, if any, unless one runs (see db.h). */
+static void ckpt_start(server *s)
+{
+    uint64_t lsn;
+    if (s->ckpt_running || s->open || !fence__store_db_ckpt_begin(s->db, &lsn))
+        return;
+    s->ckpt.data = s;
+    s->ckpt_lsn = lsn;
+    s->ckpt_t0 = uv_hrtime();
+    int rc = uv_queue_work(s->loop, &s->ckpt, ckpt_work, ckpt_after);
+    FENCE_ASSERT(rc == 0);
+    s->ckpt_running = true;
+}
+
 /* Commit the open batch (one fsync), then answer its requests in order;
  * if it cannot commit, run each of its requests again alone first. */
 static void batch_flush(server *s)
@@ -382,7 +433,9 @@ static void batch_flush(server *s)
         return;
     s->open = false;
     uv_idle_stop(&s->idle);
+    uint64_t t0 = uv_hrtime();
     int rc = fence__store_db_batch_end(s->db);
+    fence__store_metrics_commit(&s->metrics, (double)(uv_hrtime() - t0) * 1e-9);
     if (rc != 0)
         s->stat_replays++;
     else
@@ -407,6 +460,7 @@ static void batch_flush(server *s)
     s->n_items = 0;
     s->bytes = 0;
     fence__net_flush(&s->net);
+    ckpt_start(s);
 }
 
 /* Copy p[0..n) to *at and point *dst at the copy. */
