@@ -26,7 +26,7 @@ INTEG_TESTS += $(wildcard tests/integration/test_fencectl_*.sh)
 # make bench: a fresh fenced on a free port in a temp dir, `fencectl bench`
 # against it, then fenced stopped by PID.  BENCH_ARGS adds options.
 BENCH_ARGS ?=
-bench: bench-client
+bench-all: bench-client
 bench-client:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(FENCECTL)
 	@BUILD=$(BUILD) bash src/cli/bench.sh $(BENCH_ARGS)

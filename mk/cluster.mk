@@ -23,7 +23,7 @@ bench-failover:
 bench-cluster3:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
 	@BUILD=$(BUILD) bash tests/integration/cluster_bench.sh $(BENCH_ARGS)
-bench: bench-cluster3
+bench-all: bench-cluster3
 
 .PHONY: bench-cluster bench-failover bench-cluster3
 

@@ -13,7 +13,7 @@ FUZZ_tls_LIBS := $(BUILD)/libfencecommon.a
 $(BUILD)/tests/tls_cycles: tests/bench/tls_cycles.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(TLS_LIBS) -lpthread
-bench: bench-tls
+bench-all: bench-tls
 bench-tls:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/tests/tls_cycles
 	@BUILD=$(BUILD) bash tests/bench/tls_bench.sh

@@ -1,0 +1,711 @@
+#!/usr/bin/python3
+"""make bench: one table from one run (docs/performance.md says how to read it).
+
+Starts every process itself (free ports on 127.0.0.1, one temp dir, every
+process stopped by PID at the end), runs short cells one after another and
+prints one table whose rows all have the same columns:
+
+  what | clients | rate/s | p50 us | p99 us | max us | value | peer (same run) | ratio | notes
+
+Latencies are microseconds, from the load generator's histogram (fencectl
+bench --format tsv and tests/bench/keepalive_load: src/cli/hist.c, within
+3%; redis-benchmark: its own, to the microsecond).  "value" holds the rows
+whose figure is not a rate (fsync time, floor, bytes per lock, restart
+time, loop lag).  "ratio" is rate / peer rate unless the notes say
+otherwise.  The load generators are C (fencectl bench, keepalive_load,
+fsync_probe) or redis-benchmark / redis-cli --pipe; this script only starts
+them and reads their numbers.
+
+Environment:
+  BUILD          build directory (default build/release)
+  BENCH_SECONDS  seconds per cell (default 3)
+  BENCH_SMOKE=1  tiny cells for the smoke test: 10k instead of 1M held
+                 locks and leases, 1,000 keepalive leases on 50 connections
+  BENCH_BIG      held locks / leases of the 1M rows (default 1000000)
+  BENCH_ONLY     comma-separated sections to run (fenced, store, big,
+                 keepalive, cluster, features); default all
+  BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
+                 filesystem is the one every data dir and the fsync probe use
+Exit status: 0 if every section ran, 1 if one failed (its rows say n/a).
+"""
+import datetime
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from fenceproto import Resp, RespError, encode_command, free_port, wait_port  # noqa: E402
+
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
+if not os.path.isabs(BUILD):
+    BUILD = os.path.join(ROOT, BUILD)
+SECS = max(1, int(os.environ.get("BENCH_SECONDS", "3")))
+SMOKE = os.environ.get("BENCH_SMOKE", "") == "1"
+BIG = int(os.environ.get("BENCH_BIG", "10000" if SMOKE else "1000000"))
+KA_LEASES = 1000 if SMOKE else 100000
+KA_CONNS = 50 if SMOKE else 1000
+KA_TTL_MS = 10000
+SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features"]
+ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s] or SECTIONS
+
+FENCED = os.path.join(BUILD, "fenced")
+FENCECTL = os.path.join(BUILD, "fencectl")
+FENCE_STORE = os.path.join(BUILD, "fence-store")
+KEEPALIVE_LOAD = os.path.join(BUILD, "tests", "keepalive_load")
+# tests/bench/fsync_probe.c (CLI: fsync_probe DIR [N], prints
+# "fsync_p50_us=... fsync_p99_us=..."); wherever its mk fragment puts it.
+FSYNC_PROBES = [os.path.join(BUILD, "tests", "fsync_probe"), os.path.join(BUILD, "fsync_probe")]
+
+TMP = tempfile.mkdtemp(prefix="fence-bench.", dir=os.environ.get("BENCH_TMPDIR") or None)
+PROCS = []  # every process started, stopped by PID at exit
+ROWS = []   # the table
+FAILED = []  # sections that failed
+
+
+def log(msg):
+    """Progress on stderr (the table goes to stdout at the end)."""
+    sys.stderr.write("bench: %s\n" % msg)
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------- rows
+
+class Row:
+    """One line of the table."""
+
+    def __init__(self, what, clients="-", rate=None, p50=None, p99=None, mx=None, value="-",
+                 peer="-", ratio="-", notes=""):
+        self.what = what
+        self.clients = clients
+        self.rate = rate
+        self.p50 = p50
+        self.p99 = p99
+        self.max = mx
+        self.value = value
+        self.peer = peer
+        self.ratio = ratio
+        self.notes = notes
+
+    def cells(self):
+        """The row's columns as text."""
+        def num(v, fmt="%.0f"):
+            if v is None:
+                return "-"
+            if isinstance(v, str):
+                return v
+            return fmt % v
+        return [self.what, str(self.clients), num(self.rate), num(self.p50), num(self.p99),
+                num(self.max), self.value, self.peer, self.ratio, self.notes]
+
+
+HEADER = ["what", "clients", "rate/s", "p50 us", "p99 us", "max us", "value",
+          "peer (same run)", "ratio", "notes"]
+
+
+def add(row):
+    """Append a row and show it on stderr at once."""
+    ROWS.append(row)
+    log("row: " + " | ".join(row.cells()))
+    return row
+
+
+def pct(a, b):
+    """a / b as a percentage text, or n/a."""
+    if a is None or b is None or isinstance(a, str) or isinstance(b, str) or b <= 0:
+        return "n/a"
+    return "%.0f%%" % (100.0 * a / b)
+
+
+def times(a, b):
+    """a / b as "0.00x", or n/a."""
+    if a is None or b is None or isinstance(a, str) or isinstance(b, str) or b <= 0:
+        return "n/a"
+    return "%.2fx" % (a / b)
+
+
+def print_table():
+    """The table, as Markdown (pasted as is into docs/performance.md)."""
+    rows = [HEADER] + [r.cells() for r in ROWS]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    right = {1, 2, 3, 4, 5, 6, 8}
+
+    def line(r):
+        return "| " + " | ".join(
+            (c.rjust(widths[i]) if i in right else c.ljust(widths[i])) for i, c in enumerate(r)
+        ) + " |"
+    print(line(HEADER))
+    print("|" + "|".join(("-" * (w + 1) + ":" if i in right else "-" * (w + 2))
+                         for i, w in enumerate(widths)) + "|")
+    for r in rows[1:]:
+        print(line(r))
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- processes
+
+def spawn(argv, logname, **kw):
+    """Start argv with stdout/stderr to TMP/logname; remembered for cleanup."""
+    f = open(os.path.join(TMP, logname), "ab")
+    p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kw)
+    f.close()
+    PROCS.append(p)
+    return p
+
+
+def stop(p, sig=signal.SIGTERM, timeout=30):
+    """Stop p by PID: sig, then SIGKILL after timeout s; returns seconds to exit."""
+    t0 = time.monotonic()
+    if p.poll() is None:
+        try:
+            p.send_signal(sig)
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if p in PROCS:
+        PROCS.remove(p)
+    return time.monotonic() - t0
+
+
+def cleanup():
+    """Stop everything still running, remove the temp dir."""
+    for p in list(PROCS):
+        stop(p, timeout=10)
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def on_signal(signum, _frame):
+    """SIGTERM / SIGINT: clean up, then exit."""
+    cleanup()
+    sys.exit(128 + signum)
+
+
+class Fenced:
+    """One fenced process on a free port with its own data dir."""
+
+    def __init__(self, name, args=()):
+        self.name = name
+        self.port = free_port()
+        self.dir = os.path.join(TMP, name)
+        self.data = os.path.join(self.dir, "data")
+        os.makedirs(self.dir, exist_ok=True)
+        self.args = list(args)
+        self.proc = None
+
+    def start(self):
+        """Start on the same port and data dir; wait until it serves."""
+        self.proc = spawn([FENCED, "--port", str(self.port), "--bind", "127.0.0.1",
+                           "--data-dir", self.data, "--log-level", "warn"] + self.args,
+                          self.name + ".log")
+        wait_serving(self.port, self.proc, 60)
+        return self
+
+    def stop(self):
+        """SIGTERM by PID; returns seconds until it exited."""
+        s = stop(self.proc)
+        self.proc = None
+        return s
+
+    def info(self):
+        """INFO as a dict."""
+        return info(self.port)
+
+    def rss(self):
+        """Resident set size in bytes (/proc/PID/status VmRSS)."""
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for ln in f:
+                if ln.startswith("VmRSS:"):
+                    return int(ln.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+
+def info(port):
+    """INFO of the server on port, as a dict of strings."""
+    r = Resp("127.0.0.1", port, timeout=30)
+    try:
+        text = r.call("INFO")
+    finally:
+        r.close()
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    out = {}
+    for ln in text.splitlines():
+        k, sep, v = ln.partition(":")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def wait_serving(port, proc, secs):
+    """Poll until LEASE.GRANT answers on port (a ready leader); returns the
+    seconds it took.  Raises if proc exits or secs pass."""
+    t0 = time.monotonic()
+    end = t0 + secs
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("process on port %d exited (%d)" % (port, proc.returncode))
+        try:
+            r = Resp("127.0.0.1", port, timeout=5)
+            try:
+                r.call("LEASE.GRANT", 10000)
+                return time.monotonic() - t0
+            finally:
+                r.close()
+        except (OSError, ConnectionError, RespError):
+            time.sleep(0.005)
+    raise RuntimeError("nothing served on port %d within %d s" % (port, secs))
+
+
+# ---------------------------------------------------------------- load generators
+
+def fencectl_bench(servers, mode, conns, extra=(), seconds=None):
+    """fencectl bench --format tsv; returns {conns: row dict} of one mode."""
+    argv = [FENCECTL, "--server", servers] + [
+        "bench", "--duration", str(seconds or SECS), "--mode", mode,
+        "--conns", ",".join(str(c) for c in conns), "--format", "tsv"] + list(extra)
+    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    lines = out.stdout.decode().splitlines()
+    if out.returncode != 0 or not lines:
+        raise RuntimeError("fencectl bench failed (%d): %s" % (out.returncode,
+                                                               out.stderr.decode()[-300:]))
+    head = lines[0].split("\t")
+    res = {}
+    for ln in lines[1:]:
+        d = dict(zip(head, ln.split("\t")))
+        res[int(d["conns"])] = {k: (float(v) if k != "mode" else v) for k, v in d.items()}
+    return res
+
+
+def bench_row(what, d, **kw):
+    """A row from one fencectl bench cell."""
+    notes = kw.pop("notes", "")
+    if d["errors"]:
+        notes = (notes + "; " if notes else "") + "%d errors" % d["errors"]
+    return Row(what, int(d["conns"]), d["cycles_per_s"], d["p50_us"], d["p99_us"], d["max_us"],
+               notes=notes, **kw)
+
+
+def redis_benchmark(port, clients, n, *cmd):
+    """redis-benchmark --csv of one command: (rps, p50_us, p99_us, max_us)."""
+    argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(n), "-c",
+            str(clients), "-r", "100000", "--csv"] + [str(c) for c in cmd]
+    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    last = [ln for ln in out.stdout.decode().splitlines() if ln.strip()]
+    if out.returncode != 0 or not last or last[-1].startswith('"test"'):
+        raise RuntimeError("redis-benchmark %s failed: %s" % (cmd[0], out.stderr.decode()[-300:]))
+    f = [x.strip('"') for x in last[-1].split(",")]
+    # "name",rps,avg,min,p50,p95,p99,max (ms)
+    return float(f[1]), float(f[4]) * 1000, float(f[6]) * 1000, float(f[7]) * 1000
+
+
+def timed_redis_benchmark(port, clients, *cmd):
+    """redis-benchmark sized to last about SECS: a short calibration run
+    first (also the warm-up), then n = rate * SECS."""
+    n0 = 200 if clients == 1 else 2000
+    rps, _, _, _ = redis_benchmark(port, clients, n0, *cmd)
+    n = max(n0, int(rps * SECS))
+    return redis_benchmark(port, clients, n, *cmd)
+
+
+def fsync_probe(d):
+    """fsync_probe DIR: {key: float}, or None if the probe is not built."""
+    for p in FSYNC_PROBES:
+        if os.access(p, os.X_OK):
+            os.makedirs(d, exist_ok=True)
+            n = "200" if SMOKE else "2000"
+            out = subprocess.run([p, d, n], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 timeout=300)
+            if out.returncode != 0:
+                raise RuntimeError("fsync_probe failed: %s" % out.stderr.decode()[-200:])
+            return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", out.stdout.decode())}
+    return None
+
+
+def pipe_load(port, path):
+    """redis-cli --pipe < path; returns (seconds, replies, errors)."""
+    t0 = time.monotonic()
+    with open(path, "rb") as f:
+        out = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "--pipe"],
+                             stdin=f, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             timeout=1800)
+    secs = time.monotonic() - t0
+    text = out.stdout.decode(errors="replace")
+    m = re.search(r"errors:\s*(\d+),\s*replies:\s*(\d+)", text)
+    if out.returncode != 0 or m is None:
+        raise RuntimeError("redis-cli --pipe failed: %s" % text[-300:])
+    return secs, int(m.group(2)), int(m.group(1))
+
+
+def kv(text):
+    """"key=value ..." words of a line as a dict of floats."""
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", text)}
+
+
+# ---------------------------------------------------------------- sections
+
+SHARED = {}  # numbers later sections compare with (same run)
+
+
+def section_fenced():
+    """Rows 1-2: one fenced, uncontended and one contended lock, with the
+    handoff floor (fsync p50 of the data dir's disk + 1-client PING RTT)."""
+    f = Fenced("fenced").start()
+    log("fenced uncontended 1, 64 clients")
+    u = fencectl_bench(f.addr(), "uncontended", [1, 64])
+    SHARED["u64"] = u[64]["cycles_per_s"]
+    for c in (1, 64):
+        add(bench_row("fenced uncontended (a lock per client): acquire+release cycles, "
+                      "acquire latency", u[c]))
+    log("fsync probe, PING round trip")
+    probe = fsync_probe(os.path.join(TMP, "fsync-probe"))
+    rps, p50, p99, mx = timed_redis_benchmark(f.port, 1, "PING")
+    add(Row("PING round trip, 1 client (redis-benchmark)", 1, rps, p50, p99, mx))
+    rtt = p50
+    if probe is None:
+        add(Row("fsync, data dir's disk (tests/bench/fsync_probe)", 1, value="n/a",
+                notes="fsync_probe not built (tests/bench/fsync_probe.c)"))
+        floor = None
+    else:
+        fp50 = probe.get("fsync_p50_us")
+        add(Row("fsync, data dir's disk (tests/bench/fsync_probe)", 1,
+                1e6 / fp50 if fp50 else None, fp50, probe.get("fsync_p99_us"),
+                probe.get("fsync_max_us"), value="%.0f us" % fp50,
+                notes="rate = 1 / fsync p50"))
+        floor = 1e6 / (fp50 + rtt)
+        add(Row("handoff floor = 1 / (fsync p50 + PING RTT p50)", 1,
+                value="%.0f/s" % floor,
+                notes="%.0f us + %.0f us" % (fp50, rtt)))
+    log("fenced one contended lock, 1 and 64 clients")
+    c = fencectl_bench(f.addr(), "contended", [1, 64])
+    for n in (1, 64):
+        d = c[n]
+        add(bench_row("fenced one contended lock: handoffs (grants), acquire latency", d,
+                      peer="floor %.0f/s" % floor if floor else "floor n/a",
+                      ratio=pct(d["cycles_per_s"], floor),
+                      notes="target 70%% of floor; fewest/most per client %d/%d"
+                            % (d["min_cycles"], d["max_cycles"])))
+    SHARED["lag_main"] = f.info().get("loop_lag_max_us")
+    f.stop()
+
+
+def section_store():
+    """Row 3: fence-store FSET next to Redis appendfsync always SET."""
+    if shutil.which("redis-benchmark") is None or shutil.which("redis-server") is None:
+        raise RuntimeError("redis-benchmark / redis-server not installed (redis-tools, redis-server)")
+    sdir = os.path.join(TMP, "store")
+    sport = free_port()
+    sp = spawn([FENCE_STORE, "--port", str(sport), "--data-dir", os.path.join(sdir, "data"),
+                "--log-level", "warn"], "store.log")
+    rdir = os.path.join(TMP, "redis")
+    os.makedirs(rdir)
+    rport = free_port()
+    rp = spawn(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--dir", rdir,
+                "--appendonly", "yes", "--appendfsync", "always", "--save", ""], "redis.log")
+    if not wait_port(sport, 30) or not wait_port(rport, 30):
+        raise RuntimeError("fence-store or redis-server did not listen")
+    v = "0123456789abcdef"  # as src/store/bench.sh
+    for c in (1, 64):
+        log("Redis SET appendfsync always, fence-store FSET, %d clients" % c)
+        r = timed_redis_benchmark(rport, c, "SET", "key:__rand_int__", v)
+        s = timed_redis_benchmark(sport, c, "FSET", "f", "1", "key:__rand_int__", v)
+        add(Row("Redis 7 SET, appendonly yes, appendfsync always (redis-benchmark)", c, *r))
+        add(Row("fence-store FSET (equal token, 16-byte value; redis-benchmark)", c, *s,
+                peer="Redis %.0f/s" % r[0], ratio=times(s[0], r[0]),
+                notes="target >= %s Redis" % ("0.8x" if c == 1 else "1x")))
+    stop(sp)
+    stop(rp)
+
+
+def restart_row(f, what):
+    """kill -TERM, start again, time until LEASE.GRANT answers."""
+    down = f.stop()
+    t0 = time.monotonic()
+    f.proc = spawn([FENCED, "--port", str(f.port), "--bind", "127.0.0.1", "--data-dir", f.data,
+                    "--log-level", "warn"] + f.args, f.name + ".log")
+    wait_serving(f.port, f.proc, 600)
+    up = time.monotonic() - t0
+    add(Row(what, value="%.2f s" % up, notes="start to the first LEASE.GRANT answered (target "
+            "< 2 s); SIGTERM to exit took %.2f s" % down))
+
+
+def write_pipe_file(path, cmds):
+    """Write the RESP of every command in cmds to path."""
+    with open(path, "wb") as out:
+        batch = []
+        for c in cmds:
+            batch.append(encode_command(*c))
+            if len(batch) == 10000:
+                out.write(b"".join(batch))
+                batch = []
+        out.write(b"".join(batch))
+
+
+def section_big():
+    """Row 4: 1M held locks (and 1M leases): rate against the empty state,
+    loop lag, memory per lock and per lease, restart to serving."""
+    n = BIG
+    label = "1M" if n == 1000000 else "%dk" % (n // 1000) if n % 1000 == 0 else str(n)
+    f = Fenced("big", ["--max-locks", str(n + n // 10 + 1000),
+                       "--max-leases", str(n + n // 10 + 1000)]).start()
+    time.sleep(0.5)
+    rss0 = f.rss()
+    log("big: empty-state cell")
+    empty = fencectl_bench(f.addr(), "uncontended", [64])[64]
+    add(bench_row("fenced uncontended, empty state (peer of the %s rows)" % label, empty))
+    r = Resp("127.0.0.1", f.port)
+    lease = r.call("LEASE.GRANT", 604800000)
+    r.close()
+    path = os.path.join(TMP, "locks.resp")
+    write_pipe_file(path, (("LOCK", "big.%d" % i, lease) for i in range(n)))
+    log("big: preloading %d LOCKs (redis-cli --pipe)" % n)
+    secs, replies, errs = pipe_load(f.port, path)
+    os.unlink(path)
+    if errs:
+        raise RuntimeError("%d of %d LOCKs in the preload failed" % (errs, replies))
+    held = int(f.info()["locks"])
+    if held < n:
+        raise RuntimeError("after the preload %d locks are held, not %d" % (held, n))
+    time.sleep(1)
+    rss1 = f.rss()
+    i0 = f.info()
+    lag_pre = int(i0.get("loop_lag_max_us", "0"))
+    over_pre = int(i0.get("loop_lag_over_20ms", "0"))
+    add(Row("preload: %s LOCK on one lease (redis-cli --pipe)" % label, 1, n / secs,
+            value="%.1f s" % secs, notes="loop lag max so far %.0f ms" % (lag_pre / 1000)))
+    add(Row("memory per held lock, %s held (RSS delta / locks)" % label,
+            value="%.0f B" % ((rss1 - rss0) / n),
+            notes="target < 256 B; RSS %.0f -> %.0f MB (raft log entries in memory included)"
+                  % (rss0 / 1e6, rss1 / 1e6)))
+    log("big: 64-client cell with %d held" % n)
+    full = fencectl_bench(f.addr(), "uncontended", [64])[64]
+    add(bench_row("fenced uncontended, %s locks held" % label, full,
+                  peer="empty %.0f/s" % empty["cycles_per_s"],
+                  ratio=pct(full["cycles_per_s"], empty["cycles_per_s"]),
+                  notes="target >= 85%"))
+    i1 = f.info()
+    lag = int(i1.get("loop_lag_max_us", "0"))
+    over = int(i1.get("loop_lag_over_20ms", "0")) - over_pre
+    add(Row("loop lag max during that cell (INFO loop_lag_max_us)",
+            value=("%.1f ms" % (lag / 1000)) if lag > lag_pre else
+                  "<= %.1f ms" % (lag_pre / 1000),
+            notes="target < 20 ms; ticks over 20 ms late in the cell: %d%s"
+                  % (over, "" if lag > lag_pre else
+                     " (the max since start was set before the cell: not resettable)")))
+    restart_row(f, "restart to serving, %s locks held" % label)
+    rss2 = f.rss()
+    path = os.path.join(TMP, "leases.resp")
+    write_pipe_file(path, (("LEASE.GRANT", 604800000) for _ in range(n)))
+    log("big: preloading %d leases" % n)
+    secs, replies, errs = pipe_load(f.port, path)
+    os.unlink(path)
+    if errs:
+        raise RuntimeError("%d of %d LEASE.GRANTs in the preload failed" % (errs, replies))
+    time.sleep(1)
+    rss3 = f.rss()
+    add(Row("memory per lease, %s leases (RSS delta / leases)" % label, 1, n / secs,
+            value="%.0f B" % ((rss3 - rss2) / n),
+            notes="target < 256 B; rate = preload LEASE.GRANTs/s; RSS %.0f -> %.0f MB"
+                  % (rss2 / 1e6, rss3 / 1e6)))
+    restart_row(f, "restart to serving, %s locks + %s leases" % (label, label))
+    f.stop()
+
+
+def section_keepalive():
+    """Row 5: KA_LEASES leases renewed every ttl/3 by KA_CONNS connections,
+    LOCK latency meanwhile (tests/bench/keepalive_load)."""
+    f = Fenced("keepalive", ["--max-leases", str(2 * KA_LEASES + 1000),
+                             "--max-clients", str(KA_CONNS + 1000)]).start()
+    log("keepalive: %d leases, %d connections" % (KA_LEASES, KA_CONNS))
+    out = subprocess.run([KEEPALIVE_LOAD, str(f.port), str(KA_LEASES), str(KA_CONNS),
+                          str(KA_TTL_MS), str(SECS)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError("keepalive_load failed: %s" % out.stderr.decode()[-300:])
+    ph = {ln.split()[0]: kv(ln) for ln in out.stdout.decode().splitlines() if ln.strip()}
+    idle, grant, load = ph["idle"], ph["grant"], ph["load"]
+    add(Row("keepalive load: %dk leases, LEASE.KEEPALIVE each every ttl/3 (ttl %d s)"
+            % (KA_LEASES // 1000, KA_TTL_MS // 1000), KA_CONNS, load["keepalives_per_s"],
+            load["ka_p50_us"], load["ka_p99_us"], load["ka_max_us"],
+            peer="target %.0f/s" % load["target_per_s"],
+            ratio=pct(load["keepalives_per_s"], load["target_per_s"]),
+            notes="open loop; %d error replies, %d skipped (4096 owed on a connection); "
+                  "granted at %.0f/s" % (load["errors"], load["skipped"],
+                                          grant["grants_per_s"])))
+    add(Row("LOCK+UNLOCK on its own lock during that load: LOCK latency", 1,
+            load["lock_cycles"] / SECS, load["lock_p50_us"], load["lock_p99_us"],
+            load["lock_max_us"], peer="idle %.0f/s" % (idle["lock_cycles"] / SECS),
+            ratio=pct(load["lock_cycles"], idle["lock_cycles"]),
+            notes="idle (same probe, before the leases): p50 %.0f p99 %.0f max %.0f us"
+                  % (idle["lock_p50_us"], idle["lock_p99_us"], idle["lock_max_us"])))
+    f.stop()
+
+
+def section_cluster():
+    """Row 6: a 3-node cluster on 127.0.0.1 against one node (row 1)."""
+    nodes = []
+    for i in (1, 2, 3):
+        nodes.append({"id": i, "port": free_port(), "raft": free_port(),
+                      "data": os.path.join(TMP, "cluster", "n%d" % i)})
+    peers = ",".join("%d=127.0.0.1:%d/%d" % (n["id"], n["port"], n["raft"]) for n in nodes)
+    for n in nodes:
+        n["proc"] = spawn([FENCED, "--node-id", str(n["id"]), "--port", str(n["port"]),
+                           "--bind", "127.0.0.1", "--raft-port", str(n["raft"]),
+                           "--data-dir", n["data"], "--peers", peers, "--log-level", "warn"],
+                          "cluster-n%d.log" % n["id"])
+    leader = None
+    end = time.monotonic() + 60
+    while leader is None and time.monotonic() < end:
+        for n in nodes:
+            try:
+                i = info(n["port"])
+            except (OSError, ConnectionError, RespError):
+                continue
+            if i.get("role") == "leader" and i.get("leader_ready") == "1":
+                leader = n
+                break
+        time.sleep(0.05)
+    if leader is None:
+        raise RuntimeError("the 3-node cluster elected no ready leader")
+    wait_serving(leader["port"], leader["proc"], 30)
+    addrs = ["127.0.0.1:%d" % leader["port"]] + ["127.0.0.1:%d" % n["port"] for n in nodes
+                                                   if n is not leader]
+    log("cluster: 3 nodes, 64 clients")
+    d = fencectl_bench(",".join(addrs), "uncontended", [64])[64]
+    one = SHARED.get("u64")
+    add(bench_row("3-node cluster (127.0.0.1), uncontended", d,
+                  peer="1 node %.0f/s" % one if one else "1 node n/a", ratio=pct(d["cycles_per_s"], one),
+                  notes="peer: row 1 (64 clients); about 60% expected"))
+    for n in nodes:
+        stop(n["proc"])
+
+
+def section_features():
+    """Row 7: TLS vs plain, signed vs unsigned grants, metrics on vs off:
+    64-client uncontended cycles on one fenced with a TLS listener, a
+    signing key and a metrics port."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+    import tls_certs
+    certs = tls_certs.make(os.path.join(TMP, "certs"))
+    keys = os.path.join(TMP, "keys")
+    subprocess.run([FENCECTL, "keygen", keys], stdout=subprocess.DEVNULL, check=True)
+    tport = free_port()
+    mport = free_port()
+    f = Fenced("features", ["--tls-port", str(tport), "--tls-cert", certs["server.crt"],
+                            "--tls-key", certs["server.key"], "--metrics-port", str(mport),
+                            "--token-signing-key", os.path.join(keys, "signing.key")]).start()
+    log("features: plain (metrics port on, not scraped), TLS, signed, scraped")
+    plain = fencectl_bench(f.addr(), "uncontended", [64])[64]
+    add(bench_row("features fenced (TLS port, signing key, metrics port), plain TCP: peer "
+                  "of the next rows", plain))
+    tls = fencectl_bench("127.0.0.1:%d" % tport, "uncontended", [64],
+                         extra=["--tls", "--cacert", certs["ca.crt"]])[64]
+    add(bench_row("same, TLS 1.3 (fencectl --tls)", tls, peer="plain %.0f/s"
+                  % plain["cycles_per_s"], ratio=pct(tls["cycles_per_s"], plain["cycles_per_s"]),
+                  notes="target >= 80%"))
+    sig = fencectl_bench(f.addr(), "uncontended", [64], extra=["--signed"])[64]
+    add(bench_row("same, signed grants (LOCK ... SIGNED, Ed25519)", sig, peer="unsigned %.0f/s"
+                  % plain["cycles_per_s"], ratio=pct(sig["cycles_per_s"], plain["cycles_per_s"])))
+    stop_flag = threading.Event()
+    scrapes = [0]
+
+    def scraper():
+        while not stop_flag.is_set():
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=2).read()
+                scrapes[0] += 1
+            except OSError:
+                pass
+            stop_flag.wait(0.1)
+    th = threading.Thread(target=scraper, daemon=True)
+    th.start()
+    met = fencectl_bench(f.addr(), "uncontended", [64])[64]
+    stop_flag.set()
+    th.join()
+    one = SHARED.get("u64")
+    add(bench_row("same, plain, /metrics scraped 10 times a second", met,
+                  peer="no metrics port %.0f/s" % one if one else "n/a",
+                  ratio=pct(met["cycles_per_s"], one),
+                  notes="peer: row 1 (fenced without --metrics-port); %d scrapes" % scrapes[0]))
+    f.stop()
+
+
+# ---------------------------------------------------------------- main
+
+def facts():
+    """Machine facts for the top of the output."""
+    def sh(*argv):
+        try:
+            return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  cwd=ROOT, timeout=10).stdout.decode().strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("model name"):
+                    cpu = ln.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    fs, _, dev = sh("findmnt", "-n", "-o", "FSTYPE,SOURCE", "-T", TMP).partition(" ")
+    return [
+        "date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git: %s" % sh("git", "describe", "--always", "--dirty", "--tags"),
+        "machine: %s cores (nproc), %s, kernel %s %s" % (os.cpu_count() and sh("nproc"), cpu,
+                                                         platform.release(), platform.machine()),
+        "data dirs: %s (filesystem %s on %s)" % (TMP, fs or "?", dev.strip() or "?"),
+        "load average at start: %s" % " ".join(open("/proc/loadavg").read().split()[:3]),
+        "cells: %d s each%s" % (SECS, ", smoke run (tiny cells)" if SMOKE else ""),
+    ]
+
+
+def main():
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD):
+        if not os.access(p, os.X_OK):
+            sys.exit("bench: %s is not built (make bench builds it)" % p)
+    head = facts()
+    t0 = time.monotonic()
+    funcs = {"fenced": section_fenced, "store": section_store, "big": section_big,
+             "keepalive": section_keepalive, "cluster": section_cluster,
+             "features": section_features}
+    try:
+        for name in SECTIONS:
+            if name not in ONLY:
+                continue
+            log("section %s" % name)
+            try:
+                funcs[name]()
+            except Exception as e:  # a failed section leaves an n/a row, the rest runs
+                FAILED.append(name)
+                add(Row("section %s" % name, value="n/a", notes="FAILED: %s" % str(e)[:200]))
+            for p in list(PROCS):
+                stop(p)
+        print("make bench: one table from one run (docs/performance.md)")
+        for ln in head:
+            print(ln)
+        print("load average at end: %s; run took %.0f s" %
+              (" ".join(open("/proc/loadavg").read().split()[:3]), time.monotonic() - t0))
+        print("latencies in microseconds (us); ratio = rate / peer rate unless noted")
+        print()
+        print_table()
+    finally:
+        cleanup()
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()
