@@ -22,6 +22,8 @@ Environment:
   BENCH_SMOKE=1  tiny cells for the smoke test: 10k instead of 1M held
                  locks and leases, 1,000 keepalive leases on 50 connections
   BENCH_BIG      held locks / leases of the 1M rows (default 1000000)
+  BENCH_ROUNDS   cells per side of a comparison, interleaved (default 2;
+                 smoke 1)
   BENCH_ONLY     comma-separated sections to run (fenced, store, big,
                  keepalive, cluster, features); default all
   BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
@@ -318,6 +320,45 @@ def timed_redis_benchmark(port, clients, *cmd):
     return redis_benchmark(port, clients, n, *cmd)
 
 
+ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "1" if SMOKE else "2")))
+
+
+def interleaved(cells):
+    """Run the cells of a comparison ROUNDS times, forward then backward
+    (A B B A with two rounds), so that load from elsewhere on the machine
+    that rises or falls during the run hits every cell alike.  cells is a
+    list of (name, fn); returns {name: [result of each round]}."""
+    out = {name: [] for name, _ in cells}
+    for r in range(ROUNDS):
+        for name, fn in (cells if r % 2 == 0 else list(reversed(cells))):
+            out[name].append(fn())
+    return out
+
+
+def merge_bench(results):
+    """One row's numbers from several rounds of a fencectl bench cell: rate
+    the mean, p50/p99/max the highest of the rounds (each from that round's
+    histogram: an upper bound, never an average of percentiles)."""
+    m = dict(results[0])
+    m["cycles_per_s"] = sum(d["cycles_per_s"] for d in results) / len(results)
+    for k in ("p50_us", "p99_us", "p999_us", "max_us", "max_cycles"):
+        m[k] = max(d[k] for d in results)
+    m["min_cycles"] = min(d["min_cycles"] for d in results)
+    m["errors"] = sum(d["errors"] for d in results)
+    return m
+
+
+def merge_rb(results):
+    """As merge_bench for redis-benchmark tuples (rps, p50, p99, max)."""
+    return (sum(r[0] for r in results) / len(results), max(r[1] for r in results),
+            max(r[2] for r in results), max(r[3] for r in results))
+
+
+def rounds_note():
+    """What the notes say about a merged row."""
+    return "1 cell" if ROUNDS == 1 else "%d cells interleaved" % ROUNDS
+
+
 def fsync_probe(d):
     """fsync_probe DIR: {key: float}, or None if the probe is not built."""
     for p in FSYNC_PROBES:
@@ -354,16 +395,12 @@ def kv(text):
 
 # ---------------------------------------------------------------- sections
 
-SHARED = {}  # numbers later sections compare with (same run)
-
-
 def section_fenced():
     """Rows 1-2: one fenced, uncontended and one contended lock, with the
     handoff floor (fsync p50 of the data dir's disk + 1-client PING RTT)."""
     f = Fenced("fenced").start()
     log("fenced uncontended 1, 64 clients")
     u = fencectl_bench(f.addr(), "uncontended", [1, 64])
-    SHARED["u64"] = u[64]["cycles_per_s"]
     for c in (1, 64):
         add(bench_row("fenced uncontended (a lock per client): acquire+release cycles, "
                       "acquire latency", u[c]))
@@ -395,7 +432,6 @@ def section_fenced():
                       ratio=pct(d["cycles_per_s"], floor),
                       notes="target 70%% of floor; fewest/most per client %d/%d"
                             % (d["min_cycles"], d["max_cycles"])))
-    SHARED["lag_main"] = f.info().get("loop_lag_max_us")
     f.stop()
 
 
@@ -417,12 +453,17 @@ def section_store():
     v = "0123456789abcdef"  # as src/store/bench.sh
     for c in (1, 64):
         log("Redis SET appendfsync always, fence-store FSET, %d clients" % c)
-        r = timed_redis_benchmark(rport, c, "SET", "key:__rand_int__", v)
-        s = timed_redis_benchmark(sport, c, "FSET", "f", "1", "key:__rand_int__", v)
-        add(Row("Redis 7 SET, appendonly yes, appendfsync always (redis-benchmark)", c, *r))
-        add(Row("fence-store FSET (equal token, 16-byte value; redis-benchmark)", c, *s,
-                peer="Redis %.0f/s" % r[0], ratio=times(s[0], r[0]),
-                notes="target >= %s Redis" % ("0.8x" if c == 1 else "1x")))
+        res = interleaved([
+            ("redis", lambda c=c: timed_redis_benchmark(rport, c, "SET", "key:__rand_int__", v)),
+            ("store", lambda c=c: timed_redis_benchmark(sport, c, "FSET", "f", "1",
+                                                        "key:__rand_int__", v))])
+        r = merge_rb(res["redis"])
+        st = merge_rb(res["store"])
+        add(Row("Redis 7 SET, appendonly yes, appendfsync always (redis-benchmark)", c, *r,
+                notes=rounds_note()))
+        add(Row("fence-store FSET (equal token, 16-byte value; redis-benchmark)", c, *st,
+                peer="Redis %.0f/s" % r[0], ratio=times(st[0], r[0]),
+                notes="target >= %s Redis; %s" % ("0.8x" if c == 1 else "1x", rounds_note())))
     stop(sp)
     stop(rp)
 
@@ -496,12 +537,19 @@ def section_big():
     i1 = f.info()
     lag = int(i1.get("loop_lag_max_us", "0"))
     over = int(i1.get("loop_lag_over_20ms", "0")) - over_pre
-    add(Row("loop lag max during that cell (INFO loop_lag_max_us)",
-            value=("%.1f ms" % (lag / 1000)) if lag > lag_pre else
-                  "<= %.1f ms" % (lag_pre / 1000),
+    # INFO's maximum cannot be reset: a new maximum is the cell's own; else
+    # the count of ticks over 20 ms late (a delta) bounds the cell's.
+    if lag > lag_pre:
+        value = "%.1f ms" % (lag / 1000)
+    elif over == 0:
+        value = "< 20 ms"
+    else:
+        value = "<= %.1f ms" % (lag_pre / 1000)
+    add(Row("loop lag max during that cell (INFO loop_lag_max_us)", value=value,
             notes="target < 20 ms; ticks over 20 ms late in the cell: %d%s"
                   % (over, "" if lag > lag_pre else
-                     " (the max since start was set before the cell: not resettable)")))
+                     "; the max since start, %.1f ms, was set before the cell (not resettable)"
+                     % (lag_pre / 1000))))
     restart_row(f, "restart to serving, %s locks held" % label)
     rss2 = f.rss()
     path = os.path.join(TMP, "leases.resp")
@@ -580,12 +628,21 @@ def section_cluster():
     wait_serving(leader["port"], leader["proc"], 30)
     addrs = ["127.0.0.1:%d" % leader["port"]] + ["127.0.0.1:%d" % n["port"] for n in nodes
                                                    if n is not leader]
-    log("cluster: 3 nodes, 64 clients")
-    d = fencectl_bench(",".join(addrs), "uncontended", [64])[64]
-    one = SHARED.get("u64")
+    # The single node right before the cluster, so that the machine's load
+    # from elsewhere is about the same for both.
+    log("cluster: 1 node and 3 nodes, 64 clients")
+    single = Fenced("single").start()
+    res = interleaved([
+        ("one", lambda: fencectl_bench(single.addr(), "uncontended", [64])[64]),
+        ("three", lambda: fencectl_bench(",".join(addrs), "uncontended", [64])[64])])
+    single.stop()
+    one = merge_bench(res["one"])
+    d = merge_bench(res["three"])
+    add(bench_row("1 node, uncontended (peer of the next row)", one, notes=rounds_note()))
     add(bench_row("3-node cluster (127.0.0.1), uncontended", d,
-                  peer="1 node %.0f/s" % one if one else "1 node n/a", ratio=pct(d["cycles_per_s"], one),
-                  notes="peer: row 1 (64 clients); about 60% expected"))
+                  peer="1 node %.0f/s" % one["cycles_per_s"],
+                  ratio=pct(d["cycles_per_s"], one["cycles_per_s"]),
+                  notes="about 60%% expected; %s" % rounds_note()))
     for n in nodes:
         stop(n["proc"])
 
@@ -604,18 +661,7 @@ def section_features():
     f = Fenced("features", ["--tls-port", str(tport), "--tls-cert", certs["server.crt"],
                             "--tls-key", certs["server.key"], "--metrics-port", str(mport),
                             "--token-signing-key", os.path.join(keys, "signing.key")]).start()
-    log("features: plain (metrics port on, not scraped), TLS, signed, scraped")
-    plain = fencectl_bench(f.addr(), "uncontended", [64])[64]
-    add(bench_row("features fenced (TLS port, signing key, metrics port), plain TCP: peer "
-                  "of the next rows", plain))
-    tls = fencectl_bench("127.0.0.1:%d" % tport, "uncontended", [64],
-                         extra=["--tls", "--cacert", certs["ca.crt"]])[64]
-    add(bench_row("same, TLS 1.3 (fencectl --tls)", tls, peer="plain %.0f/s"
-                  % plain["cycles_per_s"], ratio=pct(tls["cycles_per_s"], plain["cycles_per_s"]),
-                  notes="target >= 80%"))
-    sig = fencectl_bench(f.addr(), "uncontended", [64], extra=["--signed"])[64]
-    add(bench_row("same, signed grants (LOCK ... SIGNED, Ed25519)", sig, peer="unsigned %.0f/s"
-                  % plain["cycles_per_s"], ratio=pct(sig["cycles_per_s"], plain["cycles_per_s"])))
+    nomet = Fenced("nometrics").start()
     stop_flag = threading.Event()
     scrapes = [0]
 
@@ -627,16 +673,45 @@ def section_features():
             except OSError:
                 pass
             stop_flag.wait(0.1)
-    th = threading.Thread(target=scraper, daemon=True)
-    th.start()
-    met = fencectl_bench(f.addr(), "uncontended", [64])[64]
-    stop_flag.set()
-    th.join()
-    one = SHARED.get("u64")
-    add(bench_row("same, plain, /metrics scraped 10 times a second", met,
-                  peer="no metrics port %.0f/s" % one if one else "n/a",
-                  ratio=pct(met["cycles_per_s"], one),
-                  notes="peer: row 1 (fenced without --metrics-port); %d scrapes" % scrapes[0]))
+
+    def scraped():
+        stop_flag.clear()
+        th = threading.Thread(target=scraper, daemon=True)
+        th.start()
+        try:
+            return fencectl_bench(f.addr(), "uncontended", [64])[64]
+        finally:
+            stop_flag.set()
+            th.join()
+    log("features: metrics off / on (scraped)")
+    res = interleaved([("off", lambda: fencectl_bench(nomet.addr(), "uncontended", [64])[64]),
+                       ("on", scraped)])
+    nomet.stop()
+    off = merge_bench(res["off"])
+    met = merge_bench(res["on"])
+    add(bench_row("fenced without --metrics-port, uncontended (peer of the next row)", off,
+                  notes=rounds_note()))
+    add(bench_row("fenced with --metrics-port, /metrics scraped 10 times a second", met,
+                  peer="no metrics port %.0f/s" % off["cycles_per_s"],
+                  ratio=pct(met["cycles_per_s"], off["cycles_per_s"]),
+                  notes="%d scrapes; this fenced also has a TLS port and a signing key; %s"
+                        % (scrapes[0], rounds_note())))
+    log("features: plain, TLS, signed")
+    res = interleaved([
+        ("plain", lambda: fencectl_bench(f.addr(), "uncontended", [64])[64]),
+        ("tls", lambda: fencectl_bench("127.0.0.1:%d" % tport, "uncontended", [64],
+                                       extra=["--tls", "--cacert", certs["ca.crt"]])[64]),
+        ("signed", lambda: fencectl_bench(f.addr(), "uncontended", [64], extra=["--signed"])[64])])
+    plain, tls, sig = (merge_bench(res[k]) for k in ("plain", "tls", "signed"))
+    add(bench_row("same fenced, plain TCP, not scraped (peer of the next rows)", plain,
+                  notes=rounds_note()))
+    add(bench_row("same fenced, TLS 1.3 (fencectl --tls)", tls, peer="plain %.0f/s"
+                  % plain["cycles_per_s"], ratio=pct(tls["cycles_per_s"], plain["cycles_per_s"]),
+                  notes="target >= 80%%; the clients' TLS work runs on the same 2 cores; %s"
+                        % rounds_note()))
+    add(bench_row("same fenced, signed grants (ACQUIRE ... SIGNED, Ed25519)", sig,
+                  peer="unsigned %.0f/s" % plain["cycles_per_s"],
+                  ratio=pct(sig["cycles_per_s"], plain["cycles_per_s"]), notes=rounds_note()))
     f.stop()
 
 
@@ -699,7 +774,9 @@ def main():
             print(ln)
         print("load average at end: %s; run took %.0f s" %
               (" ".join(open("/proc/loadavg").read().split()[:3]), time.monotonic() - t0))
-        print("latencies in microseconds (us); ratio = rate / peer rate unless noted")
+        print("latencies in microseconds (us); ratio = rate / peer rate unless noted; "
+              "\"N cells interleaved\": the row's cells ran\nin turn with its peer's (A B B A), "
+              "rate = their mean, p50/p99/max = the highest cell's")
         print()
         print_table()
     finally:

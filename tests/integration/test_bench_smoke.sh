@@ -27,7 +27,7 @@ for what in 'fenced uncontended (a lock per client)' 'PING round trip' \
             'fenced uncontended, 10k locks held' 'memory per held lock' \
             'memory per lease' 'loop lag max during that cell' 'restart to serving' \
             'keepalive load' 'LOCK+UNLOCK on its own lock during that load' \
-            '3-node cluster' 'TLS 1.3' 'signed grants' '/metrics scraped'; do
+            '1 node, uncontended' '3-node cluster' 'TLS 1.3' 'signed grants' '/metrics scraped'; do
     check "a row: $what" grep -qF "$what" "$out"
 done
 check "no section failed" bash -c "! grep -q FAILED '$out'"
@@ -40,7 +40,7 @@ for l in rows:
     what, rate, p50, value = c[0], c[2], c[3], c[6]
     if what.startswith("fsync, data dir") and value == "n/a":
         continue  # tests/bench/fsync_probe not built yet
-    if not any(re.match(r"^(<= )?[0-9]+(\.[0-9]+)?", x) for x in (rate, p50, value)):
+    if not any(re.match(r"^(<=? )?[0-9]+(\.[0-9]+)?", x) for x in (rate, p50, value)):
         print("row without a number: " + what, file=sys.stderr)
         bad += 1
 print(bad if rows else -1)
