@@ -368,6 +368,41 @@ typedef struct fence_store fence_store;
  * Errors: FENCE_EINVAL, FENCE_ENOMEM. */
 FENCE_API int fence_store_open(const char *addr, uint32_t timeout_ms,
                                fence_store **out);
+/* Options of fence_store_open_opts(); fill with fence_store_opts_init(). */
+typedef struct fence_store_opts {
+    /* "host:port" or "unix:/path".  NULL: $FENCE_STORE, else
+     * "127.0.0.1:7710".  Copied. */
+    const char *addr;
+    /* Per-call timeout (connect, TLS handshake and login included).
+     * 0: 5000. */
+    uint32_t timeout_ms;
+    /* TLS to fence-store's --tls-port, as in fence_client_opts: the CA file
+     * (NULL: the system's), a client certificate and key for mTLS (both or
+     * neither), and the name the certificate must carry (NULL: the host of
+     * addr; "": the chain only).  Copied. */
+    bool tls;
+    const char *tls_ca_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_server_name;
+    /* Login sent as AUTH on each new connection (fence-store --acl-file):
+     * "AUTH user password", or "AUTH password" when user is NULL.
+     * password NULL: no AUTH.  Copied, wiped on close, never in
+     * fence_store_errmsg(). */
+    const char *user;
+    const char *password;
+} fence_store_opts;
+
+/* Fill opts with defaults (all zero: see the fields). */
+FENCE_API void fence_store_opts_init(fence_store_opts *opts);
+
+/* Connect with options (lazily, like fence_store_open()).  Errors:
+ * FENCE_EINVAL (a bad address, a user without a password, unreadable or
+ * mismatched TLS files, TLS files without tls), FENCE_ENOMEM.  Calls may
+ * also fail with FENCE_EAUTH when fence-store refuses the login, and with
+ * FENCE_EUNREACHABLE when the TLS handshake or certificate check fails. */
+FENCE_API int fence_store_open_opts(const fence_store_opts *opts,
+                                    fence_store **out);
 /* Close and free; NULL is a no-op. */
 FENCE_API void fence_store_close(fence_store *s);
 /* Detail of the last failure on s (valid until the next call on s). */

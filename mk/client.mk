@@ -54,6 +54,19 @@ unit-tests: $(CLIENT_THREADS_TEST)
 endif
 INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
 
+# The fence-store helper over TLS with a login: a C program run by
+# tests/integration/test_client_store_tls.py against a real fence-store
+# (built in every variant; the test prefers the asan one).
+CLIENT_STORE_TLS_TEST := $(BUILD)/tests/test_client_store_tls
+$(CLIENT_STORE_TLS_TEST): $(BUILD)/tests/integration/test_client_store_tls.o $(CLIENT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
+tests: $(CLIENT_STORE_TLS_TEST)
+ifeq ($(VARIANT),asan)
+unit-tests: $(CLIENT_STORE_TLS_TEST)
+endif
+INTEG_TESTS += tests/integration/test_client_store_tls.py
+
 # make install-lib (the library, its header and pkg-config file): mk/install.mk.
 
 # Fuzz target for the client's and fencectl's parsers (see mk/fuzz.mk).

@@ -7,15 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "common/assert.h"
 #include "client/internal.h"
+#include "client/wire.h"
 #include "common/limits.h"
 
 struct fence_store {
     pthread_mutex_t mu;        /* serialises calls on the connection */
     fence__addr addr;          /* where fence-store listens */
     uint32_t timeout_ms;       /* per-call timeout */
-    redisContext *ctx;         /* NULL until connected / after an error */
+    fence__wire_cfg wcfg;      /* TLS context and login (strings below) */
+    char *server_name;         /* tls_server_name, copied, or NULL */
+    char *user;                /* AUTH user, copied, or NULL */
+    char *password;            /* AUTH password, copied (wiped on close) */
+    fence__wire *w;            /* NULL until connected / after an error */
     char errmsg[FENCE_ERRMSG_BUF_SIZE]; /* detail of the last failure */
 };
 
@@ -33,27 +40,21 @@ static int store_fail(fence_store *s, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* Open a store handle; see fence.h. */
-int fence_store_open(const char *addr, uint32_t timeout_ms, fence_store **out)
+/* Fill defaults into a store options struct (all zero). */
+void fence_store_opts_init(fence_store_opts *opts)
 {
-    if (out == NULL)
-        return fence__fail(FENCE_EINVAL, "out must not be NULL");
+    FENCE_ASSERT(opts != NULL);
+    memset(opts, 0, sizeof(*opts));
+}
+
+/* strdup that keeps NULL; false when out of memory. */
+static bool dup_opt(const char *v, char **out)
+{
     *out = NULL;
-    if (addr == NULL || addr[0] == '\0')
-        addr = getenv("FENCE_STORE");
-    if (addr == NULL || addr[0] == '\0')
-        addr = "127.0.0.1:7710";
-    fence_store *s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        return fence__fail(FENCE_ENOMEM, "out of memory");
-    if (fence__addr_parse(addr, strlen(addr), &s->addr) != 0) {
-        free(s);
-        return fence__fail(FENCE_EINVAL, "bad fence-store address \"%.200s\"", addr);
-    }
-    s->timeout_ms = timeout_ms ? timeout_ms : 5000;
-    pthread_mutex_init(&s->mu, NULL);
-    *out = s;
-    return 0;
+    if (v == NULL)
+        return true;
+    *out = strdup(v);
+    return *out != NULL;
 }
 
 /* Close a store handle. */
@@ -61,10 +62,78 @@ void fence_store_close(fence_store *s)
 {
     if (s == NULL)
         return;
-    if (s->ctx != NULL)
-        redisFree(s->ctx);
+    fence__wire_close(s->w);
+    if (s->password != NULL)
+        OPENSSL_cleanse(s->password, strlen(s->password));
+    free(s->password);
+    free(s->user);
+    free(s->server_name);
+    SSL_CTX_free(s->wcfg.tls);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+/* Open a store handle with options; see fence.h. */
+int fence_store_open_opts(const fence_store_opts *opts, fence_store **out)
+{
+    if (opts == NULL || out == NULL)
+        return fence__fail(FENCE_EINVAL, "opts and out must not be NULL");
+    *out = NULL;
+    const char *addr = opts->addr;
+    if (addr == NULL || addr[0] == '\0')
+        addr = getenv("FENCE_STORE");
+    if (addr == NULL || addr[0] == '\0')
+        addr = "127.0.0.1:7710";
+    fence_store *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return fence__fail(FENCE_ENOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    int rc;
+    if (fence__addr_parse(addr, strlen(addr), &s->addr) != 0) {
+        rc = fence__fail(FENCE_EINVAL, "bad fence-store address \"%.200s\"", addr);
+        goto fail;
+    }
+    s->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 5000;
+    if (!dup_opt(opts->tls_server_name, &s->server_name) || !dup_opt(opts->user, &s->user) ||
+        !dup_opt(opts->password, &s->password)) {
+        rc = fence__fail(FENCE_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (s->user != NULL && s->password == NULL) {
+        rc = fence__fail(FENCE_EINVAL, "%s", "a user needs a password");
+        goto fail;
+    }
+    if (opts->tls) {
+        char err[FENCE_ERRMSG_BUF_SIZE];
+        s->wcfg.tls = fence__wire_tls_ctx(opts->tls_ca_file, opts->tls_cert_file,
+                                          opts->tls_key_file, err, sizeof(err));
+        if (s->wcfg.tls == NULL) {
+            rc = fence__fail(FENCE_EINVAL, "%s", err);
+            goto fail;
+        }
+    } else if (opts->tls_ca_file != NULL || opts->tls_cert_file != NULL ||
+               opts->tls_key_file != NULL) {
+        rc = fence__fail(FENCE_EINVAL, "%s", "TLS files given without tls");
+        goto fail;
+    }
+    s->wcfg.server_name = s->server_name;
+    s->wcfg.user = s->user;
+    s->wcfg.password = s->password;
+    *out = s;
+    return 0;
+fail:
+    fence_store_close(s);
+    return rc;
+}
+
+/* Open a plaintext store handle without a login; see fence.h. */
+int fence_store_open(const char *addr, uint32_t timeout_ms, fence_store **out)
+{
+    fence_store_opts o;
+    fence_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = timeout_ms;
+    return fence_store_open_opts(&o, out);
 }
 
 /* The last failure's detail. */
@@ -80,35 +149,30 @@ static int store_call(fence_store *s, int argc, const char **argv,
                       const size_t *lens, redisReply **out)
 {
     *out = NULL;
-    struct timeval tv = {(time_t)(s->timeout_ms / 1000),
-                         (suseconds_t)((s->timeout_ms % 1000) * 1000)};
     char where[FENCE__HOST_MAX + 16];
     fence__addr_format(&s->addr, where, sizeof(where));
-    if (s->ctx == NULL) {
-        redisContext *ctx = s->addr.is_unix
-                                ? redisConnectUnixWithTimeout(s->addr.host, tv)
-                                : redisConnectWithTimeout(s->addr.host, s->addr.port, tv);
-        if (ctx == NULL)
+    if (s->w == NULL) {
+        bool refused;
+        char why[FENCE_ERRMSG_BUF_SIZE];
+        int rv = fence__wire_open(&s->addr, &s->wcfg, s->timeout_ms, &s->w, &refused, why,
+                                  sizeof(why));
+        if (rv == FENCE_ENOMEM)
             return store_fail(s, FENCE_ENOMEM, "out of memory");
-        if (ctx->err) {
-            int rc = store_fail(s, FENCE_EUNREACHABLE, "cannot connect to fence-store at %s: %s",
-                                where, ctx->errstr);
-            redisFree(ctx);
-            return rc;
-        }
-        fcntl(ctx->fd, F_SETFD, FD_CLOEXEC);
-        s->ctx = ctx;
+        if (rv == FENCE_EAUTH)
+            return store_fail(s, FENCE_EAUTH, "fence-store at %s refused the login: %.200s",
+                              where, why);
+        if (rv != 0)
+            return store_fail(s, FENCE_EUNREACHABLE, "cannot connect to fence-store at %s: %.200s",
+                              where, why);
     }
-    redisSetTimeout(s->ctx, tv);
-    redisReply *r = fence__command(s->ctx, argc, argv, lens);
+    bool timed_out;
+    redisReply *r = fence__wire_command(s->w, s->timeout_ms, argc, argv, lens, &timed_out);
     if (r == NULL) {
-        bool timed_out = s->ctx->err == REDIS_ERR_IO &&
-                         (errno == EAGAIN || errno == EWOULDBLOCK);
         int rc = store_fail(s, timed_out ? FENCE_ETIMEOUT : FENCE_EIO,
                             "%s to fence-store at %s: %s (outcome unknown)", argv[0], where,
-                            timed_out ? "no reply in time" : s->ctx->errstr);
-        redisFree(s->ctx);
-        s->ctx = NULL;
+                            timed_out ? "no reply in time" : fence__wire_errstr(s->w));
+        fence__wire_close(s->w);
+        s->w = NULL;
         return rc;
     }
     *out = r;

@@ -10,6 +10,18 @@
 #include "common/acl_srv.h"
 
 /* See acl_srv.h. */
+bool fence__acl_srv_is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return strcmp(host, "localhost") == 0;
+}
+
+/* See acl_srv.h. */
 int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool tls_only,
                               bool insecure, char *err, size_t err_len)
 {

@@ -94,6 +94,10 @@ bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_re
 int fence__acl_srv_check_bind(const char *host, bool has_acl_file, bool tls_only,
                               bool insecure, char *err, size_t err_len);
 
+/* Whether host is a loopback address: 127.0.0.0/8, ::1, or the name
+ * "localhost".  Another name is not (it may resolve anywhere). */
+bool fence__acl_srv_is_loopback(const char *host);
+
 /* Whether a daemon's clients reach it by TLS only: tls_port on with cert
  * and key files named, and the plain TCP port (port) off. */
 bool fence__acl_srv_tls_only(uint64_t port, uint64_t tls_port, const char *cert,

@@ -32,6 +32,8 @@ static const fence_opt proxy_opts[] = {
                       "debug, info, warn or error"),
     FENCE_OPT_STR_ROW(C, "log-file", log_file, "", "<file>",
                       "append the log here (reopened on SIGHUP); default stderr"),
+    FENCE_OPT_STR_ROW(C, "log-format", log_format, "text", "<text|json>",
+                      "log lines as text or as one JSON object each"),
     FENCE_OPT_STR_ROW(C, "token-verify-keys", token_verify_keys, "", "<file>",
                       "verify.keys file: accept only signed tokens fenced signed for the "
                       "Fencing-Lock (403 BADTOKEN otherwise); default plain tokens"),
@@ -120,6 +122,10 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
         snprintf(err, cap, "--log-level: '%s' is not debug, info, warn or error", cfg->log_level);
         return -1;
     }
+    if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+        snprintf(err, cap, "--log-format: '%s' is not text or json", cfg->log_format);
+        return -1;
+    }
     if (strcmp(cfg->drain_action_str, "fail") == 0)
         cfg->drain_action = FENCE_PROXY_DRAIN_FAIL;
     else if (strcmp(cfg->drain_action_str, "proceed") == 0)
@@ -172,6 +178,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fence-proxy: %s\n", err);
         return 2;
     }
+    fence__log_format_set(cfg.log_format);
     rc = fence__log_open(fence__log_level_parse(cfg.log_level), cfg.log_file);
     if (rc != 0) {
         fprintf(stderr, "fence-proxy: --log-file %s: %s\n", cfg.log_file, strerror(rc));

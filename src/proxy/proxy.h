@@ -50,6 +50,7 @@ typedef struct fence_proxy_config {
     char data_dir[1024];        /* --data-dir: the guard's directory */
     char log_level[16];         /* --log-level word */
     char log_file[1024];        /* --log-file, or "" for stderr */
+    char log_format[8];         /* --log-format: "text" or "json" */
     char token_verify_keys[1024]; /* --token-verify-keys verify.keys, or "" */
     char tls_cert[1024];        /* --tls-cert: serve HTTPS with it, or "" */
     char tls_key[1024];         /* --tls-key: its private key */

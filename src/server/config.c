@@ -270,6 +270,15 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                  (unsigned long long)cfg->node_id);
         return -1;
     }
+    if (!cfg->insecure && cfg->peer_tls_cert[0] == '\0' && !fence__acl_srv_is_loopback(self->host)) {
+        snprintf(err, err_cap,
+                 "peers: this node's raft port %s:%u is not on a loopback address and the "
+                 "raft transport has no mutual TLS: anyone who can reach it could join the "
+                 "log; give peer-tls-cert, peer-tls-key and peer-tls-ca, or --insecure "
+                 "(docs/security.md)",
+                 self->host, self->raft_port);
+        return -1;
+    }
     if (cfg->raft_port == 0)
         cfg->raft_port = self->raft_port;
     if (cfg->raft_port != self->raft_port) {

@@ -171,8 +171,8 @@ void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg 
     off += fence_resp_array(buf + off, need - off, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         const fence_owner *ow = fence__owner_find(s, e[i].id);
-        const char *oname = ow != NULL ? ow->name : "";
-        const char *oaddr = ow != NULL ? ow->addr : "";
+        const char *oname = ow != NULL ? ow->tag->name : "";
+        const char *oaddr = ow != NULL ? ow->tag->addr : "";
         off += fence_resp_array(buf + off, need - off, 7);
         off += fence_resp_uint(buf + off, need - off, e[i].id);
         off += fence_resp_uint(buf + off, need - off, e[i].ttl_ms);

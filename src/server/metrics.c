@@ -303,7 +303,7 @@ void fence__server_metrics_grant(fence_slot *slot, const fence_result *r)
         FENCE_LOG_I("audit: %lu grant/handoff lines dropped by the rate limit (%d a second)",
                     dropped, FENCE_AUDIT_BURST);
     const fence_owner *ow = fence__owner_find(slot->conn->srv, r->lease);
-    const char *who = ow != NULL ? ow->name : slot->conn->compat.name;
+    const char *who = ow != NULL ? ow->tag->name : slot->conn->compat.name;
     if (waited)
         FENCE_LOG_I("audit: handoff: token %llu to lease %llu (conn %llu, client '%s') after "
                     "%.3f s queued",

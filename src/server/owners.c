@@ -7,7 +7,9 @@
  * Lease ids only grow, so records are appended in id order and found by
  * binary search.  The array is compacted (records of leases no longer
  * live dropped) whenever it holds twice the live leases, so it stays
- * within about twice --max-leases. */
+ * within about twice --max-leases.  A record is 16 bytes: the name and
+ * address live in a tag shared by every lease granted to one connection
+ * under one client name (refcounted: the records and the connection). */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,16 @@ static const fence_owner *find(const fence_owners *o, uint64_t id)
     return lo < o->n && o->v[lo].lease == id ? &o->v[lo] : NULL;
 }
 
+/* Drop one reference to t; the last one frees it. */
+static void tag_unref(fence_owner_tag *t)
+{
+    if (t == NULL)
+        return;
+    FENCE_ASSERT(t->refs > 0);
+    if (--t->refs == 0)
+        free(t);
+}
+
 /* Drop the records of leases that are no longer live. */
 static void compact(fence_server *s)
 {
@@ -40,6 +52,8 @@ static void compact(fence_server *s)
         fence_fsm_lease_state ls;
         if (fence_fsm_lease_info(s->fsm, o->v[i].lease, now, &ls) == 0)
             o->v[k++] = o->v[i];
+        else
+            tag_unref(o->v[i].tag);
     }
     o->n = k;
 }
@@ -69,6 +83,27 @@ static void peer_text(fence_conn *c, char *out, size_t cap)
     }
 }
 
+/* The tag for c's grants under its current client name: the one it used
+ * last, or a new one (NULL when out of memory). */
+static fence_owner_tag *conn_tag(fence_conn *c)
+{
+    fence_owner_tag *t = c->owner;
+    if (t != NULL && strcmp(t->name, c->compat.name) == 0)
+        return t;
+    fence_owner_tag *n = malloc(sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    n->refs = 1; /* the connection's */
+    snprintf(n->name, sizeof(n->name), "%s", c->compat.name);
+    if (t != NULL) /* renamed: same peer */
+        memcpy(n->addr, t->addr, sizeof(n->addr));
+    else
+        peer_text(c, n->addr, sizeof(n->addr));
+    tag_unref(t);
+    c->owner = n;
+    return n;
+}
+
 /* Record that c was granted lease id (a LEASE.GRANT or ACQUIRE reply). */
 void fence__owner_record(fence_conn *c, uint64_t id)
 {
@@ -90,11 +125,13 @@ void fence__owner_record(fence_conn *c, uint64_t id)
         o->v = v;
         o->cap = cap;
     }
-    fence_owner *w = &o->v[o->n++];
-    memset(w, 0, sizeof(*w));
-    w->lease = id;
-    snprintf(w->name, sizeof(w->name), "%s", c->compat.name);
-    peer_text(c, w->addr, sizeof(w->addr));
+    fence_owner_tag *t = conn_tag(c);
+    if (t == NULL)
+        return;
+    t->refs++;
+    o->v[o->n].lease = id;
+    o->v[o->n].tag = t;
+    o->n++;
 }
 
 /* The owner of lease id, or NULL when unknown (see the head comment). */
@@ -103,9 +140,18 @@ const fence_owner *fence__owner_find(fence_server *s, uint64_t id)
     return find(&s->owners, id);
 }
 
+/* c is closing: the records keep its tag alive as long as they need it. */
+void fence__owner_conn_closed(fence_conn *c)
+{
+    tag_unref(c->owner);
+    c->owner = NULL;
+}
+
 /* Free the records. */
 void fence__owners_free(fence_server *s)
 {
+    for (size_t i = 0; i < s->owners.n; i++)
+        tag_unref(s->owners.v[i].tag);
     free(s->owners.v);
     memset(&s->owners, 0, sizeof(s->owners));
 }

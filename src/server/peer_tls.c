@@ -15,6 +15,7 @@
 
 #include "common/assert.h"
 #include "common/limits.h"
+#include "common/tls_int.h"
 #include "server/log.h"
 
 /* Hello magic and version (inside TLS, from the connecting side). */
@@ -93,15 +94,10 @@ typedef struct pbytes {
 
 static void conn_drive(pconn *pc);
 
-/* The first OpenSSL error on the queue as text (clears the queue). */
+/* OpenSSL's reason for the last error as text (clears the queue; tls_ctx.c). */
 static const char *ssl_why(char *buf, size_t cap)
 {
-    unsigned long e = ERR_get_error();
-    if (e == 0)
-        snprintf(buf, cap, "%s", "TLS error");
-    else
-        ERR_error_string_n(e, buf, cap);
-    ERR_clear_error();
+    fence__tls_reason(buf, cap, "TLS error");
     return buf;
 }
 

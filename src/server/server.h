@@ -47,6 +47,7 @@
 typedef struct fence_server fence_server;
 typedef struct fence_conn fence_conn;
 typedef struct fence_slot fence_slot;
+typedef struct fence_owner_tag fence_owner_tag;
 
 /* What a request is; decides how its result becomes a reply. */
 enum fence_op {
@@ -97,13 +98,23 @@ struct fence_conn {
     uint64_t id;            /* for logs (the layer's id) */
     fence_lconn lconn;      /* the leader module's state of this connection */
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
+    fence_owner_tag *owner;   /* the tag of its last grant, or NULL (owners.c) */
 };
 
-/* The owner of one lease (owners.c): the connection it was granted to. */
-typedef struct fence_owner {
-    uint64_t lease;                         /* lease id */
+/* Who a lease was granted to (owners.c): the grantee connection's client
+ * name and peer address, shared by every lease granted to it under that
+ * name (refcounted), so a million leases from a few connections cost a
+ * record of 16 bytes each. */
+struct fence_owner_tag {
+    uint32_t refs;                          /* records + connections using it */
     char name[FENCE_COMPAT_NAME_MAX + 1];   /* CLIENT SETNAME of the grantee, "" */
     char addr[64];                          /* its peer "ip:port", or "unix" */
+};
+
+/* The owner of one lease (owners.c). */
+typedef struct fence_owner {
+    uint64_t lease;         /* lease id */
+    fence_owner_tag *tag;   /* name and address (one reference) */
 } fence_owner;
 
 /* Owners in lease-id order (owners.c). */
@@ -158,6 +169,7 @@ void fence__server_conn_closed(fence_server *s, fence_conn *c);
 /* ---- owners.c ---- */
 void fence__owner_record(fence_conn *c, uint64_t lease);
 const fence_owner *fence__owner_find(fence_server *s, uint64_t lease);
+void fence__owner_conn_closed(fence_conn *c);
 void fence__owners_free(fence_server *s);
 
 /* ---- list.c ---- */

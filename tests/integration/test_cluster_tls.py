@@ -146,6 +146,15 @@ def main():
     t.check(p.returncode != 0 and "go together" in p.stderr,
             "fenced refuses --peer-tls-cert without the key and CA", p.stderr)
 
+    # A raft port on a non-loopback address without mutual TLS: refused
+    # (any TCP client could speak raft to it) unless --insecure.
+    peers = "1=10.77.9.1:7700/7800,2=10.77.9.2:7700/7800,3=10.77.9.3:7700/7800"
+    p = subprocess.run([FENCED, "--node-id", "1", "--peers", peers, "--data-dir",
+                        os.path.join(TMP, "raft-bind")],
+                       capture_output=True, text=True, timeout=10)
+    t.check(p.returncode != 0 and "peer-tls-cert" in p.stderr and "--insecure" in p.stderr,
+            "a non-loopback raft port without peer TLS is refused, naming the fix", p.stderr)
+
     cl = Cluster(3, args=["--election-timeout-ms", "1000"])
     for i, n in cl.nodes.items():
         n.args = tls_flags(certs[i], ca)

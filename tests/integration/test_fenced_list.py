@@ -62,6 +62,17 @@ _, leases = c.execute_command("LEASE.LIST", "CURSOR", l2)
 t.check(len(leases) == 1 and leases[0][0] == l3 and leases[0][5] == "worker-7" and
         leases[0][6].startswith("127.0.0.1:"),
         "LEASE.LIST shows the owner's client name and address", leases)
+# A rename: earlier leases keep the name they were granted under; a closed
+# grantee's leases keep theirs.
+oc.execute_command("CLIENT", "SETNAME", "worker-8")
+l4 = oc.execute_command("LEASE.GRANT", 60000)
+oc.close()
+c.execute_command("PING")
+_, leases = c.execute_command("LEASE.LIST", "CURSOR", l2)
+t.check([(e[0], e[5]) for e in leases] == [(l3, "worker-7"), (l4, "worker-8")] and
+        leases[0][6] == leases[1][6],
+        "after CLIENT SETNAME and a close, each lease keeps the name it was granted under",
+        leases)
 for args, what in ((["COUNT", 0], "COUNT 0"), (["COUNT", 1001], "COUNT above 1000"),
                    (["CURSOR", "x"], "a bad CURSOR"), (["a", "b"], "two patterns")):
     try:

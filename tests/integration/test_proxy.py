@@ -316,6 +316,8 @@ def test_options(ng):
                                "maybe"], "not fail or proceed", "a bad --drain-action"),
                              (["--upstream", "http://h:1", "--data-dir", "d", "--max-connections",
                                "0"], "max-connections", "--max-connections 0"),
+                             (["--upstream", "http://h:1", "--data-dir", "d", "--log-format",
+                               "xml"], "not text or json", "a bad --log-format"),
                              (["--bogus"], "unknown option", "an unknown option")):
         rc, out = run(*args)
         tap.check(rc == 2 and want in out, "%s: exit 2 and '%s'" % (what, want), (rc, out))
@@ -344,6 +346,25 @@ def test_options(ng):
         stop_process(p)
 
 
+def test_json_log(tmp, ng):
+    """--log-format json: every line of the log is one JSON object."""
+    import json
+    px = Proxy(tmp, ng.port, name="proxy-json", args=["--log-format", "json",
+                                                       "--log-level", "debug"]).start()
+    request(px.port, "PUT", "/j.txt", b"j", fenced_headers("json", 3))
+    px.stop()
+    lines = [ln for ln in read_log(px.log).splitlines() if ln.strip()]
+    good = 0
+    for ln in lines:
+        try:
+            o = json.loads(ln)
+            good += isinstance(o, dict) and "msg" in o and "level" in o
+        except ValueError:
+            pass
+    tap.check(lines and good == len(lines), "--log-format json: %d lines, each a JSON object"
+              % len(lines), lines[:3])
+
+
 def test_upstream_down(tmp):
     px = Proxy(tmp, free_port(), name="proxy-down").start()
     st, _, body = request(px.port, "PUT", "/x", b"x", fenced_headers("down", 5))
@@ -363,7 +384,8 @@ def main():
     for fn, args in ((test_basics, (ng, px)), (test_headers_stripped, (TMP,)),
                      (test_pause, (ng, px)), (test_clients64, (ng, px)),
                      (test_bad_input, (px,)), (test_max_connections, (TMP, ng)),
-                     (test_options, (ng,)), (test_upstream_down, (TMP,))):
+                     (test_options, (ng,)), (test_json_log, (TMP, ng)),
+                     (test_upstream_down, (TMP,))):
         try:
             fn(*args)
         except Exception as e:  # noqa: BLE001

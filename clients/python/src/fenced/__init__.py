@@ -10,12 +10,12 @@ tokens) and of fence-store (a key/value store that rejects stale tokens).
 See docs/python.md.
 """
 from .client import Client, LeaseInfo, Lock, LockInfo, parse_servers
-from .errors import (FencedError, LeaseLost, LimitReached, NotAcquired, NotLeader,
+from .errors import (AuthFailed, FencedError, LeaseLost, LimitReached, NotAcquired, NotLeader,
                      ServerError, StaleToken, TryAgain, Unreachable)
 from .store import Store
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "Store", "parse_servers",
-           "FencedError", "LeaseLost", "LimitReached", "NotAcquired", "NotLeader",
+           "AuthFailed", "FencedError", "LeaseLost", "LimitReached", "NotAcquired", "NotLeader",
            "ServerError", "StaleToken", "TryAgain", "Unreachable", "__version__"]

@@ -13,14 +13,15 @@ WAIT`` on a shared connection would hold up the renewals behind it).
 """
 import random
 import secrets
+import ssl
 import threading
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import redis
-from redis.connection import Connection, UnixDomainSocketConnection
+from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 
-from .errors import (FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain, Unreachable,
+from .errors import (AuthFailed, FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain, Unreachable,
                      from_reply)
 
 __all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "parse_servers"]
@@ -110,25 +111,50 @@ class Client:
     included, on top of any wait.  A server that refuses the connection is
     not retried for the whole timeout: when every server refused twice in a
     row, :class:`Unreachable` is raised at once.
+
+    ``tls``: connect with TLS (fenced ``--tls-port``); the server's
+    certificate is always verified, against ``tls_ca_file`` (PEM; None: the
+    system's CAs), and its name against the address's host unless
+    ``tls_check_hostname`` is False.  ``tls_cert_file``/``tls_key_file``: a
+    client certificate for mutual TLS.  A certificate that fails
+    verification raises :class:`Unreachable` at once (no retries).
+    ``username``/``password``: sent as ``AUTH`` on every new connection
+    (``AUTH password`` without a username); a refused login raises
+    :class:`~fenced.errors.AuthFailed` at once.
     """
 
     def __init__(self, servers: Servers = DEFAULT_SERVER, *, timeout_ms: int = 5000,
-                 connect_timeout_ms: int = 1000, max_redirects: int = 8) -> None:
+                 connect_timeout_ms: int = 1000, max_redirects: int = 8,
+                 tls: bool = False, tls_ca_file: Optional[str] = None,
+                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
+                 tls_check_hostname: bool = True, username: Optional[str] = None,
+                 password: Optional[str] = None) -> None:
         if timeout_ms <= 0 or connect_timeout_ms <= 0:
             raise ValueError("timeouts must be positive")
+        if not tls and (tls_ca_file or tls_cert_file or tls_key_file):
+            raise ValueError("TLS files given without tls=True")
+        if (tls_cert_file is None) != (tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        if username is not None and password is None:
+            raise ValueError("a username needs a password")
         self.servers: List[str] = parse_servers(servers)  # known servers (redirects add)
         self.timeout_ms = timeout_ms                      # per request, on top of waits
         self.connect_timeout_ms = connect_timeout_ms      # per connection attempt
         self.max_redirects = max_redirects                # NOTLEADER hops per request
         self._cur = 0                                     # index of the server in use
         self._conn: Optional[Connection] = None           # open connection, or None
+        self._tls: Dict[str, Any] = dict(                 # TLS and login settings
+            tls=tls, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file, tls_check_hostname=tls_check_hostname,
+            username=username, password=password)
 
     # ---- plumbing -------------------------------------------------------------
 
     def _clone(self) -> "Client":
         """A new client with the same settings (and the leader found so far)."""
         c = Client(self.servers, timeout_ms=self.timeout_ms,
-                   connect_timeout_ms=self.connect_timeout_ms, max_redirects=self.max_redirects)
+                   connect_timeout_ms=self.connect_timeout_ms, max_redirects=self.max_redirects,
+                   **self._tls)
         c._cur = self._cur
         return c
 
@@ -142,13 +168,27 @@ class Client:
         if self._conn is None:
             addr = self.servers[self._cur]
             t = self.connect_timeout_ms / 1000.0
+            o = self._tls
+            login = dict(username=o["username"], password=o["password"])
             if addr.startswith("unix:"):
-                conn = UnixDomainSocketConnection(path=addr[5:], socket_timeout=t)
+                conn = UnixDomainSocketConnection(path=addr[5:], socket_timeout=t, **login)
+            elif o["tls"]:
+                host, port = _split_addr(addr)
+                conn = SSLConnection(host=host, port=port, socket_timeout=t,
+                                     socket_connect_timeout=t, ssl_cert_reqs="required",
+                                     ssl_ca_certs=o["tls_ca_file"],
+                                     ssl_certfile=o["tls_cert_file"],
+                                     ssl_keyfile=o["tls_key_file"],
+                                     ssl_check_hostname=o["tls_check_hostname"], **login)
             else:
                 host, port = _split_addr(addr)
                 conn = Connection(host=host, port=port, socket_timeout=t,
-                                  socket_connect_timeout=t)
-            conn.connect()
+                                  socket_connect_timeout=t, **login)
+            try:
+                conn.connect()
+            except BaseException:
+                conn.disconnect()
+                raise
             self._conn = conn
         return self._conn
 
@@ -230,11 +270,23 @@ class Client:
                     last = answered = err
                 elif isinstance(err, TryAgain):
                     last = answered = err
+                elif isinstance(err, AuthFailed):
+                    self._drop()
+                    raise AuthFailed("%s: login refused by %s: %s" % (args[0], self.server, err)) \
+                        from None
                 else:
                     raise err from None
+            except redis.exceptions.AuthenticationError as e:
+                self._drop()
+                raise AuthFailed("%s: login refused by %s: %s" % (args[0], self.server, e)) \
+                    from None
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                     OSError) as e:
                 last = e
+                why = self._cert_failure(e)
+                if why is not None:
+                    raise Unreachable("%s: TLS to %s: %s" % (args[0], self.server, why)) \
+                        from None
                 if self._refused(e):
                     refusals += 1
                     self._cur = (self._cur + 1) % len(self.servers)
@@ -256,6 +308,20 @@ class Client:
             raise answered
         raise Unreachable("%s: no reply from %s within %d ms (%s)" % (
             args[0], self.server, budget, last)) from None
+
+    @staticmethod
+    def _cert_failure(e: BaseException) -> Optional[str]:
+        """The reason when e is a failed certificate check (retrying cannot
+        help), else None."""
+        seen = set()
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            if isinstance(e, ssl.SSLCertVerificationError):
+                return "server certificate: %s" % (e.verify_message or e)
+            if "certificate verify failed" in str(e):
+                return str(e)
+            e = e.__cause__ or e.__context__
+        return None
 
     @staticmethod
     def _refused(e: BaseException) -> bool:

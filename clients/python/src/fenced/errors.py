@@ -43,6 +43,12 @@ class LeaseLost(FencedError):
     held are gone: stop using their tokens."""
 
 
+class AuthFailed(FencedError):
+    """The server refused the login (WRONGPASS: a wrong user or password, a
+    disabled user) or asks for one (NOAUTH: give ``username``/``password``).
+    Not retried: a login does not start working by waiting."""
+
+
 class LimitReached(FencedError):
     """A configured server limit is full (fenced's or fence-store's LIMIT):
     retry later or raise the limit."""
@@ -85,6 +91,8 @@ def from_reply(text: str) -> FencedError:
         return LeaseLost(text)
     if code == "LIMIT":
         return LimitReached(text)
+    if code in ("WRONGPASS", "NOAUTH"):
+        return AuthFailed(text)
     if code == "STALE":
         parts = rest.split()
         try:

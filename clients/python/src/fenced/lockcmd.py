@@ -80,7 +80,20 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--grace", type=int, default=None, metavar="MS",
                    help="SIGTERM to SIGKILL delay, and how early before valid_until "
                         "CMD is stopped when renewals fail (default TTL/4)")
+    p.add_argument("--tls", action="store_true", help="connect with TLS (--tls-port)")
+    p.add_argument("--cacert", metavar="FILE", help="CA file for --tls (default: system CAs)")
+    p.add_argument("--cert", metavar="FILE", help="client certificate for mutual TLS")
+    p.add_argument("--key", metavar="FILE", help="its key")
+    p.add_argument("--user", metavar="NAME",
+                   help="log in as NAME; the password comes from $FENCE_PASSWORD")
     a = p.parse_args(opts)
+    a.password = os.environ.get("FENCE_PASSWORD") or None
+    if (a.cacert or a.cert or a.key) and not a.tls:
+        p.error("--cacert, --cert and --key need --tls")
+    if (a.cert is None) != (a.key is None):
+        p.error("--cert and --key go together")
+    if a.user and not a.password:
+        p.error("--user needs the password in $FENCE_PASSWORD")
     if not cmd:
         p.error("no command given (put it after --)")
     if a.ttl < 10 or a.wait < 0 or a.timeout <= 0:
@@ -111,7 +124,9 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     """Run fenced-lock with argv (default sys.argv[1:]); returns the exit
     status."""
     a = _parse(sys.argv[1:] if argv is None else argv)
-    client = Client(a.server, timeout_ms=a.timeout)
+    client = Client(a.server, timeout_ms=a.timeout, tls=a.tls, tls_ca_file=a.cacert,
+                    tls_cert_file=a.cert, tls_key_file=a.key, username=a.user,
+                    password=a.password)
     woke = threading.Event()
 
     def on_wait(info) -> None:

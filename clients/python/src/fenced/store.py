@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 import redis
 
 from .client import Client, Servers
-from .errors import Unreachable, from_reply
+from .errors import AuthFailed, Unreachable, from_reply
 
 __all__ = ["Store"]
 
@@ -32,12 +32,18 @@ class Store:
     harmless), except ``fincr``, whose retry could count twice: it raises
     :class:`~fenced.errors.Unreachable` instead, outcome unknown.
     ``decode``: return str values from ``fget`` instead of bytes.
+    TLS and login: the keywords of :class:`~fenced.Client` (``tls``,
+    ``tls_ca_file``, ``tls_cert_file``, ``tls_key_file``,
+    ``tls_check_hostname``, ``username``, ``password``), for a fence-store
+    with ``--tls-port`` and ``--acl-file``.
     Not thread-safe: one Store per thread.
     """
 
     def __init__(self, servers: Servers = DEFAULT_STORE, *, timeout_ms: int = 5000,
-                 decode: bool = False) -> None:
-        self._c = Client(servers, timeout_ms=timeout_ms)  # transport (no NOTLEADER here)
+                 decode: bool = False, **tls_and_login: Any) -> None:
+        # transport (no NOTLEADER here); tls_and_login: Client's tls*,
+        # username and password keywords
+        self._c = Client(servers, timeout_ms=timeout_ms, **tls_and_login)
         self.decode = decode                               # fget returns str
 
     def close(self) -> None:
@@ -75,6 +81,8 @@ class Store:
             return self._c._once(args, time.monotonic() + self._c.timeout_ms / 1000.0)
         except redis.exceptions.ResponseError as e:
             raise from_reply(str(e)) from None
+        except redis.exceptions.AuthenticationError as e:
+            raise AuthFailed("%s: login refused: %s" % (args[0], e)) from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
             raise Unreachable("%s: no reply (%s); the outcome is unknown" % (args[0], e)) from None
 
