@@ -19,7 +19,7 @@ BENCH_BINS := $(BUILD)/fenced $(BUILD)/fencectl $(BUILD)/fence-store $(KEEPALIVE
               $(wildcard $(BUILD)/tests/fsync_probe)
 
 bench:
-	@$(MAKE) --no-print-directory $(BENCH_BINS)
+	@$(MAKE) -s --no-print-directory $(BENCH_BINS)
 	@BUILD=$(BUILD) /usr/bin/python3 tests/bench/run.py
 
 bench-all: bench
