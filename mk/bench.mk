@@ -1,7 +1,7 @@
 # make bench: one table from one run (tests/bench/run.py, docs/performance.md):
 # fenced uncontended and contended with the handoff floor, fence-store FSET
 # next to Redis appendfsync always, the 1M-lock rows, keepalive load, a
-# 3-node cluster, TLS / signed / metrics.  Every process is started by the
+# 3-node cluster, TLS / signed / metrics, fence-proxy vs nginx.  Every process is started by the
 # driver (free ports on 127.0.0.1, one temp dir) and stopped by PID.
 # BENCH_SECONDS=N lengthens the cells (default 3); BENCH_ONLY=a,b runs some
 # sections.  make bench-all: the table, then every older per-part target
@@ -15,7 +15,8 @@ $(KEEPALIVE_LOAD): $(BUILD)/tests/bench/keepalive_load.o $(BUILD)/src/cli/hist.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 
-BENCH_BINS := $(BUILD)/fenced $(BUILD)/fencectl $(BUILD)/fence-store $(KEEPALIVE_LOAD) \
+BENCH_BINS := $(BUILD)/fenced $(BUILD)/fencectl $(BUILD)/fence-store $(BUILD)/fence-proxy \
+              $(KEEPALIVE_LOAD) \
               $(wildcard $(BUILD)/tests/fsync_probe)
 
 bench:

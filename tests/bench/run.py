@@ -25,7 +25,7 @@ Environment:
   BENCH_ROUNDS   cells per side of a comparison, interleaved (default 2;
                  smoke 1)
   BENCH_ONLY     comma-separated sections to run (fenced, store, big,
-                 keepalive, cluster, features); default all
+                 keepalive, cluster, features, proxy); default all
   BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
                  filesystem is the one every data dir and the fsync probe use
 Exit status: 0 if every section ran, 1 if one failed (its rows say n/a).
@@ -56,7 +56,7 @@ BIG = int(os.environ.get("BENCH_BIG", "10000" if SMOKE else "1000000"))
 KA_LEASES = 1000 if SMOKE else 100000
 KA_CONNS = 50 if SMOKE else 1000
 KA_TTL_MS = 10000
-SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features"]
+SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s] or SECTIONS
 
 FENCED = os.path.join(BUILD, "fenced")
@@ -427,7 +427,8 @@ def section_fenced():
     c = fencectl_bench(f.addr(), "contended", [1, 64])
     for n in (1, 64):
         d = c[n]
-        add(bench_row("fenced one contended lock: handoffs (grants), acquire latency", d,
+        add(bench_row("fenced one contended lock: grants (with 64 clients each a handoff), "
+                      "acquire latency", d,
                       peer="floor %.0f/s" % floor if floor else "floor n/a",
                       ratio=pct(d["cycles_per_s"], floor),
                       notes="target 70%% of floor; fewest/most per client %d/%d"
@@ -715,6 +716,72 @@ def section_features():
     f.stop()
 
 
+WRK_RUNS = [0]  # cells so far: each wrk cell's clients get fences of their own
+
+
+def wrk_cell(port, clients, mode, script):
+    """wrk --latency with src/proxy/bench.py's PUT script: (rps, p50, p99,
+    max in us, non-2xx)."""
+    WRK_RUNS[0] += 1
+    run = "%d.%d" % (clients, WRK_RUNS[0])
+    out = subprocess.run(["wrk", "-t%d" % clients, "-c%d" % clients, "-d%ds" % SECS, "--latency",
+                          "-s", script, "http://127.0.0.1:%d/" % port, "--", mode, run],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=SECS + 60)
+    text = out.stdout.decode()
+    unit = {"us": 1.0, "ms": 1000.0, "s": 1e6}
+
+    def us(v, u):
+        return float(v) * unit[u]
+    m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    lat = re.search(r"^\s+Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)\s", text, re.M)
+    pcts = {p: us(v, u) for p, v, u in
+            re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)}
+    if out.returncode != 0 or m is None or lat is None:
+        raise RuntimeError("wrk failed: %s" % (out.stderr.decode() or text)[-300:])
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    return (float(m.group(1)), pcts.get("50"), pcts.get("99"), us(*lat.groups()),
+            int(bad.group(1)) if bad else 0)
+
+
+def section_proxy():
+    """Row 7 (continued): fence-proxy in front of nginx against nginx alone,
+    small WebDAV PUTs with wrk (the script of src/proxy/bench.py)."""
+    if shutil.which("wrk") is None or shutil.which("nginx") is None:
+        raise RuntimeError("wrk or nginx not installed (scripts/deps.sh test)")
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+    sys.path.insert(0, os.path.join(ROOT, "src", "proxy"))
+    import importlib
+    pb = importlib.import_module("bench")  # src/proxy/bench.py: its LUA script
+    from test_proxy_lib import Nginx, Proxy
+    script = os.path.join(TMP, "put.lua")
+    with open(script, "w") as f:
+        f.write(pb.LUA)
+    ng = Nginx(TMP).start()
+    px = Proxy(TMP, ng.port, args=["--log-level", "warn"]).start()
+    try:
+        for c in (1, 64):
+            log("proxy: nginx, proxy steady, proxy new token, %d clients" % c)
+            res = interleaved([
+                ("nginx", lambda c=c: wrk_cell(ng.port, c, "steady", script)),
+                ("steady", lambda c=c: wrk_cell(px.port, c, "steady", script)),
+                ("rising", lambda c=c: wrk_cell(px.port, c, "rising", script))])
+            merged = {}
+            for k, rs in res.items():
+                merged[k] = merge_rb([r[:4] for r in rs]) + (sum(r[4] for r in rs),)
+            base = merged["nginx"]
+            add(Row("nginx alone, WebDAV PUT of 64 bytes (wrk)", c, *base[:4],
+                    notes="%s; %d non-2xx" % (rounds_note(), base[4])))
+            for k, label in (("steady", "fence-proxy -> nginx, PUT, same token each time"),
+                             ("rising", "fence-proxy -> nginx, PUT, a new token each time "
+                                        "(durable mark)")):
+                r = merged[k]
+                add(Row(label, c, *r[:4], peer="nginx %.0f/s" % base[0], ratio=pct(r[0], base[0]),
+                        notes="%s; %d non-2xx" % (rounds_note(), r[4])))
+    finally:
+        px.stop()
+        ng.stop()
+
+
 # ---------------------------------------------------------------- main
 
 def facts():
@@ -749,14 +816,14 @@ def facts():
 def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD):
+    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD, os.path.join(BUILD, "fence-proxy")):
         if not os.access(p, os.X_OK):
             sys.exit("bench: %s is not built (make bench builds it)" % p)
     head = facts()
     t0 = time.monotonic()
     funcs = {"fenced": section_fenced, "store": section_store, "big": section_big,
              "keepalive": section_keepalive, "cluster": section_cluster,
-             "features": section_features}
+             "features": section_features, "proxy": section_proxy}
     try:
         for name in SECTIONS:
             if name not in ONLY:

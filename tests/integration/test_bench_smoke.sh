@@ -7,10 +7,10 @@
 # serial
 # test-timeout: 600
 . "$(dirname "$0")/../lib/lib.sh"
-for b in "$FENCED" "$FENCECTL" "$FENCE_STORE" "$BUILD/tests/keepalive_load"; do
+for b in "$FENCED" "$FENCECTL" "$FENCE_STORE" "$BUILD/fence-proxy" "$BUILD/tests/keepalive_load"; do
     [ -x "$b" ] || skip_all "$b not built"
 done
-for t in redis-server redis-benchmark redis-cli openssl; do
+for t in redis-server redis-benchmark redis-cli openssl wrk nginx; do
     command -v "$t" >/dev/null || skip_all "$t not installed"
 done
 out=$TEST_TMP/table.txt
@@ -27,7 +27,8 @@ for what in 'fenced uncontended (a lock per client)' 'PING round trip' \
             'fenced uncontended, 10k locks held' 'memory per held lock' \
             'memory per lease' 'loop lag max during that cell' 'restart to serving' \
             'keepalive load' 'LOCK+UNLOCK on its own lock during that load' \
-            '1 node, uncontended' '3-node cluster' 'TLS 1.3' 'signed grants' '/metrics scraped'; do
+            '1 node, uncontended' '3-node cluster' 'TLS 1.3' 'signed grants' '/metrics scraped' 'nginx alone' \
+            'fence-proxy -> nginx, PUT, same token' 'fence-proxy -> nginx, PUT, a new token'; do
     check "a row: $what" grep -qF "$what" "$out"
 done
 check "no section failed" bash -c "! grep -q FAILED '$out'"
