@@ -26,6 +26,7 @@ Environment:
                  smoke 1)
   BENCH_ONLY     comma-separated sections to run (fenced, store, big,
                  keepalive, cluster, features, proxy); default all
+  FSYNC_PROBE    the fsync probe (default BUILD/tests/fsync_probe)
   BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
                  filesystem is the one every data dir and the fsync probe use
 Exit status: 0 if every section ran, 1 if one failed (its rows say n/a).
@@ -65,7 +66,9 @@ FENCE_STORE = os.path.join(BUILD, "fence-store")
 KEEPALIVE_LOAD = os.path.join(BUILD, "tests", "keepalive_load")
 # tests/bench/fsync_probe.c (CLI: fsync_probe DIR [N], prints
 # "fsync_p50_us=... fsync_p99_us=..."); wherever its mk fragment puts it.
-FSYNC_PROBES = [os.path.join(BUILD, "tests", "fsync_probe"), os.path.join(BUILD, "fsync_probe")]
+FSYNC_PROBES = [p for p in (os.environ.get("FSYNC_PROBE"),) if p] + [
+    os.path.join(BUILD, "tests", "fsync_probe"), os.path.join(BUILD, "fsync_probe")]
+FSYNC_PROBES = [p if os.path.isabs(p) else os.path.join(ROOT, p) for p in FSYNC_PROBES]
 
 TMP = tempfile.mkdtemp(prefix="fence-bench.", dir=os.environ.get("BENCH_TMPDIR") or None)
 PROCS = []  # every process started, stopped by PID at exit
