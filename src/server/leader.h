@@ -160,6 +160,7 @@ typedef struct fence_leader_stats {
     uint64_t batch_cmds;  /* commands in those entries */
     uint64_t entry_bytes; /* bytes of those entries (framed) */
     uint64_t waits;       /* requests registered in the wait table */
+    uint64_t holds;       /* times the pending batch was held ("Holding") */
 } fence_leader_stats;
 
 /* Create the module over fsm (borrowed; it must outlive the module).
