@@ -16,22 +16,18 @@ $(KEEPALIVE_LOAD): $(BUILD)/tests/bench/keepalive_load.o $(BUILD)/src/cli/hist.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 
 BENCH_BINS := $(BUILD)/fenced $(BUILD)/fencectl $(BUILD)/fence-store $(BUILD)/fence-proxy \
-              $(KEEPALIVE_LOAD)
-# The fsync probe of the handoff rows (tests/bench/fsync_probe.c, its own mk
-# fragment): built when its source is there; the table says n/a without it.
-FSYNC_PROBE ?= $(BUILD)/tests/fsync_probe
+              $(KEEPALIVE_LOAD) $(BUILD)/tests/fsync_probe
 
+# (The fsync probe of the handoff rows: tests/bench/fsync_probe.c, mk/floor.mk.)
 bench:
 	@$(MAKE) -s --no-print-directory $(BENCH_BINS)
-	@if [ -f tests/bench/fsync_probe.c ]; then \
-	    $(MAKE) -s --no-print-directory $(FSYNC_PROBE) || echo "bench: $(FSYNC_PROBE) did not build" >&2; fi
-	@FSYNC_PROBE=$(FSYNC_PROBE) BUILD=$(BUILD) /usr/bin/python3 tests/bench/run.py
+	@FSYNC_PROBE=$(BUILD)/tests/fsync_probe BUILD=$(BUILD) /usr/bin/python3 tests/bench/run.py
 
 bench-all: bench
 
 # The smoke test: the driver end to end with tiny cells (1 s, 10k held
 # locks), checking only that every row printed a number.
 INTEG_TESTS += tests/integration/test_bench_smoke.sh
-tests: $(KEEPALIVE_LOAD)
+tests: $(KEEPALIVE_LOAD) $(BUILD)/tests/fsync_probe
 
 .PHONY: bench bench-all
