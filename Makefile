@@ -17,7 +17,8 @@
 #   make VARIANT=asan build/asan/fenced      one program of a variant
 #   make run        install missing packages, build, run fenced on 127.0.0.1:7700
 #   make test       install missing packages, build the variants, run every test
-#   make bench      benchmark table (see mk/*.mk for the parts it covers)
+#   make bench      one benchmark table from one run (mk/bench.mk, docs/performance.md);
+#                   make bench-all adds every older per-part benchmark
 #   make fuzz       run the libFuzzer targets (clang), FUZZ_SECONDS each
 
 CC       ?= cc

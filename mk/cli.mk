@@ -1,4 +1,4 @@
-# fencectl: the command-line client, `make bench`, and its tests.
+# fencectl: the command-line client, `make bench-client`, and its tests.
 CLI_SRC := $(wildcard src/cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 # The pure parts, for the unit tests (parsing, histogram).
@@ -23,10 +23,11 @@ INTEG_TESTS += $(wildcard tests/integration/test_fencectl_*.sh)
 
 # (make install-cli: mk/install.mk.)
 
-# make bench: a fresh fenced on a free port in a temp dir, `fencectl bench`
-# against it, then fenced stopped by PID.  BENCH_ARGS adds options.
+# make bench-client (in make bench-all): a fresh fenced on a free port in a
+# temp dir, `fencectl bench` against it, then fenced stopped by PID.
+# BENCH_ARGS adds options.
 BENCH_ARGS ?=
-bench: bench-client
+bench-all: bench-client
 bench-client:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(FENCECTL)
 	@BUILD=$(BUILD) bash src/cli/bench.sh $(BENCH_ARGS)

@@ -42,7 +42,7 @@ guard: $(GUARD_LIB) $(GUARD_SO) $(GUARD_TESTS)
 $(BUILD)/guard-bench: $(BUILD)/src/guard/bench.o $(GUARD_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $^ $(LDFLAGS)
-bench: bench-guard
+bench-all: bench-guard
 bench-guard: $(BUILD)/guard-bench
 	./$(BUILD)/guard-bench $(GUARD_BENCH_ARGS)
 

@@ -37,9 +37,9 @@ $(BUILD)/fence-proxy: LDFLAGS += $(METRICS_LIBS)
 # input and many scrapers.
 INTEG_TESTS += tests/integration/test_metrics_daemons.py
 
-# make bench-metrics (part of make bench): cycles/s with and without
+# make bench-metrics (in make bench-all): cycles/s with and without
 # --metrics-port (and a scraper), same run, alternating.
-bench: bench-metrics
+bench-all: bench-metrics
 bench-metrics:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
 	@BUILD=$(BUILD) bash src/common/metrics_bench.sh

@@ -34,7 +34,7 @@ INTEG_TESTS += tests/integration/test_proxy.py tests/integration/test_proxy_orde
 
 # make bench-proxy: small PUTs, 1 and 64 clients, through the proxy and
 # straight to nginx in the same run (src/proxy/bench.py, wrk).
-bench: bench-proxy
+bench-all: bench-proxy
 bench-proxy: $(FENCE_HTTP_PROXY)
 	/usr/bin/python3 src/proxy/bench.py
 

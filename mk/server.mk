@@ -22,3 +22,11 @@ INTEG_TESTS += $(filter-out tests/integration/test_fenced_lib.py, \
 # Fuzz target: the config-file and --peers parsers (tests/fuzz/config_fuzz.c).
 FUZZ_TARGETS += config
 FUZZ_config_LIBS := $(BUILD)/src/server/config.o $(BUILD)/libfencecommon.a
+
+# fenced's io_destroy reaper (src/server/aio_reap.c, which interposes
+# glibc's syscall()): its unit test links the object itself.
+$(BUILD)/tests/test_aio_reap: $(BUILD)/tests/unit/test_aio_reap.o $(BUILD)/src/server/aio_reap.o \
+                             $(BUILD)/libfencecommon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ -pthread $(LDFLAGS)
+UNIT_TESTS += $(BUILD)/tests/test_aio_reap

@@ -54,7 +54,7 @@ INTEG_TESTS += tests/integration/test_pg_adapter_signed.py
 # make bench-signed: grants/s with and without SIGNED, and fence-store
 # FENCE.ADMIT with a plain token vs a verified one, in the same run
 # (src/common/signed_bench.sh).
-bench: bench-signed
+bench-all: bench-signed
 bench-signed: $(BUILD)/fenced $(BUILD)/fence-store $(BUILD)/fencectl
 	@BUILD=$(BUILD) bash src/common/signed_bench.sh
 

@@ -36,7 +36,7 @@ run-store:
 
 # make bench-store: redis-benchmark against a fresh fence-store (free port,
 # temp dir), requests/s per command (src/store/bench.sh).
-bench: bench-store
+bench-all: bench-store
 bench-store: $(BUILD)/fence-store
 	@BUILD=$(BUILD) bash src/store/bench.sh
 

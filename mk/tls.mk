@@ -7,13 +7,13 @@ INTEG_TESTS += tests/integration/test_tls.py tests/integration/test_proxy_tls.py
 FUZZ_TARGETS += tls
 FUZZ_tls_LIBS := $(BUILD)/libfencecommon.a
 
-# make bench-tls (part of make bench): cycles/s plain vs TLS at 64 clients
+# make bench-tls (in make bench-all): cycles/s plain vs TLS at 64 clients
 # against one fenced, same run (tests/bench/tls_bench.sh with the load
 # client tests/bench/tls_cycles.c, since libfence has no TLS yet).
 $(BUILD)/tests/tls_cycles: tests/bench/tls_cycles.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(TLS_LIBS) -lpthread
-bench: bench-tls
+bench-all: bench-tls
 bench-tls:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/tests/tls_cycles
 	@BUILD=$(BUILD) bash tests/bench/tls_bench.sh

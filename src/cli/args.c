@@ -29,6 +29,7 @@ enum {
     OPT_SNI = 1u << 17,
     OPT_USER = 1u << 18,
     OPT_PASS = 1u << 19,
+    OPT_FORMAT = 1u << 20,
 };
 
 /* Connection options: every subcommand that talks to fenced takes them. */
@@ -57,7 +58,7 @@ static const cmd_spec specs[] = {
     {FENCECTL_LEASE_INFO, "lease", "info", 1, OPT_COMMON},
     {FENCECTL_STATUS, "status", NULL, 0, OPT_COMMON},
     {FENCECTL_BENCH, "bench", NULL, 0, OPT_COMMON | OPT_TTL | OPT_DURATION | OPT_CONNS |
-                                         OPT_MODE | OPT_PREFIX | OPT_SIGNED},
+                                         OPT_MODE | OPT_PREFIX | OPT_SIGNED | OPT_FORMAT},
     {FENCECTL_DEMO, "demo", NULL, 0, 0},
 };
 
@@ -167,7 +168,7 @@ static const char usage_status[] =
 
 static const char usage_bench[] =
     "usage: fencectl bench [--duration S] [--conns N,N,...] [--mode M] [--ttl MS]\n"
-    "                      [--prefix NAME] [--signed]\n"
+    "                      [--prefix NAME] [--signed] [--format table|tsv]\n"
     "\n"
     "For each connection count, run acquire+release cycles for --duration seconds,\n"
     "uncontended (a lock per connection) and contended (all on one lock), and\n"
@@ -180,6 +181,8 @@ static const char usage_bench[] =
     "  --ttl MS       lease TTL of each acquire (default 10000)\n"
     "  --prefix NAME  lock name prefix (default bench.<pid>)\n"
     "  --signed       ask for signed grants (the server needs a signing key)\n"
+    "  --format F     table (default) or tsv: a header line, then one line per\n"
+    "                 cell, tab-separated, latencies in microseconds, with max\n"
     SERVER_HELP;
 
 static const char usage_demo[] =
@@ -307,6 +310,7 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         {"cacert", OPT_CACERT, true},     {"cert", OPT_CERT, true},
         {"key", OPT_KEY, true},           {"sni", OPT_SNI, true},
         {"user", OPT_USER, true},         {"pass", OPT_PASS, true},
+        {"format", OPT_FORMAT, true},
     };
     size_t i;
     for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -412,6 +416,14 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         else
             return usage_err(err, errcap, "--mode wants both, uncontended or contended, "
                              "not \"%s\"", value);
+        break;
+    case OPT_FORMAT:
+        if (strcmp(value, "table") == 0)
+            a->bench_tsv = false;
+        else if (strcmp(value, "tsv") == 0)
+            a->bench_tsv = true;
+        else
+            return usage_err(err, errcap, "--format wants table or tsv, not \"%s\"", value);
         break;
     case OPT_PREFIX:
         if (value[0] == '\0' || strlen(value) > FENCE_NAME_MAX - 16)

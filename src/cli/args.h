@@ -79,6 +79,7 @@ typedef struct fencectl_args {
     size_t n_conns;          /* entries used in conns */
     fencectl_bench_mode bench_mode; /* bench --mode */
     const char *bench_prefix; /* bench --prefix: lock name prefix */
+    bool bench_tsv;          /* bench --format tsv: machine-readable lines */
     char **cmd_argv;         /* lock: CMD and its args (NULL-terminated, borrowed) */
     int cmd_argc;            /* entries in cmd_argv */
     char **rest_argv;        /* demo: arguments passed through */

@@ -149,11 +149,19 @@ static int run_cell(const fencectl_args *a, const char *prefix, bool contended, 
         snprintf(fair, sizeof(fair), "%" PRIu64 "/%" PRIu64, cmin, cmax);
     else
         snprintf(fair, sizeof(fair), "-");
-    printf("%-12s %6u %11.1f %9.3f %9.3f %9.3f %15s %7" PRIu64 "\n",
-           contended ? "contended" : "uncontended", n, (double)cycles / secs,
-           (double)fencectl_hist_quantile(&total, 0.50) / 1000.0,
-           (double)fencectl_hist_quantile(&total, 0.99) / 1000.0,
-           (double)fencectl_hist_quantile(&total, 0.999) / 1000.0, fair, errors);
+    if (a->bench_tsv)
+        printf("%s\t%u\t%.1f\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
+               "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
+               contended ? "contended" : "uncontended", n, (double)cycles / secs, cycles,
+               fencectl_hist_quantile(&total, 0.50), fencectl_hist_quantile(&total, 0.99),
+               fencectl_hist_quantile(&total, 0.999), total.max,
+               cycles == 0 ? 0 : cmin, cmax, errors);
+    else
+        printf("%-12s %6u %11.1f %9.3f %9.3f %9.3f %15s %7" PRIu64 "\n",
+               contended ? "contended" : "uncontended", n, (double)cycles / secs,
+               (double)fencectl_hist_quantile(&total, 0.50) / 1000.0,
+               (double)fencectl_hist_quantile(&total, 0.99) / 1000.0,
+               (double)fencectl_hist_quantile(&total, 0.999) / 1000.0, fair, errors);
     fflush(stdout);
     if (cycles == 0 && errors > 0) {
         fprintf(stderr, "fencectl: bench: every cycle failed (last: %s)\n",
@@ -183,11 +191,16 @@ int fencectl_cmd_bench(const fencectl_args *a)
     }
     fence_client_close(c);
 
-    printf("fencectl bench: server %s, %u s per cell, ttl %u ms%s\n", fencectl_servers(a),
-           a->duration_ms / 1000, a->ttl_ms,
-           a->signed_token ? ", signed grants (SIGNED)" : "");
-    printf("%-12s %6s %11s %9s %9s %9s %15s %7s\n", "mode", "conns", "cycles/s",
-           "p50 ms", "p99 ms", "p999 ms", "min/max cycles", "errors");
+    if (a->bench_tsv) {
+        printf("mode\tconns\tcycles_per_s\tcycles\tp50_us\tp99_us\tp999_us\tmax_us"
+               "\tmin_cycles\tmax_cycles\terrors\n");
+    } else {
+        printf("fencectl bench: server %s, %u s per cell, ttl %u ms%s\n", fencectl_servers(a),
+               a->duration_ms / 1000, a->ttl_ms,
+               a->signed_token ? ", signed grants (SIGNED)" : "");
+        printf("%-12s %6s %11s %9s %9s %9s %15s %7s\n", "mode", "conns", "cycles/s",
+               "p50 ms", "p99 ms", "p999 ms", "min/max cycles", "errors");
+    }
     int rv = 0;
     for (int pass = 0; pass < 2; pass++) {
         bool contended = pass == 1;
@@ -201,7 +214,8 @@ int fencectl_cmd_bench(const fencectl_args *a)
                 rv = r;
         }
     }
-    printf("(cycle = acquire with keepalive + release; latency = acquire call, "
-           "send to reply)\n");
+    if (!a->bench_tsv)
+        printf("(cycle = acquire with keepalive + release; latency = acquire call, "
+               "send to reply)\n");
     return rv;
 }

@@ -47,6 +47,14 @@ struct fence_client {
     bool ka_stop;              /* ask the thread to exit */
     fence__conn ka_conn;       /* the keepalive thread's own connection */
     struct fence_lock *locks;  /* locks whose leases are kept alive */
+    uint64_t ka_wake_ms;       /* monotonic ms the sleeping keepalive thread
+                                * wakes by itself; UINT64_MAX: only when
+                                * woken; 0: awake (it rescans the list before
+                                * sleeping again) */
+    uint64_t ka_idle_ms;       /* renew delay of the newest lock: how long an
+                                * idle thread sleeps, so that a lock
+                                * registered after it went to sleep is due
+                                * after it wakes anyway (no wake-up needed) */
 };
 
 struct fence_lock {

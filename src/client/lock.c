@@ -156,6 +156,13 @@ static void *ka_main(void *arg)
                 next = at;
         }
         if (due == NULL) {
+            /* With no lock, sleep one renew delay of the newest lock: a
+             * lock registered meanwhile (same TTL) is due after that, so
+             * ka_register need not wake us (one wake-up per cycle of a
+             * client that locks and unlocks in a loop). */
+            if (next == UINT64_MAX && c->locks == NULL && c->ka_idle_ms > 0)
+                next = now + c->ka_idle_ms;
+            c->ka_wake_ms = next;
             if (next == UINT64_MAX) {
                 pthread_cond_wait(&c->ka_cv, &c->mu);
             } else {
@@ -163,6 +170,7 @@ static void *ka_main(void *arg)
                                       (long)(next % 1000) * 1000000L};
                 pthread_cond_timedwait(&c->ka_cv, &c->mu, &ts);
             }
+            c->ka_wake_ms = 0;
             continue;
         }
         due->busy = true;
@@ -213,7 +221,14 @@ static int ka_register(fence_client *c, struct fence_lock *l)
         l->next = c->locks;
         c->locks = l;
         l->registered = true;
-        pthread_cond_broadcast(&c->ka_cv);
+        uint64_t at = l->renew_at_ms < l->valid_until_ms ? l->renew_at_ms
+                                                          : l->valid_until_ms;
+        uint64_t now = fence_monotonic_ms();
+        c->ka_idle_ms = at > now ? at - now : 0;
+        /* Wake the thread only if it sleeps past this lock's due time (an
+         * awake thread, ka_wake_ms 0, rescans the list anyway). */
+        if (c->ka_wake_ms != 0 && at < c->ka_wake_ms)
+            pthread_cond_broadcast(&c->ka_cv);
     }
     pthread_mutex_unlock(&c->mu);
     return rv;

@@ -88,24 +88,43 @@ static void stream_write_cb(uv_write_t *req, int status)
     fence__net_conn_written(c, len, status);
 }
 
-/* Queue buf on the stream (libuv writes what the kernel takes at once). */
+/* Write buf to the stream: first straight to the kernel (uv_try_write,
+ * which refuses while earlier bytes are still queued, so order is kept),
+ * then queue what it did not take.  A reply the kernel takes whole, the
+ * usual case, costs one write(2): no request, no POLLOUT watcher switched
+ * on and off (two epoll_ctl calls per reply on the next loop turn). */
 static int stream_write(fence_net_conn *c, char *buf, size_t len)
 {
-    stream_wreq *w = malloc(sizeof(*w));
-    if (w == NULL) {
-        free(buf);
-        return UV_ENOMEM;
-    }
-    w->c = c;
-    w->buf = buf;
-    w->len = len;
+    size_t done = 0;
     uv_buf_t b = uv_buf_init(buf, (unsigned)len);
-    int rc = uv_write(&w->req, &c->h.stream, &b, 1, stream_write_cb);
-    if (rc != 0) {
-        free(buf);
-        free(w);
+    int n = uv_try_write(&c->h.stream, &b, 1);
+    if (n > 0) {
+        done = (size_t)n;
+        FENCE_ASSERT(done <= len);
+        fence__net_conn_written(c, done, 0);
+        if (done == len || c->closing) {
+            free(buf);
+            return 0;
+        }
     }
-    return rc;
+    int rc = UV_ENOMEM;
+    stream_wreq *w = malloc(sizeof(*w));
+    if (w != NULL) {
+        w->c = c;
+        w->buf = buf;
+        w->len = len - done;
+        b = uv_buf_init(buf + done, (unsigned)(len - done));
+        rc = uv_write(&w->req, &c->h.stream, &b, 1, stream_write_cb);
+    }
+    if (rc == 0)
+        return 0;
+    free(buf);
+    free(w);
+    if (done == 0)
+        return rc;
+    /* Part of it went out and was reported: report the rest as failed. */
+    fence__net_conn_written(c, len - done, rc);
+    return 0;
 }
 
 /* A shutdown request finished: nothing to do. */
@@ -166,8 +185,12 @@ static void conn_mark_dirty(fence_net_conn *c)
     if (c->dirty || c->closing)
         return;
     c->dirty = true;
-    c->dirty_next = c->net->dirty;
-    c->net->dirty = c;
+    c->dirty_next = NULL;
+    if (c->net->dirty_tail != NULL)
+        c->net->dirty_tail->dirty_next = c;
+    else
+        c->net->dirty = c;
+    c->net->dirty_tail = c;
 }
 
 /* Room for n more bytes in wbuf; false if memory ran out. */
@@ -400,6 +423,8 @@ void fence__net_flush(fence_net *net)
     while (net->dirty != NULL) {
         fence_net_conn *c = net->dirty;
         net->dirty = c->dirty_next;
+        if (net->dirty == NULL)
+            net->dirty_tail = NULL;
         c->dirty_next = NULL;
         c->dirty = false;
         conn_flush(c);
@@ -470,9 +495,15 @@ void fence__net_conn_close(fence_net_conn *c)
     }
     if (c->dirty) {
         fence_net_conn **pp = &net->dirty;
-        while (*pp != c)
+        fence_net_conn *prev = NULL;
+        while (*pp != c) {
+            prev = *pp;
             pp = &(*pp)->dirty_next;
+        }
         *pp = c->dirty_next;
+        if (net->dirty_tail == c)
+            net->dirty_tail = prev;
+        c->dirty_next = NULL;
         c->dirty = false;
     }
     if (c->prev != NULL)

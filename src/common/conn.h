@@ -68,8 +68,10 @@ struct fence_net_transport {
     /* Stop delivering input (pipeline full, closing). */
     int (*read_stop)(fence_net_conn *c);
     /* Send buf[0..len), taking ownership of buf (malloc'd); call
-     * fence__net_conn_written(c, len, status) when done.  On a non-zero
-     * return the transport has freed buf and will not call back. */
+     * fence__net_conn_written(c, n, status) as parts are done, the n adding
+     * up to len (the plain streams report what the kernel took at once
+     * before write returns).  On a non-zero return nothing was reported,
+     * the transport has freed buf and will not call back. */
     int (*write)(fence_net_conn *c, char *buf, size_t len);
     /* Half-close: no more output after what is queued. */
     int (*shutdown)(fence_net_conn *c);
@@ -225,7 +227,11 @@ struct fence_net {
     uv_check_t check;           /* end of each loop turn: flush */
     bool stopping;              /* fence__net_stop called: refuse accepts */
     fence_net_conn *conns;      /* open connections */
-    fence_net_conn *dirty;      /* connections with output to flush */
+    fence_net_conn *dirty;      /* connections with output to flush, in the
+                                   order their first reply became ready (a
+                                   grant goes out before the UNLOCK reply
+                                   that caused it) */
+    fence_net_conn *dirty_tail; /* newest of them */
     uint64_t n_conns;           /* entries in conns */
     uint64_t next_id;           /* last connection id handed out */
     uint64_t stat_accepted;     /* connections accepted since start */

@@ -101,6 +101,12 @@ _Static_assert(FENCE_SNAPSHOT_RETRY_MS >= 100u, "a failing fork must not run eve
 #define FENCE_SNAPSHOT_CHILD_NICE 10
 _Static_assert(FENCE_SNAPSHOT_CHILD_NICE > 0 && FENCE_SNAPSHOT_CHILD_NICE <= 19, "a nice increment");
 
+/* fenced: AIO contexts waiting for the io_destroy reaper thread
+ * (src/server/aio_reap.c); libraft closes one per log segment, so a few
+ * at most are ever queued.  A full queue destroys in the caller, as before. */
+#define FENCE_AIO_REAP_QUEUE 64
+_Static_assert(FENCE_AIO_REAP_QUEUE >= 4, "room for the segments of a snapshot burst");
+
 /* fenced's loop-lag monitor: period of the tick whose lateness is
  * measured (INFO loop_lag_max_us). */
 #define FENCE_LAG_PERIOD_MS 10

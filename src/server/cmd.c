@@ -428,6 +428,7 @@ static void reply_info(fence_server *s, fence_slot *slot)
         "batches:%llu\r\n"
         "batch_commands:%llu\r\n"
         "avg_batch_size:%.2f\r\n"
+        "batches_held:%llu\r\n"
         "raft_entries:%llu\r\n"
         "raft_bytes:%llu\r\n"
         "fsync_batches:%llu\r\n"
@@ -452,7 +453,7 @@ static void reply_info(fence_server *s, fence_slot *slot)
         (unsigned long long)s->net.stat_refused,
         (unsigned long long)s->net.stat_slow_closed,
         (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
-        (unsigned long long)ls.batch_cmds, avg,
+        (unsigned long long)ls.batch_cmds, avg, (unsigned long long)ls.holds,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
         (unsigned long long)s->node.appends, healthy ? 1 : 0, why,
         (unsigned long long)st.grants, (unsigned long long)st.handoffs,

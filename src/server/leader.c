@@ -17,6 +17,11 @@
 #define WAIT_TAB_INITIAL 1024
 /* Back-off before a TICK is retried for a deadline that is still due. */
 #define TICK_RETRY_MS 100
+/* Longest a batch of waits-to-be is held back for company (leader.h
+ * "Holding"): long enough for a client round trip on a loaded machine,
+ * short next to any wait.  The shell's timer has whole-ms resolution and
+ * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
+#define HOLD_MS 2
 
 /* Leadership phases. */
 enum lphase {
@@ -65,6 +70,8 @@ typedef struct lbatch {
     size_t names_len;    /* bytes used in names */
     size_t names_cap;    /* bytes allocated in names */
     uint64_t seq;        /* from 1, one per batch (fence_lconn.read_seq) */
+    uint32_t n_held;     /* leading items known to queue (see batch_hold) */
+    uint64_t held_seq;   /* fence_leader.apply_seq when they were checked */
 } lbatch;
 
 /* The module. */
@@ -80,6 +87,11 @@ struct fence_leader {
     bool tick_pending;       /* a TICK is in a batch */
     uint64_t tick_deadline;  /* the deadline the last TICK was for */
     bool rearm;              /* the shell must re-arm its timer */
+    uint64_t hold_until;     /* the pending batch is held until this
+                                monotonic ms (leader.h "Holding"); 0: not */
+    bool hold_over;          /* the timer fired: the held batch goes now */
+    uint64_t apply_seq;      /* entries applied or restored (the fsm
+                                changed: held items are checked again) */
 
     lbatch *pending;         /* batch being filled, or NULL */
     lbatch *closed;          /* full or cut batches, to propose at step */
@@ -386,6 +398,8 @@ static void batch_close(fence_leader *l)
     if (b == NULL)
         return;
     l->pending = NULL;
+    l->hold_until = 0;
+    l->hold_over = false;
     b->next = NULL;
     if (l->closed_tail != NULL)
         l->closed_tail->next = b;
@@ -475,6 +489,8 @@ static void fail_unproposed(fence_leader *l, int status)
     }
     lbatch *b = l->pending;
     l->pending = NULL;
+    l->hold_until = 0;
+    l->hold_over = false;
     if (b != NULL)
         batch_fail(l, b, status);
 }
@@ -636,6 +652,60 @@ static void propose_closed(fence_leader *l)
     }
 }
 
+/* Whether item it of a batch (names: the batch's name bytes) would be
+ * answered QUEUED if it were applied now: a LOCK or ACQUIRE that may wait,
+ * on a lock another lease holds (live at fsm time now).  Such an item's
+ * client hears nothing when its entry applies, so its entry is in no hurry
+ * (leader.h "Holding").  Anything else, internal commands and reads
+ * included, is in a hurry. */
+static bool item_will_queue(const fence_leader *l, const litem *it,
+                            const uint8_t *names, uint64_t now)
+{
+    const fence_cmd *c = &it->cmd;
+    if (it->is_read || it->req == NULL || c->wait_ms == 0 || c->name_len == 0)
+        return false;
+    if (c->type != FENCE_CMD_LOCK && c->type != FENCE_CMD_ACQUIRE)
+        return false;
+    fence_fsm_lock_state st;
+    if (!fence_fsm_lock_info(l->fsm, names + it->name_off, c->name_len, &st))
+        return false; /* free, or in its lock-delay */
+    if (c->type == FENCE_CMD_LOCK && c->lease == st.lease)
+        return false; /* reentrant: answered at once */
+    return st.deadline_ms > now;
+}
+
+/* With no entry in flight: whether the pending batch is held back (leader.h
+ * "Holding") rather than proposed now.  It is held while every item in it
+ * would queue, for at most HOLD_MS: the first item in a hurry (typically
+ * the UNLOCK of the holder, whose reply was sent with the grant that made
+ * these clients ask again) ends the hold and the whole batch goes out as
+ * one entry, in arrival order.  Items already found to queue are not
+ * looked up again until an entry applies. */
+static bool batch_hold(fence_leader *l)
+{
+    lbatch *b = l->pending;
+    FENCE_ASSERT(b != NULL);
+    FENCE_ASSERT(l->n_inflight == 0);
+    if (l->hold_over || l->stopping)
+        return false;
+    if (b->held_seq != l->apply_seq) {
+        b->held_seq = l->apply_seq;
+        b->n_held = 0;
+    }
+    uint64_t now = fence__leader_now(l);
+    while (b->n_held < b->n_items &&
+           item_will_queue(l, &b->items[b->n_held], b->names, now))
+        b->n_held++;
+    if (b->n_held < b->n_items)
+        return false;
+    if (l->hold_until == 0) {
+        l->hold_until = l->ops.now_ms(l->ops.ctx) + HOLD_MS;
+        l->rearm = true;
+        l->stats.holds++;
+    }
+    return true;
+}
+
 /* ---- Requests from the shell ------------------------------------------------ */
 
 /* Take a request; see leader.h. */
@@ -750,7 +820,7 @@ void fence__leader_step(fence_leader *l)
         start_leadership(l);
     if (l->phase != PH_NONE) {
         propose_closed(l);
-        if (l->pending != NULL && l->n_inflight == 0) {
+        if (l->pending != NULL && l->n_inflight == 0 && !batch_hold(l)) {
             batch_close(l);
             propose_closed(l);
         }
@@ -763,8 +833,17 @@ void fence__leader_step(fence_leader *l)
 void fence__leader_timer(fence_leader *l)
 {
     FENCE_ASSERT(l->in_raft_cb == 0);
+    bool held = l->hold_until != 0;
+    if (held) {
+        /* The hold is over (leader.h "Holding"): the batch goes at the
+         * next step. */
+        l->hold_over = true;
+        l->rearm = true;
+    }
     if (l->phase != PH_READY || l->tick_pending || l->stopping)
         return;
+    if (held && fence_fsm_next_deadline(l->fsm) > fence__leader_now(l))
+        return; /* it fired for the hold only */
     fence_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
     cmd.type = FENCE_CMD_TICK;
@@ -785,9 +864,16 @@ bool fence__leader_timer_take(fence_leader *l, uint64_t *delay_ms)
     *delay_ms = UINT64_MAX;
     if (l->phase != PH_READY || l->stopping)
         return true;
+    uint64_t hold = UINT64_MAX;
+    if (l->hold_until != 0) {
+        uint64_t mono = l->ops.now_ms(l->ops.ctx);
+        hold = l->hold_until > mono ? l->hold_until - mono : 0;
+    }
     uint64_t deadline = fence_fsm_next_deadline(l->fsm);
-    if (deadline == UINT64_MAX)
+    if (deadline == UINT64_MAX) {
+        *delay_ms = hold;
         return true;
+    }
     uint64_t now = fence__leader_now(l);
     /* +1: loop time is whole ms, so never fire a hair before the deadline. */
     uint64_t delay = deadline > now ? deadline - now + 1 : 0;
@@ -801,7 +887,7 @@ bool fence__leader_timer_take(fence_leader *l, uint64_t *delay_ms)
              (unsigned long long)deadline, TICK_RETRY_MS);
         delay = TICK_RETRY_MS;
     }
-    *delay_ms = delay;
+    *delay_ms = delay < hold ? delay : hold;
     return true;
 }
 
@@ -835,6 +921,7 @@ const fence_result *fence__leader_apply(fence_leader *l, const uint8_t *buf,
         fence__fatal("malformed log entry");
     }
     l->n_results = n;
+    l->apply_seq++;
     l->events = fence_fsm_events(l->fsm, &l->n_events);
     /* Waits that ended: answer every request registered for them.  The
      * events stay listed for QUEUED results of this same entry, which are
@@ -866,6 +953,7 @@ void fence__leader_restored(fence_leader *l)
     l->in_raft_cb++;
     l->events = NULL; /* the fsm's array is gone with the old state */
     l->n_events = 0;
+    l->apply_seq++;
     for (size_t b = 0; b < l->wait_nb; b++) {
         fence_lreq *r = l->wait_tab[b];
         while (r != NULL) {

@@ -21,6 +21,19 @@
  * in it, or the read would see it).  A batch of reads only carries a TICK,
  * so its entry is not empty.
  *
+ * Holding.  With no entry in flight, a pending batch whose every item
+ * would only queue (a LOCK or ACQUIRE that may wait, on a lock another
+ * live lease holds: its client hears nothing when the entry applies) is
+ * held back for at most HOLD_MS (2 ms, through the shell's one timer; see
+ * fence__leader_timer_take).  The first item in a hurry ends the hold and
+ * the whole batch goes as one entry, in arrival order.  In a contended
+ * handoff that item is the new holder's UNLOCK, sent while the old
+ * holder's next ACQUIRE is already here: proposed alone, that ACQUIRE
+ * would make the UNLOCK wait a whole disk write (raft_uv writes one batch
+ * at a time).  Holding answers nothing earlier, changes no token and no
+ * FIFO order (arrival order is kept); it only delays the registration of
+ * waits by at most HOLD_MS.
+ *
  * Reads.  In a cluster a read rides the next entry and is answered from the
  * state right after that entry is applied (never before the writes ahead of
  * it in its connection's pipeline, never after a later one).  In a cluster
@@ -42,6 +55,8 @@
  * fence__leader_timer() when it fires: the module proposes a TICK.  A TICK
  * whose proposal failed re-arms the timer (with a 100 ms back-off when the
  * deadline is already due), so expiries never stop on a ready leader.
+ * The same timer ends a hold (see "Holding"); a firing that only ends a
+ * hold proposes no TICK.
  *
  * Waits.  A LOCK/ACQUIRE answered QUEUED is registered in the wait table
  * under its wait id; the event that ends the wait (granted, timed out,
@@ -160,6 +175,7 @@ typedef struct fence_leader_stats {
     uint64_t batch_cmds;  /* commands in those entries */
     uint64_t entry_bytes; /* bytes of those entries (framed) */
     uint64_t waits;       /* requests registered in the wait table */
+    uint64_t holds;       /* times the pending batch was held ("Holding") */
 } fence_leader_stats;
 
 /* Create the module over fsm (borrowed; it must outlive the module).

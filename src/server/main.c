@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "common/version.h"
+#include "server/aio_reap.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -82,6 +83,9 @@ int main(int argc, char **argv)
     const char *note = fence_fsm_build_note();
     if (note != NULL)
         LOG_WARN("%s", note);
+    if (fence__aio_reap_start() != 0)
+        LOG_WARN("cannot start the io_destroy thread: each snapshot stalls the loop "
+                 "while raft closes a log segment (server/aio_reap.h)");
     uv_loop_t *loop = uv_default_loop();
     uv_signal_init(loop, &sighup);
     uv_signal_start(&sighup, on_sighup, SIGHUP);

@@ -292,6 +292,91 @@ int main(void)
     CHECK(n_answers == 3 && answers[1].req == 201 && answers[1].from_wait &&
           answers[1].r.status == FENCE_ST_OK && answers[2].req == 202,
           "the waiter gets the lock as a wait's outcome when the holder goes");
+    uint64_t tok_x = answers[1].r.token;
+    props_clear();
+
+    /* Holding: with nothing in flight, a batch whose every item would
+     * queue (an ACQUIRE that may wait for "x", which lease 2 holds) is held
+     * back; the holder's UNLOCK ends the hold and both ride one entry, the
+     * ACQUIRE first, so the UNLOCK hands "x" straight to it. */
+    n_answers = 0;
+    fence_lconn d, e;
+    fence__leader_conn_init(&d);
+    fence__leader_conn_init(&e);
+    fence_cmd aq = cmd_of(FENCE_CMD_ACQUIRE);
+    aq.name = (const uint8_t *)"x";
+    aq.name_len = 1;
+    aq.ttl_ms = 10000;
+    aq.wait_ms = 5000;
+    fence__leader_submit(g_l, &d, &reqs[500], &aq, false);
+    fence__leader_step(g_l);
+    uint64_t delay = UINT64_MAX;
+    CHECK(n_props == 0, "an ACQUIRE that would queue is held back");
+    CHECK(fence__leader_timer_take(g_l, &delay) && delay >= 1 && delay <= 2,
+          "the hold arms the timer for at most 2 ms");
+    fence_cmd ul = cmd_of(FENCE_CMD_UNLOCK);
+    ul.name = (const uint8_t *)"x";
+    ul.name_len = 1;
+    ul.token = tok_x;
+    fence__leader_submit(g_l, &b, &reqs[501], &ul, false);
+    fence__leader_step(g_l);
+    fence_cmd c0;
+    CHECK(n_props == 1 && prop_count(0, &c0) == 2 && c0.type == FENCE_CMD_ACQUIRE,
+          "the holder's UNLOCK ends the hold: one entry, the ACQUIRE first");
+    commit(0);
+    CHECK(n_answers == 2 && answers[0].req == 500 && answers[0].from_wait &&
+          answers[0].r.status == FENCE_ST_OK && answers[0].r.token > tok_x &&
+          answers[1].req == 501 && answers[1].r.value == 1,
+          "that entry grants the waiter (a newer token) and releases the holder");
+    props_clear();
+
+    /* The hold is bounded: when the timer fires the batch goes alone. */
+    n_answers = 0;
+    fence__leader_submit(g_l, &e, &reqs[502], &aq, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 0, "a second ACQUIRE of the held lock is held back");
+    fence__leader_timer(g_l);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1 && prop_count(0, NULL) == 1,
+          "the timer ends the hold: it goes out alone");
+    commit(0);
+    CHECK(n_answers == 0, "and waits (QUEUED)");
+    props_clear();
+
+    /* Nothing else is held: an ACQUIRE of a free lock, an ACQUIRE that may
+     * not wait, a write behind a held item. */
+    n_answers = 0;
+    aq.name = (const uint8_t *)"y";
+    fence__leader_submit(g_l, &a, &reqs[503], &aq, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "an ACQUIRE of a free lock goes at once");
+    commit(0);
+    props_clear();
+    aq.name = (const uint8_t *)"x";
+    aq.wait_ms = 0;
+    fence__leader_submit(g_l, &a, &reqs[504], &aq, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "an ACQUIRE that may not wait goes at once");
+    commit(0);
+    props_clear();
+    aq.wait_ms = 5000;
+    fence__leader_submit(g_l, &a, &reqs[505], &aq, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 0, "held again");
+    fence__leader_submit(g_l, &a, &reqs[506], &grant, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1 && prop_count(0, NULL) == 2,
+          "a LEASE.GRANT ends the hold; both in one entry");
+    commit(0);
+    CHECK(n_answers == 3 && answers[2].req == 506, "the grant is answered");
+    props_clear();
+    /* Cancel the two waits left (e's and a's). */
+    fence__leader_conn_close(g_l, &e);
+    fence__leader_conn_close(g_l, &a);
+    fence__leader_conn_init(&a);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1 && prop_count(0, NULL) == 2, "their CANCELs are not held");
+    commit(0);
     props_clear();
 
     /* Leadership lost: what is not proposed is refused. */

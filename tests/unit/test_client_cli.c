@@ -170,6 +170,13 @@ static void test_bench(void)
     CHECK(PARSE(&a, err, "bench", "--conns", "5000") == FENCECTL_EXIT_USAGE);
     CHECK(PARSE(&a, err, "bench", "--duration", "0") == FENCECTL_EXIT_USAGE);
     CHECK(PARSE(&a, err, "bench", "--mode", "fast") == FENCECTL_EXIT_USAGE);
+    CHECK(!a.bench_tsv);
+    REQUIRE(PARSE(&a, err, "bench", "--format", "tsv") == 0);
+    CHECK(a.bench_tsv);
+    REQUIRE(PARSE(&a, err, "bench", "--format", "table") == 0);
+    CHECK(!a.bench_tsv);
+    CHECK(PARSE(&a, err, "bench", "--format", "csv") == FENCECTL_EXIT_USAGE);
+    CHECK(PARSE(&a, err, "lock", "x", "--format", "tsv", "--", "true") == FENCECTL_EXIT_USAGE);
 }
 
 /* Histogram buckets: monotone, exact below 32, within ~3% above. */

@@ -1,0 +1,504 @@
+/* The keepalive row of `make bench` (tests/bench/run.py): many leases kept
+ * alive by many connections, and the latency of a LOCK meanwhile.
+ *
+ *   keepalive_load PORT LEASES CONNS TTL_MS SECONDS
+ *
+ * One thread, epoll, non-blocking sockets to 127.0.0.1:PORT, replies parsed
+ * with hiredis's reader.  In order:
+ *   1. idle: a probe connection runs LOCK/UNLOCK cycles on a lock of its own
+ *      (its lease: one LEASE.GRANT with a long TTL) for SECONDS, alone;
+ *   2. grant: CONNS connections pipeline LEASE.GRANT TTL_MS, LEASES in all
+ *      (lease i on connection i % CONNS);
+ *   3. load: every lease is renewed (LEASE.KEEPALIVE) once every TTL_MS/3,
+ *      the renewals spread evenly over that period (open loop: sent when
+ *      due, whether or not earlier ones were answered), for SECONDS, while
+ *      the probe runs its cycles again.
+ * Prints one "key=value ..." line per phase on stdout (latencies in
+ * microseconds, from src/cli/hist.c's histogram, send to reply):
+ *   idle lock_cycles=.. lock_p50_us=.. lock_p99_us=.. lock_max_us=..
+ *   grant leases=.. seconds=.. grants_per_s=..
+ *   load target_per_s=.. keepalives=.. keepalives_per_s=.. ka_p50_us=.. ...
+ *        lock_cycles=.. lock_p50_us=.. ... errors=.. skipped=..
+ * Exit 1 on a connection failure or an error reply to a grant. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/hist.h"
+#include "common/assert.h"
+
+/* Most replies a connection may owe before renewals due on it are skipped
+ * (counted in skipped=): bounds the send-time ring. */
+#define OWED_MAX 4096
+
+/* What a sent request was, to file its reply. */
+typedef enum req_kind {
+    REQ_GRANT,      /* LEASE.GRANT of a load lease */
+    REQ_KEEPALIVE,  /* LEASE.KEEPALIVE of a load lease */
+    REQ_PROBE_LEASE, /* the probe's LEASE.GRANT */
+    REQ_PROBE_LOCK, /* the probe's LOCK */
+    REQ_PROBE_UNLOCK, /* the probe's UNLOCK */
+} req_kind;
+
+/* One connection. */
+typedef struct conn {
+    int fd;                    /* socket */
+    redisReader *reader;       /* RESP reply parser */
+    char *wbuf;                /* bytes not yet written */
+    size_t wlen;               /* bytes in wbuf */
+    size_t wcap;               /* wbuf's size */
+    bool want_out;             /* EPOLLOUT armed */
+    uint64_t sent_us[OWED_MAX]; /* send time of each owed reply (ring) */
+    uint8_t kind[OWED_MAX];    /* req_kind of each owed reply (ring) */
+    uint32_t head;             /* oldest owed reply in the ring */
+    uint32_t owed;             /* replies owed */
+    uint64_t *leases;          /* lease ids granted on this connection */
+    uint32_t n_leases;         /* entries in leases */
+} conn;
+
+static int epfd;              /* the epoll instance */
+static conn *conns;           /* CONNS load connections, then the probe */
+static uint32_t n_conns;      /* load connections */
+static conn *probe;           /* the probe connection (conns[n_conns]) */
+static uint64_t probe_lease;  /* the probe's lease */
+static uint64_t probe_token;  /* the probe's current token */
+static bool probe_running;    /* the probe starts a new cycle after each */
+static uint64_t probe_cycles; /* LOCK+UNLOCK cycles completed */
+static fencectl_hist probe_hist; /* LOCK latency */
+static fencectl_hist ka_hist; /* LEASE.KEEPALIVE latency */
+static uint64_t ka_answered;  /* keepalive replies received */
+static uint64_t ka_answered_in_time; /* of them, before the load phase ended */
+static uint64_t load_end_us;  /* end of the load phase */
+static uint64_t errors;       /* error replies (keepalives, probe) */
+static uint64_t grants_left;  /* grant replies still owed */
+static char first_error[160]; /* the first error reply, for stderr */
+
+/* Monotonic microseconds. */
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Print a message and exit 1. */
+static void die(const char *what)
+{
+    fprintf(stderr, "keepalive_load: %s: %s\n", what, errno ? strerror(errno) : "failed");
+    exit(1);
+}
+
+/* Arm or disarm EPOLLOUT on c to match whether it has bytes to write. */
+static void set_out(conn *c, bool on)
+{
+    if (c->want_out == on)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0u), .data.ptr = c};
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+        die("epoll_ctl");
+    c->want_out = on;
+}
+
+/* Write as much of c's buffer as the socket takes. */
+static void flush(conn *c)
+{
+    size_t off = 0;
+    while (off < c->wlen) {
+        ssize_t k = write(c->fd, c->wbuf + off, c->wlen - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (k <= 0)
+            die("write");
+        off += (size_t)k;
+    }
+    memmove(c->wbuf, c->wbuf + off, c->wlen - off);
+    c->wlen -= off;
+    set_out(c, c->wlen > 0);
+}
+
+/* Queue one request (a RESP array of argc words) on c; false if c owes
+ * OWED_MAX replies already. */
+static bool send_cmd(conn *c, req_kind kind, int argc, const char **argv)
+{
+    if (c->owed == OWED_MAX)
+        return false;
+    char tmp[512];
+    int n = snprintf(tmp, sizeof(tmp), "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        n += snprintf(tmp + n, sizeof(tmp) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]),
+                      argv[i]);
+    FENCE_ASSERT(n > 0 && (size_t)n < sizeof(tmp));
+    if (c->wlen + (size_t)n > c->wcap) {
+        size_t cap = c->wcap ? c->wcap * 2 : 4096;
+        while (cap < c->wlen + (size_t)n)
+            cap *= 2;
+        char *p = realloc(c->wbuf, cap);
+        if (p == NULL)
+            die("out of memory");
+        c->wbuf = p;
+        c->wcap = cap;
+    }
+    memcpy(c->wbuf + c->wlen, tmp, (size_t)n);
+    c->wlen += (size_t)n;
+    uint32_t slot = (c->head + c->owed) % OWED_MAX;
+    c->sent_us[slot] = now_us();
+    c->kind[slot] = (uint8_t)kind;
+    c->owed++;
+    return true;
+}
+
+/* The probe's next step: LOCK with its lease. */
+static void probe_lock(void)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%" PRIu64, probe_lease);
+    const char *argv[] = {"LOCK", "keepalive_load.probe", lease};
+    FENCE_ASSERT(send_cmd(probe, REQ_PROBE_LOCK, 3, argv));
+    flush(probe);
+}
+
+/* Remember the first error reply. */
+static void note_error(const redisReply *r)
+{
+    errors++;
+    if (first_error[0] == '\0')
+        snprintf(first_error, sizeof(first_error), "%.*s",
+                 (int)(r->len < 150 ? r->len : 150), r->str);
+}
+
+/* File one reply of c (the oldest owed request's). */
+static void on_reply(conn *c, redisReply *r)
+{
+    FENCE_ASSERT(c->owed > 0);
+    uint64_t lat = now_us() - c->sent_us[c->head];
+    req_kind kind = (req_kind)c->kind[c->head];
+    c->head = (c->head + 1) % OWED_MAX;
+    c->owed--;
+    bool err = r->type == REDIS_REPLY_ERROR;
+    switch (kind) {
+    case REQ_GRANT:
+        if (err || r->type != REDIS_REPLY_INTEGER) {
+            fprintf(stderr, "keepalive_load: LEASE.GRANT: %s\n", err ? r->str : "not an integer");
+            exit(1);
+        }
+        c->leases[c->n_leases++] = (uint64_t)r->integer;
+        grants_left--;
+        break;
+    case REQ_KEEPALIVE:
+        if (err) {
+            note_error(r);
+            break;
+        }
+        fencectl_hist_add(&ka_hist, lat);
+        ka_answered++;
+        if (now_us() <= load_end_us)
+            ka_answered_in_time++;
+        break;
+    case REQ_PROBE_LEASE:
+        if (err || r->type != REDIS_REPLY_INTEGER) {
+            fprintf(stderr, "keepalive_load: probe LEASE.GRANT: %s\n",
+                    err ? r->str : "not an integer");
+            exit(1);
+        }
+        probe_lease = (uint64_t)r->integer;
+        break;
+    case REQ_PROBE_LOCK:
+        if (err || r->type != REDIS_REPLY_INTEGER) {
+            if (err)
+                note_error(r);
+            else
+                errors++; /* nil: held (cannot happen: the lock is the probe's own) */
+            if (probe_running)
+                probe_lock();
+            break;
+        }
+        fencectl_hist_add(&probe_hist, lat);
+        probe_token = (uint64_t)r->integer;
+        {
+            char tok[24];
+            snprintf(tok, sizeof(tok), "%" PRIu64, probe_token);
+            const char *argv[] = {"UNLOCK", "keepalive_load.probe", tok};
+            FENCE_ASSERT(send_cmd(probe, REQ_PROBE_UNLOCK, 3, argv));
+            flush(probe);
+        }
+        break;
+    case REQ_PROBE_UNLOCK:
+        if (err)
+            note_error(r);
+        else
+            probe_cycles++;
+        if (probe_running)
+            probe_lock();
+        break;
+    }
+}
+
+/* Read what c's socket has and file every complete reply. */
+static void on_readable(conn *c)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t k = read(c->fd, buf, sizeof(buf));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (k == 0) {
+            errno = 0;
+            die("server closed a connection");
+        }
+        if (k < 0)
+            die("read");
+        if (redisReaderFeed(c->reader, buf, (size_t)k) != REDIS_OK)
+            die("reader");
+        for (;;) {
+            void *reply = NULL;
+            if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+                errno = 0;
+                die("protocol error in a reply");
+            }
+            if (reply == NULL)
+                break;
+            on_reply(c, reply);
+            freeReplyObject(reply);
+        }
+        if ((size_t)k < sizeof(buf))
+            break;
+    }
+}
+
+/* Wait up to timeout_ms for events and handle them. */
+static void poll_once(int timeout_ms)
+{
+    struct epoll_event evs[256];
+    int n = epoll_wait(epfd, evs, 256, timeout_ms);
+    if (n < 0 && errno != EINTR)
+        die("epoll_wait");
+    for (int i = 0; i < n; i++) {
+        conn *c = evs[i].data.ptr;
+        if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+            on_readable(c);
+        if (evs[i].events & EPOLLOUT)
+            flush(c);
+    }
+}
+
+/* Connect c to 127.0.0.1:port (blocking connect, then non-blocking). */
+static void conn_open(conn *c, int port)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (c->fd < 0)
+        die("socket");
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        die("connect");
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+    c->reader = redisReaderCreate();
+    if (c->reader == NULL)
+        die("out of memory");
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+        die("epoll_ctl");
+}
+
+/* Run the probe's cycles for us microseconds (with the load, if on);
+ * then let its last cycle finish. */
+static void probe_phase_start(void)
+{
+    fencectl_hist_init(&probe_hist);
+    probe_cycles = 0;
+    probe_running = true;
+    probe_lock();
+}
+
+/* Stop the probe and wait until it owes nothing. */
+static void probe_phase_stop(void)
+{
+    probe_running = false;
+    uint64_t give_up = now_us() + 10000000u;
+    while (probe->owed > 0 && now_us() < give_up)
+        poll_once(10);
+}
+
+/* Print the probe's numbers (after a phase). */
+static void print_probe(void)
+{
+    printf(" lock_cycles=%" PRIu64 " lock_p50_us=%" PRIu64 " lock_p99_us=%" PRIu64
+           " lock_max_us=%" PRIu64,
+           probe_cycles, fencectl_hist_quantile(&probe_hist, 0.50),
+           fencectl_hist_quantile(&probe_hist, 0.99), probe_hist.max);
+}
+
+/* Parse a positive decimal argument. */
+static uint64_t arg_num(const char *s, const char *what)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v == 0) {
+        fprintf(stderr, "keepalive_load: %s wants a positive number, not \"%s\"\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* Raise the soft open-files limit to the hard one (CONNS sockets). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* Parse the arguments, run the three phases, print their lines. */
+int main(int argc, char **argv)
+{
+    if (argc != 6) {
+        fprintf(stderr, "usage: keepalive_load PORT LEASES CONNS TTL_MS SECONDS\n");
+        return 2;
+    }
+    int port = (int)arg_num(argv[1], "PORT");
+    uint64_t n_leases = arg_num(argv[2], "LEASES");
+    n_conns = (uint32_t)arg_num(argv[3], "CONNS");
+    uint64_t ttl_ms = arg_num(argv[4], "TTL_MS");
+    uint64_t secs = arg_num(argv[5], "SECONDS");
+    if (port > 65535 || n_conns > 100000 || ttl_ms < 30) {
+        fprintf(stderr, "keepalive_load: PORT <= 65535, CONNS <= 100000, TTL_MS >= 30\n");
+        return 2;
+    }
+    raise_nofile();
+    epfd = epoll_create1(0);
+    if (epfd < 0)
+        die("epoll_create1");
+    conns = calloc(n_conns + 1, sizeof(*conns));
+    if (conns == NULL)
+        die("out of memory");
+    for (uint32_t i = 0; i <= n_conns; i++) {
+        conn_open(&conns[i], port);
+        if (i < n_conns) {
+            conns[i].leases = calloc(n_leases / n_conns + 1, sizeof(uint64_t));
+            if (conns[i].leases == NULL)
+                die("out of memory");
+        }
+    }
+    probe = &conns[n_conns];
+    fencectl_hist_init(&ka_hist);
+
+    /* The probe's lease (a week: it never needs a keepalive here). */
+    const char *pg[] = {"LEASE.GRANT", "604800000"};
+    FENCE_ASSERT(send_cmd(probe, REQ_PROBE_LEASE, 2, pg));
+    flush(probe);
+    while (probe->owed > 0)
+        poll_once(10);
+
+    /* 1. idle: the probe alone. */
+    uint64_t t = now_us();
+    probe_phase_start();
+    while (now_us() < t + secs * 1000000u)
+        poll_once(10);
+    probe_phase_stop();
+    printf("idle");
+    print_probe();
+    printf(" errors=%" PRIu64 "\n", errors);
+    fflush(stdout);
+
+    /* 2. grant: LEASES LEASE.GRANTs, at most 256 owed per connection. */
+    char ttl_s[24];
+    snprintf(ttl_s, sizeof(ttl_s), "%" PRIu64, ttl_ms);
+    const char *gv[] = {"LEASE.GRANT", ttl_s};
+    uint64_t t_grant = now_us();
+    uint64_t queued = 0;
+    grants_left = n_leases;
+    while (grants_left > 0) {
+        for (uint32_t i = 0; i < n_conns && queued < n_leases; i++) {
+            conn *c = &conns[i];
+            bool any = false;
+            while (c->owed < 256 && queued < n_leases &&
+                   c->n_leases + c->owed < n_leases / n_conns + (i < n_leases % n_conns)) {
+                FENCE_ASSERT(send_cmd(c, REQ_GRANT, 2, gv));
+                queued++;
+                any = true;
+            }
+            if (any)
+                flush(c);
+        }
+        poll_once(10);
+    }
+    double grant_s = (double)(now_us() - t_grant) / 1e6;
+    printf("grant leases=%" PRIu64 " seconds=%.2f grants_per_s=%.1f\n", n_leases, grant_s,
+           (double)n_leases / grant_s);
+    fflush(stdout);
+
+    /* 3. load: lease j renewed at t0 + (j / LEASES) * period + k * period. */
+    uint64_t period_us = ttl_ms * 1000u / 3;
+    uint64_t t0 = now_us();
+    load_end_us = t0 + secs * 1000000u;
+    uint64_t sent = 0, skipped = 0;
+    probe_phase_start();
+    while (now_us() < load_end_us) {
+        uint64_t now = now_us();
+        uint64_t due = (uint64_t)((double)(now - t0) / (double)period_us * (double)n_leases);
+        for (; sent < due; sent++) {
+            uint64_t j = sent % n_leases;
+            conn *c = &conns[j % n_conns];
+            uint32_t k = (uint32_t)(j / n_conns);
+            if (k >= c->n_leases)
+                continue;
+            char id[24];
+            snprintf(id, sizeof(id), "%" PRIu64, c->leases[k]);
+            const char *kv[] = {"LEASE.KEEPALIVE", id};
+            if (!send_cmd(c, REQ_KEEPALIVE, 2, kv))
+                skipped++;
+        }
+        for (uint32_t i = 0; i < n_conns; i++)
+            if (conns[i].wlen > 0 && !conns[i].want_out)
+                flush(&conns[i]);
+        poll_once(1);
+    }
+    probe_phase_stop();
+    /* Drain: the replies to renewals sent in time still count for latency. */
+    uint64_t give_up = now_us() + 10000000u;
+    for (;;) {
+        uint64_t owed = 0;
+        for (uint32_t i = 0; i < n_conns; i++)
+            owed += conns[i].owed;
+        if (owed == 0 || now_us() > give_up)
+            break;
+        poll_once(10);
+    }
+    double load_s = (double)secs;
+    printf("load leases=%" PRIu64 " conns=%u ttl_ms=%" PRIu64 " target_per_s=%.1f sent=%" PRIu64
+           " keepalives=%" PRIu64 " keepalives_per_s=%.1f ka_p50_us=%" PRIu64
+           " ka_p99_us=%" PRIu64 " ka_max_us=%" PRIu64,
+           n_leases, n_conns, ttl_ms, (double)n_leases * 1e6 / (double)period_us, sent - skipped,
+           ka_answered, (double)ka_answered_in_time / load_s,
+           fencectl_hist_quantile(&ka_hist, 0.50), fencectl_hist_quantile(&ka_hist, 0.99),
+           ka_hist.max);
+    print_probe();
+    printf(" errors=%" PRIu64 " skipped=%" PRIu64 "\n", errors, skipped);
+    if (first_error[0] != '\0')
+        fprintf(stderr, "keepalive_load: first error reply: %s\n", first_error);
+    return 0;
+}
