@@ -118,10 +118,12 @@ static void test_keepalive_holds(void)
     fence_client *a = client();
     fence_client *b = client();
     fence_lock *l = NULL;
-    REQUIRE(fence_lock_acquire(a, "threads.ka", 500, 0, &l) == 0);
+    /* 1 s TTL over 3.6 s: renewals must keep it (a 500 ms one failed now
+     * and then when other tests loaded the shared disk). */
+    REQUIRE(fence_lock_acquire(a, "threads.ka", 1000, 0, &l) == 0);
     uint64_t tok = fence_lock_token(l);
     for (int i = 0; i < 6; i++) {
-        usleep(500000);
+        usleep(600000);
         fence_lock *other = NULL;
         CHECK(fence_lock_try(b, "threads.ka", 500, &other) == FENCE_EBUSY);
         CHECK(fence_lock_valid(l));
@@ -175,37 +177,38 @@ static void test_lost_callback(void)
     fence_client_close(b);
 }
 
-/* Releases a lock after 1.2 s (a helper thread of test_long_wait). */
+/* Releases a lock after 3.2 s (a helper thread of test_long_wait). */
 static void *release_later(void *arg)
 {
-    usleep(1200000);
+    usleep(3200000);
     if (fence_lock_release(arg) != 0)
         atomic_fetch_add(&failures, 1);
     return NULL;
 }
 
 /* A wait longer than half the TTL: the lease is granted first and kept
- * alive while queued (1.2 s, three TTLs); the lock is handed over when the
- * holder releases, and then kept alive too. */
+ * alive while queued (3.2 s, three TTLs of 1 s: a durable renewal must land
+ * within ~600 ms even when other tests load the shared disk); the lock is
+ * handed over when the holder releases, and then kept alive too. */
 static void test_long_wait(void)
 {
     fence_client *a = client();
     fence_client *b = client();
     fence_lock *first = NULL, *second = NULL;
-    REQUIRE(fence_lock_acquire(a, "threads.wait", 400, 0, &first) == 0);
+    REQUIRE(fence_lock_acquire(a, "threads.wait", 1000, 0, &first) == 0);
     uint64_t t1 = fence_lock_token(first);
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, release_later, first) == 0);
     uint64_t t0 = fence_monotonic_ms();
-    int rc = fence_lock_acquire(b, "threads.wait", 400, 5000, &second);
+    int rc = fence_lock_acquire(b, "threads.wait", 1000, 8000, &second);
     CHECK(rc == 0);
-    CHECK(fence_monotonic_ms() - t0 >= 1000);
+    CHECK(fence_monotonic_ms() - t0 >= 3000);
     pthread_join(t, NULL);
     CHECK(atomic_load(&failures) == 0);
     if (rc == 0) {
         CHECK(fence_lock_token(second) > t1);
         CHECK(fence_lock_valid(second));
-        usleep(1000000); /* longer than the TTL: kept alive */
+        usleep(3200000); /* longer than three TTLs: kept alive */
         CHECK(fence_lock_valid(second));
         fence_lock_info li;
         CHECK(fence_lock_info_get(a, "threads.wait", &li) == 0);
