@@ -84,3 +84,37 @@ int fence__fs_check_space(const char *path, uint64_t need, uint64_t *avail)
         *avail = have;
     return have < need ? ENOSPC : 0;
 }
+
+/* See fs.h. */
+int fence__fs_pread_all(int fd, void *p, size_t n, uint64_t off)
+{
+    char *c = p;
+    while (n > 0) {
+        ssize_t k = pread(fd, c, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return k < 0 ? errno : EIO;
+        c += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* See fs.h. */
+int fence__fs_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, c, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return k < 0 ? errno : EIO;
+        c += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}

@@ -6,6 +6,7 @@
 #ifndef FENCE_COMMON_FS_H
 #define FENCE_COMMON_FS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -28,5 +29,11 @@ int fence__fs_free_bytes(const char *path, uint64_t *out);
  * unprivileged writer, ENOSPC if it has fewer (*avail says how many, when
  * avail is not NULL), or the errno of the failed statvfs. */
 int fence__fs_check_space(const char *path, uint64_t need, uint64_t *avail);
+
+/* pread/pwrite all of p[0..n) at offset off, retrying short transfers and
+ * EINTR: 0, the errno of a failed call, or EIO when the file ends (pread)
+ * or nothing more is written (pwrite). */
+int fence__fs_pread_all(int fd, void *p, size_t n, uint64_t off);
+int fence__fs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 
 #endif /* FENCE_COMMON_FS_H */

@@ -56,40 +56,6 @@ void fence__store_ckpt_saver_free(fence_store_ckpt_saver *sv)
     pthread_mutex_destroy(&sv->mu);
 }
 
-/* Read all of p[0..n) at off; 0 or an errno (EIO when short). */
-static int pread_all(int fd, void *p, size_t n, off_t off)
-{
-    char *c = p;
-    while (n > 0) {
-        ssize_t k = pread(fd, c, n, off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return k < 0 ? errno : EIO;
-        c += k;
-        n -= (size_t)k;
-        off += k;
-    }
-    return 0;
-}
-
-/* Write all of p[0..n) at off; 0 or an errno. */
-static int pwrite_all(int fd, const void *p, size_t n, off_t off)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t k = pwrite(fd, c, n, off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return k < 0 ? errno : EIO;
-        c += k;
-        n -= (size_t)k;
-        off += k;
-    }
-    return 0;
-}
-
 /* Capture (ckpt.h). */
 int fence__store_ckpt_capture(MDB_env *env, uint64_t lsn, uint64_t seq,
                               fence_store_ckpt *c)
@@ -114,7 +80,7 @@ int fence__store_ckpt_capture(MDB_env *env, uint64_t lsn, uint64_t seq,
     }
     /* The meta pages as the last commit left them (pwrite, in the page
      * cache); no commit runs until we return. */
-    if ((rc = pread_all(fd, c->image + HDR, 2 * psize, 0)) != 0)
+    if ((rc = fence__fs_pread_all(fd, c->image + HDR, 2 * psize, 0)) != 0)
         goto out_abort;
     memcpy(c->image, MAGIC, 8);
     fence__put_u64(c->image + 8, lsn);
@@ -158,7 +124,7 @@ static int file_ready(fence_store_ckpt_saver *sv, size_t len)
     if (fd < 0)
         return errno;
     uint8_t *zeros = calloc(2, len);
-    int rc = zeros == NULL ? ENOMEM : pwrite_all(fd, zeros, 2 * len, 0);
+    int rc = zeros == NULL ? ENOMEM : fence__fs_pwrite_all(fd, zeros, 2 * len, 0);
     free(zeros);
     if (rc == 0 && fsync(fd) != 0)
         rc = errno;
@@ -191,8 +157,8 @@ int fence__store_ckpt_persist(MDB_env *env, fence_store_ckpt_saver *sv,
             uint64_t gen = sv->gen + 1;
             fence__put_u64(c->image + 16, gen);
             fence__put_u32(c->image + 28, image_crc(c->image, c->image_len));
-            rc = pwrite_all(sv->fd, c->image, c->image_len,
-                            (off_t)((gen % 2) * c->image_len));
+            rc = fence__fs_pwrite_all(sv->fd, c->image, c->image_len,
+                                      (gen % 2) * c->image_len);
             if (rc == 0 && fdatasync(sv->fd) != 0)
                 rc = errno;
             if (rc == 0) {
@@ -247,7 +213,7 @@ int fence__store_ckpt_restore(fence_store_ckpt_saver *sv, uint64_t *lsn,
     if (rc == 0 && (img = malloc(n)) == NULL)
         rc = ENOMEM;
     if (rc == 0)
-        rc = pread_all(fd, img, n, 0);
+        rc = fence__fs_pread_all(fd, img, n, 0);
     close(fd);
     size_t half = n / 2;
     int best = -1;
@@ -284,7 +250,7 @@ int fence__store_ckpt_restore(fence_store_ckpt_saver *sv, uint64_t *lsn,
         free(img);
         return -1;
     }
-    rc = pwrite_all(fd, p + HDR, half - HDR, 0);
+    rc = fence__fs_pwrite_all(fd, p + HDR, half - HDR, 0);
     if (rc == 0 && fdatasync(fd) != 0)
         rc = errno;
     close(fd);
@@ -308,7 +274,7 @@ int fence__store_ckpt_forget(fence_store_ckpt_saver *sv)
     uint8_t zeros[HDR] = {0};
     int rc = 0;
     for (int i = 0; i < 2 && rc == 0; i++)
-        rc = pwrite_all(sv->fd, zeros, sizeof(zeros), (off_t)(i * sv->slot));
+        rc = fence__fs_pwrite_all(sv->fd, zeros, sizeof(zeros), (uint64_t)i * sv->slot);
     if (rc == 0 && fdatasync(sv->fd) != 0)
         rc = errno;
     return rc;

@@ -61,44 +61,6 @@ static void header_encode(uint8_t *h, uint64_t size)
     fence__put_u32(h + HDR_USED, fence__crc32c(h, HDR_USED));
 }
 
-/* Write all of p[0..n) at off; 0 or an errno value. */
-static int pwrite_all(int fd, const void *p, size_t n, uint64_t off)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t k = pwrite(fd, c, n, (off_t)off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return errno;
-        if (k == 0)
-            return EIO;
-        c += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
-/* Read all of p[0..n) from off; 0 or an errno value (EIO when short). */
-static int pread_all(int fd, void *p, size_t n, uint64_t off)
-{
-    char *c = p;
-    while (n > 0) {
-        ssize_t k = pread(fd, c, n, (off_t)off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return errno;
-        if (k == 0)
-            return EIO;
-        c += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 /* Create file i of size bytes: header and zeros written to a temporary
  * file, synced, renamed into place, directory synced.  0 or an errno. */
 static int file_create(const char *dir, int i, uint64_t size)
@@ -119,7 +81,7 @@ static int file_create(const char *dir, int i, uint64_t size)
     header_encode(zeros, size);
     for (uint64_t off = 0; off < size && rc == 0; off += chunk) {
         size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
-        rc = pwrite_all(fd, zeros, n, off);
+        rc = fence__fs_pwrite_all(fd, zeros, n, off);
         if (off == 0)
             memset(zeros, 0, FENCE_STORE_WAL_HDR);
     }
@@ -164,7 +126,7 @@ static int file_open(const char *dir, int i, uint64_t size, wal_file *f,
     }
     uint8_t h[FENCE_STORE_WAL_HDR], want[FENCE_STORE_WAL_HDR];
     struct stat sb;
-    int rc = fstat(fd, &sb) != 0 ? errno : pread_all(fd, h, sizeof(h), 0);
+    int rc = fstat(fd, &sb) != 0 ? errno : fence__fs_pread_all(fd, h, sizeof(h), 0);
     if (rc != 0) {
         snprintf(err, errcap, "cannot read the write-ahead log %s: %s", path,
                  strerror(rc));
@@ -259,7 +221,7 @@ static int chain_scan(fence_store_wal *w, int i, chain *c, char *err,
         return -1;
     }
     c->size = f->size;
-    int rc = pread_all(f->fd, c->buf, f->size, 0);
+    int rc = fence__fs_pread_all(f->fd, c->buf, f->size, 0);
     if (rc != 0) {
         snprintf(err, errcap, "cannot read %s/wal.%d: %s", w->dir, i,
                  strerror(rc));
@@ -397,7 +359,7 @@ static void record_write(fence_store_wal *w, uint64_t lsn, const uint8_t *rec,
 {
     wal_file *f = &w->f[w->cur];
     FENCE_ASSERT(w->off + len <= f->size);
-    int rc = pwrite_all(f->fd, rec, len, w->off);
+    int rc = fence__fs_pwrite_all(f->fd, rec, len, w->off);
     if (rc != 0)
         fence__log_fatal("write to the write-ahead log %s/wal.%d failed: %s",
                          w->dir, w->cur, strerror(rc));
