@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
 
 #include "common/assert.h"
 #include "client/internal.h"
@@ -110,61 +109,22 @@ void fence_client_opts_init(fence_client_opts *opts)
     memset(opts, 0, sizeof(*opts));
 }
 
-/* strdup that keeps NULL; false when out of memory. */
-static bool dup_opt(const char *s, char **out)
-{
-    *out = NULL;
-    if (s == NULL)
-        return true;
-    *out = strdup(s);
-    return *out != NULL;
-}
-
-/* Release what copy_secrets made, wiping the password first. */
-static void free_secrets(fence_client *c)
-{
-    if (c->password != NULL)
-        OPENSSL_cleanse(c->password, strlen(c->password));
-    free(c->password);
-    free(c->user);
-    free(c->server_name);
-    free(c->key_file);
-    free(c->cert_file);
-    free(c->ca_file);
-    SSL_CTX_free(c->wcfg.tls);
-}
-
-/* Copy the TLS and login options, make the TLS context and the wire
- * config.  0, FENCE_ENOMEM or FENCE_EINVAL (errmsg set). */
+/* Copy the TLS and login options and make the TLS context (wire.c); the
+ * options' strings then point at the copies.  0, FENCE_ENOMEM or
+ * FENCE_EINVAL (errmsg set). */
 static int copy_secrets(fence_client *c, const fence_client_opts *opts)
 {
-    if (!dup_opt(opts->tls_ca_file, &c->ca_file) ||
-        !dup_opt(opts->tls_cert_file, &c->cert_file) ||
-        !dup_opt(opts->tls_key_file, &c->key_file) ||
-        !dup_opt(opts->tls_server_name, &c->server_name) ||
-        !dup_opt(opts->user, &c->user) || !dup_opt(opts->password, &c->password))
-        return fence__fail(FENCE_ENOMEM, "out of memory");
-    c->opts.tls_ca_file = c->ca_file;
-    c->opts.tls_cert_file = c->cert_file;
-    c->opts.tls_key_file = c->key_file;
-    c->opts.tls_server_name = c->server_name;
-    c->opts.user = c->user;
-    c->opts.password = c->password;
-    if (c->user != NULL && c->password == NULL)
-        return fence__fail(FENCE_EINVAL, "%s", "a user needs a password");
-    if (opts->tls) {
-        char err[FENCE_ERRMSG_BUF_SIZE];
-        c->wcfg.tls = fence__wire_tls_ctx(c->ca_file, c->cert_file, c->key_file, err,
-                                          sizeof(err));
-        if (c->wcfg.tls == NULL)
-            return fence__fail(FENCE_EINVAL, "%s", err);
-    } else if (c->ca_file != NULL || c->cert_file != NULL || c->key_file != NULL) {
-        return fence__fail(FENCE_EINVAL, "%s", "TLS files given without tls");
-    }
-    c->wcfg.server_name = c->server_name;
-    c->wcfg.user = c->user;
-    c->wcfg.password = c->password;
-    return 0;
+    fence__wire_owned *w = &c->wire;
+    int rv = fence__wire_owned_init(w, opts->tls, opts->tls_ca_file, opts->tls_cert_file,
+                                    opts->tls_key_file, opts->tls_server_name, opts->user,
+                                    opts->password);
+    c->opts.tls_ca_file = w->ca_file;
+    c->opts.tls_cert_file = w->cert_file;
+    c->opts.tls_key_file = w->key_file;
+    c->opts.tls_server_name = w->server_name;
+    c->opts.user = w->user;
+    c->opts.password = w->password;
+    return rv;
 }
 
 /* Create a client; see fence.h. */
@@ -205,7 +165,7 @@ int fence_client_open(const fence_client_opts *opts, fence_client **out)
     c->rand_state = fence__reqid();
     int rv = copy_secrets(c, opts);
     if (rv != 0) {
-        free_secrets(c);
+        fence__wire_owned_free(&c->wire);
         free(c);
         return rv;
     }
@@ -256,7 +216,7 @@ void fence_client_close(fence_client *c)
     pthread_cond_destroy(&c->ka_cv);
     pthread_cond_destroy(&c->ka_done_cv);
     pthread_mutex_destroy(&c->mu);
-    free_secrets(c);
+    fence__wire_owned_free(&c->wire);
     free(c);
 }
 
@@ -344,7 +304,7 @@ static int conn_open(fence_client *c, fence__conn *k, uint64_t deadline_ms, bool
         ms = 1;
     char err[FENCE_ERRMSG_BUF_SIZE];
     fence__wire *w;
-    int rv = fence__wire_open(&a, &c->wcfg, ms, &w, refused, err, sizeof(err));
+    int rv = fence__wire_open(&a, &c->wire.cfg, ms, &w, refused, err, sizeof(err));
     if (rv != 0) {
         char where[FENCE__HOST_MAX + 16];
         fence__addr_format(&a, where, sizeof(where));

@@ -25,13 +25,8 @@ struct fence_client {
     pthread_cond_t pool_cv;    /* signalled when a connection is returned */
     fence_client_opts opts;    /* options with defaults filled in (the
                                 * strings point at the copies below) */
-    char *ca_file;             /* copy of opts.tls_ca_file, or NULL */
-    char *cert_file;           /* copy of opts.tls_cert_file, or NULL */
-    char *key_file;            /* copy of opts.tls_key_file, or NULL */
-    char *server_name;         /* copy of opts.tls_server_name, or NULL */
-    char *user;                /* copy of opts.user, or NULL */
-    char *password;            /* copy of opts.password (wiped on close) */
-    fence__wire_cfg wcfg;      /* TLS context and login for new connections */
+    fence__wire_owned wire;    /* copies of the TLS and login options, the
+                                * TLS context: wire.cfg for new connections */
     fence__addr addrs[FENCE__ADDRS_MAX]; /* known servers */
     size_t n_addrs;            /* entries used in addrs */
     size_t leader;             /* index in addrs of the believed leader */

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
 #include "common/assert.h"
 #include "client/internal.h"
 #include "client/wire.h"
@@ -18,10 +16,7 @@ struct fence_store {
     pthread_mutex_t mu;        /* serialises calls on the connection */
     fence__addr addr;          /* where fence-store listens */
     uint32_t timeout_ms;       /* per-call timeout */
-    fence__wire_cfg wcfg;      /* TLS context and login (strings below) */
-    char *server_name;         /* tls_server_name, copied, or NULL */
-    char *user;                /* AUTH user, copied, or NULL */
-    char *password;            /* AUTH password, copied (wiped on close) */
+    fence__wire_owned wire;    /* TLS context and login (wire.c) */
     fence__wire *w;            /* NULL until connected / after an error */
     char errmsg[FENCE_ERRMSG_BUF_SIZE]; /* detail of the last failure */
 };
@@ -47,28 +42,13 @@ void fence_store_opts_init(fence_store_opts *opts)
     memset(opts, 0, sizeof(*opts));
 }
 
-/* strdup that keeps NULL; false when out of memory. */
-static bool dup_opt(const char *v, char **out)
-{
-    *out = NULL;
-    if (v == NULL)
-        return true;
-    *out = strdup(v);
-    return *out != NULL;
-}
-
 /* Close a store handle. */
 void fence_store_close(fence_store *s)
 {
     if (s == NULL)
         return;
     fence__wire_close(s->w);
-    if (s->password != NULL)
-        OPENSSL_cleanse(s->password, strlen(s->password));
-    free(s->password);
-    free(s->user);
-    free(s->server_name);
-    SSL_CTX_free(s->wcfg.tls);
+    fence__wire_owned_free(&s->wire);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -94,31 +74,11 @@ int fence_store_open_opts(const fence_store_opts *opts, fence_store **out)
         goto fail;
     }
     s->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 5000;
-    if (!dup_opt(opts->tls_server_name, &s->server_name) || !dup_opt(opts->user, &s->user) ||
-        !dup_opt(opts->password, &s->password)) {
-        rc = fence__fail(FENCE_ENOMEM, "out of memory");
+    rc = fence__wire_owned_init(&s->wire, opts->tls, opts->tls_ca_file, opts->tls_cert_file,
+                                opts->tls_key_file, opts->tls_server_name, opts->user,
+                                opts->password);
+    if (rc != 0)
         goto fail;
-    }
-    if (s->user != NULL && s->password == NULL) {
-        rc = fence__fail(FENCE_EINVAL, "%s", "a user needs a password");
-        goto fail;
-    }
-    if (opts->tls) {
-        char err[FENCE_ERRMSG_BUF_SIZE];
-        s->wcfg.tls = fence__wire_tls_ctx(opts->tls_ca_file, opts->tls_cert_file,
-                                          opts->tls_key_file, err, sizeof(err));
-        if (s->wcfg.tls == NULL) {
-            rc = fence__fail(FENCE_EINVAL, "%s", err);
-            goto fail;
-        }
-    } else if (opts->tls_ca_file != NULL || opts->tls_cert_file != NULL ||
-               opts->tls_key_file != NULL) {
-        rc = fence__fail(FENCE_EINVAL, "%s", "TLS files given without tls");
-        goto fail;
-    }
-    s->wcfg.server_name = s->server_name;
-    s->wcfg.user = s->user;
-    s->wcfg.password = s->password;
     *out = s;
     return 0;
 fail:
@@ -154,7 +114,7 @@ static int store_call(fence_store *s, int argc, const char **argv,
     if (s->w == NULL) {
         bool refused;
         char why[FENCE_ERRMSG_BUF_SIZE];
-        int rv = fence__wire_open(&s->addr, &s->wcfg, s->timeout_ms, &s->w, &refused, why,
+        int rv = fence__wire_open(&s->addr, &s->wire.cfg, s->timeout_ms, &s->w, &refused, why,
                                   sizeof(why));
         if (rv == FENCE_ENOMEM)
             return store_fail(s, FENCE_ENOMEM, "out of memory");

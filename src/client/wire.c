@@ -9,6 +9,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/internal.h"
 #include "common/assert.h"
 #include "fence.h"
 
@@ -54,6 +56,58 @@ static const char *ssl_text(char *buf, size_t cap)
         ERR_error_string_n(e, buf, cap);
     ERR_clear_error();
     return buf;
+}
+
+/* strdup that keeps NULL; false when out of memory. */
+static bool dup_opt(const char *v, char **out)
+{
+    *out = NULL;
+    if (v == NULL)
+        return true;
+    *out = strdup(v);
+    return *out != NULL;
+}
+
+/* See wire.h. */
+int fence__wire_owned_init(fence__wire_owned *o, bool tls, const char *ca_file,
+                           const char *cert_file, const char *key_file,
+                           const char *server_name, const char *user,
+                           const char *password)
+{
+    if (!dup_opt(ca_file, &o->ca_file) || !dup_opt(cert_file, &o->cert_file) ||
+        !dup_opt(key_file, &o->key_file) || !dup_opt(server_name, &o->server_name) ||
+        !dup_opt(user, &o->user) || !dup_opt(password, &o->password))
+        return fence__fail(FENCE_ENOMEM, "out of memory");
+    if (o->user != NULL && o->password == NULL)
+        return fence__fail(FENCE_EINVAL, "%s", "a user needs a password");
+    if (tls) {
+        char err[FENCE_ERRMSG_BUF_SIZE];
+        o->cfg.tls = fence__wire_tls_ctx(o->ca_file, o->cert_file, o->key_file, err,
+                                         sizeof(err));
+        if (o->cfg.tls == NULL)
+            return fence__fail(FENCE_EINVAL, "%s", err);
+    } else if (o->ca_file != NULL || o->cert_file != NULL || o->key_file != NULL) {
+        return fence__fail(FENCE_EINVAL, "%s", "TLS files given without tls");
+    }
+    o->cfg.server_name = o->server_name;
+    o->cfg.user = o->user;
+    o->cfg.password = o->password;
+    return 0;
+}
+
+/* See wire.h. */
+void fence__wire_owned_free(fence__wire_owned *o)
+{
+    if (o->password != NULL)
+        OPENSSL_cleanse(o->password, strlen(o->password));
+    free(o->password);
+    free(o->user);
+    free(o->server_name);
+    free(o->key_file);
+    free(o->cert_file);
+    free(o->ca_file);
+    SSL_CTX_free(o->cfg.tls);
+    memset(o, 0, sizeof(*o));
 }
 
 /* See wire.h. */

@@ -27,6 +27,31 @@ typedef struct fence__wire_cfg {
 
 typedef struct fence__wire fence__wire;
 
+/* A wire config that owns its strings: copies of the TLS file names, the
+ * server name and the login, and the TLS context made from the files.
+ * cfg points at them.  Shared by fence_client and fence_store. */
+typedef struct fence__wire_owned {
+    fence__wire_cfg cfg;  /* what fence__wire_open takes */
+    char *ca_file;        /* copies, or NULL */
+    char *cert_file;
+    char *key_file;
+    char *server_name;
+    char *user;
+    char *password;       /* wiped on fence__wire_owned_free */
+} fence__wire_owned;
+
+/* Fill o (zeroed by the caller) from the options: copy the strings, refuse
+ * a user without a password and TLS files without tls, and with tls make
+ * the TLS context.  0, FENCE_ENOMEM or FENCE_EINVAL (fence__fail called);
+ * on error o still holds what was copied: free it. */
+int fence__wire_owned_init(fence__wire_owned *o, bool tls, const char *ca_file,
+                           const char *cert_file, const char *key_file,
+                           const char *server_name, const char *user,
+                           const char *password);
+
+/* Free what fence__wire_owned_init made, wiping the password first. */
+void fence__wire_owned_free(fence__wire_owned *o);
+
 /* Build the TLS context from the option files (any may be NULL: ca NULL
  * uses the system's trusted CAs; cert and key go together).  NULL on
  * error with the detail in err. */
