@@ -59,15 +59,23 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
+/* The format a word names. */
+int fence__log_format_parse(const char *word)
+{
+    if (word != NULL && strcmp(word, "text") == 0)
+        return FENCE_LOG_TEXT;
+    if (word != NULL && strcmp(word, "json") == 0)
+        return FENCE_LOG_JSON;
+    return -1;
+}
+
 /* Choose the line format. */
 int fence__log_format_set(const char *word)
 {
-    if (word != NULL && strcmp(word, "text") == 0)
-        log_format = FENCE_LOG_TEXT;
-    else if (word != NULL && strcmp(word, "json") == 0)
-        log_format = FENCE_LOG_JSON;
-    else
+    int f = fence__log_format_parse(word);
+    if (f < 0)
         return -1;
+    log_format = f;
     return 0;
 }
 

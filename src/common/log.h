@@ -83,8 +83,12 @@ enum fence_log_format {
     FENCE_LOG_JSON = 1, /* one JSON object a line */
 };
 
-/* Choose the format by word ("text", "json"); 0, or -1 for another word
- * (the format is then unchanged). */
+/* The format a word names ("text", "json"): enum fence_log_format, or -1
+ * for another word (NULL included).  Option checks use it. */
+int fence__log_format_parse(const char *word);
+
+/* Choose the format by word (fence__log_format_parse); 0, or -1 for
+ * another word (the format is then unchanged). */
 int fence__log_format_set(const char *word);
 
 /* A rate limit for a kind of line (audit lines): at most burst lines per

@@ -122,7 +122,7 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
         snprintf(err, cap, "--log-level: '%s' is not debug, info, warn or error", cfg->log_level);
         return -1;
     }
-    if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+    if (fence__log_format_parse(cfg->log_format) < 0) {
         snprintf(err, cap, "--log-format: '%s' is not text or json", cfg->log_format);
         return -1;
     }

@@ -228,7 +228,7 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
     FENCE_ASSERT(cfg->log_level_num >= 0);
     FENCE_ASSERT(cfg->data_dir[0] != '\0');
     FENCE_ASSERT(cfg->bind[0] != '\0');
-    if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+    if (fence__log_format_parse(cfg->log_format) < 0) {
         snprintf(err, err_cap, "log-format: '%s' is not text or json", cfg->log_format);
         return -1;
     }

@@ -143,7 +143,7 @@ static int validate(fence_store_config *cfg, char *err, size_t cap)
                          cfg->unix_socket[0] != '\0'};
     if (fence__tls_conf_check(&tc, &cfg->tls_auth, err, cap) != 0)
         return -1;
-    if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+    if (fence__log_format_parse(cfg->log_format) < 0) {
         snprintf(err, cap, "log-format: '%s' is not text or json", cfg->log_format);
         return -1;
     }
