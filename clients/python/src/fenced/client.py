@@ -16,7 +16,8 @@ import secrets
 import ssl
 import threading
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import redis
 from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
@@ -310,31 +311,30 @@ class Client:
             args[0], self.server, budget, last)) from None
 
     @staticmethod
-    def _cert_failure(e: BaseException) -> Optional[str]:
-        """The reason when e is a failed certificate check (retrying cannot
-        help), else None."""
+    def _chain(e: Optional[BaseException]) -> Iterator[BaseException]:
+        """e and the exceptions it was raised from or during, each once."""
         seen = set()
         while e is not None and id(e) not in seen:
             seen.add(id(e))
-            if isinstance(e, ssl.SSLCertVerificationError):
-                return "server certificate: %s" % (e.verify_message or e)
-            if "certificate verify failed" in str(e):
-                return str(e)
+            yield e
             e = e.__cause__ or e.__context__
+
+    @staticmethod
+    def _cert_failure(e: BaseException) -> Optional[str]:
+        """The reason when e is a failed certificate check (retrying cannot
+        help), else None."""
+        for x in Client._chain(e):
+            if isinstance(x, ssl.SSLCertVerificationError):
+                return "server certificate: %s" % (x.verify_message or x)
+            if "certificate verify failed" in str(x):
+                return str(x)
         return None
 
     @staticmethod
     def _refused(e: BaseException) -> bool:
         """Whether the connection was refused (nothing listens there)."""
-        seen = set()
-        while e is not None and id(e) not in seen:
-            seen.add(id(e))
-            if isinstance(e, ConnectionRefusedError):
-                return True
-            if "refused" in str(e).lower() or "Error 111 " in str(e):
-                return True
-            e = e.__cause__ or e.__context__
-        return False
+        return any(isinstance(x, ConnectionRefusedError) or "refused" in str(x).lower() or
+                   "Error 111 " in str(x) for x in Client._chain(e))
 
     # ---- leases ------------------------------------------------------------------
 
