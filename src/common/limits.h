@@ -117,6 +117,14 @@ _Static_assert(FENCE_LAG_PERIOD_MS >= 1, "a lag tick of at least 1 ms");
  * which it commits early (one request may exceed it alone). */
 #define FENCE_STORE_BATCH_MAX 4096
 #define FENCE_STORE_BATCH_BYTES (32 * 1024 * 1024)
+/* fence-store's LMDB commits: the batches logged (and answered) since
+ * LMDB's last commit stay in one open LMDB write transaction, committed
+ * (without a sync) once they hold this many operations or bytes, or after
+ * FENCE_STORE_FLUSH_MS, so that a leaf page several batches write is
+ * copied and written once (src/store/db.c). */
+#define FENCE_STORE_FLUSH_OPS 16384
+#define FENCE_STORE_FLUSH_BYTES (16 * 1024 * 1024)
+#define FENCE_STORE_FLUSH_MS 1000
 /* fence-store checkpoints: LMDB growth since the last checkpoint that
  * starts one: map size / DIV, at most MAX bytes (src/store/db.c). */
 #define FENCE_STORE_CKPT_GROW_DIV 8

@@ -45,11 +45,24 @@ struct fence_store_db {
     uint64_t b_wrongfence; /* wrong fence since the last commit (tentative) */
     bool in_batch;         /* a batch is open (batch_begin .. batch_end) */
     bool broken;           /* a put failed in the batch: it gets replayed */
-    MDB_txn *batch;        /* the batch's write transaction, or NULL */
+    bool batch_writes;     /* the open batch wrote: rec holds its effects */
+    MDB_txn *open;         /* the open LMDB write transaction: the pending
+                            * batches, then the current batch's writes; or
+                            * NULL (see "Deferred commits" below) */
     fence_store_wal *wal;  /* the write-ahead log (wal.h) */
-    fence_store_walbuf rec; /* the open transaction's effects: its WAL
-                            * record being built */
-    uint64_t lsn;          /* LSN of the last batch committed to LMDB */
+    fence_store_walbuf rec; /* the current batch's effects: its WAL record
+                            * being built */
+    uint64_t lsn;          /* LSN of the last batch logged (answered) */
+    uint64_t lmdb_lsn;     /* LSN of the last batch committed to LMDB */
+    uint8_t *pend;         /* the pending batches' WAL records, in order */
+    size_t pend_len;       /* bytes in pend */
+    size_t pend_cap;       /* bytes allocated for pend */
+    uint64_t pend_ops;     /* operations in pend */
+    int blocked;           /* LMDB refused to commit the pending batches
+                            * (its error: a full map or disk); writes are
+                            * refused until a commit succeeds */
+    bool may_retry;        /* while blocked: this batch may retry it */
+    uint64_t flushes;      /* LMDB commits of pending batches since start */
     uint64_t durable;      /* every batch up to this LSN is durable in
                             * LMDB itself (checkpointed) */
     uint64_t ckpt_want;    /* a checkpoint should make this LSN durable
@@ -64,10 +77,29 @@ struct fence_store_db {
     fence_store_ckpt async; /* the one on the worker thread */
     bool async_busy;       /* async is captured, not yet installed */
     uint64_t ckpt_seq;     /* captures so far */
-    uint64_t written;      /* pages the batches since the last capture
-                            * wrote, about (see grow_check) */
-    uint64_t grow_pages;   /* written pages that call for a checkpoint */
+    uint64_t pgno_capture; /* LMDB's last page at the last capture */
+    uint64_t grow_pages;   /* growth in pages that calls for a checkpoint */
 };
+
+/* Deferred commits.  LMDB copies every page a transaction changes and
+ * writes the copies at its commit, so a batch of writes to random keys
+ * writes a whole leaf page per key (some 40 pages a batch at 64 clients,
+ * 128 MB/s of page writes for a few MB/s of data).  A batch is durable
+ * once its WAL record is synced, so LMDB need not commit each one: the
+ * batches logged since LMDB's last commit ("pending") stay in one open
+ * write transaction, each batch's writes going into it, and that
+ * transaction commits (without a sync: MDB_NOSYNC) once it holds
+ * FENCE_STORE_FLUSH_OPS operations or FENCE_STORE_FLUSH_BYTES, every
+ * FENCE_STORE_FLUSH_MS (the server's timer), and before every checkpoint
+ * and at shutdown.  A page written by many batches is then copied and
+ * written once per commit.  Every read runs in the open transaction, so
+ * it sees every answered write.  The pending batches' WAL records are
+ * kept in memory (pend): when the open transaction becomes unusable (a
+ * put or a commit finds the map or the disk full) they are applied again,
+ * from LMDB's last commit, in a new one, so nothing answered is lost; if
+ * LMDB cannot commit them, writes are refused (-FULL) until it can, and
+ * reads still see them.  Recovery after a crash replays them from the
+ * log, as before (LMDB's LSN is only older). */
 
 /* The meta key holding the LSN of the last batch in LMDB (8 bytes LE):
  * written in each batch's transaction, so LMDB's content and its LSN
@@ -253,27 +285,206 @@ static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
                  "--map-size, then restart)", lsn, db->dir, mdb_strerror(rc));
         return -1;
     }
-    db->lsn = lsn;
+    db->lsn = db->lmdb_lsn = lsn;
     return 0;
 }
 
-/* Count the pages the batch just committed wrote (about: one per
- * operation plus its bytes in pages, an overestimate) and ask for a
- * checkpoint once the batches since the last capture wrote grow_pages.
- * The capture's pin keeps every page freed after it from reuse (LMDB
- * reclaims a page only when no reader is older than the transaction that
- * freed it), so without this the data file grows by every page each
- * batch writes until the log's next file switch, whatever the data's size
- * (a 64 MiB map was full with 16,000 keys of 16 bytes, the default 1 GiB
- * after about 200,000 random FSETs, and a full map never checkpointed
- * since nothing more was logged); a checkpoint moves the pin, and the
- * pages freed before it are reused, so at most about two intervals'
- * pages are held. */
+/* LMDB's last used page (from its newest commit). */
+static uint64_t last_pgno(fence_store_db *db)
+{
+    MDB_envinfo info;
+    if (mdb_env_info(db->env, &info) != 0)
+        return 0;
+    return (uint64_t)info.me_last_pgno;
+}
+
+/* After an LMDB commit: ask for a checkpoint once LMDB grew by grow_pages
+ * since the last capture.  The capture's pin keeps every page freed after
+ * it from reuse (LMDB reclaims a page only when no reader is older than
+ * the transaction that freed it), so without this the data file grows by
+ * every page written until the log's next file switch, whatever the
+ * data's size (a 64 MiB map was full with 16,000 keys of 16 bytes, the
+ * default 1 GiB after about 200,000 random FSETs, and a full map never
+ * checkpointed since nothing more was logged); a checkpoint moves the
+ * pin, and the pages freed before it are reused, so at most about two
+ * intervals' pages are held. */
 static void grow_check(fence_store_db *db)
 {
-    db->written += db->rec.nops + db->rec.len / 4096;
-    if (db->ckpt_want < db->lsn && db->written >= db->grow_pages)
-        db->ckpt_want = db->lsn;
+    uint64_t last = last_pgno(db);
+    if (db->ckpt_want < db->lmdb_lsn && last > db->pgno_capture &&
+        last - db->pgno_capture >= db->grow_pages)
+        db->ckpt_want = db->lmdb_lsn;
+}
+
+/* Commit the open transaction (no sync): the pending batches, and with
+ * them whatever else it holds, become LMDB's.  0, or the commit's error:
+ * the transaction is then gone, and so is everything in it (the caller
+ * applies the pending batches again, restore_pending). */
+static int flush(fence_store_db *db)
+{
+    if (db->open == NULL)
+        return 0;
+    MDB_txn *txn = db->open;
+    db->open = NULL;
+    int rc = mdb_txn_commit(txn); /* frees txn whatever happens */
+    if (rc != 0)
+        return rc;
+    db->lmdb_lsn = db->lsn;
+    if (db->pend_ops > 0)
+        db->flushes++;
+    db->pend_len = 0;
+    db->pend_ops = 0;
+    grow_check(db);
+    return 0;
+}
+
+/* Begin the open write transaction if there is none, or stop. */
+static void open_txn(fence_store_db *db)
+{
+    if (db->open != NULL)
+        return;
+    int rc = mdb_txn_begin(db->env, NULL, 0, &db->open);
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
+}
+
+/* The open transaction was lost (a put or a commit failed): apply the
+ * pending batches again, in order, from LMDB's last commit, in a new one.
+ * They applied before from the same state, so a failure here means LMDB
+ * is not what we left: stop (they are in the write-ahead log, and a
+ * restart replays them). */
+static void restore_pending(fence_store_db *db)
+{
+    FENCE_ASSERT(db->open == NULL);
+    open_txn(db);
+    if (db->pend_ops == 0)
+        return;
+    int rc = 0;
+    size_t at = 0;
+    while (rc == 0 && at < db->pend_len) {
+        fence_store_walrec r;
+        size_t used = fence__store_walrec_parse(db->pend + at,
+                                                db->pend_len - at, &r);
+        FENCE_ASSERT(used > 0); /* we built it */
+        at += used;
+        size_t off = 0;
+        fence_store_walop op;
+        while (rc == 0 &&
+               fence__store_walrec_op_next(r.payload, r.payload_len, &off,
+                                           &op) == 1) {
+            MDB_val k = {op.key_len, (void *)op.key};
+            if (op.op == FENCE_STORE_WALOP_PUT) {
+                MDB_val v = {op.value_len, (void *)op.value};
+                rc = mdb_put(db->open, wal_dbi(db, op.dbi), &k, &v, 0);
+            } else if ((rc = mdb_del(db->open, wal_dbi(db, op.dbi), &k,
+                                     NULL)) == MDB_NOTFOUND) {
+                rc = 0;
+            }
+        }
+    }
+    if (rc == 0)
+        rc = lsn_put(db, db->open, db->lsn);
+    if (rc != 0)
+        FENCE_STORE_FATAL("LMDB refused to apply again the %" PRIu64
+                          " answered operations (LSN %" PRIu64 " to %" PRIu64
+                          ") it had taken before: %s; they are in the "
+                          "write-ahead log, a restart replays them",
+                          db->pend_ops, db->lmdb_lsn + 1, db->lsn,
+                          mdb_strerror(rc));
+}
+
+/* A full map or disk (rc, from a put or a commit) as the result a client
+ * gets; any other error stops the process.  LMDB turns a short pwrite
+ * (what a full file system gives) into EIO, so an EIO while the file
+ * system holding the data has less than FENCE_STORE_NOSPACE_FREE bytes
+ * free counts as full. */
+static fence_store_result full_kind(fence_store_db *db, int rc,
+                                    const char *what)
+{
+    if (rc == MDB_MAP_FULL)
+        return FENCE_STORE_FULL;
+    uint64_t avail = 0;
+    if (rc == ENOSPC ||
+        (rc == EIO && fence__fs_free_bytes(db->dir, &avail) == 0 &&
+         avail < FENCE_STORE_NOSPACE_FREE))
+        return FENCE_STORE_NOSPACE;
+    FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
+}
+
+/* Commit the pending batches to LMDB; if LMDB is full, keep them (applied
+ * again in a new open transaction) and refuse writes until a later try
+ * succeeds.  0, or the commit's error. */
+static int flush_or_block(fence_store_db *db)
+{
+    int rc = flush(db);
+    if (rc == 0) {
+        if (db->blocked != 0)
+            FENCE_LOG_I("LMDB in %s took the pending writes; writes are "
+                        "accepted again", db->dir);
+        db->blocked = 0;
+        return 0;
+    }
+    fence_store_result kind = full_kind(db, rc, "commit");
+    if (db->blocked == 0)
+        FENCE_LOG_E("LMDB in %s cannot take %" PRIu64 " answered operations "
+                    "(%s): they stay in the write-ahead log and in memory, "
+                    "and writes are refused until there is room; %s",
+                    db->dir, db->pend_ops,
+                    kind == FENCE_STORE_FULL ? "the map is full"
+                                             : "no space left on device",
+                    kind == FENCE_STORE_FULL ? "raise --map-size and restart"
+                                             : "free disk space");
+    restore_pending(db);
+    db->blocked = rc;
+    return rc;
+}
+
+/* The open transaction is unusable (a put in it failed): drop it with the
+ * current batch's writes, apply the pending batches again and commit
+ * them, so that what runs next starts from LMDB's own state. */
+static void lose_batch(fence_store_db *db)
+{
+    FENCE_ASSERT(db->open != NULL);
+    mdb_txn_abort(db->open);
+    db->open = NULL;
+    restore_pending(db);
+    (void)flush_or_block(db);
+}
+
+/* Keep the WAL record just logged (db->rec) until LMDB commits it; if
+ * there is no memory for the copy, commit now instead (fatal if that
+ * fails: the record could not be applied again). */
+static void pending_push(fence_store_db *db)
+{
+    size_t need = db->pend_len + db->rec.len;
+    if (need > db->pend_cap) {
+        size_t cap = db->pend_cap > 0 ? db->pend_cap : 64 * 1024;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *p = realloc(db->pend, cap);
+        if (p == NULL) {
+            int rc = flush(db);
+            if (rc != 0)
+                FENCE_STORE_FATAL("out of memory, and LMDB commit failed: "
+                                  "%s", mdb_strerror(rc));
+            return;
+        }
+        db->pend = p;
+        db->pend_cap = cap;
+    }
+    memcpy(db->pend + db->pend_len, db->rec.p, db->rec.len);
+    db->pend_len = need;
+    db->pend_ops += db->rec.nops;
+}
+
+/* Capture a checkpoint of LMDB's state at db->lsn into c (the open
+ * transaction committed first); 0 or an LMDB/errno code. */
+static int capture(fence_store_db *db, fence_store_ckpt *c)
+{
+    FENCE_ASSERT(db->open == NULL);
+    FENCE_ASSERT(db->lmdb_lsn == db->lsn);
+    db->pgno_capture = last_pgno(db);
+    return fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq, c);
 }
 
 /* Make c the installed checkpoint if it is newer than the installed one
@@ -293,13 +504,15 @@ static void ckpt_install(fence_store_db *db, fence_store_ckpt *c)
     db->checkpoints++;
 }
 
-/* A whole checkpoint on this thread (ckpt.h): capture, sync and save,
- * install.  0 or an LMDB/errno code. */
+/* A whole checkpoint on this thread (ckpt.h): commit, capture, sync and
+ * save, install.  0 or an LMDB/errno code. */
 static int checkpoint_now(fence_store_db *db)
 {
     fence_store_ckpt c;
-    db->written = 0;
-    int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq, &c);
+    int rc = flush(db);
+    if (rc != 0)
+        return rc;
+    rc = capture(db, &c);
     if (rc == 0 && (rc = fence__store_ckpt_persist(db->env, &db->saver, &c)) != 0)
         fence__store_ckpt_release(&c);
     if (rc == 0)
@@ -415,6 +628,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     what = "read of the WAL LSN";
     if ((rc = lsn_get(db, txn, &db->lsn)) != 0)
         goto out_abort;
+    db->lmdb_lsn = db->lsn;
     what = "mdb_txn_commit";
     if ((rc = mdb_txn_commit(txn)) != 0)
         goto out_close;
@@ -452,6 +666,10 @@ void fence__store_db_close(fence_store_db *db)
         return;
     FENCE_ASSERT(!db->async_busy);
     int rc = db->lsn > db->durable ? checkpoint_now(db) : 0;
+    if (db->open != NULL) { /* holds nothing, or what LMDB refused */
+        mdb_txn_abort(db->open);
+        db->open = NULL;
+    }
     if (rc != 0)
         FENCE_LOG_E("LMDB checkpoint of %s at shutdown: %s (the "
                     "write-ahead log still holds every acknowledged "
@@ -463,6 +681,7 @@ void fence__store_db_close(fence_store_db *db)
     fence__store_wal_close(db->wal);
     fence__store_ckpt_saver_free(&db->saver);
     fence__store_walbuf_free(&db->rec);
+    free(db->pend);
     mdb_env_close(db->env);
     free(db);
 }
@@ -489,32 +708,24 @@ static uint64_t mark_get(fence_store_db *db, MDB_txn *txn, const char *fence,
     return mark_decode(&v);
 }
 
-/* A write or commit failed (txn already ended): a full map or a full
- * file system is reported and logged in words an operator acts on;
- * anything else stops the process.  LMDB turns a short pwrite (what a full
- * file system gives) into EIO, so an EIO while the file system holding the
- * data has less than FENCE_STORE_NOSPACE_FREE bytes free counts as full.
- * Either way the commit wrote no meta page (LMDB writes it last, in place),
- * so the store is as it was before this transaction. */
+/* A write or commit failed (the batch's writes are gone): a full map or
+ * a full file system is reported and logged in words an operator acts on;
+ * anything else stops the process (full_kind).  Either way LMDB wrote no
+ * meta page for what failed (it writes it last, in place), so the store is
+ * as it was before the batch. */
 static fence_store_result write_failed(fence_store_db *db, int rc,
                                        const char *what)
 {
-    if (rc == MDB_MAP_FULL) {
+    fence_store_result kind = full_kind(db, rc, what);
+    if (kind == FENCE_STORE_FULL)
         FENCE_LOG_W("write refused: the store is full (LMDB map of %" PRIu64
                     " bytes, --map-size) at the %s; nothing was written",
                     db->map_size, what);
-        return FENCE_STORE_FULL;
-    }
-    uint64_t avail = 0;
-    if (rc == ENOSPC ||
-        (rc == EIO && fence__fs_free_bytes(db->dir, &avail) == 0 &&
-         avail < FENCE_STORE_NOSPACE_FREE)) {
+    else
         FENCE_LOG_E("write refused: no space left on device (data dir %s) "
                     "at the %s; nothing was written; free disk space",
                     db->dir, what);
-        return FENCE_STORE_NOSPACE;
-    }
-    FENCE_STORE_FATAL("LMDB %s failed: %s", what, mdb_strerror(rc));
+    return kind;
 }
 
 /* A deleted key's fence inside txn ("owners"): 0 and the name in *owner
@@ -723,10 +934,12 @@ static void counters_settle(fence_store_db *db, bool keep)
 }
 
 /* LMDB durable now, on this thread (a batch larger than a WAL file, or
- * both files still waiting for their checkpoint): every committed batch is
- * then durable and the log starts over.  Fatal on failure. */
+ * both files still waiting for their checkpoint), after everything was
+ * committed to it: every batch is then durable and the log starts over.
+ * Fatal on failure. */
 static void sync_now(fence_store_db *db)
 {
+    FENCE_ASSERT(db->open == NULL);
     int rc = checkpoint_now(db);
     if (rc != 0)
         FENCE_STORE_FATAL("LMDB checkpoint of %s failed: %s", db->dir,
@@ -736,32 +949,48 @@ static void sync_now(fence_store_db *db)
     db->wal_stalls++;
 }
 
-/* Commit txn (the open transaction, whose effects are in db->rec) and
- * make it durable: its LSN put, LMDB committed without a sync, then its
- * WAL record written and fdatasynced.  0, or the LMDB error of the put or
- * the commit (txn is then gone, nothing written).  A transaction that
- * changed nothing is aborted. */
-static int commit_durable(fence_store_db *db, MDB_txn *txn)
+/* The batch with this lsn cannot be logged (larger than a WAL file, or
+ * both files wait for their checkpoint): commit it to LMDB with the
+ * pending batches and sync LMDB itself.  0, or the commit's error: the
+ * batch is then gone (and the pending batches applied again). */
+static int sync_batch(fence_store_db *db, uint64_t lsn)
 {
+    db->lsn = lsn;
+    int rc = flush(db);
+    if (rc != 0) {
+        db->lsn = lsn - 1;
+        restore_pending(db);
+        return rc;
+    }
+    sync_now(db);
+    return 0;
+}
+
+/* Make the current batch (its writes in the open transaction, its effects
+ * in db->rec) durable: its LSN put, then its WAL record written and
+ * fdatasynced; LMDB commits it later (flush).  0, or the LMDB error of
+ * the put or of a commit the log needed: the batch's writes are then gone,
+ * nothing of it written.  A batch that changed nothing is not logged. */
+static int commit_durable(fence_store_db *db)
+{
+    FENCE_ASSERT(db->open != NULL);
     if (db->rec.nops == 0) {
-        mdb_txn_abort(txn);
+        if (db->pend_ops == 0) { /* nothing to keep the transaction for */
+            mdb_txn_abort(db->open);
+            db->open = NULL;
+        }
         return 0;
     }
     uint64_t lsn = db->lsn + 1;
-    int rc = lsn_put(db, txn, lsn);
+    int rc = lsn_put(db, db->open, lsn);
     if (rc != 0) {
-        mdb_txn_abort(txn);
+        lose_batch(db);
         return rc;
     }
-    if ((rc = mdb_txn_commit(txn)) != 0) /* no sync (MDB_NOSYNC) */
-        return rc;
-    db->lsn = lsn;
     if (fence__store_walbuf_finish(&db->rec, lsn) != 0)
         FENCE_STORE_FATAL("out of memory for a write-ahead log record");
-    if (db->rec.len > fence__store_wal_record_max(db->wal)) {
-        sync_now(db);
-        return 0;
-    }
+    if (db->rec.len > fence__store_wal_record_max(db->wal))
+        return sync_batch(db, lsn);
     switch (fence__store_wal_append(db->wal, lsn, db->rec.p, db->rec.len)) {
     case FENCE_STORE_WAL_WRITTEN:
         break;
@@ -769,45 +998,58 @@ static int commit_durable(fence_store_db *db, MDB_txn *txn)
         db->ckpt_want = lsn; /* the file left behind: checkpoint it */
         break;
     case FENCE_STORE_WAL_BLOCKED:
-        sync_now(db);
-        break;
+        return sync_batch(db, lsn);
     }
-    grow_check(db);
+    db->lsn = lsn;
+    pending_push(db);
+    if (db->pend_ops >= FENCE_STORE_FLUSH_OPS ||
+        db->pend_len >= FENCE_STORE_FLUSH_BYTES)
+        (void)flush_or_block(db);
     return 0;
 }
 
-/* Begin a write transaction with an empty WAL record, or stop. */
-static MDB_txn *write_txn(fence_store_db *db)
+/* While LMDB cannot take the pending batches (db->blocked), try once per
+ * batch to commit them; true when writes may run. */
+static bool unblocked(fence_store_db *db)
 {
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
-    if (rc != 0)
-        FENCE_STORE_FATAL("LMDB mdb_txn_begin (write): %s", mdb_strerror(rc));
-    fence__store_walbuf_reset(&db->rec);
-    return txn;
+    if (db->blocked != 0 && db->may_retry && !db->batch_writes) {
+        db->may_retry = false;
+        (void)flush_or_block(db);
+    }
+    return db->blocked == 0;
 }
 
-/* One write in its own transaction and sync (the path outside a batch, and
- * the replay of a broken one). */
+/* A write refused because LMDB cannot take the pending batches. */
+static fence_store_result refuse_blocked(fence_store_db *db,
+                                         fence_store_write_out *out)
+{
+    memset(out, 0, sizeof(*out));
+    return write_failed(db, db->blocked, "commit of earlier writes");
+}
+
+/* One write alone: its own WAL record and sync (the replay of a broken
+ * batch, one write at a time). */
 static fence_store_result write_alone(fence_store_db *db,
                                       const fence_store_cmd *c,
                                       fence_store_write_out *out)
 {
-    MDB_txn *txn = write_txn(db);
+    if (!unblocked(db))
+        return refuse_blocked(db, out);
+    open_txn(db);
+    fence__store_walbuf_reset(&db->rec);
     int rc;
     fence_store_result res;
     const char *what;
-    if ((rc = apply(db, txn, c, out, &res, &what)) != 0) {
+    if ((rc = apply(db, db->open, c, out, &res, &what)) != 0) {
         counters_settle(db, false);
-        mdb_txn_abort(txn);
+        lose_batch(db);
         return write_failed(db, rc, what);
     }
-    if (res != FENCE_STORE_OK) {
-        mdb_txn_abort(txn);
+    if (res != FENCE_STORE_OK) { /* a refusal changed nothing */
         counters_settle(db, true);
         return res;
     }
-    rc = commit_durable(db, txn); /* frees txn whatever happens */
+    rc = commit_durable(db);
     if (rc != 0) {
         counters_settle(db, false);
         return write_failed(db, rc, "commit");
@@ -827,21 +1069,27 @@ fence_store_result fence__store_db_write(fence_store_db *db,
         memset(out, 0, sizeof(*out));
         return FENCE_STORE_REPLAY;
     }
-    if (db->batch == NULL)
-        db->batch = write_txn(db);
+    if (!unblocked(db))
+        return refuse_blocked(db, out);
+    open_txn(db);
+    if (!db->batch_writes) {
+        fence__store_walbuf_reset(&db->rec);
+        db->batch_writes = true;
+    }
     fence_store_result res;
     const char *what;
-    int rc = apply(db, db->batch, c, out, &res, &what);
+    int rc = apply(db, db->open, c, out, &res, &what);
     if (rc == 0)
         return res;
     /* A put failed: the transaction is unusable, so the whole batch is
-     * dropped and replayed one write at a time (fence__store_db_batch_end). */
+     * dropped and replayed one write at a time (fence__store_db_batch_end);
+     * the pending batches are applied again first. */
     FENCE_LOG_D("batch: %s failed (%s); replaying the batch one write at a "
                 "time", what, mdb_strerror(rc));
-    mdb_txn_abort(db->batch);
-    db->batch = NULL;
-    db->broken = true;
+    db->batch_writes = false;
     counters_settle(db, false);
+    lose_batch(db);
+    db->broken = true;
     memset(out, 0, sizeof(*out));
     return FENCE_STORE_REPLAY;
 }
@@ -850,26 +1098,26 @@ fence_store_result fence__store_db_write(fence_store_db *db,
 void fence__store_db_batch_begin(fence_store_db *db)
 {
     FENCE_ASSERT(!db->in_batch);
-    FENCE_ASSERT(db->batch == NULL);
+    FENCE_ASSERT(!db->batch_writes);
     db->in_batch = true;
     db->broken = false;
+    db->may_retry = true;
 }
 
-/* Commit the batch in one transaction and one sync (see db.h). */
+/* Log the batch with one sync (see db.h). */
 int fence__store_db_batch_end(fence_store_db *db)
 {
     FENCE_ASSERT(db->in_batch);
     db->in_batch = false;
     if (db->broken) {
         db->broken = false;
-        FENCE_ASSERT(db->batch == NULL);
+        FENCE_ASSERT(!db->batch_writes);
         return -1;
     }
-    if (db->batch == NULL) /* reads only */
+    if (!db->batch_writes) /* reads only, or every write refused */
         return 0;
-    MDB_txn *txn = db->batch;
-    db->batch = NULL;
-    int rc = commit_durable(db, txn); /* one fdatasync for the batch */
+    db->batch_writes = false;
+    int rc = commit_durable(db); /* one fdatasync for the batch */
     if (rc != 0) {
         counters_settle(db, false);
         /* Fatal unless the disk or the map is full; then nothing of the
@@ -879,6 +1127,18 @@ int fence__store_db_batch_end(fence_store_db *db)
     }
     counters_settle(db, true);
     return 0;
+}
+
+/* Commit the pending batches to LMDB (see db.h). */
+void fence__store_db_flush(fence_store_db *db)
+{
+    FENCE_ASSERT(!db->in_batch);
+    if (db->pend_ops > 0 || db->blocked != 0) {
+        (void)flush_or_block(db);
+    } else if (db->open != NULL) { /* holds nothing */
+        mdb_txn_abort(db->open);
+        db->open = NULL;
+    }
 }
 
 /* Begin a read-only transaction or stop. */
@@ -891,25 +1151,39 @@ static MDB_txn *read_txn(fence_store_db *db)
     return txn;
 }
 
-/* Hand the value (or its absence) to fn inside a read transaction. */
+/* The transaction a read runs in: the open one (it holds every answered
+ * write LMDB has not committed yet, and the batch's own), else a new read
+ * transaction (end it with read_end). */
+static MDB_txn *read_begin(fence_store_db *db)
+{
+    return db->open != NULL ? db->open : read_txn(db);
+}
+
+/* End a read begun with read_begin. */
+static void read_end(fence_store_db *db, MDB_txn *txn)
+{
+    if (txn != db->open)
+        mdb_txn_abort(txn);
+}
+
+/* Hand the value (or its absence) to fn (db.h). */
 void fence__store_db_get(fence_store_db *db, const char *key, size_t len,
                   void (*fn)(void *ctx, const char *p, size_t n), void *ctx)
 {
     FENCE_ASSERT(!db->broken);
-    MDB_txn *txn = db->batch != NULL ? db->batch : read_txn(db);
+    MDB_txn *txn = read_begin(db);
     MDB_val own, v;
     if (record_get(db, txn, key, len, &own, &v) == 0)
         fn(ctx, v.mv_data, v.mv_size);
     else
         fn(ctx, NULL, 0);
-    if (txn != db->batch)
-        mdb_txn_abort(txn);
+    read_end(db, txn);
 }
 
-/* The key's fence in its own read transaction (db.h). */
+/* The key's fence (db.h). */
 size_t fence__store_db_key_fence(fence_store_db *db, const char *key, size_t len, char *out)
 {
-    MDB_txn *txn = read_txn(db);
+    MDB_txn *txn = read_begin(db);
     MDB_val owner, value;
     size_t n = 0;
     /* A live key's fence is in its record (format 2); a deleted key's in
@@ -919,19 +1193,17 @@ size_t fence__store_db_key_fence(fence_store_db *db, const char *key, size_t len
         n = owner.mv_size;
         memcpy(out, owner.mv_data, n);
     }
-    mdb_txn_abort(txn);
+    read_end(db, txn);
     return n;
 }
 
-/* Read a mark in its own read transaction. */
+/* Read a mark (db.h). */
 uint64_t fence__store_db_high(fence_store_db *db, const char *fence, size_t len)
 {
     FENCE_ASSERT(!db->broken);
-    if (db->batch != NULL)
-        return mark_get(db, db->batch, fence, len);
-    MDB_txn *txn = read_txn(db);
+    MDB_txn *txn = read_begin(db);
     uint64_t h = mark_get(db, txn, fence, len);
-    mdb_txn_abort(txn);
+    read_end(db, txn);
     return h;
 }
 
@@ -946,7 +1218,7 @@ void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
 {
     memset(st, 0, sizeof(*st));
     FENCE_ASSERT(!db->broken);
-    MDB_txn *txn = db->batch != NULL ? db->batch : read_txn(db);
+    MDB_txn *txn = read_begin(db);
     MDB_stat s;
     if (mdb_stat(txn, db->data, &s) == 0)
         st->keys = s.ms_entries;
@@ -955,14 +1227,16 @@ void fence__store_db_stats_get(fence_store_db *db, fence_store_db_stats *st)
     MDB_envinfo info;
     if (mdb_env_info(db->env, &info) == 0 && mdb_env_stat(db->env, &s) == 0)
         st->map_used = (uint64_t)(info.me_last_pgno + 1) * s.ms_psize;
-    if (txn != db->batch)
-        mdb_txn_abort(txn);
+    read_end(db, txn);
     fence_store_wal_stats ws;
     fence__store_wal_stats_get(db->wal, &ws);
     st->wal_file_size = ws.file_size;
     st->wal_bytes = ws.bytes;
     st->wal_syncs = ws.syncs;
     st->wal_lsn = db->lsn;
+    st->lmdb_lsn = db->lmdb_lsn;
+    st->lmdb_flushes = db->flushes;
+    st->lmdb_pending_ops = db->pend_ops;
     st->wal_durable_lsn = db->durable;
     st->wal_checkpoints = db->checkpoints;
     st->wal_stalls = db->wal_stalls;
@@ -978,10 +1252,10 @@ bool fence__store_db_ckpt_begin(fence_store_db *db, uint64_t *lsn)
 {
     if (db->async_busy || db->ckpt_want <= db->durable)
         return false;
-    FENCE_ASSERT(db->batch == NULL);
-    db->written = 0;
-    int rc = fence__store_ckpt_capture(db->env, db->lsn, ++db->ckpt_seq,
-                                       &db->async);
+    FENCE_ASSERT(!db->in_batch);
+    if (flush_or_block(db) != 0)
+        return false; /* LMDB is full: retried with the next batch */
+    int rc = capture(db, &db->async);
     if (rc != 0)
         FENCE_STORE_FATAL("LMDB checkpoint capture in %s failed: %s",
                           db->dir, mdb_strerror(rc));

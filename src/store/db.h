@@ -80,6 +80,9 @@ typedef struct fence_store_db_stats {
     uint64_t wal_stalls;     /* batches that waited for a synchronous
                               * LMDB sync */
     uint64_t wal_replayed;   /* WAL records replayed at the start */
+    uint64_t lmdb_lsn;       /* LSN of the last batch LMDB committed */
+    uint64_t lmdb_flushes;   /* LMDB commits of logged batches since start */
+    uint64_t lmdb_pending_ops; /* operations logged, not yet in LMDB */
 } fence_store_db_stats;
 
 /* Open (creating) the store in dir (created if missing) with the given map
@@ -97,16 +100,18 @@ void fence__store_db_close(fence_store_db *db);
  * against the fence's mark, raise the mark, apply the write.  Every check
  * runs before the first put, so a refused write changes nothing.
  *
- * Outside a batch: one LMDB write transaction, committed (fsynced) before
+ * Outside a batch: the write alone, durable (its WAL record synced) before
  * the call returns.  Inside a batch (fence__store_db_batch_begin): the
- * write joins the batch's transaction and sees every earlier write of the
- * batch, exactly as if they had committed one by one; nothing is durable
- * (and the outcome must not be sent) until fence__store_db_batch_end
- * returns 0.  If a put fails inside the batch (a full map), the batch's
- * transaction is aborted and this call and every later one of the batch
- * return FENCE_STORE_REPLAY: the caller runs every request of the batch
- * again, in order, outside a batch, which gives each one the outcome a
- * serial execution gives (only the write that does not fit fails). */
+ * write joins the batch and sees every earlier write of the batch, exactly
+ * as if they had run one by one; nothing is durable (and the outcome must
+ * not be sent) until fence__store_db_batch_end returns 0.  If a put fails
+ * inside the batch (a full map), the batch's writes are dropped and this
+ * call and every later one of the batch return FENCE_STORE_REPLAY: the
+ * caller runs every request of the batch again, in order, outside a
+ * batch, which gives each one the outcome a serial execution gives (only
+ * the write that does not fit fails).  While LMDB cannot take the writes
+ * already answered (a full map or disk, see "Deferred commits" in db.c),
+ * every write is refused with FENCE_STORE_FULL or _NOSPACE. */
 fence_store_result fence__store_db_write(fence_store_db *db,
                                          const fence_store_cmd *c,
                                          fence_store_write_out *out);
@@ -117,12 +122,19 @@ fence_store_result fence__store_db_write(fence_store_db *db,
  * batch_end.  No batch may be open. */
 void fence__store_db_batch_begin(fence_store_db *db);
 
-/* Close the batch: commit its transaction (one fsync).  0: every write of
- * the batch is durable, with the outcome its call returned.  -1: nothing of
+/* Close the batch: log it (one WAL record, one fsync; LMDB commits it
+ * later, fence__store_db_flush).  0: every write of the batch is durable,
+ * with the outcome its call returned.  -1: nothing of
  * the batch was written (a put failed, or the commit found the disk or the
  * map full; any other commit failure is fatal); the caller replays every
  * request of the batch in order outside a batch. */
 int fence__store_db_batch_end(fence_store_db *db);
+
+/* Commit the batches logged since LMDB's last commit to LMDB (no sync;
+ * also done when they reach FENCE_STORE_FLUSH_OPS / _BYTES, and before a
+ * checkpoint).  The server calls it every FENCE_STORE_FLUSH_MS; no batch
+ * may be open. */
+void fence__store_db_flush(fence_store_db *db);
 
 /* True after a batched write returned FENCE_STORE_REPLAY, until batch_end:
  * reads must not run then (they are replayed too). */

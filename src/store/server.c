@@ -66,6 +66,8 @@ typedef struct server {
     uv_check_t check;              /* end of a loop turn: commit the batch */
     uv_idle_t idle;                /* keeps poll from blocking while a batch
                                     * is open */
+    uv_timer_t flush;              /* every FENCE_STORE_FLUSH_MS: LMDB
+                                    * commits the logged batches */
     bool open;                     /* a batch is open */
     struct batch_item **items;     /* the batch's requests, in order */
     size_t n_items;                /* requests in items */
@@ -242,7 +244,10 @@ static void reply_info(server *s, sink *c)
                      "wal_durable_lsn:%" PRIu64 "\r\n"
                      "wal_checkpoints:%" PRIu64 "\r\n"
                      "wal_stalls:%" PRIu64 "\r\n"
-                     "wal_recovery_replayed:%" PRIu64 "\r\n",
+                     "wal_recovery_replayed:%" PRIu64 "\r\n"
+                     "lmdb_lsn:%" PRIu64 "\r\n"
+                     "lmdb_flushes:%" PRIu64 "\r\n"
+                     "lmdb_pending_ops:%" PRIu64 "\r\n",
                      st.keys, st.fences, st.admitted, st.rejected_stale,
                      st.rejected_wrongfence, s->cfg->ignore_tokens ? 1 : 0,
                      s->net.n_conns, s->cfg->max_clients, s->net.stat_refused,
@@ -251,7 +256,8 @@ static void reply_info(server *s, sink *c)
                      s->stat_batched, s->stat_replays, st.wal_file_size,
                      st.wal_bytes, st.wal_syncs, st.wal_lsn,
                      st.wal_durable_lsn, st.wal_checkpoints, st.wal_stalls,
-                     st.wal_replayed);
+                     st.wal_replayed, st.lmdb_lsn, st.lmdb_flushes,
+                     st.lmdb_pending_ops);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     reply_bulk(c, text, (size_t)n);
@@ -518,6 +524,17 @@ static void batch_add(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
         execute(s, &it->reply, &it->cmd);
 }
 
+/* Timer: LMDB commits the batches logged since its last commit (db.c,
+ * "Deferred commits"), then a due checkpoint starts. */
+static void on_flush_timer(uv_timer_t *h)
+{
+    server *s = h->data;
+    if (s->open)
+        return; /* cannot be: the batch closes within its loop turn */
+    fence__store_db_flush(s->db);
+    ckpt_start(s);
+}
+
 /* End of the loop turn: commit the batch and answer it. */
 static void on_check(uv_check_t *h)
 {
@@ -606,6 +623,7 @@ static void close_signals(server *s)
 {
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->idle, NULL);
+    uv_close((uv_handle_t *)&s->flush, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sighup, NULL);
@@ -739,6 +757,11 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     /* Started after fence__net_init's own check handle; batch_flush
      * flushes the layer itself, so the order of the two does not matter. */
     uv_check_start(&s->check, on_check);
+    uv_timer_init(s->loop, &s->flush);
+    s->flush.data = s;
+    uv_timer_start(&s->flush, on_flush_timer, FENCE_STORE_FLUSH_MS,
+                   FENCE_STORE_FLUSH_MS);
+    uv_unref((uv_handle_t *)&s->flush); /* never keeps the loop alive */
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);
     uv_signal_init(s->loop, &s->sighup);

@@ -89,6 +89,42 @@ if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null;
     check_eq "small writes still get a clear answer" "FULL" \
         "$(redis-cli -p "$P" -x FSET f 999 big <<<"$val" 2>&1 | cut -d' ' -f1)"
     stop full TERM
+
+    # Small writes on a full disk: each batch's log record fits, and LMDB's
+    # deferred commit of the answered batches is what finds no room (db.c,
+    # "Deferred commits"). They stay readable, writes are refused, and once
+    # space is freed (a file in the same tmpfs, seen through the server's
+    # mount namespace) writes are accepted again.
+    P=$(free_port)
+    mkdir -p "$TEST_TMP/small2"
+    spawn full2 unshare --mount --propagation private sh -c \
+        'mount -t tmpfs -o size=1m tmpfs "$1" && head -c 200000 /dev/zero >"$1/filler" && exec "$2" --port "$3" --data-dir "$1/d" --map-size 64m' \
+        sh "$TEST_TMP/small2" "$FENCE_STORE" "$P"
+    wait_port "$P"
+    val=$(head -c 3000 /dev/zero | tr '\0' 'v')
+    acked=0; full=""
+    for i in $(seq 1 1000); do
+        out=$(redis-cli -p "$P" -x FSET f 1 "k$i" <<<"$val" 2>&1)
+        if [ "$out" = "OK" ]; then acked=$i; else full=$out; break; fi
+    done
+    check "small writes on a full disk end in -FULL" grep -q "^FULL no space left" <<<"$full"
+    sleep 1.2 # the timer's commit of what is pending finds no room either
+    n=0
+    for i in $(seq 1 "$acked"); do
+        [ "$(redis-cli -p "$P" FGET "k$i" | wc -c | tr -d ' ')" = 3002 ] && n=$((n + 1))
+    done
+    check_eq "every acknowledged write is readable meanwhile ($acked)" "$acked" "$n"
+    nsenter -t "$(pid_of full2)" -m rm "$TEST_TMP/small2/filler"
+    sleep 1.2 # the timer retries the commit
+    check_eq "once space is freed writes are accepted again" "OK" \
+        "$(redis-cli -p "$P" -x FSET f 1 more <<<"x" 2>&1)"
+    check "the log says so" grep -q "writes are accepted again" "$TEST_TMP/full2.log"
+    n=0
+    for i in $(seq 1 "$acked"); do
+        [ "$(redis-cli -p "$P" FGET "k$i" | wc -c | tr -d ' ')" = 3002 ] && n=$((n + 1))
+    done
+    check_eq "and every acknowledged write is still there" "$acked" "$n"
+    stop full2 TERM
 else
     ok "# SKIP full file system: needs root and unshare --mount"
 fi
