@@ -145,6 +145,54 @@ def test_replay(tap, tmp):
     s.stop()
 
 
+def test_deferred(tap, tmp):
+    """The batches logged since LMDB's last commit (db.c, "Deferred
+    commits"): readable at once, committed to LMDB by the timer, and
+    replayed after kill -9."""
+    s = Store(tmp, "deferred")
+    s.start()
+    r = client(s)
+    for i in range(1, 51):
+        r.execute_command("FSET", "f", i, "k%d" % i, "v%d" % i)
+    st = info(r)
+    tap.check(st["lmdb_pending_ops"] > 0 and st["lmdb_lsn"] < st["wal_lsn"],
+              "answered writes wait for LMDB's next commit (%d operations, LSN %d of %d)"
+              % (st["lmdb_pending_ops"], st["lmdb_lsn"], st["wal_lsn"]))
+    got = [r.execute_command("FGET", "k%d" % i) for i in range(1, 51)]
+    tap.eq([b"v%d" % i for i in range(1, 51)], got, "and are readable meanwhile")
+    tap.eq(50, int(r.execute_command("FENCE.HIGH", "f")), "the mark too")
+    try:
+        r.execute_command("FSET", "f", 49, "k1", "stale")
+        tap.check(False, "a token below a pending mark is refused")
+    except redis.ResponseError as e:
+        tap.check(str(e).startswith("STALE"), "a token below a pending mark is refused")
+    try:
+        r.execute_command("FSET", "g", 99, "k1", "x")
+        tap.check(False, "a key bound by a pending write stays bound")
+    except redis.ResponseError as e:
+        tap.check(str(e).startswith("WRONGFENCE"), "a key bound by a pending write stays bound")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and info(r)["lmdb_pending_ops"] > 0:
+        time.sleep(0.1)
+    st = info(r)
+    tap.check(st["lmdb_pending_ops"] == 0 and st["lmdb_lsn"] == st["wal_lsn"],
+              "the timer commits them to LMDB (%d pending, LSN %d of %d)"
+              % (st["lmdb_pending_ops"], st["lmdb_lsn"], st["wal_lsn"]))
+    for i in range(51, 61):
+        r.execute_command("FSET", "f", i, "k%d" % i, "v%d" % i)
+    tap.check(info(r)["lmdb_pending_ops"] > 0, "later writes are pending again")
+    s.kill(signal.SIGKILL)
+    s.start()
+    r = client(s)
+    st = info(r)
+    tap.check(st["wal_recovery_replayed"] >= 10,
+              "after kill -9 the pending batches are replayed (%d)" % st["wal_recovery_replayed"])
+    got = [r.execute_command("FGET", "k%d" % i) for i in range(1, 61)]
+    tap.eq([b"v%d" % i for i in range(1, 61)], got, "every answered write is there")
+    tap.eq(60, int(r.execute_command("FENCE.HIGH", "f")), "and the mark")
+    s.stop()
+
+
 def test_torn_tail(tap, tmp):
     s = power_cut_setup(tmp, "torn", 6)
     wal = os.path.join(s.dir, "wal.0")
@@ -352,7 +400,7 @@ def test_space_reused(tap, tmp):
 def main():
     tap = Tap()
     with TempDir() as tmp:
-        for t in (test_clean_restart, test_replay, test_torn_tail, test_flipped_byte,
+        for t in (test_clean_restart, test_replay, test_deferred, test_torn_tail, test_flipped_byte,
                   test_bad_meta_copy, test_rollover, test_replay_under_load,
                   test_space_reused):
             run_group(tap, t, tap, tmp)
