@@ -15,8 +15,14 @@ $(KEEPALIVE_LOAD): $(BUILD)/tests/bench/keepalive_load.o $(BUILD)/src/cli/hist.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 
+# The contended rows' event-loop client (same reader and histogram).
+HANDOFF_LOAD := $(BUILD)/tests/handoff_load
+$(HANDOFF_LOAD): $(BUILD)/tests/bench/handoff_load.o $(BUILD)/src/cli/hist.o $(COMMON_ASSERT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
+
 BENCH_BINS := $(BUILD)/fenced $(BUILD)/fencectl $(BUILD)/fence-store $(BUILD)/fence-proxy \
-              $(KEEPALIVE_LOAD) $(BUILD)/tests/fsync_probe
+              $(KEEPALIVE_LOAD) $(HANDOFF_LOAD) $(BUILD)/tests/fsync_probe
 
 # (The fsync probe of the handoff rows: tests/bench/fsync_probe.c, mk/floor.mk.)
 bench:
@@ -28,6 +34,6 @@ bench-all: bench
 # The smoke test: the driver end to end with tiny cells (1 s, 10k held
 # locks), checking only that every row printed a number.
 INTEG_TESTS += tests/integration/test_bench_smoke.sh
-tests: $(KEEPALIVE_LOAD) $(BUILD)/tests/fsync_probe
+tests: $(KEEPALIVE_LOAD) $(HANDOFF_LOAD) $(BUILD)/tests/fsync_probe
 
 .PHONY: bench bench-all

@@ -64,6 +64,7 @@ FENCED = os.path.join(BUILD, "fenced")
 FENCECTL = os.path.join(BUILD, "fencectl")
 FENCE_STORE = os.path.join(BUILD, "fence-store")
 KEEPALIVE_LOAD = os.path.join(BUILD, "tests", "keepalive_load")
+HANDOFF_LOAD = os.path.join(BUILD, "tests", "handoff_load")
 # tests/bench/fsync_probe.c (CLI: fsync_probe DIR [N], prints
 # "fsync_p50_us=... fsync_p99_us=..."); wherever its mk fragment puts it.
 FSYNC_PROBES = [p for p in (os.environ.get("FSYNC_PROBE"),) if p] + [
@@ -362,14 +363,14 @@ def rounds_note():
     return "1 cell" if ROUNDS == 1 else "%d cells interleaved" % ROUNDS
 
 
-def fsync_probe(d):
-    """fsync_probe DIR: {key: float}, or None if the probe is not built."""
+def fsync_probe(d, mode="direct"):
+    """fsync_probe DIR N MODE: {key: float}, or None if the probe is not built."""
     for p in FSYNC_PROBES:
         if os.access(p, os.X_OK):
             os.makedirs(d, exist_ok=True)
             n = "200" if SMOKE else "2000"
-            out = subprocess.run([p, d, n], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 timeout=300)
+            out = subprocess.run([p, d, n, mode], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, timeout=300)
             if out.returncode != 0:
                 raise RuntimeError("fsync_probe failed: %s" % out.stderr.decode()[-200:])
             return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", out.stdout.decode())}
@@ -426,6 +427,14 @@ def section_fenced():
         add(Row("handoff floor = 1 / (fsync p50 + PING RTT p50)", 1,
                 value="%.0f/s" % floor,
                 notes="%.0f us + %.0f us" % (fp50, rtt)))
+        # The same block writes the way libraft submits them (kernel AIO,
+        # an eventfd, poll, io_getevents): the wake-up that path adds.
+        aio = fsync_probe(os.path.join(TMP, "fsync-probe"), "aio")
+        ap50 = aio.get("fsync_p50_us")
+        add(Row("same writes through kernel AIO, as libraft submits them (fsync_probe aio)", 1,
+                1e6 / ap50 if ap50 else None, ap50, aio.get("fsync_p99_us"),
+                aio.get("fsync_max_us"), value="%.0f us" % ap50,
+                notes="floor with it: %.0f/s" % (1e6 / (ap50 + rtt))))
     log("fenced one contended lock, 1 and 64 clients")
     c = fencectl_bench(f.addr(), "contended", [1, 64])
     for n in (1, 64):
@@ -436,6 +445,19 @@ def section_fenced():
                       ratio=pct(d["cycles_per_s"], floor),
                       notes="target 70%% of floor; fewest/most per client %d/%d"
                             % (d["min_cycles"], d["max_cycles"])))
+    # The same cycles from one epoll thread (tests/bench/handoff_load.c):
+    # what the 64 threads of fencectl bench, each woken for its grants, add.
+    out = subprocess.run([HANDOFF_LOAD, str(f.port), "64", str(SECS)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError("handoff_load failed: %s" % out.stderr.decode()[-300:])
+    h = kv(out.stdout.decode())
+    add(Row("same, one epoll thread driving the 64 connections (tests/bench/handoff_load)", 64,
+            h["cycles_per_s"], h["p50_us"], h["p99_us"], h["max_us"],
+            peer="floor %.0f/s" % floor if floor else "floor n/a",
+            ratio=pct(h["cycles_per_s"], floor),
+            notes="fewest/most per client %d/%d; %d error replies"
+                  % (h["min_cycles"], h["max_cycles"], h["errors"])))
     f.stop()
 
 
@@ -819,7 +841,8 @@ def facts():
 def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD, os.path.join(BUILD, "fence-proxy")):
+    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD, HANDOFF_LOAD,
+              os.path.join(BUILD, "fence-proxy")):
         if not os.access(p, os.X_OK):
             sys.exit("bench: %s is not built (make bench builds it)" % p)
     head = facts()

@@ -1,0 +1,267 @@
+/* The event-loop client of the contended rows of `make bench`
+ * (tests/bench/run.py): CONNS connections cycle ACQUIRE ... WAIT + UNLOCK
+ * on ONE lock, driven by one thread.
+ *
+ *   handoff_load PORT CONNS SECONDS [TTL_MS]
+ *
+ * One thread, epoll, non-blocking sockets to 127.0.0.1:PORT, replies parsed
+ * with hiredis's reader, each connection with one request at a time:
+ *   ACQUIRE handoff_load.<pid> TTL_MS WAIT TTL_MS/2  -> [token, lease]
+ *   UNLOCK handoff_load.<pid> <token>                -> :1
+ * and again.  With CONNS > 1 every grant but the first is a handoff to a
+ * queued waiter.  It is the same protocol `fencectl bench --mode contended`
+ * speaks through libfence, without libfence's blocking calls: a thread per
+ * connection that sleeps in recv(2) is woken for each grant, and on two
+ * shared cores those wake-ups (not the server's path) take a large part of
+ * a handoff.  Run both: the difference is the client's.
+ *
+ * Prints one line on stdout (latencies in microseconds, src/cli/hist.c,
+ * ACQUIRE send to reply):
+ *   cycles=.. seconds=.. cycles_per_s=.. p50_us=.. p99_us=.. max_us=..
+ *   min_cycles=.. max_cycles=.. errors=..
+ * Exit 1 on a connection failure. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/hist.h"
+#include "common/assert.h"
+
+/* One connection. */
+typedef struct conn {
+    int fd;               /* socket */
+    redisReader *reader;  /* RESP reply parser */
+    bool acquiring;       /* the request owed is an ACQUIRE (else UNLOCK) */
+    bool busy;            /* a request is owed */
+    uint64_t sent_us;     /* when it was sent */
+    uint64_t cycles;      /* ACQUIRE+UNLOCK cycles completed in time */
+} conn;
+
+static char lock_name[64];   /* the one lock */
+static uint32_t ttl_ms;      /* each ACQUIRE's TTL */
+static uint64_t stop_us;     /* no new cycle starts after this */
+static uint64_t errors;      /* error or nil replies */
+static fencectl_hist hist;   /* ACQUIRE latency */
+static char first_error[160]; /* the first error reply, for stderr */
+
+/* Monotonic microseconds. */
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Print a message and exit 1. */
+static void die(const char *what)
+{
+    fprintf(stderr, "handoff_load: %s: %s\n", what, errno ? strerror(errno) : "failed");
+    exit(1);
+}
+
+/* Send one request (a RESP array of argc words) on c, whole: a request is
+ * far smaller than a socket buffer that holds nothing else. */
+static void send_cmd(conn *c, int argc, const char **argv)
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof(buf), "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]),
+                      argv[i]);
+    FENCE_ASSERT(n > 0 && (size_t)n < sizeof(buf));
+    size_t off = 0;
+    while (off < (size_t)n) {
+        ssize_t k = write(c->fd, buf + off, (size_t)n - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            die("write");
+        off += (size_t)k;
+    }
+    c->busy = true;
+    c->sent_us = now_us();
+}
+
+/* Start c's next cycle (unless the time is up). */
+static void acquire(conn *c)
+{
+    if (now_us() >= stop_us)
+        return;
+    char ttl[16], wait[16];
+    snprintf(ttl, sizeof(ttl), "%u", ttl_ms);
+    snprintf(wait, sizeof(wait), "%u", ttl_ms / 2);
+    const char *argv[] = {"ACQUIRE", lock_name, ttl, "WAIT", wait};
+    c->acquiring = true;
+    send_cmd(c, 5, argv);
+}
+
+/* Remember an error reply. */
+static void note_error(const redisReply *r)
+{
+    errors++;
+    if (first_error[0] == '\0')
+        snprintf(first_error, sizeof(first_error), "%.*s",
+                 r->type == REDIS_REPLY_ERROR ? (int)(r->len < 150 ? r->len : 150) : 3,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "nil");
+}
+
+/* One reply on c. */
+static void on_reply(conn *c, redisReply *r)
+{
+    uint64_t t = now_us();
+    c->busy = false;
+    if (!c->acquiring) { /* UNLOCK */
+        if (r->type != REDIS_REPLY_INTEGER)
+            note_error(r);
+        else if (c->sent_us <= stop_us)
+            c->cycles++;
+        acquire(c);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        note_error(r); /* timed out (nil) or refused: try again */
+        acquire(c);
+        return;
+    }
+    if (t <= stop_us)
+        fencectl_hist_add(&hist, t - c->sent_us);
+    char token[24];
+    snprintf(token, sizeof(token), "%lld", r->element[0]->integer);
+    const char *argv[] = {"UNLOCK", lock_name, token};
+    c->acquiring = false;
+    send_cmd(c, 3, argv);
+}
+
+/* Read what c has and handle every whole reply. */
+static void on_readable(conn *c)
+{
+    char buf[16384];
+    for (;;) {
+        ssize_t k = read(c->fd, buf, sizeof(buf));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (k == 0)
+            die("server closed a connection");
+        if (k < 0)
+            die("read");
+        if (redisReaderFeed(c->reader, buf, (size_t)k) != REDIS_OK)
+            die("reply parser");
+        for (;;) {
+            void *reply = NULL;
+            if (redisReaderGetReply(c->reader, &reply) != REDIS_OK)
+                die("reply parser");
+            if (reply == NULL)
+                break;
+            on_reply(c, reply);
+            freeReplyObject(reply);
+        }
+        if ((size_t)k < sizeof(buf))
+            break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || argc > 5) {
+        fprintf(stderr, "usage: handoff_load PORT CONNS SECONDS [TTL_MS]\n");
+        return 2;
+    }
+    int port = atoi(argv[1]);
+    uint32_t n = (uint32_t)strtoul(argv[2], NULL, 10);
+    double secs = atof(argv[3]);
+    ttl_ms = argc == 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 10000;
+    if (port <= 0 || port > 65535 || n == 0 || n > 10000 || secs <= 0 || ttl_ms < 2) {
+        fprintf(stderr, "handoff_load: bad arguments\n");
+        return 2;
+    }
+    snprintf(lock_name, sizeof(lock_name), "handoff_load.%ld", (long)getpid());
+    fencectl_hist_init(&hist);
+    int epfd = epoll_create1(0);
+    if (epfd < 0)
+        die("epoll_create1");
+    conn *conns = calloc(n, sizeof(*conns));
+    if (conns == NULL)
+        die("out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        conn *c = &conns[i];
+        c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (c->fd < 0)
+            die("socket");
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS)
+            die("connect");
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c->reader = redisReaderCreate();
+        if (c->reader == NULL)
+            die("out of memory");
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+            die("epoll_ctl");
+    }
+    /* Let every connect finish (loopback: at once) before the clock. */
+    usleep(100000);
+    uint64_t start = now_us();
+    stop_us = start + (uint64_t)(secs * 1e6);
+    for (uint32_t i = 0; i < n; i++)
+        acquire(&conns[i]);
+    struct epoll_event evs[256];
+    /* After the time is up no cycle starts, but a grant is still
+     * released, so the queue drains: run until no request is owed (or a
+     * WAIT's length more, then give up). */
+    uint64_t give_up = stop_us + (uint64_t)ttl_ms * 1000u;
+    for (;;) {
+        int k = epoll_wait(epfd, evs, 256, 100);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            die("epoll_wait");
+        for (int i = 0; i < k; i++)
+            on_readable(evs[i].data.ptr);
+        uint64_t t = now_us();
+        if (t < stop_us)
+            continue;
+        bool owed = false;
+        for (uint32_t i = 0; i < n && !owed; i++)
+            owed = conns[i].busy;
+        if (!owed || t >= give_up)
+            break;
+    }
+    uint64_t cycles = 0, lo = UINT64_MAX, hi = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        cycles += conns[i].cycles;
+        lo = conns[i].cycles < lo ? conns[i].cycles : lo;
+        hi = conns[i].cycles > hi ? conns[i].cycles : hi;
+    }
+    printf("cycles=%" PRIu64 " seconds=%.3f cycles_per_s=%.1f p50_us=%" PRIu64
+           " p99_us=%" PRIu64 " max_us=%" PRIu64 " min_cycles=%" PRIu64
+           " max_cycles=%" PRIu64 " errors=%" PRIu64 "\n",
+           cycles, secs, (double)cycles / secs, fencectl_hist_quantile(&hist, 0.50),
+           fencectl_hist_quantile(&hist, 0.99), hist.max, lo, hi, errors);
+    if (errors > 0)
+        fprintf(stderr, "handoff_load: %" PRIu64 " error replies, the first: %s\n", errors,
+                first_error);
+    for (uint32_t i = 0; i < n; i++) {
+        redisReaderFree(conns[i].reader);
+        close(conns[i].fd);
+    }
+    free(conns);
+    close(epfd);
+    return 0;
+}
