@@ -127,6 +127,9 @@ _Static_assert(FENCE_LAG_PERIOD_MS >= 1, "a lag tick of at least 1 ms");
 #define FENCE_STORE_FLUSH_MS 1000
 /* fence-store checkpoints: LMDB growth since the last checkpoint that
  * starts one: map size / DIV, at most MAX bytes (src/store/db.c). */
+/* fence-store checkpoints write LMDB's dirty pages back in pieces of this
+ * many bytes before their fdatasync (src/store/ckpt.c). */
+#define FENCE_STORE_CKPT_CHUNK (2 * 1024 * 1024)
 #define FENCE_STORE_CKPT_GROW_DIV 8
 #define FENCE_STORE_CKPT_GROW_MAX (64ull * 1024 * 1024)
 _Static_assert(FENCE_STORE_CKPT_GROW_DIV >= 4, "growth well inside the map");
