@@ -45,6 +45,7 @@ typedef struct fence_tls {
     tls_conn *drain;         /* connections with plaintext to deliver */
     fence_tls_stats stats;   /* counters */
     char rbuf[FENCE_TLS_READ_CHUNK]; /* socket reads land here */
+    char wbuf[FENCE_TLS_READ_CHUNK]; /* ciphertext on its way to uv_try_write */
 } fence_tls;
 
 /* One TLS connection's state (fence_net_conn.tr_data). */
@@ -142,9 +143,13 @@ static void wreq_cb(uv_write_t *req, int status)
         fence__net_conn_written(c, plain, status);
 }
 
-/* Queue whatever OpenSSL wrote to the write BIO; plain is the layer's
- * plaintext it carries (reported when the write ends).  Returns 0 or a
- * libuv error (nothing will be reported then). */
+/* Send whatever OpenSSL wrote to the write BIO; plain is the layer's
+ * plaintext it carries (reported when the write ends).  As the plain
+ * streams do (conn.c stream_write): straight to the kernel first
+ * (uv_try_write, which refuses while earlier bytes are queued, so order is
+ * kept), then queue what it did not take; ciphertext the kernel takes
+ * whole, the usual case, costs one write(2) and no request.  Returns 0 or
+ * a libuv error (nothing will be reported then). */
 static int flush_wbio(tls_conn *tc, size_t plain)
 {
     size_t n = BIO_ctrl_pending(tc->wbio);
@@ -156,6 +161,21 @@ static int flush_wbio(tls_conn *tc, size_t plain)
         (void)BIO_reset(tc->wbio);
         return UV_ECANCELED;
     }
+    const char *src = NULL; /* the ciphertext still to queue, if read */
+    if (n <= sizeof(tc->t->wbuf)) {
+        int got = BIO_read(tc->wbio, tc->t->wbuf, (int)n);
+        FENCE_ASSERT(got == (int)n);
+        uv_buf_t b = uv_buf_init(tc->t->wbuf, (unsigned)n);
+        int k = uv_try_write(&tc->c->h.stream, &b, 1);
+        if (k == (int)n) {
+            if (plain > 0)
+                fence__net_conn_written(tc->c, plain, 0);
+            return 0;
+        }
+        size_t done = k > 0 ? (size_t)k : 0;
+        src = tc->t->wbuf + done;
+        n -= done;
+    }
     tls_wreq *w = malloc(sizeof(*w));
     if (w == NULL)
         return UV_ENOMEM;
@@ -164,8 +184,12 @@ static int flush_wbio(tls_conn *tc, size_t plain)
         free(w);
         return UV_ENOMEM;
     }
-    int got = BIO_read(tc->wbio, w->buf, (int)n);
-    FENCE_ASSERT(got == (int)n);
+    if (src != NULL) {
+        memcpy(w->buf, src, n);
+    } else {
+        int got = BIO_read(tc->wbio, w->buf, (int)n);
+        FENCE_ASSERT(got == (int)n);
+    }
     w->c = tc->c;
     w->plain = plain;
     uv_buf_t b = uv_buf_init(w->buf, (unsigned)n);
