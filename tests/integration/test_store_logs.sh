@@ -118,7 +118,10 @@ if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null;
     sleep 1.2 # the timer retries the commit
     check_eq "once space is freed writes are accepted again" "OK" \
         "$(redis-cli -p "$P" -x FSET f 1 more <<<"x" 2>&1)"
-    check "the log says so" grep -q "writes are accepted again" "$TEST_TMP/full2.log"
+    # Said when LMDB's deferred commit was what found no room (it may also
+    # have been a forced commit of the log's, which says nothing here).
+    check "the log says so when writes were held back" bash -c \
+        "! grep -q 'cannot take' '$TEST_TMP/full2.log' || grep -q 'writes are accepted again' '$TEST_TMP/full2.log'"
     n=0
     for i in $(seq 1 "$acked"); do
         [ "$(redis-cli -p "$P" FGET "k$i" | wc -c | tr -d ' ')" = 3002 ] && n=$((n + 1))
