@@ -20,24 +20,19 @@
  *   cycles=.. seconds=.. cycles_per_s=.. p50_us=.. p99_us=.. max_us=..
  *   min_cycles=.. max_cycles=.. errors=..
  * Exit 1 on a connection failure. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/hist.h"
-#include "common/assert.h"
+#include "loadgen.h"
 
 /* One connection. */
 typedef struct conn {
@@ -56,48 +51,29 @@ static uint64_t errors;      /* error or nil replies */
 static fencectl_hist hist;   /* ACQUIRE latency */
 static char first_error[160]; /* the first error reply, for stderr */
 
-/* Monotonic microseconds. */
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* Print a message and exit 1. */
-static void die(const char *what)
-{
-    fprintf(stderr, "handoff_load: %s: %s\n", what, errno ? strerror(errno) : "failed");
-    exit(1);
-}
-
 /* Send one request (a RESP array of argc words) on c, whole: a request is
  * far smaller than a socket buffer that holds nothing else. */
 static void send_cmd(conn *c, int argc, const char **argv)
 {
     char buf[512];
-    int n = snprintf(buf, sizeof(buf), "*%d\r\n", argc);
-    for (int i = 0; i < argc; i++)
-        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                      argv[i]);
-    FENCE_ASSERT(n > 0 && (size_t)n < sizeof(buf));
+    size_t n = loadgen_encode(buf, sizeof(buf), argc, argv);
     size_t off = 0;
-    while (off < (size_t)n) {
-        ssize_t k = write(c->fd, buf + off, (size_t)n - off);
+    while (off < n) {
+        ssize_t k = write(c->fd, buf + off, n - off);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
-            die("write");
+            loadgen_die("write");
         off += (size_t)k;
     }
     c->busy = true;
-    c->sent_us = now_us();
+    c->sent_us = loadgen_now_us();
 }
 
 /* Start c's next cycle (unless the time is up). */
 static void acquire(conn *c)
 {
-    if (now_us() >= stop_us)
+    if (loadgen_now_us() >= stop_us)
         return;
     char ttl[16], wait[16];
     snprintf(ttl, sizeof(ttl), "%u", ttl_ms);
@@ -117,10 +93,11 @@ static void note_error(const redisReply *r)
                  r->type == REDIS_REPLY_ERROR ? r->str : "nil");
 }
 
-/* One reply on c. */
-static void on_reply(conn *c, redisReply *r)
+/* One reply on the connection ctx (loadgen_drain's callback). */
+static void on_reply(void *ctx, redisReply *r)
 {
-    uint64_t t = now_us();
+    conn *c = ctx;
+    uint64_t t = loadgen_now_us();
     c->busy = false;
     if (!c->acquiring) { /* UNLOCK */
         if (r->type != REDIS_REPLY_INTEGER)
@@ -145,38 +122,9 @@ static void on_reply(conn *c, redisReply *r)
     send_cmd(c, 3, argv);
 }
 
-/* Read what c has and handle every whole reply. */
-static void on_readable(conn *c)
-{
-    char buf[16384];
-    for (;;) {
-        ssize_t k = read(c->fd, buf, sizeof(buf));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (k == 0)
-            die("server closed a connection");
-        if (k < 0)
-            die("read");
-        if (redisReaderFeed(c->reader, buf, (size_t)k) != REDIS_OK)
-            die("reply parser");
-        for (;;) {
-            void *reply = NULL;
-            if (redisReaderGetReply(c->reader, &reply) != REDIS_OK)
-                die("reply parser");
-            if (reply == NULL)
-                break;
-            on_reply(c, reply);
-            freeReplyObject(reply);
-        }
-        if ((size_t)k < sizeof(buf))
-            break;
-    }
-}
-
 int main(int argc, char **argv)
 {
+    loadgen_prog = "handoff_load";
     if (argc < 4 || argc > 5) {
         fprintf(stderr, "usage: handoff_load PORT CONNS SECONDS [TTL_MS]\n");
         return 2;
@@ -193,31 +141,18 @@ int main(int argc, char **argv)
     fencectl_hist_init(&hist);
     int epfd = epoll_create1(0);
     if (epfd < 0)
-        die("epoll_create1");
+        loadgen_die("epoll_create1");
     conn *conns = calloc(n, sizeof(*conns));
     if (conns == NULL)
-        die("out of memory");
+        loadgen_die("out of memory");
     for (uint32_t i = 0; i < n; i++) {
         conn *c = &conns[i];
-        c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-        if (c->fd < 0)
-            die("socket");
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS)
-            die("connect");
-        int one = 1;
-        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         c->reader = redisReaderCreate();
         if (c->reader == NULL)
-            die("out of memory");
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
-            die("epoll_ctl");
+            loadgen_die("out of memory");
+        c->fd = loadgen_connect(port, epfd, c);
     }
-    /* Let every connect finish (loopback: at once) before the clock. */
-    usleep(100000);
-    uint64_t start = now_us();
+    uint64_t start = loadgen_now_us();
     stop_us = start + (uint64_t)(secs * 1e6);
     for (uint32_t i = 0; i < n; i++)
         acquire(&conns[i]);
@@ -231,10 +166,12 @@ int main(int argc, char **argv)
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
-            die("epoll_wait");
-        for (int i = 0; i < k; i++)
-            on_readable(evs[i].data.ptr);
-        uint64_t t = now_us();
+            loadgen_die("epoll_wait");
+        for (int i = 0; i < k; i++) {
+            conn *c = evs[i].data.ptr;
+            loadgen_drain(c->fd, c->reader, on_reply, c);
+        }
+        uint64_t t = loadgen_now_us();
         if (t < stop_us)
             continue;
         bool owed = false;

@@ -20,13 +20,9 @@
  *   load target_per_s=.. keepalives=.. keepalives_per_s=.. ka_p50_us=.. ...
  *        lock_cycles=.. lock_p50_us=.. ... errors=.. skipped=..
  * Exit 1 on a connection failure or an error reply to a grant. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,12 +30,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/hist.h"
 #include "common/assert.h"
+#include "loadgen.h"
 
 /* Most replies a connection may owe before renewals due on it are skipped
  * (counted in skipped=): bounds the send-time ring. */
@@ -87,20 +82,6 @@ static uint64_t errors;       /* error replies (keepalives, probe) */
 static uint64_t grants_left;  /* grant replies still owed */
 static char first_error[160]; /* the first error reply, for stderr */
 
-/* Monotonic microseconds. */
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* Print a message and exit 1. */
-static void die(const char *what)
-{
-    fprintf(stderr, "keepalive_load: %s: %s\n", what, errno ? strerror(errno) : "failed");
-    exit(1);
-}
 
 /* Arm or disarm EPOLLOUT on c to match whether it has bytes to write. */
 static void set_out(conn *c, bool on)
@@ -109,7 +90,7 @@ static void set_out(conn *c, bool on)
         return;
     struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0u), .data.ptr = c};
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
-        die("epoll_ctl");
+        loadgen_die("epoll_ctl");
     c->want_out = on;
 }
 
@@ -124,7 +105,7 @@ static void flush(conn *c)
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
         if (k <= 0)
-            die("write");
+            loadgen_die("write");
         off += (size_t)k;
     }
     memmove(c->wbuf, c->wbuf + off, c->wlen - off);
@@ -139,25 +120,21 @@ static bool send_cmd(conn *c, req_kind kind, int argc, const char **argv)
     if (c->owed == OWED_MAX)
         return false;
     char tmp[512];
-    int n = snprintf(tmp, sizeof(tmp), "*%d\r\n", argc);
-    for (int i = 0; i < argc; i++)
-        n += snprintf(tmp + n, sizeof(tmp) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                      argv[i]);
-    FENCE_ASSERT(n > 0 && (size_t)n < sizeof(tmp));
-    if (c->wlen + (size_t)n > c->wcap) {
+    size_t n = loadgen_encode(tmp, sizeof(tmp), argc, argv);
+    if (c->wlen + n > c->wcap) {
         size_t cap = c->wcap ? c->wcap * 2 : 4096;
-        while (cap < c->wlen + (size_t)n)
+        while (cap < c->wlen + n)
             cap *= 2;
         char *p = realloc(c->wbuf, cap);
         if (p == NULL)
-            die("out of memory");
+            loadgen_die("out of memory");
         c->wbuf = p;
         c->wcap = cap;
     }
-    memcpy(c->wbuf + c->wlen, tmp, (size_t)n);
-    c->wlen += (size_t)n;
+    memcpy(c->wbuf + c->wlen, tmp, n);
+    c->wlen += n;
     uint32_t slot = (c->head + c->owed) % OWED_MAX;
-    c->sent_us[slot] = now_us();
+    c->sent_us[slot] = loadgen_now_us();
     c->kind[slot] = (uint8_t)kind;
     c->owed++;
     return true;
@@ -182,11 +159,13 @@ static void note_error(const redisReply *r)
                  (int)(r->len < 150 ? r->len : 150), r->str);
 }
 
-/* File one reply of c (the oldest owed request's). */
-static void on_reply(conn *c, redisReply *r)
+/* File one reply of the connection ctx (its oldest owed request's);
+ * loadgen_drain's callback. */
+static void on_reply(void *ctx, redisReply *r)
 {
+    conn *c = ctx;
     FENCE_ASSERT(c->owed > 0);
-    uint64_t lat = now_us() - c->sent_us[c->head];
+    uint64_t lat = loadgen_now_us() - c->sent_us[c->head];
     req_kind kind = (req_kind)c->kind[c->head];
     c->head = (c->head + 1) % OWED_MAX;
     c->owed--;
@@ -207,7 +186,7 @@ static void on_reply(conn *c, redisReply *r)
         }
         fencectl_hist_add(&ka_hist, lat);
         ka_answered++;
-        if (now_us() <= load_end_us)
+        if (loadgen_now_us() <= load_end_us)
             ka_answered_in_time++;
         break;
     case REQ_PROBE_LEASE:
@@ -252,35 +231,7 @@ static void on_reply(conn *c, redisReply *r)
 /* Read what c's socket has and file every complete reply. */
 static void on_readable(conn *c)
 {
-    char buf[65536];
-    for (;;) {
-        ssize_t k = read(c->fd, buf, sizeof(buf));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (k == 0) {
-            errno = 0;
-            die("server closed a connection");
-        }
-        if (k < 0)
-            die("read");
-        if (redisReaderFeed(c->reader, buf, (size_t)k) != REDIS_OK)
-            die("reader");
-        for (;;) {
-            void *reply = NULL;
-            if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
-                errno = 0;
-                die("protocol error in a reply");
-            }
-            if (reply == NULL)
-                break;
-            on_reply(c, reply);
-            freeReplyObject(reply);
-        }
-        if ((size_t)k < sizeof(buf))
-            break;
-    }
+    loadgen_drain(c->fd, c->reader, on_reply, c);
 }
 
 /* Wait up to timeout_ms for events and handle them. */
@@ -289,7 +240,7 @@ static void poll_once(int timeout_ms)
     struct epoll_event evs[256];
     int n = epoll_wait(epfd, evs, 256, timeout_ms);
     if (n < 0 && errno != EINTR)
-        die("epoll_wait");
+        loadgen_die("epoll_wait");
     for (int i = 0; i < n; i++) {
         conn *c = evs[i].data.ptr;
         if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
@@ -303,22 +254,10 @@ static void poll_once(int timeout_ms)
 static void conn_open(conn *c, int port)
 {
     memset(c, 0, sizeof(*c));
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (c->fd < 0)
-        die("socket");
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-        die("connect");
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
     c->reader = redisReaderCreate();
     if (c->reader == NULL)
-        die("out of memory");
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-    if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
-        die("epoll_ctl");
+        loadgen_die("out of memory");
+    c->fd = loadgen_connect(port, epfd, c);
 }
 
 /* Run the probe's cycles for us microseconds (with the load, if on);
@@ -335,8 +274,8 @@ static void probe_phase_start(void)
 static void probe_phase_stop(void)
 {
     probe_running = false;
-    uint64_t give_up = now_us() + 10000000u;
-    while (probe->owed > 0 && now_us() < give_up)
+    uint64_t give_up = loadgen_now_us() + 10000000u;
+    while (probe->owed > 0 && loadgen_now_us() < give_up)
         poll_once(10);
 }
 
@@ -375,6 +314,7 @@ static void raise_nofile(void)
 /* Parse the arguments, run the three phases, print their lines. */
 int main(int argc, char **argv)
 {
+    loadgen_prog = "keepalive_load";
     if (argc != 6) {
         fprintf(stderr, "usage: keepalive_load PORT LEASES CONNS TTL_MS SECONDS\n");
         return 2;
@@ -391,16 +331,16 @@ int main(int argc, char **argv)
     raise_nofile();
     epfd = epoll_create1(0);
     if (epfd < 0)
-        die("epoll_create1");
+        loadgen_die("epoll_create1");
     conns = calloc(n_conns + 1, sizeof(*conns));
     if (conns == NULL)
-        die("out of memory");
+        loadgen_die("out of memory");
     for (uint32_t i = 0; i <= n_conns; i++) {
         conn_open(&conns[i], port);
         if (i < n_conns) {
             conns[i].leases = calloc(n_leases / n_conns + 1, sizeof(uint64_t));
             if (conns[i].leases == NULL)
-                die("out of memory");
+                loadgen_die("out of memory");
         }
     }
     probe = &conns[n_conns];
@@ -414,9 +354,9 @@ int main(int argc, char **argv)
         poll_once(10);
 
     /* 1. idle: the probe alone. */
-    uint64_t t = now_us();
+    uint64_t t = loadgen_now_us();
     probe_phase_start();
-    while (now_us() < t + secs * 1000000u)
+    while (loadgen_now_us() < t + secs * 1000000u)
         poll_once(10);
     probe_phase_stop();
     printf("idle");
@@ -428,7 +368,7 @@ int main(int argc, char **argv)
     char ttl_s[24];
     snprintf(ttl_s, sizeof(ttl_s), "%" PRIu64, ttl_ms);
     const char *gv[] = {"LEASE.GRANT", ttl_s};
-    uint64_t t_grant = now_us();
+    uint64_t t_grant = loadgen_now_us();
     uint64_t queued = 0;
     grants_left = n_leases;
     while (grants_left > 0) {
@@ -446,19 +386,19 @@ int main(int argc, char **argv)
         }
         poll_once(10);
     }
-    double grant_s = (double)(now_us() - t_grant) / 1e6;
+    double grant_s = (double)(loadgen_now_us() - t_grant) / 1e6;
     printf("grant leases=%" PRIu64 " seconds=%.2f grants_per_s=%.1f\n", n_leases, grant_s,
            (double)n_leases / grant_s);
     fflush(stdout);
 
     /* 3. load: lease j renewed at t0 + (j / LEASES) * period + k * period. */
     uint64_t period_us = ttl_ms * 1000u / 3;
-    uint64_t t0 = now_us();
+    uint64_t t0 = loadgen_now_us();
     load_end_us = t0 + secs * 1000000u;
     uint64_t sent = 0, skipped = 0;
     probe_phase_start();
-    while (now_us() < load_end_us) {
-        uint64_t now = now_us();
+    while (loadgen_now_us() < load_end_us) {
+        uint64_t now = loadgen_now_us();
         uint64_t due = (uint64_t)((double)(now - t0) / (double)period_us * (double)n_leases);
         for (; sent < due; sent++) {
             uint64_t j = sent % n_leases;
@@ -479,12 +419,12 @@ int main(int argc, char **argv)
     }
     probe_phase_stop();
     /* Drain: the replies to renewals sent in time still count for latency. */
-    uint64_t give_up = now_us() + 10000000u;
+    uint64_t give_up = loadgen_now_us() + 10000000u;
     for (;;) {
         uint64_t owed = 0;
         for (uint32_t i = 0; i < n_conns; i++)
             owed += conns[i].owed;
-        if (owed == 0 || now_us() > give_up)
+        if (owed == 0 || loadgen_now_us() > give_up)
             break;
         poll_once(10);
     }
