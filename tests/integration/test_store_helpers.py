@@ -64,6 +64,17 @@ class TempDir(fencetest.TempDir):
         super().__init__("fence-store-test.")
 
 
+def error_of(fn, *args):
+    """The error reply text of fn(*args), or None if it succeeded (after
+    need_store: redis is importable)."""
+    import redis
+    try:
+        fn(*args)
+    except redis.ResponseError as e:
+        return str(e)
+    return None
+
+
 def stale_tokens(err):
     """Parse '-STALE <token> <highest> ...' into (token, highest) or None."""
     parts = str(err).split()

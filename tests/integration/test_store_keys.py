@@ -13,22 +13,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_store_helpers import Store, Tap, TempDir, need_store  # noqa: E402
+from test_store_helpers import Store, Tap, TempDir, error_of, need_store  # noqa: E402
 
 redis = need_store()
 
 
 def client(port):
     return redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
-
-
-def error_of(fn, *args):
-    """The error reply text of fn(*args), or None if it succeeded."""
-    try:
-        fn(*args)
-    except redis.ResponseError as e:
-        return str(e)
-    return None
 
 
 def main():

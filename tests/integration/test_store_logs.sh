@@ -63,6 +63,26 @@ stop s2 TERM
 check "deprecated --log-level 0 means errors only" bash -c "! grep -q ' info ' '$TEST_TMP/s2.log'"
 
 # ---- a full file system -------------------------------------------------------------
+# fill_until_full PORT VALUE MAX [TOKEN]: FSET k1, k2, ... (token i for ki,
+# or TOKEN) until a reply is not OK; sets acked (the last key answered OK)
+# and full (the first other reply).
+fill_until_full() {
+    acked=0; full=""
+    local i out
+    for i in $(seq 1 "$3"); do
+        out=$(redis-cli -p "$1" -x FSET f "${4:-$i}" "k$i" <<<"$2" 2>&1)
+        if [ "$out" = "OK" ]; then acked=$i; else full=$out; break; fi
+    done
+}
+# readable PORT N BYTES: how many of k1..kN read back as BYTES bytes (the
+# value plus redis-cli's newlines).
+readable() {
+    local n=0 i
+    for i in $(seq 1 "$2"); do
+        [ "$(redis-cli -p "$1" FGET "k$i" | wc -c | tr -d ' ')" = "$3" ] && n=$((n + 1))
+    done
+    echo "$n"
+}
 if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null; then
     P=$(free_port)
     mkdir -p "$TEST_TMP/small"
@@ -71,21 +91,14 @@ if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null;
         sh "$TEST_TMP/small" "$FENCE_STORE" "$P"
     wait_port "$P"
     val=$(head -c 60000 /dev/zero | tr '\0' 'v')
-    acked=0; full=""
-    for i in $(seq 1 40); do
-        out=$(redis-cli -p "$P" -x FSET f "$i" "k$i" <<<"$val" 2>&1)
-        if [ "$out" = "OK" ]; then acked=$i; else full=$out; break; fi
-    done
+    fill_until_full "$P" "$val" 40
     check "a write on a full disk is answered -FULL" grep -q "^FULL no space left" <<<"$full"
     check "it is logged as no space left on device" grep -q "no space left on device" "$TEST_TMP/full.log"
     check "not as an I/O error" bash -c "! grep -qi 'input/output error' '$TEST_TMP/full.log'"
     check "fence-store is still up" alive full
     check "some writes were acknowledged first" test "$acked" -gt 0
-    n=0
-    for i in $(seq 1 "$acked"); do
-        [ "$(redis-cli -p "$P" FGET "k$i" | wc -c | tr -d ' ')" = 60002 ] && n=$((n + 1))
-    done
-    check_eq "every acknowledged write is readable (value + redis-cli's newlines)" "$acked" "$n"
+    check_eq "every acknowledged write is readable (value + redis-cli's newlines)" "$acked" \
+        "$(readable "$P" "$acked" 60002)"
     check_eq "small writes still get a clear answer" "FULL" \
         "$(redis-cli -p "$P" -x FSET f 999 big <<<"$val" 2>&1 | cut -d' ' -f1)"
     stop full TERM
@@ -102,18 +115,11 @@ if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null;
         sh "$TEST_TMP/small2" "$FENCE_STORE" "$P"
     wait_port "$P"
     val=$(head -c 3000 /dev/zero | tr '\0' 'v')
-    acked=0; full=""
-    for i in $(seq 1 1000); do
-        out=$(redis-cli -p "$P" -x FSET f 1 "k$i" <<<"$val" 2>&1)
-        if [ "$out" = "OK" ]; then acked=$i; else full=$out; break; fi
-    done
+    fill_until_full "$P" "$val" 1000 1
     check "small writes on a full disk end in -FULL" grep -q "^FULL no space left" <<<"$full"
     sleep 1.2 # the timer's commit of what is pending finds no room either
-    n=0
-    for i in $(seq 1 "$acked"); do
-        [ "$(redis-cli -p "$P" FGET "k$i" | wc -c | tr -d ' ')" = 3002 ] && n=$((n + 1))
-    done
-    check_eq "every acknowledged write is readable meanwhile ($acked)" "$acked" "$n"
+    check_eq "every acknowledged write is readable meanwhile ($acked)" "$acked" \
+        "$(readable "$P" "$acked" 3002)"
     nsenter -t "$(pid_of full2)" -m rm "$TEST_TMP/small2/filler"
     sleep 1.2 # the timer retries the commit
     check_eq "once space is freed writes are accepted again" "OK" \
@@ -122,11 +128,7 @@ if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null;
     # have been a forced commit of the log's, which says nothing here).
     check "the log says so when writes were held back" bash -c \
         "! grep -q 'cannot take' '$TEST_TMP/full2.log' || grep -q 'writes are accepted again' '$TEST_TMP/full2.log'"
-    n=0
-    for i in $(seq 1 "$acked"); do
-        [ "$(redis-cli -p "$P" FGET "k$i" | wc -c | tr -d ' ')" = 3002 ] && n=$((n + 1))
-    done
-    check_eq "and every acknowledged write is still there" "$acked" "$n"
+    check_eq "and every acknowledged write is still there" "$acked" "$(readable "$P" "$acked" 3002)"
     stop full2 TERM
 else
     ok "# SKIP full file system: needs root and unshare --mount"

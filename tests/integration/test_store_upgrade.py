@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_store_helpers import Store, Tap, TempDir, need_store, read_log  # noqa: E402
+from test_store_helpers import Store, Tap, TempDir, error_of, need_store, read_log  # noqa: E402
 from fencetest import skip  # noqa: E402
 
 redis = need_store()
@@ -46,11 +46,9 @@ def make_format1(path):
 
 
 def err(r, *args):
-    try:
-        r.execute_command(*args)
-        return None
-    except redis.ResponseError as e:
-        return str(e).split()[0]
+    """The code of the error reply to args (its first word), or None."""
+    e = error_of(r.execute_command, *args)
+    return e.split()[0] if e is not None else None
 
 
 def main():
