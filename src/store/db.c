@@ -248,16 +248,13 @@ static MDB_dbi wal_dbi(const fence_store_db *db, uint8_t which)
     }
 }
 
-/* Replay one WAL record (fence_store_wal_apply_fn): its operations and
- * its LSN in one transaction, committed (not synced: recovery syncs once
- * at the end). */
-static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
-                         size_t len, uint32_t nops, char *err, size_t errcap)
+/* Apply the nops operations of a parsed WAL record's payload[0..len) in
+ * txn: 0, or the LMDB error of the first one that failed (txn is then
+ * unusable). */
+static int apply_ops(fence_store_db *db, MDB_txn *txn, const uint8_t *payload,
+                     size_t len, uint32_t nops)
 {
-    fence_store_db *db = ctx;
-    FENCE_ASSERT(lsn == db->lsn + 1);
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
+    int rc = 0;
     size_t off = 0;
     fence_store_walop op;
     for (uint32_t i = 0; rc == 0 && i < nops; i++) {
@@ -273,12 +270,28 @@ static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
                 rc = 0;
         }
     }
-    if (rc == 0)
-        rc = lsn_put(db, txn, lsn);
-    if (rc == 0)
-        rc = mdb_txn_commit(txn);
-    else
-        mdb_txn_abort(txn);
+    return rc;
+}
+
+/* Replay one WAL record (fence_store_wal_apply_fn): its operations and
+ * its LSN in one transaction, committed (not synced: recovery syncs once
+ * at the end). */
+static int replay_record(void *ctx, uint64_t lsn, const uint8_t *payload,
+                         size_t len, uint32_t nops, char *err, size_t errcap)
+{
+    fence_store_db *db = ctx;
+    FENCE_ASSERT(lsn == db->lsn + 1);
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(db->env, NULL, 0, &txn);
+    if (rc == 0) {
+        rc = apply_ops(db, txn, payload, len, nops);
+        if (rc == 0)
+            rc = lsn_put(db, txn, lsn);
+        if (rc == 0)
+            rc = mdb_txn_commit(txn);
+        else
+            mdb_txn_abort(txn);
+    }
     if (rc != 0) {
         snprintf(err, errcap, "replay of write-ahead log record %" PRIu64
                  " into LMDB in %s failed: %s (free disk space or raise "
@@ -367,20 +380,7 @@ static void restore_pending(fence_store_db *db)
                                                 db->pend_len - at, &r);
         FENCE_ASSERT(used > 0); /* we built it */
         at += used;
-        size_t off = 0;
-        fence_store_walop op;
-        while (rc == 0 &&
-               fence__store_walrec_op_next(r.payload, r.payload_len, &off,
-                                           &op) == 1) {
-            MDB_val k = {op.key_len, (void *)op.key};
-            if (op.op == FENCE_STORE_WALOP_PUT) {
-                MDB_val v = {op.value_len, (void *)op.value};
-                rc = mdb_put(db->open, wal_dbi(db, op.dbi), &k, &v, 0);
-            } else if ((rc = mdb_del(db->open, wal_dbi(db, op.dbi), &k,
-                                     NULL)) == MDB_NOTFOUND) {
-                rc = 0;
-            }
-        }
+        rc = apply_ops(db, db->open, r.payload, r.payload_len, r.nops);
     }
     if (rc == 0)
         rc = lsn_put(db, db->open, db->lsn);
@@ -568,7 +568,7 @@ int fence__store_db_open(const char *dir, uint64_t map_size, uint64_t wal_size,
     }
     db->ignore_tokens = ignore_tokens;
     db->map_size = map_size;
-    /* A checkpoint every map/DIV bytes written, at most MAX (grow_check). */
+    /* A checkpoint once LMDB grew by map/DIV bytes, at most MAX (grow_check). */
     uint64_t grow = map_size / FENCE_STORE_CKPT_GROW_DIV;
     if (grow > FENCE_STORE_CKPT_GROW_MAX)
         grow = FENCE_STORE_CKPT_GROW_MAX;

@@ -529,8 +529,7 @@ static void batch_add(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
 static void on_flush_timer(uv_timer_t *h)
 {
     server *s = h->data;
-    if (s->open)
-        return; /* cannot be: the batch closes within its loop turn */
+    FENCE_ASSERT(!s->open); /* a batch closes within its loop turn */
     fence__store_db_flush(s->db);
     ckpt_start(s);
 }
