@@ -36,4 +36,21 @@ int fence__fs_check_space(const char *path, uint64_t need, uint64_t *avail);
 int fence__fs_pread_all(int fd, void *p, size_t n, uint64_t off);
 int fence__fs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 
+/* Take the exclusive lock that makes dir one process's: flock(LOCK_EX |
+ * LOCK_NB) on dir/name (created 0644 when missing), held on the returned
+ * descriptor (O_CLOEXEC) for the life of the process, as etcd and
+ * PostgreSQL hold theirs; the file then holds the holder's PID ("1234\n").
+ * Call it before touching anything else in dir.  Returns 0 with *fd set,
+ * EWOULDBLOCK when another process holds the lock (*holder_pid is its PID
+ * read from the file, or 0 when it has not written it yet), or the errno of
+ * the failed open/flock.  Closing *fd (or exiting) releases the lock; the
+ * file stays, so the next start finds it. */
+int fence__fs_lock_dir(const char *dir, const char *name, int *fd, long *holder_pid);
+
+/* fence__fs_lock_dir, and on failure a message for the log in err[0..cap):
+ * "data-dir DIR is in use by another process (pid N holds DIR/NAME);
+ * refusing to start" or the failing call and its reason.  Returns the fd,
+ * or -1. */
+int fence__fs_lock_dir_msg(const char *dir, const char *name, char *err, size_t cap);
+
 #endif /* FENCE_COMMON_FS_H */

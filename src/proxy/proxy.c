@@ -931,6 +931,14 @@ int fence__proxy_run(const fence_proxy_config *cfg)
         fence_signtok_verifier_free(srv.verifier);
         return 1;
     }
+    /* One proxy per data directory (its marks), before the guard opens it. */
+    char lerr[FENCE_FS_PATH_MAX + 200];
+    int lock_fd = fence__fs_lock_dir_msg(cfg->data_dir, "fence-proxy.lock", lerr, sizeof(lerr));
+    if (lock_fd < 0) {
+        FENCE_LOG_E("%s", lerr);
+        fence_signtok_verifier_free(srv.verifier);
+        return 1;
+    }
     fence_guard_opts gopts;
     fence_guard_opts_default(&gopts);
     gopts.fences_max = (uint32_t)cfg->max_fences;

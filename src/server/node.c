@@ -216,6 +216,14 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
         LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(rv));
         return -1;
     }
+    /* One process per data directory, before anything in it is read: two
+     * fenced on one raft log would both lead and issue the same tokens. */
+    char lerr[FENCE_FS_PATH_MAX + 200];
+    n->lock_fd = fence__fs_lock_dir_msg(cfg->data_dir, "fenced.lock", lerr, sizeof(lerr));
+    if (n->lock_fd < 0) {
+        LOG_ERROR("%s", lerr);
+        return -1;
+    }
     if (fence__node_check_space(cfg->data_dir) != 0)
         return -1;
 

@@ -49,6 +49,8 @@ struct fence_node {
     bool started;                       /* raft_start succeeded */
     bool closing;                       /* fence__node_close was called */
     const fence_config *cfg;            /* options, incl. the peer map */
+    int lock_fd;                        /* data-dir/fenced.lock, flock()ed: held
+                                         * until the process exits */
     char address[96];                   /* this server's raft address */
     uint64_t appends;                   /* append requests seen (test hook) */
     fence_metric *append_latency;       /* observes each append's seconds, or NULL */

@@ -17,26 +17,6 @@
 #include "store/db.h"
 #include "store/server.h"
 
-/* Take an exclusive lock on <dir>/fence-store.lock so that two servers
- * never share a data directory.  Returns the lock's fd or -1. */
-static int lock_data_dir(const char *dir)
-{
-    char path[1100];
-    snprintf(path, sizeof(path), "%s/fence-store.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        FENCE_LOG_E("cannot open %s: %s", path,
-                  strerror(errno));
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        FENCE_LOG_E("%s is locked: another fence-store is using %s", path, dir);
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Parse flags, open the store, serve; exit status 0 after a clean stop,
  * 1 on a startup error, 2 on a bad flag. */
 int main(int argc, char **argv)
@@ -65,9 +45,11 @@ int main(int argc, char **argv)
         FENCE_LOG_E("cannot create data dir %s: %s", cfg.data_dir, strerror(rc));
         return 1;
     }
-    int lock_fd = lock_data_dir(cfg.data_dir);
-    if (lock_fd < 0)
+    int lock_fd = fence__fs_lock_dir_msg(cfg.data_dir, "fence-store.lock", err, sizeof(err));
+    if (lock_fd < 0) {
+        FENCE_LOG_E("%s", err);
         return 1;
+    }
     fence_store_db *db = NULL;
     if (fence__store_db_open(cfg.data_dir, cfg.map_size, cfg.wal_size, cfg.ignore_tokens, &db,
                              err, sizeof(err)) != 0) {
