@@ -71,6 +71,10 @@ all:
 # libfenceproto embed this one object, so that each is complete on its own
 # (the installed libraries too); programs link build/<variant>/libfencecommon.a.
 COMMON_ASSERT_OBJ := $(BUILD)/src/common/assert.o
+# The daemons' command tables (src/server/commands_table.c,
+# src/store/commands_table.c), which tests of the ACL and compat modules
+# link (mk/acl.mk, mk/compat.mk, mk/cmdtab.mk).
+COMPAT_TABLES := $(BUILD)/src/server/commands_table.o $(BUILD)/src/store/commands_table.o
 include $(sort $(wildcard mk/*.mk))
 # Corpus replays of the fuzz targets (mk/fuzz.mk), added once every fragment
 # has registered its targets.

@@ -4,8 +4,8 @@
 
 # Unit test of the parser, logins and checks.
 # (The gate's part links the connection layer: the RESP codec and libuv.)
-$(BUILD)/tests/test_acl: $(BUILD)/tests/unit/test_acl.o $(BUILD)/libfencecommon.a \
-                         $(BUILD)/libfenceproto.a
+$(BUILD)/tests/test_acl: $(BUILD)/tests/unit/test_acl.o $(COMPAT_TABLES) \
+                         $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(BUILD)/libfencecommon.a $(LDFLAGS) $(SODIUM_LIBS) \
 	    $(shell pkg-config --libs libuv 2>/dev/null)
@@ -13,7 +13,8 @@ UNIT_TESTS += $(BUILD)/tests/test_acl
 
 # Fuzz target tests/fuzz/acl_fuzz.c (mk/fuzz.mk).
 FUZZ_TARGETS += acl
-FUZZ_acl_LIBS := $(BUILD)/src/common/num.o $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
+FUZZ_acl_LIBS := $(BUILD)/src/common/num.o $(COMPAT_TABLES) $(BUILD)/libfencecommon.a \
+                 $(BUILD)/libfenceproto.a
 FUZZ_acl_LDLIBS = $(SODIUM_LIBS) $(shell pkg-config --libs libuv 2>/dev/null)
 FUZZ_acl_FLAGS := -max_len=8192
 

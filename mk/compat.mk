@@ -2,8 +2,8 @@
 # CLIENT, SELECT, COMMAND, MULTI refusal, ...) that fenced and fence-store
 # answer before their own commands, and its tests.  The module itself is
 # part of libfencecommon.a (mk/common.mk); the command tables it describes
-# are src/server/commands_table.c and src/store/commands_table.c.
-COMPAT_TABLES := $(BUILD)/src/server/commands_table.o $(BUILD)/src/store/commands_table.o
+# are src/server/commands_table.c and src/store/commands_table.c
+# ($(COMPAT_TABLES), in the top Makefile).
 
 # Unit test: libfencecommon.a before libfenceproto.a (compat uses the
 # encoders), and again after it (the RESP parser uses common/num.h).

@@ -23,7 +23,7 @@ INTEG_TESTS += $(sort $(filter-out %/test_store_helpers.py,\
 
 # Fuzz target tests/fuzz/store_fuzz.c: RESP parse + command checks.
 FUZZ_TARGETS += store
-FUZZ_store_LIBS := $(BUILD)/src/store/cmd.o $(BUILD)/libfenceproto.a $(COMMON_LIB)
+FUZZ_store_LIBS := $(BUILD)/src/store/cmd.o $(BUILD)/src/store/commands_table.o $(BUILD)/libfenceproto.a $(COMMON_LIB)
 FUZZ_store_LDLIBS := $(SODIUM_LIBS) -pthread
 
 # make run-store: fence-store in the foreground on 127.0.0.1:7710.

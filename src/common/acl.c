@@ -45,19 +45,6 @@ struct fence_acl {
     size_t cap;             /* room in users */
 };
 
-/* Category names, for the parser and fence_acl_user_describe. */
-static const struct {
-    const char *name; /* without '@' */
-    uint32_t cats;    /* its bits */
-} categories[] = {
-    {"all", FENCE_ACL_CAT_ALL},          {"lock", FENCE_ACL_CAT_LOCK},
-    {"lease", FENCE_ACL_CAT_LEASE},      {"read", FENCE_ACL_CAT_READ},
-    {"write", FENCE_ACL_CAT_WRITE},      {"admin", FENCE_ACL_CAT_ADMIN},
-    {"store", FENCE_ACL_CAT_STORE},      {"fence", FENCE_ACL_CAT_FENCE},
-    {"connection", FENCE_ACL_CAT_CONNECTION},
-};
-#define N_CATEGORIES (sizeof(categories) / sizeof(categories[0]))
-
 /* ---- Glob ------------------------------------------------------------------ */
 
 /* Whether the one-character matcher at p[*pi] (?, [set], \x or a literal)
@@ -310,16 +297,16 @@ static int apply_rule(parser *ps, fence_acl_user *u, const char *w, size_t len, 
         u->n_pat++;
     } else if ((w[0] == '+' || w[0] == '-') && len >= 2 && w[1] == '@') {
         size_t i;
-        for (i = 0; i < N_CATEGORIES; i++) {
-            const char *n = categories[i].name;
+        for (i = 0; i < fence__acl_categories_n; i++) {
+            const char *n = fence__acl_categories[i].name;
             if (strlen(n) == len - 2 && strncasecmp(w + 2, n, len - 2) == 0)
                 break;
         }
-        if (i == N_CATEGORIES)
+        if (i == fence__acl_categories_n)
             return perr(ps, "word %zu: unknown category '%.*s' (categories: @all @lock @lease "
                             "@read @write @admin @store @fence @connection)",
                         wordno, (int)(len > 40 ? 40 : len), w);
-        if (user_add_rule(u, w[0] == '+', categories[i].cats, "", 0) != 0)
+        if (user_add_rule(u, w[0] == '+', fence__acl_categories[i].cats, "", 0) != 0)
             return perr(ps, "word %zu: more than %d command rules", wordno, FENCE_ACL_RULES_MAX);
     } else if ((w[0] == '+' || w[0] == '-') && len >= 2) {
         if (len - 1 > FENCE_ACL_CMD_MAX)
@@ -672,61 +659,9 @@ size_t fence_acl_user_describe(const fence_acl_user *u, char *buf, size_t buf_le
             put(buf, buf_len, &at, " %c%s", sign, r->cmd);
             continue;
         }
-        for (size_t k = 0; k < N_CATEGORIES; k++)
-            if (categories[k].cats == r->cats)
-                put(buf, buf_len, &at, " %c@%s", sign, categories[k].name);
+        for (size_t k = 0; k < fence__acl_categories_n; k++)
+            if (fence__acl_categories[k].cats == r->cats)
+                put(buf, buf_len, &at, " %c@%s", sign, fence__acl_categories[k].name);
     }
     return at;
-}
-
-/* The command table of both daemons: name and categories. */
-static const struct {
-    const char *name; /* upper case */
-    uint32_t cats;    /* FENCE_ACL_CAT_* */
-    uint32_t key;     /* index of its lock/fence name argument, 0: none */
-} command_cats[] = {
-    {"PING", FENCE_ACL_CAT_CONNECTION},
-    {"QUIT", FENCE_ACL_CAT_CONNECTION},
-    {"INFO", FENCE_ACL_CAT_CONNECTION | FENCE_ACL_CAT_READ},
-    {"LEASE.GRANT", FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE},
-    {"LEASE.KEEPALIVE", FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE},
-    {"LEASE.REVOKE", FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE},
-    {"LEASE.INFO", FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_READ},
-    {"LOCK", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_WRITE, 1},
-    {"UNLOCK", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_WRITE, 1},
-    {"ACQUIRE", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_LEASE | FENCE_ACL_CAT_WRITE, 1},
-    {"LOCK.INFO", FENCE_ACL_CAT_LOCK | FENCE_ACL_CAT_READ, 1},
-    {"CLUSTER.INFO", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_READ},
-    {"CLUSTER.ADD", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE},
-    {"CLUSTER.REMOVE", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE},
-    {"CLUSTER.TRANSFER", FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE},
-    {"FSET", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE, 1},
-    {"FDEL", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE, 1},
-    {"FINCR", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_WRITE, 1},
-    {"FGET", FENCE_ACL_CAT_STORE | FENCE_ACL_CAT_READ},
-    {"FENCE.HIGH", FENCE_ACL_CAT_FENCE | FENCE_ACL_CAT_READ, 1},
-    {"FENCE.ADMIT", FENCE_ACL_CAT_FENCE | FENCE_ACL_CAT_WRITE, 1},
-};
-
-uint32_t fence_acl_command_cats(const char *name, const char *sub)
-{
-    if (strcasecmp(name, "ACL") == 0) {
-        if (sub != NULL && strcasecmp(sub, "WHOAMI") == 0)
-            return FENCE_ACL_CAT_CONNECTION;
-        if (sub != NULL && strcasecmp(sub, "LOAD") == 0)
-            return FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE;
-        return FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_READ;
-    }
-    for (size_t i = 0; i < sizeof(command_cats) / sizeof(command_cats[0]); i++)
-        if (strcasecmp(command_cats[i].name, name) == 0)
-            return command_cats[i].cats;
-    return 0;
-}
-
-uint32_t fence_acl_command_key(const char *name)
-{
-    for (size_t i = 0; i < sizeof(command_cats) / sizeof(command_cats[0]); i++)
-        if (strcasecmp(command_cats[i].name, name) == 0)
-            return command_cats[i].key;
-    return 0;
 }

@@ -146,15 +146,19 @@ const fence_acl_user *fence_acl_user_at(const fence_acl *acl, size_t i);
  * * ? [set] [^set] [a-z] \x).  Runs in O(plen * slen) at worst. */
 bool fence_acl_glob(const char *p, size_t plen, const char *s, size_t slen);
 
-/* Categories of a command name of fenced or fence-store (upper case; for
- * ACL, its subcommand decides: ACL WHOAMI is @connection).  Unknown names
- * get 0 (only +@all or +NAME allow them). */
-uint32_t fence_acl_command_cats(const char *name, const char *sub);
+/* One category: its name (without '@') and bits.  fence__acl_categories
+ * lists them all, @all first (acl_cats.c). */
+typedef struct fence_acl_category {
+    const char *name;
+    uint32_t cats;
+} fence_acl_category;
+extern const fence_acl_category fence__acl_categories[];
+extern const size_t fence__acl_categories_n;
 
-/* Index of the argument of command name that is a lock or fence name (the
- * one ~patterns check), or 0 when it has none.  FGET names a key, not a
- * fence: it has none here, and fence-store checks the fence the key is
- * bound to itself (docs/security.md). */
-uint32_t fence_acl_command_key(const char *name);
+/* The name (without '@') of the one category bit (FENCE_ACL_CAT_LOCK ...),
+ * or NULL for anything else.  A command's categories are a column of its
+ * daemon's command table (fence_compat_command.acl, common/compat.h); the
+ * ACL module decides only what a user's rules make of them. */
+const char *fence_acl_category_name(uint32_t bit);
 
 #endif /* FENCE_COMMON_ACL_H */

@@ -108,6 +108,22 @@ void fence__acl_srv_free(fence_acl_srv *s)
     s->acl = NULL;
 }
 
+bool fence__acl_srv_admin(const fence_acl_srv *s, fence_compat_conn *cc)
+{
+    if (!fence__acl_srv_has_file(s))
+        return true;
+    const fence_acl_user *u = fence__acl_srv_user(s, cc);
+    return u != NULL && fence_acl_is_admin(u);
+}
+
+void fence__acl_srv_set_commands(fence_acl_srv *s, const fence_compat_command *table, size_t n)
+{
+    FENCE_ASSERT(table != NULL);
+    FENCE_ASSERT(n > 0);
+    s->commands = table;
+    s->n_commands = n;
+}
+
 bool fence__acl_srv_has_file(const fence_acl_srv *s)
 {
     return s->path != NULL;
@@ -205,6 +221,43 @@ static void noperm_cmd(fence_acl_out *out, const fence_acl_user *u, const char *
     out_error(out, "NOPERM", msg);
 }
 
+/* The ACL command's subcommands: the gate answers ACL itself, so this is
+ * its row of the command table (categories decide who may run each). */
+#define ACL_LOCAL (FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE)
+static const fence_compat_command acl_subs[] = {
+    {"ACL|WHOAMI", 2, ACL_LOCAL | FENCE_COMPAT_CMD_FAST, "server", "0.1.0",
+     "Returns the user this connection is logged in as.", NULL, 0, NULL, 0,
+     FENCE_ACL_CAT_CONNECTION, 0, 2, 0},
+    {"ACL|USERS", 2, ACL_LOCAL | FENCE_COMPAT_CMD_ADMIN, "server", "0.1.0",
+     "Lists every user name.", NULL, 0, NULL, 0, FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_READ, 0,
+     2, 0},
+    {"ACL|LIST", 2, ACL_LOCAL | FENCE_COMPAT_CMD_ADMIN, "server", "0.1.0",
+     "Lists every user's rules, passwords as SHA-256 only.", NULL, 0, NULL, 0,
+     FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_READ, 0, 2, 0},
+    {"ACL|LOAD", 2, ACL_LOCAL | FENCE_COMPAT_CMD_ADMIN, "server", "0.1.0",
+     "Reads the --acl-file again; a bad file changes nothing.", NULL, 0, NULL, 0,
+     FENCE_ACL_CAT_ADMIN | FENCE_ACL_CAT_WRITE, 0, 2, 0},
+    {"ACL|HELP", 2, ACL_LOCAL | FENCE_COMPAT_CMD_FAST, "server", "0.1.0",
+     "Returns helpful text about the subcommands.", NULL, 0, NULL, 0,
+     FENCE_ACL_CAT_CONNECTION, 0, 2, 0},
+};
+#define N_ACL_SUBS (sizeof(acl_subs) / sizeof(acl_subs[0]))
+
+const fence_compat_command *fence__acl_srv_subcommands(size_t *n)
+{
+    *n = N_ACL_SUBS;
+    return acl_subs;
+}
+
+/* The row of ACL subcommand sub (upper case), or NULL. */
+static const fence_compat_command *acl_sub_find(const char *sub)
+{
+    for (size_t i = 0; i < N_ACL_SUBS; i++)
+        if (strcmp(acl_subs[i].name + 4, sub) == 0)
+            return &acl_subs[i];
+    return NULL;
+}
+
 /* ACL WHOAMI | USERS | LIST | LOAD | HELP for logged-in user u. */
 static void acl_command(fence_acl_srv *s, const fence_acl_user *u, const fence_resp_msg *m,
                         fence_acl_out *out)
@@ -215,11 +268,8 @@ static void acl_command(fence_acl_srv *s, const fence_acl_user *u, const fence_r
                               "Try ACL HELP.");
         return;
     }
-    uint32_t cats = fence_acl_command_cats("ACL", sub);
-    bool known = strcmp(sub, "WHOAMI") == 0 || strcmp(sub, "USERS") == 0 ||
-                 strcmp(sub, "LIST") == 0 || strcmp(sub, "LOAD") == 0 ||
-                 strcmp(sub, "HELP") == 0;
-    if (!known || m->argc != 2) {
+    const fence_compat_command *row = acl_sub_find(sub);
+    if (row == NULL || !fence_compat_command_arity_ok(row, m->argc)) {
         char msg[96];
         char lsub[16];
         lower(sub, lsub, sizeof(lsub));
@@ -247,7 +297,7 @@ static void acl_command(fence_acl_srv *s, const fence_acl_user *u, const fence_r
         out_bulk(out, n, strlen(n));
         return;
     }
-    if (!fence_acl_cmd_allowed(u, "ACL", cats)) {
+    if (!fence_acl_cmd_allowed(u, "ACL", row->acl)) {
         char msg[256];
         char lsub[16];
         lower(sub, lsub, sizeof(lsub));
@@ -310,15 +360,23 @@ bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_re
         out_finish(out);
         return true;
     }
-    uint32_t cats = fence_acl_command_cats(name, NULL);
-    if (cats == 0)
-        return false; /* compat commands, and unknown ones (the daemon answers) */
-    if (!fence_acl_cmd_allowed(u, name, cats)) {
+    /* The daemon's own command table is the one its dispatch uses, so a
+     * command it can run is a row here, with its categories: nothing gets
+     * past this check by being missing from a list. */
+    FENCE_ASSERT(s->commands != NULL);
+    const fence_compat_command *row =
+        fence_compat_command_find(s->commands, s->n_commands, m->argv[0].ptr, m->argv[0].len);
+    if (row == NULL)
+        return false; /* compat commands (@connection, always a logged-in
+                         user's: they show only its own), or unknown ones,
+                         which the same table makes the dispatch refuse */
+    FENCE_ASSERT(row->acl != 0);
+    if (!fence_acl_cmd_allowed(u, row->name, row->acl)) {
         noperm_cmd(out, u, name);
         out_finish(out);
         return true;
     }
-    uint32_t k = fence_acl_command_key(name);
+    uint32_t k = row->acl_key;
     if (k != 0 && k < m->argc &&
         !fence_acl_key_allowed(u, m->argv[k].ptr, m->argv[k].len)) {
         out_error(out, "NOPERM", "No permissions to access a key");

@@ -11,12 +11,14 @@
  *     ACL that is on; a user removed or turned off by a reload is logged
  *     out): PING, QUIT and the compat commands (CLIENT, HELLO, ...) pass;
  *     ACL WHOAMI|USERS|LIST|LOAD is answered here (USERS, LIST, LOAD need
- *     @admin); a daemon command needs its categories
- *     (fence_acl_command_cats) -> else -NOPERM User <u> has no permissions
+ *     @admin); a daemon command needs its categories (the acl column
+ *     of the daemon's command table, set_commands) -> else -NOPERM User <u> has no permissions
  *     to run the '<cmd>' command; its lock/fence name argument needs a
  *     matching ~pattern -> else -NOPERM No permissions to access a key.
- * Commands the table does not know pass, so the daemon answers them as it
- * does today (unknown command).
+ * A command the daemon's table does not have passes, and the daemon's
+ * dispatch, which finds commands in the same table, answers it as unknown:
+ * no command can run without its row, and no row lacks categories
+ * (tests/unit/test_cmdtab.c).
  *
  * Without --acl-file the ACL is fence_acl_new_default() (default user,
  * nopass, +@all ~*): every connection starts logged in as "default", and
@@ -39,6 +41,9 @@ typedef struct fence_acl_srv {
     fence_acl *acl;      /* the ACL in force (never NULL once started) */
     const char *path;    /* --acl-file (borrowed from the config), or NULL */
     uint64_t loads;      /* successful loads since start (1 after start) */
+    const fence_compat_command *commands; /* the daemon's command table: the
+                            one its dispatch uses (set_commands) */
+    size_t n_commands;   /* rows in commands */
 } fence_acl_srv;
 
 /* A reply the gate built (heap, freed by fence__acl_out_free). */
@@ -55,6 +60,15 @@ int fence__acl_srv_init(fence_acl_srv *s, const char *path, char *err, size_t er
 
 /* Release the ACL. */
 void fence__acl_srv_free(fence_acl_srv *s);
+
+/* The daemon's command table (its dispatch's own, borrowed for the
+ * process's life), whose acl and acl_key columns the gate checks.  Call
+ * once after init, before any request. */
+void fence__acl_srv_set_commands(fence_acl_srv *s, const fence_compat_command *table, size_t n);
+
+/* The rows of the ACL command's subcommands (ACL|WHOAMI ...), which the
+ * gate answers; *n receives the count.  For COMMAND and the table test. */
+const fence_compat_command *fence__acl_srv_subcommands(size_t *n);
 
 /* Whether the daemon runs with an --acl-file. */
 bool fence__acl_srv_has_file(const fence_acl_srv *s);
@@ -102,6 +116,11 @@ bool fence__acl_srv_is_loopback(const char *host);
  * and key files named, and the plain TCP port (port) off. */
 bool fence__acl_srv_tls_only(uint64_t port, uint64_t tls_port, const char *cert,
                              const char *key);
+
+/* Whether the user of cc may see and act on everything (other users'
+ * leases in LEASE.LIST, their connections in CLIENT LIST, the cluster's
+ * internals): always without --acl-file, else only a user with @admin. */
+bool fence__acl_srv_admin(const fence_acl_srv *s, fence_compat_conn *cc);
 
 /* Free out's bytes. */
 void fence__acl_out_free(fence_acl_out *out);

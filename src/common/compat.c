@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/acl.h"
 #include "common/assert.h"
 
 /* The Redis protocol level our replies follow (INFO redis_version). */
@@ -260,14 +261,6 @@ static const char *word_print(const fence_resp_arg *a, char *buf, size_t cap)
     return buf;
 }
 
-/* Whether argc words fit arity (Redis convention: N exact, -N at least). */
-static bool arity_ok(int arity, uint32_t argc)
-{
-    if (arity >= 0)
-        return argc == (uint32_t)arity;
-    return argc >= (uint32_t)(-arity);
-}
-
 /* Reply Redis' arity error for command name (e.g. "client|setname"). */
 static void put_arity_error(fence_compat_reply *r, const char *name)
 {
@@ -368,70 +361,74 @@ static const fence_compat_arg command_names[] = {
      NULL, 0},
 };
 
+/* Every command of this module is in @connection: a logged-in user may
+ * always run it (acl_srv.c); what it shows is that user's own (CLIENT LIST
+ * lists the user's own connections unless it is @admin). */
+#define CONN FENCE_ACL_CAT_CONNECTION
 #define FAST_CONN (FENCE_COMPAT_CMD_FAST | FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE)
 #define ARGS(a) (a), (sizeof(a) / sizeof((a)[0]))
 #define NO_ARGS NULL, 0
 
 static const fence_compat_command client_subs[] = {
     {"CLIENT|GETNAME", 2, FAST_CONN, "connection", "0.1.0", "Returns the name of the connection.",
-     NO_ARGS, NULL, 0},
+     NO_ARGS, NULL, 0, CONN},
     {"CLIENT|HELP", 2, FAST_CONN, "connection", "0.1.0", "Returns helpful text about the "
-     "different subcommands.", NO_ARGS, NULL, 0},
+     "different subcommands.", NO_ARGS, NULL, 0, CONN},
     {"CLIENT|ID", 2, FAST_CONN, "connection", "0.1.0", "Returns the unique client ID of the "
-     "connection.", NO_ARGS, NULL, 0},
+     "connection.", NO_ARGS, NULL, 0, CONN},
     {"CLIENT|INFO", 2, FAST_CONN, "connection", "0.1.0", "Returns information about the "
-     "connection.", NO_ARGS, NULL, 0},
+     "connection.", NO_ARGS, NULL, 0, CONN},
     {"CLIENT|LIST", -2, FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE, "connection",
-     "0.1.0", "Lists open connections.", ARGS(list_args), NULL, 0},
+     "0.1.0", "Lists open connections.", ARGS(list_args), NULL, 0, CONN},
     {"CLIENT|SETINFO", 4, FAST_CONN, "connection", "0.1.0", "Sets information specific to "
-     "the client library of the connection.", ARGS(setinfo_args), NULL, 0},
+     "the client library of the connection.", ARGS(setinfo_args), NULL, 0, CONN},
     {"CLIENT|SETNAME", 3, FAST_CONN, "connection", "0.1.0", "Sets the connection name.",
-     ARGS(setname_args), NULL, 0},
+     ARGS(setname_args), NULL, 0, CONN},
 };
 
 static const fence_compat_command command_subs[] = {
     {"COMMAND|COUNT", 2, FAST_CONN, "server", "0.1.0", "Returns a count of commands.",
-     NO_ARGS, NULL, 0},
+     NO_ARGS, NULL, 0, CONN},
     {"COMMAND|DOCS", -2, FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE, "server", "0.1.0",
      "Returns documentary information about one, multiple or all commands.",
-     ARGS(command_names), NULL, 0},
+     ARGS(command_names), NULL, 0, CONN},
     {"COMMAND|HELP", 2, FAST_CONN, "server", "0.1.0", "Returns helpful text about the "
-     "different subcommands.", NO_ARGS, NULL, 0},
+     "different subcommands.", NO_ARGS, NULL, 0, CONN},
     {"COMMAND|INFO", -2, FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE, "server", "0.1.0",
-     "Returns information about one, multiple or all commands.", ARGS(command_names), NULL, 0},
+     "Returns information about one, multiple or all commands.", ARGS(command_names), NULL, 0, CONN},
     {"COMMAND|LIST", 2, FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE, "server", "0.1.0",
-     "Returns a list of command names.", NO_ARGS, NULL, 0},
+     "Returns a list of command names.", NO_ARGS, NULL, 0, CONN},
 };
 
 static const fence_compat_command builtins[] = {
     {"AUTH", -2, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "connection", "0.1.0",
      "Authenticates the connection (no users or passwords exist yet).", ARGS(auth_args),
-     NULL, 0},
+     NULL, 0, CONN},
     {"CLIENT", -2, 0, "connection", "0.1.0", "A container for client connection commands.",
-     NO_ARGS, ARGS(client_subs)},
+     NO_ARGS, ARGS(client_subs), CONN},
     {"COMMAND", -1, FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE, "server", "0.1.0",
-     "Returns detailed information about all commands.", NO_ARGS, ARGS(command_subs)},
+     "Returns detailed information about all commands.", NO_ARGS, ARGS(command_subs), CONN},
     {"DISCARD", 1, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "transactions", "0.1.0",
-     "Leaves a refused MULTI block.", NO_ARGS, NULL, 0},
+     "Leaves a refused MULTI block.", NO_ARGS, NULL, 0, CONN},
     {"ECHO", 2, FAST_CONN, "connection", "0.1.0", "Returns the given string.",
-     ARGS(one_message), NULL, 0},
+     ARGS(one_message), NULL, 0, CONN},
     {"EXEC", 1, FENCE_COMPAT_CMD_NOSCRIPT | FENCE_COMPAT_CMD_LOADING | FENCE_COMPAT_CMD_STALE,
      "transactions", "0.1.0", "Ends a refused MULTI block with EXECABORT (transactions are "
-     "not supported).", NO_ARGS, NULL, 0},
+     "not supported).", NO_ARGS, NULL, 0, CONN},
     {"HELLO", -1, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "connection", "0.1.0",
-     "Handshakes with the server (RESP2 only).", ARGS(hello_args), NULL, 0},
+     "Handshakes with the server (RESP2 only).", ARGS(hello_args), NULL, 0, CONN},
     {"MULTI", 1, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "transactions", "0.1.0",
      "Refused: transactions are not supported; the commands up to EXEC or DISCARD are "
-     "refused too.", NO_ARGS, NULL, 0},
+     "refused too.", NO_ARGS, NULL, 0, CONN},
     {"RESET", 1, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "connection", "0.1.0",
-     "Resets the connection.", NO_ARGS, NULL, 0},
+     "Resets the connection.", NO_ARGS, NULL, 0, CONN},
     {"SELECT", 2, FAST_CONN, "connection", "0.1.0",
-     "Selects the database (only database 0 exists).", ARGS(select_args), NULL, 0},
-    {"TIME", 1, FAST_CONN, "server", "0.1.0", "Returns the server time.", NO_ARGS, NULL, 0},
+     "Selects the database (only database 0 exists).", ARGS(select_args), NULL, 0, CONN},
+    {"TIME", 1, FAST_CONN, "server", "0.1.0", "Returns the server time.", NO_ARGS, NULL, 0, CONN},
     {"UNWATCH", 1, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "transactions", "0.1.0",
-     "Does nothing (WATCH is not supported).", NO_ARGS, NULL, 0},
+     "Does nothing (WATCH is not supported).", NO_ARGS, NULL, 0, CONN},
     {"WATCH", -2, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "transactions", "0.1.0",
-     "Refused: transactions are not supported.", ARGS(watch_args), NULL, 0},
+     "Refused: transactions are not supported.", ARGS(watch_args), NULL, 0, CONN},
 };
 #define N_BUILTINS (sizeof(builtins) / sizeof(builtins[0]))
 
@@ -440,6 +437,23 @@ const fence_compat_command *fence_compat_builtin_commands(size_t *n)
     FENCE_ASSERT(n != NULL);
     *n = N_BUILTINS;
     return builtins;
+}
+
+bool fence_compat_command_arity_ok(const fence_compat_command *row, uint32_t argc)
+{
+    uint32_t min = (uint32_t)(row->arity < 0 ? -row->arity : row->arity);
+    uint32_t max = row->arity > 0 ? (uint32_t)row->arity : row->argc_max;
+    return argc >= min && (max == 0 || argc <= max);
+}
+
+const fence_compat_command *fence_compat_command_find(const fence_compat_command *table,
+                                                      size_t n, const char *a, size_t len)
+{
+    FENCE_ASSERT(table != NULL || n == 0);
+    for (size_t i = 0; i < n; i++)
+        if (strlen(table[i].name) == len && strncasecmp(table[i].name, a, len) == 0)
+            return &table[i];
+    return NULL;
 }
 
 /* Find a command of this module by name (NULL if not one). */
@@ -487,25 +501,36 @@ static void put_cmd_flags(fence_compat_reply *r, unsigned f)
             put_simple(r, names[i].name);
 }
 
-/* Append the ACL categories Redis would give a command like cmd. */
+/* Append cmd's ACL categories: its own (the table's acl column: @lock,
+ * @lease, ...) and those Redis would give a command like it. */
 static void put_acl_categories(fence_compat_reply *r, const fence_compat_command *cmd)
 {
-    const char *cats[6];
+    const char *cats[6 + 32];
+    char own[32][24];
     int64_t n = 0;
-    if (cmd->flags & FENCE_COMPAT_CMD_WRITE)
+    for (uint32_t bit = 1, k = 0; bit != 0; bit <<= 1, k++) {
+        const char *name = (cmd->acl & bit) ? fence_acl_category_name(bit) : NULL;
+        /* @read, @write, @admin and @connection come below, once. */
+        if (name != NULL && bit != FENCE_ACL_CAT_READ && bit != FENCE_ACL_CAT_WRITE &&
+            bit != FENCE_ACL_CAT_ADMIN && bit != FENCE_ACL_CAT_CONNECTION) {
+            snprintf(own[k], sizeof(own[k]), "@%s", name);
+            cats[n++] = own[k];
+        }
+    }
+    if ((cmd->flags & FENCE_COMPAT_CMD_WRITE) || (cmd->acl & FENCE_ACL_CAT_WRITE))
         cats[n++] = "@write";
-    if (cmd->flags & FENCE_COMPAT_CMD_READONLY)
+    if ((cmd->flags & FENCE_COMPAT_CMD_READONLY) || (cmd->acl & FENCE_ACL_CAT_READ))
         cats[n++] = "@read";
     cats[n++] = (cmd->flags & FENCE_COMPAT_CMD_FAST) ? "@fast" : "@slow";
     if (cmd->flags & FENCE_COMPAT_CMD_BLOCKING)
         cats[n++] = "@blocking";
-    if (cmd->flags & FENCE_COMPAT_CMD_ADMIN)
+    if ((cmd->flags & FENCE_COMPAT_CMD_ADMIN) || (cmd->acl & FENCE_ACL_CAT_ADMIN))
         cats[n++] = "@admin";
-    if (strcmp(cmd->group, "connection") == 0)
+    if (strcmp(cmd->group, "connection") == 0 || (cmd->acl & FENCE_ACL_CAT_CONNECTION))
         cats[n++] = "@connection";
     else if (strcmp(cmd->group, "transactions") == 0)
         cats[n++] = "@transaction";
-    FENCE_ASSERT(n <= 6);
+    FENCE_ASSERT((size_t)n <= sizeof(cats) / sizeof(cats[0]));
     put_array(r, n);
     for (int64_t i = 0; i < n; i++)
         put_simple(r, cats[i]);
@@ -639,7 +664,7 @@ static void do_command(const fence_compat_ctx *ctx, const fence_resp_msg *m,
                    word_print(&m->argv[1], w, sizeof(w)));
         return;
     }
-    if (!arity_ok(sub->arity, m->argc)) {
+    if (!fence_compat_command_arity_ok(sub, m->argc)) {
         char lname[64];
         snprintf(lname, sizeof(lname), "command|%s", word_lower(&m->argv[1], w, sizeof(w)));
         put_arity_error(r, lname);
@@ -714,7 +739,15 @@ struct list_state {
     bool none;                /* a TYPE that no connection has */
     uint64_t only;            /* CLIENT INFO: this id only; 0: all */
     size_t lines;             /* lines written */
+    const fence_compat_conn *viewer; /* the connection asking */
+    bool all;                 /* it may see every connection (@admin) */
 };
+
+/* Whether a and b are logged in as the same user. */
+static bool same_user(const fence_compat_conn *a, const fence_compat_conn *b)
+{
+    return a->authenticated && b->authenticated && strcmp(a->user, b->user) == 0;
+}
 
 /* Append the CLIENT LIST line of one connection (Redis' field names). */
 static void put_client_line(fence_compat_reply *t, const fence_compat_client_info *ci)
@@ -742,6 +775,10 @@ static void list_emit(void *arg, const fence_compat_client_info *ci)
         return;
     if (st->only != 0 && ci->conn->id != st->only)
         return;
+    /* A user that is not @admin sees its own connections only: names,
+     * addresses and commands of other users' clients are theirs. */
+    if (!st->all && ci->conn != st->viewer && !same_user(ci->conn, st->viewer))
+        return;
     if (st->n_ids > 0) {
         bool hit = false;
         for (size_t i = 0; i < st->n_ids && !hit; i++)
@@ -758,6 +795,8 @@ static void list_emit(void *arg, const fence_compat_client_info *ci)
 static void reply_list(const fence_compat_ctx *ctx, const fence_compat_conn *c,
                        struct list_state *st, fence_compat_reply *r)
 {
+    st->viewer = c;
+    st->all = ctx->sees_all == NULL || ctx->sees_all(ctx->arg, c);
     if (ctx->list != NULL) {
         ctx->list(ctx->arg, list_emit, st);
     } else {
@@ -822,7 +861,7 @@ static void do_client(const fence_compat_ctx *ctx, fence_compat_conn *c,
                    word_print(&m->argv[1], w, sizeof(w)));
         return;
     }
-    if (!arity_ok(sub->arity, m->argc)) {
+    if (!fence_compat_command_arity_ok(sub, m->argc)) {
         char lname[64];
         snprintf(lname, sizeof(lname), "client|%s", word_lower(&m->argv[1], w, sizeof(w)));
         put_arity_error(r, lname);
@@ -1077,7 +1116,7 @@ int fence_compat_handle(const fence_compat_ctx *ctx, fence_compat_conn *c,
     if (cmd == NULL)
         return FENCE_COMPAT_PASS;
     char lname[32];
-    if (!arity_ok(cmd->arity, m->argc)) {
+    if (!fence_compat_command_arity_ok(cmd, m->argc)) {
         put_arity_error(out, word_lower(&m->argv[0], lname, sizeof(lname)));
         finish(out);
         return FENCE_COMPAT_REPLIED;

@@ -84,9 +84,15 @@ typedef struct fence_compat_arg {
 #define FENCE_COMPAT_CMD_NOSCRIPT 0x40u /* ("noscript") */
 #define FENCE_COMPAT_CMD_ADMIN 0x80u    /* operator command ("admin") */
 
-/* One command of a daemon's table: what COMMAND, COMMAND INFO and COMMAND
- * DOCS say about it.  The daemon's dispatcher stays the authority on what
- * the command does; this is its description. */
+/* One row of a daemon's command table: the ONE description of a command
+ * (Redis's commands.def is the model), from which everything else is
+ * derived: the daemon's dispatch (name, arity, argc_max, op), the ACL check
+ * (acl, acl_key: src/common/acl_srv.c), COMMAND / COMMAND INFO / COMMAND DOCS
+ * (this module) and the per-command metric labels (the name).  A command
+ * that is not in its daemon's table cannot be dispatched, so it cannot miss
+ * the ACL check either; tests/unit/test_cmdtab.c walks every table and
+ * fails on a row without ACL categories, a duplicate name, or arity bounds
+ * that disagree. */
 typedef struct fence_compat_command {
     const char *name;    /* upper case, as documented ("LEASE.GRANT") */
     int arity;           /* Redis convention, the name included: N exactly
@@ -99,7 +105,23 @@ typedef struct fence_compat_command {
     size_t n_args;                /* entries in args */
     const struct fence_compat_command *subs; /* subcommands (CLIENT ID) */
     size_t n_subs;                           /* entries in subs */
+    uint32_t acl;        /* ACL categories (FENCE_ACL_CAT_*, common/acl.h):
+                            never 0 */
+    uint8_t acl_key;     /* index of the argument the user's ~patterns
+                            check (LOCK's name, FSET's fence), 0: none */
+    uint8_t argc_max;    /* most words, the name included (the parser's
+                            bound; = arity for a fixed arity); 0 in the
+                            tables this module answers itself */
+    uint8_t op;          /* the daemon's opcode for its dispatch */
 } fence_compat_command;
+
+/* Whether argc words (the name included) fit row's arity and, when it is
+ * not 0, argc_max. */
+bool fence_compat_command_arity_ok(const fence_compat_command *row, uint32_t argc);
+
+/* The row of table[0..n) named a[0..len) (case-insensitive), or NULL. */
+const fence_compat_command *fence_compat_command_find(const fence_compat_command *table,
+                                                      size_t n, const char *a, size_t len);
 
 /* The table of the commands this module answers (HELLO, CLIENT, ...), for
  * COMMAND; *n receives its length. */
@@ -176,7 +198,11 @@ typedef struct fence_compat_ctx {
     /* Credentials check; NULL (today): no users or passwords exist, and
      * AUTH gets Redis' answer for a server without a password. */
     fence_compat_auth_fn auth;
-    void *arg; /* passed to list, wall_us and auth */
+    /* Whether connection c may see every connection in CLIENT LIST (an
+     * @admin user); otherwise it sees only the connections logged in as
+     * its own user.  NULL: everyone sees every connection. */
+    bool (*sees_all)(void *arg, const fence_compat_conn *c);
+    void *arg; /* passed to list, wall_us, auth and sees_all */
 } fence_compat_ctx;
 
 /* ---- Replies ---------------------------------------------------------------- */

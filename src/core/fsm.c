@@ -282,6 +282,7 @@ size_t fence_fsm_leases_list(const fence_fsm *f, uint64_t after, fence_fsm_lease
         e->deadline_ms = l->hi.deadline_ms;
         e->locks_held = l->nheld;
         e->waits = l->nwaits;
+        e->owner = l->owner;
     }
     *next = lnk != NULL ? last : 0;
     return n;

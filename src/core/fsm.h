@@ -300,6 +300,8 @@ typedef struct fence_fsm_lease_entry {
     uint64_t deadline_ms;   /* fsm time */
     uint32_t locks_held;    /* locks it holds */
     uint32_t waits;         /* waits it has queued */
+    uint64_t owner;         /* owner that granted it (LEASE.LIST shows a
+                               user its own leases only) */
 } fence_fsm_lease_entry;
 
 /* Read-only iteration over the leases in id order: up to cap leases with

@@ -6,6 +6,7 @@
 
 #include "common/acl_srv.h"
 #include "server/log.h"
+#include "server/commands_table.h"
 #include "server/server.h"
 
 /* The fenced connection whose compat state is cc. */
@@ -25,6 +26,13 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
     return rc;
 }
 
+/* CLIENT LIST: whether the connection of cc sees every connection. */
+static bool sees_all_cb(void *arg, const fence_compat_conn *cc)
+{
+    fence_server *s = arg;
+    return fence__acl_srv_admin(&s->acl, (fence_compat_conn *)cc);
+}
+
 /* Load --acl-file (or the default user); after fence__server_compat_init.
  * 0, or -1 after logging why. */
 int fence__server_acl_init(fence_server *s)
@@ -35,6 +43,8 @@ int fence__server_acl_init(fence_server *s)
         LOG_ERROR("acl-file: %s", err);
         return -1;
     }
+    fence__acl_srv_set_commands(&s->acl, fence__server_commands, fence__server_commands_n);
+    s->compat.sees_all = sees_all_cb;
     if (path != NULL) {
         s->compat.auth = auth_cb; /* ctx->arg is s */
         LOG_INFO("acl: %s loaded (%zu users)", path, fence_acl_count(s->acl.acl));
@@ -75,11 +85,9 @@ void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
  * without --acl-file, else only as a user with @admin (docs/security.md). */
 bool fence__server_acl_admin(fence_conn *c)
 {
-    if (!fence__acl_srv_has_file(&c->srv->acl))
-        return true;
-    const fence_acl_user *u = fence__acl_srv_user(&c->srv->acl, &c->compat);
-    return u != NULL && fence_acl_is_admin(u);
+    return fence__acl_srv_admin(&c->srv->acl, &c->compat);
 }
+
 
 /* Release the ACL. */
 void fence__server_acl_free(fence_server *s)

@@ -8,50 +8,19 @@
 
 #include "common/assert.h"
 #include "server/cluster.h"
+#include "server/commands_table.h"
 #include "server/log.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */
 #define INT_REPLY_MAX ((uint64_t)INT64_MAX)
 
-/* One row of the command table. */
-typedef struct cmd_def {
-    const char *name; /* upper case; matched case-insensitively */
-    uint8_t op;       /* enum fence_op */
-    uint8_t argc_min; /* including the command name */
-    uint8_t argc_max; /* including the command name */
-} cmd_def;
-
-static const cmd_def commands[] = {
-    {"PING", OP_PING, 1, 2},
-    {"LEASE.GRANT", OP_GRANT, 2, 6},
-    {"LEASE.KEEPALIVE", OP_KEEPALIVE, 2, 2},
-    {"LEASE.REVOKE", OP_REVOKE, 2, 2},
-    {"LEASE.INFO", OP_LEASE_INFO, 2, 2},
-    {"LOCK", OP_LOCK, 3, 8},
-    {"UNLOCK", OP_UNLOCK, 3, 3},
-    {"LOCK.INFO", OP_LOCK_INFO, 2, 2},
-    {"ACQUIRE", OP_ACQUIRE, 3, 10},
-    {"INFO", OP_INFO, 1, 2},
-    {"HEALTH", OP_HEALTH, 1, 1},
-    {"LOCK.LIST", OP_LIST, 1, 6},
-    {"LEASE.LIST", OP_LIST, 1, 5},
-    {"QUIT", OP_INTERNAL, 1, 1},
-    {"CLUSTER.INFO", OP_CLUSTER, 1, 1},
-    {"CLUSTER.ADD", OP_CLUSTER, 4, 4},
-    {"CLUSTER.REMOVE", OP_CLUSTER, 2, 2},
-    {"CLUSTER.TRANSFER", OP_CLUSTER, 1, 2},
-};
-#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
-
-/* Find a command by name, ignoring case. */
-static const cmd_def *cmd_find(const fence_resp_arg *a)
+/* Find a command by name, ignoring case: the one table
+ * (commands_table.c) that the ACL gate checked the request against. */
+static const fence_compat_command *cmd_find(const fence_resp_arg *a)
 {
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strlen(commands[i].name) == a->len &&
-            strncasecmp(commands[i].name, a->ptr, a->len) == 0)
-            return &commands[i];
-    return NULL;
+    return fence_compat_command_find(fence__server_commands, fence__server_commands_n, a->ptr,
+                                     a->len);
 }
 
 /* Whether argument a equals word, ignoring case. */
@@ -481,8 +450,8 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     fence_server *s = c->srv;
     if (fence__server_acl_gate(c, m) || fence__server_compat(c, m))
         return;
-    const cmd_def *def = cmd_find(&m->argv[0]);
-    fence_slot *slot = fence__slot_new(c, def ? def->op : OP_PING);
+    const fence_compat_command *def = cmd_find(&m->argv[0]);
+    fence_slot *slot = fence__slot_new(c, def);
     char msg[160];
     if (slot == NULL) {
         LOG_ERROR("conn %llu: out of memory for a request; closing",
@@ -496,7 +465,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         fence__slot_error(slot, "ERR", msg);
         return;
     }
-    if (m->argc < def->argc_min || m->argc > def->argc_max) {
+    if (!fence_compat_command_arity_ok(def, m->argc)) {
         char lname[32];
         lower_name(def->name, lname, sizeof(lname));
         snprintf(msg, sizeof(msg), "wrong number of arguments for '%s' command", lname);

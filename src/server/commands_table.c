@@ -1,8 +1,21 @@
-/* fenced's commands for COMMAND, COMMAND INFO and COMMAND DOCS (see
- * commands_table.h).  Arity follows Redis' convention (the name counts; a
- * negative value is a minimum) and matches cmd.c's argc bounds; the
- * argument lists are what redis-cli shows as hints. */
+/* fenced's command table (see commands_table.h): one row per command, from
+ * which cmd.c dispatches (op, arity, argc_max), the ACL gate checks (acl,
+ * acl_key), COMMAND / COMMAND DOCS answer and the latency metric is
+ * labelled.  Arity follows Redis' convention (the name counts; a negative
+ * value is a minimum, argc_max the most words); the argument lists are what
+ * redis-cli shows as hints. */
 #include "server/commands_table.h"
+
+#include "common/acl.h"
+#include "server/server.h"
+
+/* ACL categories (the acl column). */
+#define LOCK FENCE_ACL_CAT_LOCK
+#define LEASE FENCE_ACL_CAT_LEASE
+#define R FENCE_ACL_CAT_READ
+#define W FENCE_ACL_CAT_WRITE
+#define ADMIN FENCE_ACL_CAT_ADMIN
+#define CONN FENCE_ACL_CAT_CONNECTION
 
 #define ARGS(a) (a), (sizeof(a) / sizeof((a)[0]))
 #define NO_ARGS NULL, 0
@@ -63,46 +76,64 @@ static const fence_compat_arg id_opt_arg[] = {
 
 const fence_compat_command fence__server_commands[] = {
     {"PING", -1, LOCAL, "connection", "0.1.0",
-     "Liveness check: PONG, or the message.", ARGS(ping_args), NULL, 0},
+     "Liveness check: PONG, or the message.", ARGS(ping_args), NULL, 0,
+     CONN, 0, 2, OP_PING},
     {"LEASE.GRANT", -2, LOGGED, "lease", "0.1.0",
-     "Creates a lease of ttl_ms milliseconds; replies its id.", ARGS(grant_args), NULL, 0},
+     "Creates a lease of ttl_ms milliseconds; replies its id.", ARGS(grant_args), NULL, 0,
+     LEASE | W, 0, 6, OP_GRANT},
     {"LEASE.KEEPALIVE", 2, LOGGED, "lease", "0.1.0",
-     "Renews a lease for its full TTL; replies the TTL.", ARGS(lease_arg), NULL, 0},
+     "Renews a lease for its full TTL; replies the TTL.", ARGS(lease_arg), NULL, 0,
+     LEASE | W, 0, 2, OP_KEEPALIVE},
     {"LEASE.REVOKE", 2, LOGGED, "lease", "0.1.0",
-     "Ends a lease now and releases its locks.", ARGS(lease_arg), NULL, 0},
+     "Ends a lease now and releases its locks.", ARGS(lease_arg), NULL, 0,
+     LEASE | W, 0, 2, OP_REVOKE},
     {"LEASE.INFO", 2, READ, "lease", "0.1.0",
-     "Replies [ttl_ms, remaining_ms, locks_held] of a lease.", ARGS(lease_arg), NULL, 0},
+     "Replies [ttl_ms, remaining_ms, locks_held] of a lease.", ARGS(lease_arg), NULL, 0,
+     LEASE | R, 0, 2, OP_LEASE_INFO},
     {"LOCK", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
      "Locks name for a lease; replies the fencing token, or nil when busy.",
-     ARGS(lock_args), NULL, 0},
+     ARGS(lock_args), NULL, 0,
+     LOCK | W, 1, 8, OP_LOCK},
     {"UNLOCK", 3, LOGGED, "lock", "0.1.0",
-     "Releases name if token is its holder's; replies 1 or 0.", ARGS(unlock_args), NULL, 0},
+     "Releases name if token is its holder's; replies 1 or 0.", ARGS(unlock_args), NULL, 0,
+     LOCK | W, 1, 3, OP_UNLOCK},
     {"LOCK.INFO", 2, READ, "lock", "0.1.0",
      "Replies [token, lease, remaining_ms, waiters], or nil when free.", ARGS(name_arg),
-     NULL, 0},
+     NULL, 0,
+     LOCK | R, 1, 2, OP_LOCK_INFO},
     {"ACQUIRE", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
      "Grants a lease and locks name with it; replies [token, lease] or nil.",
-     ARGS(acquire_args), NULL, 0},
+     ARGS(acquire_args), NULL, 0,
+     LOCK | LEASE | W, 1, 10, OP_ACQUIRE},
     {"INFO", -1, LOCAL, "server", "0.1.0",
-     "Server state and counters, one key:value a line.", ARGS(info_args), NULL, 0},
+     "Server state and counters, one key:value a line.", ARGS(info_args), NULL, 0,
+     CONN | R, 0, 2, OP_INFO},
     {"LOCK.LIST", -1, READ, "lock", "0.1.0",
      "Lists locks in token order: [cursor, [[name, token, lease, remaining_ms, waiters]...]].",
-     NO_ARGS, NULL, 0},
+     NO_ARGS, NULL, 0,
+     LOCK | R, 0, 6, OP_LIST},
     {"LEASE.LIST", -1, READ, "lease", "0.1.0",
      "Lists leases in id order: [cursor, [[id, ttl_ms, remaining_ms, locks, waits]...]].",
-     NO_ARGS, NULL, 0},
+     NO_ARGS, NULL, 0,
+     LEASE | R, 0, 5, OP_LIST},
     {"HEALTH", 1, LOCAL, "server", "0.1.0",
-     "Whether this node can serve writes: +<why>, or -UNAVAILABLE <why>.", NO_ARGS, NULL, 0},
+     "Whether this node can serve writes: +<why>, or -UNAVAILABLE <why>.", NO_ARGS, NULL, 0,
+     CONN | R, 0, 1, OP_HEALTH},
     {"QUIT", 1, LOCAL, "connection", "0.1.0",
-     "Closes the connection after the earlier replies.", NO_ARGS, NULL, 0},
+     "Closes the connection after the earlier replies.", NO_ARGS, NULL, 0,
+     CONN, 0, 1, OP_INTERNAL},
     {"CLUSTER.INFO", 1, LOCAL, "cluster", "0.1.0",
-     "This node's view of the cluster.", NO_ARGS, NULL, 0},
+     "This node's view of the cluster.", NO_ARGS, NULL, 0,
+     ADMIN | R, 0, 1, OP_CLUSTER},
     {"CLUSTER.ADD", 4, FENCE_COMPAT_CMD_WRITE | FENCE_COMPAT_CMD_ADMIN, "cluster", "0.1.0",
-     "Adds node id (started with --join 1) as a voter.", ARGS(cluster_add_args), NULL, 0},
+     "Adds node id (started with --join 1) as a voter.", ARGS(cluster_add_args), NULL, 0,
+     ADMIN | W, 0, 4, OP_CLUSTER},
     {"CLUSTER.REMOVE", 2, FENCE_COMPAT_CMD_WRITE | FENCE_COMPAT_CMD_ADMIN, "cluster",
-     "0.1.0", "Removes node id from the cluster.", ARGS(id_arg), NULL, 0},
+     "0.1.0", "Removes node id from the cluster.", ARGS(id_arg), NULL, 0,
+     ADMIN | W, 0, 2, OP_CLUSTER},
     {"CLUSTER.TRANSFER", -1, FENCE_COMPAT_CMD_ADMIN, "cluster", "0.1.0",
-     "Hands leadership to node id (or any other voter).", ARGS(id_opt_arg), NULL, 0},
+     "Hands leadership to node id (or any other voter).", ARGS(id_opt_arg), NULL, 0,
+     ADMIN | W, 0, 2, OP_CLUSTER},
 };
 
 const size_t fence__server_commands_n =

@@ -17,13 +17,14 @@
 /* ---- Slots ------------------------------------------------------------------ */
 
 /* Append a new slot to c's queue; NULL if memory ran out. */
-fence_slot *fence__slot_new(fence_conn *c, uint8_t op)
+fence_slot *fence__slot_new(fence_conn *c, const fence_compat_command *def)
 {
     fence_slot *slot = (fence_slot *)fence__net_slot_new(&c->base);
     if (slot == NULL)
         return NULL;
     slot->conn = c;
-    slot->op = op;
+    slot->op = def != NULL ? def->op : OP_PING;
+    slot->def = def;
     slot->state = SLOT_NEW;
     slot->t0_ns = uv_hrtime();
     return slot;

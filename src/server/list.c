@@ -13,7 +13,11 @@
  * ? any byte, \ quotes the next byte).  COUNT (1..FENCE_LIST_COUNT_MAX,
  * default FENCE_LIST_COUNT_DEFAULT) bounds the entries returned, and a
  * LOCK.LIST call examines at most FENCE_LIST_VISIT_FACTOR times as many
- * locks, so one call's work is bounded whatever the pattern. */
+ * locks, so one call's work is bounded whatever the pattern.
+ *
+ * With an --acl-file, LOCK.LIST lists only the names the caller's ~patterns
+ * cover, and LEASE.LIST only the caller's own leases unless it is @admin
+ * (docs/security.md). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -50,15 +54,19 @@ static bool glob_match(const uint8_t *p, size_t pn, const uint8_t *s, size_t sn)
 
 /* The pattern handed to the core's filter. */
 typedef struct pattern {
-    const uint8_t *p; /* glob bytes */
+    const uint8_t *p; /* glob bytes, or NULL: every name */
     size_t n;         /* glob length */
+    const fence_acl_user *user; /* the caller: only names its ~patterns
+                                   cover are listed (NULL: every name) */
 } pattern;
 
-/* The core's filter callback. */
+/* The core's filter callback: the caller's glob and the user's patterns. */
 static bool match_cb(void *ctx, const uint8_t *name, uint16_t len)
 {
     const pattern *pt = ctx;
-    return glob_match(pt->p, pt->n, name, len);
+    if (pt->user != NULL && !fence_acl_key_allowed(pt->user, (const char *)name, len))
+        return false;
+    return pt->p == NULL || glob_match(pt->p, pt->n, name, len);
 }
 
 /* Parse [pattern] [COUNT n] [CURSOR c] from argv[1..]; a pattern only when
@@ -70,6 +78,7 @@ static int parse_args(fence_slot *slot, const fence_resp_msg *m, bool allow_patt
     *cursor = 0;
     pt->p = NULL;
     pt->n = 0;
+    pt->user = NULL;
     uint32_t i = 1;
     for (; i < m->argc; i++) {
         const fence_resp_arg *a = &m->argv[i];
@@ -114,9 +123,14 @@ void fence__list_locks(fence_server *s, fence_slot *slot, const fence_resp_msg *
         fence__slot_error(slot, "ERR", "out of memory");
         return;
     }
+    /* A user sees the names its ~patterns cover, as LOCK.INFO would let it
+     * (an administrator too: its patterns are its patterns). */
+    if (fence__acl_srv_has_file(&s->acl) && slot->conn != NULL)
+        pt.user = fence__acl_srv_user(&s->acl, &slot->conn->compat);
     uint64_t next = 0;
     size_t n = fence_fsm_locks_list(s->fsm, cursor, count * FENCE_LIST_VISIT_FACTOR,
-                                    pt.p != NULL ? match_cb : NULL, &pt, e, count, &next);
+                                    pt.p != NULL || pt.user != NULL ? match_cb : NULL, &pt, e,
+                                    count, &next);
     uint64_t now = fence__server_now(s);
     /* Size first, then encode into one buffer. */
     size_t need = fence_resp_array(NULL, 0, 2) + fence_resp_uint(NULL, 0, next) +
@@ -165,6 +179,19 @@ void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg 
     }
     uint64_t next = 0;
     size_t n = fence_fsm_leases_list(s->fsm, cursor, e, count, &next);
+    /* A user that is not @admin sees its own leases only (their owners'
+     * names and addresses are other users' business).  The page may then
+     * hold fewer than COUNT entries; the cursor still moves on. */
+    if (slot->conn != NULL && !fence__acl_srv_admin(&s->acl, &slot->conn->compat)) {
+        uint64_t me;
+        bool admin;
+        fence__acl_srv_owner(&s->acl, &slot->conn->compat, &me, &admin);
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (e[i].owner == me)
+                e[kept++] = e[i];
+        n = kept;
+    }
     uint64_t now = fence__server_now(s);
     size_t off = fence_resp_array(buf, need, 2);
     off += fence_resp_uint(buf + off, need - off, next);

@@ -1,5 +1,6 @@
 /* fenced's metric families (see metrics.h and docs/metrics.md). */
 #include "server/metrics.h"
+#include "server/commands_table.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -198,17 +199,6 @@ double fence__srv_metrics_now(void) {
 
 /* ---- The server's side: what feeds the families ---------------------------- */
 
-/* Command names by enum fence_op (the latency label). */
-static const char *const op_names[] = {
-    [OP_INTERNAL] = "QUIT",         [OP_PING] = "PING",
-    [OP_GRANT] = "LEASE.GRANT",     [OP_KEEPALIVE] = "LEASE.KEEPALIVE",
-    [OP_REVOKE] = "LEASE.REVOKE",   [OP_LEASE_INFO] = "LEASE.INFO",
-    [OP_LOCK] = "LOCK",             [OP_UNLOCK] = "UNLOCK",
-    [OP_LOCK_INFO] = "LOCK.INFO",   [OP_ACQUIRE] = "ACQUIRE",
-    [OP_INFO] = "INFO",             [OP_CLUSTER] = "CLUSTER",
-    [OP_HEALTH] = "HEALTH",         [OP_LIST] = "LIST",
-};
-
 /* Publish the numbers other parts keep (once per loop turn: a handful of
  * relaxed stores). */
 void fence__server_metrics_publish(fence_server *s)
@@ -267,15 +257,15 @@ void fence__server_metrics_slot(fence_slot *slot, const char *code)
         return; /* orphaned: nobody is waiting for this reply */
     fence_srv_metrics *m = &slot->conn->srv->metrics;
     double secs = (double)(uv_hrtime() - slot->t0_ns) * 1e-9;
-    bool known = slot->op < sizeof(op_names) / sizeof(op_names[0]) && op_names[slot->op] != NULL;
-    _Static_assert(sizeof(op_names) / sizeof(op_names[0]) <= FENCE_SRV_METRIC_COMMANDS,
-                   "a latency series slot per op");
-    if (known) {
-        /* The series of each op is looked up once, then kept. */
-        fence_metric_series **ser = &m->cmd_series[slot->op];
+    if (slot->def != NULL) {
+        /* The label is the command's name in the one table; the series of
+         * each row is looked up once, then kept. */
+        size_t row = (size_t)(slot->def - fence__server_commands);
+        FENCE_ASSERT(row < fence__server_commands_n);
+        FENCE_ASSERT(row < FENCE_SRV_METRIC_COMMANDS);
+        fence_metric_series **ser = &m->cmd_series[row];
         if (*ser == NULL)
-            *ser = fence_metric_with(m->cmd_latency, op_names[slot->op],
-                                     strlen(op_names[slot->op]));
+            *ser = fence_metric_with(m->cmd_latency, slot->def->name, strlen(slot->def->name));
         fence_series_observe(*ser, secs);
     } else {
         fence__srv_metrics_command(m, "OTHER", secs);

@@ -83,6 +83,8 @@ struct fence_slot {
     fence_net_slot base;   /* the layer's slot (first) */
     fence_conn *conn;      /* owner; NULL once the connection closed */
     uint8_t op;            /* enum fence_op of the request */
+    const fence_compat_command *def; /* its row of fence__server_commands,
+                              NULL for an unknown command */
     uint8_t state;         /* enum fence_slot_state */
     uint64_t t0_ns;        /* when the request was parsed (latency metric) */
     const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
@@ -196,7 +198,7 @@ void fence__server_metrics_entry(fence_server *s, const uint8_t *entry, size_t l
 /* ---- conn.c ---- */
 int fence__listen(fence_server *s);
 void fence__listen_close(fence_server *s);
-fence_slot *fence__slot_new(fence_conn *c, uint8_t op);
+fence_slot *fence__slot_new(fence_conn *c, const fence_compat_command *def);
 /* Make a slot's reply final (copies bytes; frees an orphaned slot). */
 void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len);
 void fence__slot_error(fence_slot *slot, const char *code, const char *msg);

@@ -9,29 +9,7 @@
 
 #include "common/assert.h"
 #include "common/limits.h"
-
-/* Arguments of a command: the argument kinds after the name, in order. */
-typedef struct cmd_def {
-    const char *name;  /* upper-case command name */
-    fence_store_op op;       /* its op */
-    int argc_min;      /* least argc, counting the name */
-    int argc_max;      /* most argc, counting the name */
-    const char *usage; /* shown when the argument count is wrong */
-} cmd_def;
-
-static const cmd_def table[] = {
-    {"FSET", FENCE_STORE_OP_FSET, 5, 5, "FSET <fence> <token> <key> <value>"},
-    {"FDEL", FENCE_STORE_OP_FDEL, 4, 4, "FDEL <fence> <token> <key>"},
-    {"FINCR", FENCE_STORE_OP_FINCR, 4, 4, "FINCR <fence> <token> <key>"},
-    {"FGET", FENCE_STORE_OP_FGET, 2, 2, "FGET <key>"},
-    {"FENCE.HIGH", FENCE_STORE_OP_FENCE_HIGH, 2, 2, "FENCE.HIGH <fence>"},
-    {"FENCE.ADMIT", FENCE_STORE_OP_FENCE_ADMIT, 3, 3,
-     "FENCE.ADMIT <fence> <token>"},
-    {"PING", FENCE_STORE_OP_PING, 1, 2, "PING [message]"},
-    {"INFO", FENCE_STORE_OP_INFO, 1, 2, "INFO [section]"},
-    {"QUIT", FENCE_STORE_OP_QUIT, 1, 1, "QUIT"},
-    {"COMMAND", FENCE_STORE_OP_COMMAND, 1, FENCE_ARGS_MAX, "COMMAND"},
-};
+#include "store/commands_table.h"
 
 /* Format an error message into err (printf style) and return -1. */
 static int fail(const char **code, const char *c, char *err, size_t errcap,
@@ -63,6 +41,17 @@ void fence__store_printable(char *out, size_t cap, const char *p, size_t n)
     out[w] = '\0';
 }
 
+/* "FSET <fence> <token> <key> <value>", "PING [message]": the usage line of
+ * row d, from its argument names. */
+static void usage_of(const fence_compat_command *d, char *out, size_t cap)
+{
+    size_t at = (size_t)snprintf(out, cap, "%s", d->name);
+    for (size_t i = 0; i < d->n_args && at < cap; i++) {
+        bool opt = (d->args[i].flags & FENCE_COMPAT_ARG_OPTIONAL) != 0;
+        at += (size_t)snprintf(out + at, cap - at, opt ? " [%s]" : " <%s>", d->args[i].name);
+    }
+}
+
 /* Check the whole request and fill *out; see cmd.h. */
 int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
                     fence_signtok_verifier *verifier, fence_store_cmd *out, const char **code, char *err,
@@ -73,14 +62,9 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
     FENCE_ASSERT(out != NULL);
     memset(out, 0, sizeof(*out));
     const fence_resp_arg *a = msg->argv;
-    const cmd_def *d = NULL;
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        if (strlen(table[i].name) == a[0].len &&
-            strncasecmp(table[i].name, a[0].ptr, a[0].len) == 0) {
-            d = &table[i];
-            break;
-        }
-    }
+    const fence_compat_command *d =
+        fence_compat_command_find(fence__store_commands, fence__store_commands_n, a[0].ptr,
+                                  a[0].len);
     char shown[64];
     if (d == NULL) {
         fence__store_printable(shown, sizeof(shown), a[0].ptr, a[0].len);
@@ -88,10 +72,13 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
                     "unknown command '%s' (commands: FSET FDEL FINCR FGET "
                     "FENCE.HIGH FENCE.ADMIT PING INFO)", shown);
     }
-    if ((int)msg->argc < d->argc_min || (int)msg->argc > d->argc_max)
+    if (!fence_compat_command_arity_ok(d, msg->argc)) {
+        char usage[160];
+        usage_of(d, usage, sizeof(usage));
         return fail(code, "ERR", err, errcap,
                     "wrong number of arguments for '%s' (usage: %s)",
-                    d->name, d->usage);
+                    d->name, usage);
+    }
     out->op = d->op;
     int next = 1;
     switch (d->op) {
@@ -169,9 +156,9 @@ int fence__store_cmd_parse(const fence_resp_msg *msg, uint64_t value_max,
 /* The canonical name of op. */
 const char *fence__store_cmd_name(fence_store_op op)
 {
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-        if (table[i].op == op)
-            return table[i].name;
+    for (size_t i = 0; i < fence__store_commands_n; i++)
+        if (fence__store_commands[i].op == op)
+            return fence__store_commands[i].name;
     FENCE_ASSERT(!"op missing from the command table");
     return "?";
 }

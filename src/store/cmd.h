@@ -21,7 +21,6 @@ typedef enum fence_store_op {
     FENCE_STORE_OP_PING,        /* PING [message] */
     FENCE_STORE_OP_INFO,        /* INFO [section] */
     FENCE_STORE_OP_QUIT,        /* QUIT */
-    FENCE_STORE_OP_COMMAND, /* COMMAND ... (redis-cli probes it; empty reply) */
 } fence_store_op;
 
 /* A checked command.  Pointers borrow from the request (valid as long as

@@ -113,6 +113,14 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
     return rc;
 }
 
+/* CLIENT LIST: whether the connection of cc sees every connection
+ * (@admin, or no --acl-file), not only its own user's. */
+static bool sees_all_cb(void *arg, const fence_compat_conn *cc)
+{
+    server *s = arg;
+    return fence__acl_srv_admin(&s->acl, (fence_compat_conn *)cc);
+}
+
 /* CLIENT LIST: every open connection. */
 static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
 {
@@ -383,9 +391,6 @@ static void execute(server *s, sink *c, const fence_store_cmd *cmd)
         FENCE_ASSERT(c->c != NULL);
         fence__net_close_after_flush(c->c);
         break;
-    case FENCE_STORE_OP_COMMAND:
-        REPLY(c, fence_resp_array, 0);
-        break;
     }
 }
 
@@ -579,8 +584,7 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     }
     switch (cmd.op) {
     case FENCE_STORE_OP_PING:
-    case FENCE_STORE_OP_QUIT:
-    case FENCE_STORE_OP_COMMAND: {
+    case FENCE_STORE_OP_QUIT: {
         sink k = {.c = c};
         execute(s, &k, &cmd);
         break;
@@ -680,6 +684,8 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         FENCE_LOG_E("acl-file: %s", err);
         return 1;
     }
+    fence__acl_srv_set_commands(&s->acl, fence__store_commands, fence__store_commands_n);
+    s->compat.sees_all = sees_all_cb;
     if (fence__acl_srv_has_file(&s->acl)) {
         s->compat.auth = auth_cb;
         FENCE_LOG_I("acl: %s loaded (%zu users)", cfg->acl_file, fence_acl_count(s->acl.acl));
