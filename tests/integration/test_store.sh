@@ -203,7 +203,7 @@ P2=$(free_port)
 "$FENCE_STORE" --port "$P2" --data-dir "$D" >"$TEST_TMP/second.log" 2>&1
 rc2=$?
 check_eq "second fence-store on the same dir exits 1" "1" "$rc2"
-grep -q "another fence-store is using" "$TEST_TMP/second.log" && ok "and says why" || not_ok "and says why"
+grep -q "data-dir $D is in use by another process (pid" "$TEST_TMP/second.log" && ok "and says why" || not_ok "and says why"
 
 # ---- restart keeps data and marks -------------------------------------------
 stop s1 TERM
