@@ -45,7 +45,7 @@ static const fence_opt options[] = {
         FENCE_TLS_HANDSHAKE_MS_MAX, FENCE_TLS_HANDSHAKE_MS_DEFAULT, "<ms>",
         "TLS: a client that has not finished the handshake by then is closed"),
     FENCE_OPT_STR_REQ_ROW(T, "data-dir", data_dir, "./var/fenced", "<dir>",
-                          "raft log and snapshots (created if missing)"),
+                          "raft log and snapshots (created if missing; one fenced per directory)"),
     STR("config", config_file, "", "<file>",
         "read directives (\"name value\" a line, # comments) before the flags"),
     STR("token-signing-key", token_signing_key, "", "<file>",
