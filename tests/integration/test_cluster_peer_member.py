@@ -12,6 +12,8 @@ correctly, then send a RequestVote with a huge term and disrupt_leader set
 - node-2's own certificate and id, but from another loopback address
   (127.0.0.2) or claiming another raft address than the configured one:
   refused ("connects from another host" / "says it is at"), term unchanged;
+- a stranger's address holds at most 4 unfinished handshakes (its oldest
+  are evicted), and a connection that sends nothing is dropped;
 - a node added by CLUSTER.ADD (node-4, --join) is admitted and catches up,
   and once CLUSTER.REMOVE has taken it out, its certificate and hello are
   refused like node-9's.
@@ -161,6 +163,29 @@ def main():
     a = {n.id: metric(n, "fenced_raft_peer_refusals_total", 'reason="address"')
          for n in others}
     t.check(all(v >= 10 for v in a.values()), "...counted as reason=\"address\"", a)
+
+    # Handshake slots: a stranger's address (127.0.0.2 is no member's host)
+    # keeps at most 4 unfinished handshakes; its older ones are evicted.
+    # A silent connection is dropped at the first-byte deadline.
+    tgt = cl.nodes[1]
+    before_ev = count(tgt, "too many handshakes from its address")
+    before_quiet = count(tgt, "sent nothing in time")
+    socks = [socket.create_connection(("127.0.0.1", tgt.raft_port), timeout=10,
+                                      source_address=("127.0.0.2", 0)) for _ in range(8)]
+    end = time.monotonic() + 10
+    while time.monotonic() < end and \
+            count(tgt, "too many handshakes from its address") - before_ev < 4:
+        time.sleep(0.05)
+    t.eq(4, count(tgt, "too many handshakes from its address") - before_ev,
+         "8 silent connections from a stranger's address: its 4 oldest are evicted")
+    for s in socks:
+        try:
+            s.recv(1)  # returns at the server's close (the 1 s deadline)
+        except OSError:
+            pass
+        s.close()
+    t.check(count(tgt, "sent nothing in time") - before_quiet >= 4,
+            "the other 4 are dropped for sending nothing in time")
 
     # A node added by CLUSTER.ADD is admitted; once removed, it is refused.
     new = Node(cl, 4)
