@@ -17,12 +17,8 @@
 #include "common/limits.h"
 #include "common/tls_int.h"
 #include "server/log.h"
+#include "server/peer_hello.h"
 
-/* Hello magic and version (inside TLS, from the connecting side). */
-#define HELLO_MAGIC "FNCR"
-#define HELLO_VERSION 1u
-/* Fixed part of the hello: magic, version, id, address length. */
-#define HELLO_HEAD (4 + 4 + 8 + 2)
 /* Bytes read from the TLS session at a time. */
 #define PUMP_CHUNK (16 * 1024)
 
@@ -83,7 +79,7 @@ struct pconn {
     BIO *rbio;                          /* network -> SSL */
     BIO *wbio;                          /* SSL -> network */
     raft_id id;                         /* target id, or the hello's id */
-    uint8_t hello[HELLO_HEAD + FENCE_PEER_TLS_ADDR_MAX]; /* hello bytes */
+    uint8_t hello[FENCE_PEER_HELLO_MAX]; /* hello bytes (peer_hello.h) */
     size_t hello_len;                   /* bytes of hello read */
     char address[FENCE_PEER_TLS_ADDR_MAX]; /* the hello's address */
     bool tcp_paused;                    /* tcp reading stopped (flow) */
@@ -433,21 +429,10 @@ static void conn_open(pconn *pc)
 /* Send the hello (connecting side, right after the handshake).  0 or -1. */
 static int send_hello(pconn *pc)
 {
-    const char *addr = pc->pt->address;
-    size_t alen = strlen(addr);
-    uint8_t h[HELLO_HEAD + FENCE_PEER_TLS_ADDR_MAX];
-    FENCE_ASSERT(alen < FENCE_PEER_TLS_ADDR_MAX);
-    memcpy(h, HELLO_MAGIC, 4);
-    for (int i = 0; i < 4; i++)
-        h[4 + i] = (uint8_t)(HELLO_VERSION >> (24 - 8 * i));
-    uint64_t id = pc->pt->id;
-    for (int i = 0; i < 8; i++)
-        h[8 + i] = (uint8_t)(id >> (56 - 8 * i));
-    h[16] = (uint8_t)(alen >> 8);
-    h[17] = (uint8_t)alen;
-    memcpy(h + HELLO_HEAD, addr, alen);
-    int n = (int)(HELLO_HEAD + alen);
-    if (SSL_write(pc->ssl, h, n) != n)
+    uint8_t h[FENCE_PEER_HELLO_MAX];
+    long n = fence__peer_hello_encode(pc->pt->id, pc->pt->address, h, sizeof(h));
+    FENCE_ASSERT(n > 0); /* tls_init checked the address's length */
+    if (SSL_write(pc->ssl, h, (int)n) != (int)n)
         return -1;
     return flush_tls(pc);
 }
@@ -523,21 +508,20 @@ static bool admitted(pconn *pc, char *why, size_t cap, const char **reason)
     return true;
 }
 
-/* Read the hello; on the whole of it, check and open.  Returns true when
- * the caller may go on reading application data. */
+/* Read the hello (exactly its bytes: raft's follow); on the whole of it,
+ * check and open.  Returns true when the caller may go on reading
+ * application data. */
 static bool read_hello(pconn *pc)
 {
     char why[256];
+    uint64_t id = 0;
+    long rc;
     for (;;) {
-        size_t need = HELLO_HEAD;
-        if (pc->hello_len >= HELLO_HEAD)
-            need += ((size_t)pc->hello[16] << 8) | pc->hello[17];
-        if (need > sizeof(pc->hello)) {
-            conn_refuse(pc, "hello", "hello address too long");
-            return false;
-        }
-        if (pc->hello_len == need)
+        size_t need = 0;
+        rc = fence__peer_hello_decode(pc->hello, pc->hello_len, &id, pc->address, &need);
+        if (rc != FENCE_PEER_HELLO_PARTIAL)
             break;
+        FENCE_ASSERT(need > pc->hello_len && need <= sizeof(pc->hello));
         int n = SSL_read(pc->ssl, pc->hello + pc->hello_len, (int)(need - pc->hello_len));
         if (n <= 0) {
             int e = SSL_get_error(pc->ssl, n);
@@ -548,25 +532,9 @@ static bool read_hello(pconn *pc)
             return false;
         }
         pc->hello_len += (size_t)n;
-        if (pc->hello_len == HELLO_HEAD && memcmp(pc->hello, HELLO_MAGIC, 4) != 0) {
-            conn_refuse(pc, "hello", "bad hello magic");
-            return false;
-        }
     }
-    uint32_t ver = 0;
-    uint64_t id = 0;
-    for (int i = 0; i < 4; i++)
-        ver = (ver << 8) | pc->hello[4 + i];
-    for (int i = 0; i < 8; i++)
-        id = (id << 8) | pc->hello[8 + i];
-    size_t alen = pc->hello_len - HELLO_HEAD;
-    if (ver != HELLO_VERSION) {
-        snprintf(why, sizeof(why), "hello version %u (want %u)", ver, HELLO_VERSION);
-        conn_refuse(pc, "hello", why);
-        return false;
-    }
-    if (id == 0 || alen == 0 || memchr(pc->hello + HELLO_HEAD, '\0', alen) != NULL) {
-        conn_refuse(pc, "hello", "malformed hello");
+    if (rc < 0) {
+        conn_refuse(pc, "hello", fence__peer_hello_strerror(rc));
         return false;
     }
     if (pc->pt->check_id && !cert_names(pc, id, why, sizeof(why))) {
@@ -574,8 +542,6 @@ static bool read_hello(pconn *pc)
         return false;
     }
     pc->id = id;
-    memcpy(pc->address, pc->hello + HELLO_HEAD, alen);
-    pc->address[alen] = '\0';
     const char *reason = NULL;
     if (!admitted(pc, why, sizeof(why), &reason)) {
         conn_refuse(pc, reason, why);
