@@ -74,8 +74,8 @@ void fence__peer_tls_set_members(struct raft_uv_transport *t,
                                  fence_peer_tls_member_fn fn, void *arg);
 
 /* Count refused or dropped peer connections in m (a counter family with
- * one label, the reason: tls, name, member, address, hello, timeout,
- * evicted, busy); NULL: do not count. */
+ * one label, the reason: tls, name, member, address, hello, closed,
+ * timeout, evicted, busy, internal); NULL: do not count. */
 void fence__peer_tls_set_refusals(struct raft_uv_transport *t, fence_metric *m);
 
 /* Pending (not yet authenticated) incoming connections one source address
