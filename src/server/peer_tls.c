@@ -398,6 +398,29 @@ out_close_fds:
     return -1;
 }
 
+/* An incoming connection from node id is about to open: if that node
+ * already has FENCE_PEER_TLS_OPEN_PER_ID open incoming connections, close
+ * the oldest (a real node keeps one; older ones are dead links it has
+ * replaced, or someone holding its key opening many). */
+static void limit_open(ptls *pt, const pconn *pc)
+{
+    pconn *old = NULL;
+    unsigned n = 0;
+    for (pconn *q = pt->conns; q != NULL; q = q->next) {
+        if (q == pc || q->outgoing || q->state != PC_OPEN || q->id != pc->id)
+            continue;
+        n++;
+        if (old == NULL || q->seq < old->seq)
+            old = q;
+    }
+    if (n >= FENCE_PEER_TLS_OPEN_PER_ID && old != NULL) {
+        char why[128];
+        snprintf(why, sizeof(why), "superseded: node %" PRIu64 " opened a newer connection "
+                 "(at most %d each)", (uint64_t)pc->id, FENCE_PEER_TLS_OPEN_PER_ID);
+        conn_refuse(old, "superseded", why);
+    }
+}
+
 /* The connection is authenticated: hand raft its stream. */
 static void conn_open(pconn *pc)
 {
@@ -412,6 +435,8 @@ static void conn_open(pconn *pc)
         FENCE_ASSERT(pc->pt->pending_in > 0);
         pc->pt->pending_in--;
     }
+    if (!pc->outgoing)
+        limit_open(pc->pt, pc);
     pc->state = PC_OPEN;
     uv_stream_t *re = (uv_stream_t *)pc->raft_end;
     pc->raft_end = NULL;

@@ -75,7 +75,7 @@ void fence__peer_tls_set_members(struct raft_uv_transport *t,
 
 /* Count refused or dropped peer connections in m (a counter family with
  * one label, the reason: tls, name, member, address, hello, closed,
- * timeout, evicted, busy, internal); NULL: do not count. */
+ * timeout, evicted, busy, superseded, internal); NULL: do not count. */
 void fence__peer_tls_set_refusals(struct raft_uv_transport *t, fence_metric *m);
 
 /* Pending (not yet authenticated) incoming connections one source address
@@ -86,5 +86,8 @@ void fence__peer_tls_set_refusals(struct raft_uv_transport *t, fence_metric *m);
  * dropped (a real peer sends its ClientHello at once); the whole handshake
  * still has FENCE_PEER_TLS_HANDSHAKE_MS. */
 #define FENCE_PEER_TLS_FIRST_BYTE_MS 1000
+/* Open (authenticated) incoming connections one member may have; a newer
+ * one closes its oldest.  A real node keeps one. */
+#define FENCE_PEER_TLS_OPEN_PER_ID 4
 
 #endif /* FENCE_SERVER_PEER_TLS_H */

@@ -12,6 +12,7 @@ correctly, then send a RequestVote with a huge term and disrupt_leader set
 - node-2's own certificate and id, but from another loopback address
   (127.0.0.2) or claiming another raft address than the configured one:
   refused ("connects from another host" / "says it is at"), term unchanged;
+- a member has at most 4 open connections (a newer one closes its oldest);
 - a stranger's address holds at most 4 unfinished handshakes (its oldest
   are evicted), and a connection that sends nothing is dropped;
 - a node added by CLUSTER.ADD (node-4, --join) is admitted and catches up,
@@ -186,6 +187,27 @@ def main():
         s.close()
     t.check(count(tgt, "sent nothing in time") - before_quiet >= 4,
             "the other 4 are dropped for sending nothing in time")
+
+    # Admitted connections are capped per member: eight more of node 2's (its
+    # key, its host, its address) make node 1 close node 2's oldest ones.
+    tgt = cl.nodes[1]
+    before_sup = count(tgt, "superseded: node 2")
+    held = []
+    for _ in range(8):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.load_cert_chain(certs[2][0], certs[2][1])
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", tgt.raft_port), timeout=5))
+        s.sendall(hello(2, n2.raft_addr))
+        held.append(s)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and count(tgt, "superseded: node 2") - before_sup < 4:
+        time.sleep(0.05)
+    t.check(count(tgt, "superseded: node 2") - before_sup >= 4,
+            "at most 4 open connections per member: 8 more of node 2's close its oldest")
+    for s in held:
+        s.close()
 
     # A node added by CLUSTER.ADD is admitted; once removed, it is refused.
     new = Node(cl, 4)
