@@ -38,6 +38,16 @@ UNIT_TESTS += $(BUILD)/tests/test_cluster_addr
 FUZZ_TARGETS += cluster_addr
 FUZZ_cluster_addr_LIBS := $(CLUSTER_ADDR_OBJ)
 
+# Unit test and fuzz target of the raft transport's hello (peer_hello.c).
+PEER_HELLO_OBJ := $(BUILD)/src/server/peer_hello.o $(BUILD)/src/common/assert.o
+$(BUILD)/tests/test_peer_hello: $(BUILD)/tests/unit/test_peer_hello.o $(PEER_HELLO_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+UNIT_TESTS += $(BUILD)/tests/test_peer_hello
+
+FUZZ_TARGETS += peer_hello
+FUZZ_peer_hello_LIBS := $(PEER_HELLO_OBJ)
+
 # make soak-cluster ROUNDS=N: the long kill/restart soak (skipped in make
 # test): N rounds of kill -9 and restart under load, invariants checked.
 ROUNDS ?= 20

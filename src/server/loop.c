@@ -493,6 +493,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
         LOG_INFO("snapshots are encoded in the loop%s",
                  cfg->snapshot_fork ? " (fork mode unavailable)" : "");
     s->node.append_latency = s->metrics.append_latency; /* after start's memset */
+    fence__node_set_peer_refusals(&s->node, s->metrics.peer_refusals);
     if (fence__listen(s) != 0)
         return -1;
     if (cfg->metrics_port != 0) {

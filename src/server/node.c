@@ -12,6 +12,7 @@
 
 #include "common/fs.h"
 #include "server/cluster.h"
+#include "server/cluster_addr.h"
 #include "server/log.h"
 #include "server/peer_tls.h"
 
@@ -196,6 +197,49 @@ static int wrap_snap_fn(struct raft_io *io, unsigned trailing,
     return rv;
 }
 
+/* ---- Who may connect (the TLS transport's membership) --------------------- */
+
+/* The membership the TLS transport admits peers by (fence_peer_tls_member_fn
+ * in peer_tls.h): the servers of raft's current configuration, whatever
+ * their role, the uncommitted configuration of a change included (libraft
+ * switches to a new configuration as soon as it is in the log, so a node
+ * being added by CLUSTER.ADD is a member of the leader from then on).  The
+ * address is the raft part of a "raft|client" address.  While the
+ * configuration is empty, which happens only on a --join node before its
+ * leader's first entries arrive, the --peers map stands in: it names the
+ * nodes the operator expects to hear from.  Nobody while closing. */
+static bool node_member(void *arg, unsigned i, uint64_t *id, char *addr, size_t cap)
+{
+    fence_node *n = arg;
+    FENCE_ASSERT(cap > 0);
+    if (n->closing)
+        return false;
+    const struct raft_configuration *c = &n->raft.configuration;
+    if (c->n > 0) {
+        if (i >= c->n)
+            return false;
+        char client[FENCE_CLUSTER_ADDR_MAX];
+        *id = (uint64_t)c->servers[i].id;
+        if (c->servers[i].address == NULL ||
+            fence__cluster_split_addr(c->servers[i].address, addr, cap, client,
+                                      sizeof(client)) != 0)
+            addr[0] = '\0'; /* matches no hello: the member is refused */
+        return true;
+    }
+    if (i >= n->cfg->n_peers)
+        return false;
+    *id = n->cfg->peer[i].id;
+    snprintf(addr, cap, "%s:%u", n->cfg->peer[i].host, (unsigned)n->cfg->peer[i].raft_port);
+    return true;
+}
+
+/* See node.h. */
+void fence__node_set_peer_refusals(fence_node *n, fence_metric *m)
+{
+    if (n->peer_tls)
+        fence__peer_tls_set_refusals(&n->transport, m);
+}
+
 /* ---- Start / stop ----------------------------------------------------------- */
 
 /* Set up raft_uv, wrap it, bootstrap if pristine, start.  See node.h. */
@@ -238,6 +282,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
                                  cfg->peer_tls_check_id != 0) != 0)
             return -1;
         n->peer_tls = true;
+        fence__peer_tls_set_members(&n->transport, node_member, n);
         fence__cluster_wrap_transport(&n->transport);
     } else if (n->tcp) {
         rv = raft_uv_tcp_init(&n->transport, loop);

@@ -69,6 +69,10 @@ struct fence_node {
                            raft_io_snapshot_put_cb cb);
 };
 
+/* Count the TLS transport's refused peer connections in m (a counter
+ * family labelled by reason; see peer_tls.h).  No-op without peer TLS. */
+void fence__node_set_peer_refusals(fence_node *n, fence_metric *m);
+
 /* Entry framing (libraft 0.15's raft_uv pads entries on disk but reloads
  * them unpadded): see fence__entry_frame in leader.h, which every entry
  * fenced proposes goes through. */

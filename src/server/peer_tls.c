@@ -17,12 +17,8 @@
 #include "common/limits.h"
 #include "common/tls_int.h"
 #include "server/log.h"
+#include "server/peer_hello.h"
 
-/* Hello magic and version (inside TLS, from the connecting side). */
-#define HELLO_MAGIC "FNCR"
-#define HELLO_VERSION 1u
-/* Fixed part of the hello: magic, version, id, address length. */
-#define HELLO_HEAD (4 + 4 + 8 + 2)
 /* Bytes read from the TLS session at a time. */
 #define PUMP_CHUNK (16 * 1024)
 
@@ -48,8 +44,14 @@ struct ptls {
     uv_tcp_t listener;                  /* the raft port */
     bool listening;                     /* listener initialised */
     raft_uv_accept_cb accept_cb;        /* raft's accept callback */
-    pconn *conns;                       /* every live connection */
+    pconn *conns;                       /* every live connection, newest first */
     unsigned pending;                   /* connections not yet PC_OPEN */
+    unsigned pending_in;                /* ... of them incoming (the slots) */
+    uint64_t seq;                       /* incoming connections accepted so far */
+    struct sockaddr_in self_sa;         /* own raft host, port 0 (outgoing bind) */
+    fence_peer_tls_member_fn members;   /* membership lookup, NULL: admit nobody */
+    void *members_arg;                  /* its argument */
+    fence_metric *refusals;             /* refusals by reason, or NULL */
     bool closing;                       /* close was called */
     bool listener_closed;               /* the listener's close cb ran */
     raft_uv_transport_close_cb close_cb; /* raft's close callback */
@@ -77,11 +79,16 @@ struct pconn {
     BIO *rbio;                          /* network -> SSL */
     BIO *wbio;                          /* SSL -> network */
     raft_id id;                         /* target id, or the hello's id */
-    uint8_t hello[HELLO_HEAD + FENCE_PEER_TLS_ADDR_MAX]; /* hello bytes */
+    uint8_t hello[FENCE_PEER_HELLO_MAX]; /* hello bytes (peer_hello.h) */
     size_t hello_len;                   /* bytes of hello read */
     char address[FENCE_PEER_TLS_ADDR_MAX]; /* the hello's address */
     bool tcp_paused;                    /* tcp reading stopped (flow) */
     bool pipe_paused;                   /* pipe reading stopped (flow) */
+    bool got_bytes;                     /* the peer has sent something */
+    uint64_t seq;                       /* incoming: order of acceptance */
+    uint64_t born_ms;                   /* uv_now when made */
+    uint32_t ip;                        /* incoming: source IPv4 (network order), 0: unknown */
+    bool member_ip;                     /* incoming: ip is a member's raft host */
     char peer[64];                      /* ip:port for logs */
 };
 
@@ -93,6 +100,7 @@ typedef struct pbytes {
 } pbytes;
 
 static void conn_drive(pconn *pc);
+static int parse_addr(const char *address, struct sockaddr_in *sa);
 
 /* OpenSSL's reason for the last error as text (clears the queue; tls_ctx.c). */
 static const char *ssl_why(char *buf, size_t cap)
@@ -150,6 +158,10 @@ static void conn_close(pconn *pc, int status)
     if (pc->state != PC_OPEN) {
         FENCE_ASSERT(pc->pt->pending > 0);
         pc->pt->pending--;
+        if (!pc->outgoing) {
+            FENCE_ASSERT(pc->pt->pending_in > 0);
+            pc->pt->pending_in--;
+        }
     }
     pc->state = PC_CLOSING;
     if (pc->req != NULL) {
@@ -167,11 +179,14 @@ static void conn_close(pconn *pc, int status)
         uv_close((uv_handle_t *)&pc->pipe, conn_handle_closed);
 }
 
-/* Refuse a peer: log why (at most FENCE_PEER_TLS_LOG_PER_S lines a second,
- * so a flood of strangers cannot flood the log), then close. */
-static void conn_refuse(pconn *pc, const char *why)
+/* Refuse a peer: count it under reason (the metric's label), log why (at
+ * most FENCE_PEER_TLS_LOG_PER_S lines a second, so a flood of strangers
+ * cannot flood the log), then close. */
+static void conn_refuse(pconn *pc, const char *reason, const char *why)
 {
     ptls *pt = pc->pt;
+    if (pt->refusals != NULL)
+        fence_series_inc(fence_metric_with(pt->refusals, reason, strlen(reason)));
     uint64_t now = uv_now(pt->loop);
     if (now - pt->log_window_ms >= 1000) {
         if (pt->suppressed > 0)
@@ -284,11 +299,12 @@ static void tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (pc->state == PC_OPEN)
             LOG_DEBUG("raft peer %s: closed: %s", pc->peer, uv_strerror((int)nread));
         else if (pc->state != PC_CLOSING)
-            conn_refuse(pc, "closed during the TLS handshake");
+            conn_refuse(pc, "closed", "closed during the TLS handshake");
         conn_close(pc, RAFT_NOCONNECTION);
         return;
     }
     if (nread > 0 && pc->state != PC_CLOSING) {
+        pc->got_bytes = true;
         int put = BIO_write(pc->rbio, buf->base, (int)nread);
         FENCE_ASSERT(put == (int)nread); /* memory BIOs grow */
     }
@@ -382,16 +398,45 @@ out_close_fds:
     return -1;
 }
 
+/* An incoming connection from node id is about to open: if that node
+ * already has FENCE_PEER_TLS_OPEN_PER_ID open incoming connections, close
+ * the oldest (a real node keeps one; older ones are dead links it has
+ * replaced, or someone holding its key opening many). */
+static void limit_open(ptls *pt, const pconn *pc)
+{
+    pconn *old = NULL;
+    unsigned n = 0;
+    for (pconn *q = pt->conns; q != NULL; q = q->next) {
+        if (q == pc || q->outgoing || q->state != PC_OPEN || q->id != pc->id)
+            continue;
+        n++;
+        if (old == NULL || q->seq < old->seq)
+            old = q;
+    }
+    if (n >= FENCE_PEER_TLS_OPEN_PER_ID && old != NULL) {
+        char why[128];
+        snprintf(why, sizeof(why), "superseded: node %" PRIu64 " opened a newer connection "
+                 "(at most %d each)", (uint64_t)pc->id, FENCE_PEER_TLS_OPEN_PER_ID);
+        conn_refuse(old, "superseded", why);
+    }
+}
+
 /* The connection is authenticated: hand raft its stream. */
 static void conn_open(pconn *pc)
 {
     if (make_pair(pc) != 0) {
-        conn_refuse(pc, "cannot make a socketpair");
+        conn_refuse(pc, "internal", "cannot make a socketpair");
         return;
     }
     uv_timer_stop(&pc->timer);
     FENCE_ASSERT(pc->pt->pending > 0);
     pc->pt->pending--;
+    if (!pc->outgoing) {
+        FENCE_ASSERT(pc->pt->pending_in > 0);
+        pc->pt->pending_in--;
+    }
+    if (!pc->outgoing)
+        limit_open(pc->pt, pc);
     pc->state = PC_OPEN;
     uv_stream_t *re = (uv_stream_t *)pc->raft_end;
     pc->raft_end = NULL;
@@ -409,78 +454,124 @@ static void conn_open(pconn *pc)
 /* Send the hello (connecting side, right after the handshake).  0 or -1. */
 static int send_hello(pconn *pc)
 {
-    const char *addr = pc->pt->address;
-    size_t alen = strlen(addr);
-    uint8_t h[HELLO_HEAD + FENCE_PEER_TLS_ADDR_MAX];
-    FENCE_ASSERT(alen < FENCE_PEER_TLS_ADDR_MAX);
-    memcpy(h, HELLO_MAGIC, 4);
-    for (int i = 0; i < 4; i++)
-        h[4 + i] = (uint8_t)(HELLO_VERSION >> (24 - 8 * i));
-    uint64_t id = pc->pt->id;
-    for (int i = 0; i < 8; i++)
-        h[8 + i] = (uint8_t)(id >> (56 - 8 * i));
-    h[16] = (uint8_t)(alen >> 8);
-    h[17] = (uint8_t)alen;
-    memcpy(h + HELLO_HEAD, addr, alen);
-    int n = (int)(HELLO_HEAD + alen);
-    if (SSL_write(pc->ssl, h, n) != n)
+    uint8_t h[FENCE_PEER_HELLO_MAX];
+    long n = fence__peer_hello_encode(pc->pt->id, pc->pt->address, h, sizeof(h));
+    FENCE_ASSERT(n > 0); /* tls_init checked the address's length */
+    if (SSL_write(pc->ssl, h, (int)n) != (int)n)
         return -1;
     return flush_tls(pc);
 }
 
-/* Read the hello; on the whole of it, check and open.  Returns true when
- * the caller may go on reading application data. */
+/* The raft address of member id into addr (cap bytes); false when id is
+ * not a member of the current configuration (or nobody installed the
+ * lookup). */
+static bool member_address(ptls *pt, uint64_t id, char *addr, size_t cap)
+{
+    if (pt->members == NULL)
+        return false;
+    uint64_t mid;
+    for (unsigned i = 0; pt->members(pt->members_arg, i, &mid, addr, cap); i++)
+        if (mid == id)
+            return true;
+    return false;
+}
+
+/* Whether ip (IPv4, network order) is the raft host of some member. */
+static bool member_host(ptls *pt, uint32_t ip)
+{
+    if (pt->members == NULL || ip == 0)
+        return false;
+    char addr[FENCE_PEER_TLS_ADDR_MAX];
+    uint64_t mid;
+    struct sockaddr_in sa;
+    for (unsigned i = 0; pt->members(pt->members_arg, i, &mid, addr, sizeof(addr)); i++)
+        if (parse_addr(addr, &sa) == 0 && sa.sin_addr.s_addr == ip)
+            return true;
+    return false;
+}
+
+/* The membership check of an incoming peer whose hello (pc->id,
+ * pc->address) has been read: its id must be a member, the hello's address
+ * that member's configured raft address, and the TCP source address that
+ * address's host.  On refusal, why says what and *reason is the metric's
+ * label. */
+static bool admitted(pconn *pc, char *why, size_t cap, const char **reason)
+{
+    ptls *pt = pc->pt;
+    char conf[FENCE_PEER_TLS_ADDR_MAX];
+    *reason = "member";
+    if (pt->members == NULL) {
+        snprintf(why, cap, "%s", "the raft configuration is not known yet");
+        return false;
+    }
+    if (!member_address(pt, pc->id, conf, sizeof(conf))) {
+        snprintf(why, cap, "node %" PRIu64 " is not a member of the raft configuration",
+                 (uint64_t)pc->id);
+        return false;
+    }
+    *reason = "address";
+    struct sockaddr_in want;
+    struct sockaddr_in said;
+    if (parse_addr(conf, &want) != 0) {
+        snprintf(why, cap, "node %" PRIu64 "'s configured address '%.60s' is not IPv4:port",
+                 (uint64_t)pc->id, conf);
+        return false;
+    }
+    if (parse_addr(pc->address, &said) != 0 ||
+        said.sin_addr.s_addr != want.sin_addr.s_addr || said.sin_port != want.sin_port) {
+        snprintf(why, cap, "node %" PRIu64 " says it is at '%.60s'; the configuration has '%.60s'",
+                 (uint64_t)pc->id, pc->address, conf);
+        return false;
+    }
+    if (pc->ip != want.sin_addr.s_addr) {
+        char host[INET_ADDRSTRLEN] = "?";
+        uv_ip4_name(&want, host, sizeof(host));
+        snprintf(why, cap, "node %" PRIu64 " connects from another host than its configured %s",
+                 (uint64_t)pc->id, host);
+        return false;
+    }
+    return true;
+}
+
+/* Read the hello (exactly its bytes: raft's follow); on the whole of it,
+ * check and open.  Returns true when the caller may go on reading
+ * application data. */
 static bool read_hello(pconn *pc)
 {
     char why[256];
+    uint64_t id = 0;
+    long rc;
     for (;;) {
-        size_t need = HELLO_HEAD;
-        if (pc->hello_len >= HELLO_HEAD)
-            need += ((size_t)pc->hello[16] << 8) | pc->hello[17];
-        if (need > sizeof(pc->hello)) {
-            conn_refuse(pc, "hello address too long");
-            return false;
-        }
-        if (pc->hello_len == need)
+        size_t need = 0;
+        rc = fence__peer_hello_decode(pc->hello, pc->hello_len, &id, pc->address, &need);
+        if (rc != FENCE_PEER_HELLO_PARTIAL)
             break;
+        FENCE_ASSERT(need > pc->hello_len && need <= sizeof(pc->hello));
         int n = SSL_read(pc->ssl, pc->hello + pc->hello_len, (int)(need - pc->hello_len));
         if (n <= 0) {
             int e = SSL_get_error(pc->ssl, n);
             if (e == SSL_ERROR_WANT_READ)
                 return false;
-            conn_refuse(pc, e == SSL_ERROR_ZERO_RETURN ? "closed before the hello"
-                                                       : ssl_why(why, sizeof(why)));
+            conn_refuse(pc, "hello", e == SSL_ERROR_ZERO_RETURN ? "closed before the hello"
+                                                                : ssl_why(why, sizeof(why)));
             return false;
         }
         pc->hello_len += (size_t)n;
-        if (pc->hello_len == HELLO_HEAD && memcmp(pc->hello, HELLO_MAGIC, 4) != 0) {
-            conn_refuse(pc, "bad hello magic");
-            return false;
-        }
     }
-    uint32_t ver = 0;
-    uint64_t id = 0;
-    for (int i = 0; i < 4; i++)
-        ver = (ver << 8) | pc->hello[4 + i];
-    for (int i = 0; i < 8; i++)
-        id = (id << 8) | pc->hello[8 + i];
-    size_t alen = pc->hello_len - HELLO_HEAD;
-    if (ver != HELLO_VERSION) {
-        snprintf(why, sizeof(why), "hello version %u (want %u)", ver, HELLO_VERSION);
-        conn_refuse(pc, why);
-        return false;
-    }
-    if (id == 0 || alen == 0 || memchr(pc->hello + HELLO_HEAD, '\0', alen) != NULL) {
-        conn_refuse(pc, "malformed hello");
+    if (rc < 0) {
+        conn_refuse(pc, "hello", fence__peer_hello_strerror(rc));
         return false;
     }
     if (pc->pt->check_id && !cert_names(pc, id, why, sizeof(why))) {
-        conn_refuse(pc, why);
+        conn_refuse(pc, "name", why);
         return false;
     }
     pc->id = id;
-    memcpy(pc->address, pc->hello + HELLO_HEAD, alen);
-    pc->address[alen] = '\0';
+    const char *reason = NULL;
+    if (!admitted(pc, why, sizeof(why), &reason)) {
+        conn_refuse(pc, reason, why);
+        return false;
+    }
     conn_open(pc);
     return pc->state == PC_OPEN;
 }
@@ -507,16 +598,16 @@ static void conn_drive(pconn *pc)
             } else {
                 ssl_why(why, sizeof(why));
             }
-            conn_refuse(pc, why);
+            conn_refuse(pc, "tls", why);
             return;
         }
         if (pc->outgoing) {
             if (pc->pt->check_id && !cert_names(pc, pc->id, why, sizeof(why))) {
-                conn_refuse(pc, why);
+                conn_refuse(pc, "name", why);
                 return;
             }
             if (send_hello(pc) != 0) {
-                conn_refuse(pc, "cannot send the hello");
+                conn_refuse(pc, "internal", "cannot send the hello");
                 return;
             }
             conn_open(pc);
@@ -567,11 +658,22 @@ static void conn_drive(pconn *pc)
     uv_read_start((uv_stream_t *)&pc->tcp, alloc_cb, tcp_read);
 }
 
-/* The handshake took too long. */
+/* A deadline passed: an incoming connection that has sent nothing within
+ * FENCE_PEER_TLS_FIRST_BYTE_MS is dropped; otherwise the timer runs on to
+ * the handshake deadline, FENCE_PEER_TLS_HANDSHAKE_MS after the start. */
 static void conn_timeout(uv_timer_t *tm)
 {
     pconn *pc = tm->data;
-    conn_refuse(pc, "TLS handshake timed out");
+    uint64_t age = uv_now(pc->pt->loop) - pc->born_ms;
+    if (!pc->outgoing && !pc->got_bytes) {
+        conn_refuse(pc, "timeout", "sent nothing in time");
+        return;
+    }
+    if (age < FENCE_PEER_TLS_HANDSHAKE_MS) {
+        uv_timer_start(&pc->timer, conn_timeout, FENCE_PEER_TLS_HANDSHAKE_MS - age, 0);
+        return;
+    }
+    conn_refuse(pc, "timeout", "TLS handshake timed out");
 }
 
 /* A new connection object around an initialised pc->tcp.  NULL if the
@@ -608,8 +710,14 @@ static pconn *conn_new(ptls *pt, bool outgoing)
         pt->conns->prev = pc;
     pt->conns = pc;
     pt->pending++;
+    if (!outgoing) {
+        pt->pending_in++;
+        pc->seq = ++pt->seq;
+    }
+    pc->born_ms = uv_now(pt->loop);
     snprintf(pc->peer, sizeof(pc->peer), "%s", "?");
-    uv_timer_start(&pc->timer, conn_timeout, FENCE_PEER_TLS_HANDSHAKE_MS, 0);
+    uv_timer_start(&pc->timer, conn_timeout,
+                   outgoing ? FENCE_PEER_TLS_HANDSHAKE_MS : FENCE_PEER_TLS_FIRST_BYTE_MS, 0);
     return pc;
 
 out_free_ssl:
@@ -636,6 +744,57 @@ static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
     snprintf(out, cap, "%s:%d", ip, port);
 }
 
+/* The oldest incoming connection still in its handshake, other than pc,
+ * that matches: from ip when by_ip, else from any address that is no
+ * member's host when strangers, else any.  NULL if there is none. */
+static pconn *oldest_pending(ptls *pt, const pconn *pc, bool by_ip, bool strangers,
+                             unsigned *count)
+{
+    pconn *old = NULL;
+    unsigned n = 0;
+    for (pconn *q = pt->conns; q != NULL; q = q->next) {
+        if (q == pc || q->outgoing || q->state == PC_OPEN || q->state == PC_CLOSING)
+            continue;
+        if (by_ip && q->ip != pc->ip)
+            continue;
+        if (!by_ip && strangers && q->member_ip)
+            continue;
+        n++;
+        if (old == NULL || q->seq < old->seq)
+            old = q;
+    }
+    if (count != NULL)
+        *count = n;
+    return old;
+}
+
+/* Find a handshake slot for the new incoming connection pc (already
+ * counted in pending_in): a stranger's address keeps at most
+ * FENCE_PEER_TLS_PENDING_PER_IP slots (its oldest makes room); when all
+ * FENCE_PEER_TLS_PENDING_MAX are taken, the oldest stranger's connection
+ * is evicted, or, for a newcomer from a member's host, the oldest of all.
+ * Returns false (pc refused) when there is no room for it. */
+static bool take_slot(ptls *pt, pconn *pc)
+{
+    if (!pc->member_ip) {
+        unsigned same = 0;
+        pconn *old = oldest_pending(pt, pc, true, false, &same);
+        if (same >= FENCE_PEER_TLS_PENDING_PER_IP && old != NULL)
+            conn_refuse(old, "evicted", "evicted: too many handshakes from its address");
+    }
+    if (pt->pending_in <= FENCE_PEER_TLS_PENDING_MAX)
+        return true;
+    pconn *victim = oldest_pending(pt, pc, false, true, NULL);
+    if (victim == NULL && pc->member_ip)
+        victim = oldest_pending(pt, pc, false, false, NULL);
+    if (victim == NULL) {
+        conn_refuse(pc, "busy", "too many connections in the handshake");
+        return false;
+    }
+    conn_refuse(victim, "evicted", "evicted by a newer connection (handshake slots full)");
+    return true;
+}
+
 /* A stranger or a peer connected to the raft port. */
 static void on_connection(uv_stream_t *server, int status)
 {
@@ -659,12 +818,14 @@ static void on_connection(uv_stream_t *server, int status)
     }
     struct sockaddr_storage ss;
     int len = sizeof(ss);
-    if (uv_tcp_getpeername(&pc->tcp, (struct sockaddr *)&ss, &len) == 0)
+    if (uv_tcp_getpeername(&pc->tcp, (struct sockaddr *)&ss, &len) == 0) {
         fmt_addr(&ss, pc->peer, sizeof(pc->peer));
-    if (pt->pending > FENCE_PEER_TLS_PENDING_MAX) {
-        conn_refuse(pc, "too many connections in the handshake");
-        return;
+        if (ss.ss_family == AF_INET)
+            pc->ip = ((const struct sockaddr_in *)&ss)->sin_addr.s_addr;
     }
+    pc->member_ip = member_host(pt, pc->ip);
+    if (!take_slot(pt, pc))
+        return;
     uv_tcp_nodelay(&pc->tcp, 1);
     uv_read_start((uv_stream_t *)&pc->tcp, alloc_cb, tcp_read);
 }
@@ -677,6 +838,9 @@ static int tls_init(struct raft_uv_transport *t, raft_id id, const char *address
         return RAFT_NAMETOOLONG;
     pt->id = id;
     snprintf(pt->address, sizeof(pt->address), "%s", address);
+    if (parse_addr(address, &pt->self_sa) != 0)
+        memset(&pt->self_sa, 0, sizeof(pt->self_sa));
+    pt->self_sa.sin_port = 0;
     return 0;
 }
 
@@ -753,6 +917,14 @@ static int tls_connect(struct raft_uv_transport *t, struct raft_uv_connect *req,
     pc->id = id;
     snprintf(pc->peer, sizeof(pc->peer), "%.63s", address);
     pc->creq.data = pc;
+    /* Connect from our own raft host: the peer admits us only from the
+     * host our configured address names (a multi-homed host would pick
+     * the source address by route otherwise). */
+    if (pt->self_sa.sin_family == AF_INET && pt->self_sa.sin_addr.s_addr != htonl(INADDR_ANY)) {
+        int brv = uv_tcp_bind(&pc->tcp, (const struct sockaddr *)&pt->self_sa, 0);
+        if (brv != 0)
+            LOG_DEBUG("raft peer %s: bind to own raft host: %s", pc->peer, uv_strerror(brv));
+    }
     int rv = uv_tcp_connect(&pc->creq, &pc->tcp, (const struct sockaddr *)&sa, on_connect);
     if (rv != 0) {
         pc->req = NULL; /* raft sees the error as the return value */
@@ -782,6 +954,24 @@ static void tls_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb
     for (pconn *pc = pt->conns; pc != NULL; pc = pc->next)
         conn_close(pc, RAFT_CANCELED);
     maybe_closed(pt);
+}
+
+/* See peer_tls.h. */
+void fence__peer_tls_set_members(struct raft_uv_transport *t,
+                                 fence_peer_tls_member_fn fn, void *arg)
+{
+    ptls *pt = t->impl;
+    FENCE_ASSERT(pt != NULL);
+    pt->members = fn;
+    pt->members_arg = arg;
+}
+
+/* See peer_tls.h. */
+void fence__peer_tls_set_refusals(struct raft_uv_transport *t, fence_metric *m)
+{
+    ptls *pt = t->impl;
+    FENCE_ASSERT(pt != NULL);
+    pt->refusals = m;
 }
 
 /* See peer_tls.h. */
