@@ -226,8 +226,23 @@ def keep_codes(conn: object) -> None:
     own classes.  Call it before connecting.  A redis-py whose parser has no
     such table is left alone (from_redis then maps its classes)."""
     parser = getattr(conn, "_parser", None)
-    if parser is not None and isinstance(getattr(parser, "EXCEPTION_CLASSES", None), dict):
-        parser.EXCEPTION_CLASSES = {}
+    if parser is None or not isinstance(getattr(parser, "EXCEPTION_CLASSES", None), dict):
+        return
+    base = type(parser)
+    keeping = _KEEPING.get(base)
+    if keeping is None:
+        # Same layout as base (no new slots), so the instance can switch.
+        keeping = type(base.__name__ + "KeepingCodes", (base,),
+                       {"__slots__": (), "EXCEPTION_CLASSES": {}})
+        _KEEPING[base] = keeping
+    try:
+        parser.__class__ = keeping
+    except TypeError:
+        pass
+
+
+#: redis-py parser class -> its subclass that keeps the codes.
+_KEEPING: Dict[type, type] = {}
 
 
 def from_redis(e: BaseException) -> FencedError:
