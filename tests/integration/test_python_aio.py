@@ -14,6 +14,7 @@ processes (127.0.0.1, free ports, temp dirs, stopped by PID):
   past its 500 ms lease; meanwhile another client takes the lock and writes;
   once the loop runs again the old holder is not ``held``, its lease is
   marked lost, and its write with the old token is refused (StaleToken);
+  the same for a holder process SIGSTOPped past its lease;
 - a cancelled request drops its connection: a LOCK ... WAIT cancelled by
   asyncio.wait_for leaves no reply behind for the next request;
 - typed errors (LIMIT, NOLEASE, ERR), Store's calls;
@@ -212,6 +213,66 @@ async def blocked_loop(f, store_port):
     await st.close()
 
 
+PAUSED_HOLDER = r"""
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+import fenced, fenced.aio
+
+async def main() -> None:
+    c = fenced.aio.Client(sys.argv[2])
+    s = fenced.aio.Store(sys.argv[3])
+    lk = await c.lock("aio-stop", ttl_ms=500).acquire()
+    print(lk.token, flush=True)
+    sys.stdin.readline()              # the test SIGSTOPs us before answering
+    try:
+        await s.fset("aio-stop", lk.token, "aio-stop-k", "from-old-holder")
+        print("written", flush=True)
+    except fenced.StaleToken as e:
+        print("stale", e.token, e.highest, flush=True)
+    try:
+        await asyncio.wait_for(lk.lost.wait(), 3.0)
+        print("lost", type(lk.lost_error).__name__, flush=True)
+    except asyncio.TimeoutError:
+        print("not-lost", flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def stopped(f, store_port):
+    """A fenced.aio holder process SIGSTOPped past its lease: its write after
+    SIGCONT is refused by fence-store and its lease is marked lost."""
+    import subprocess
+    p = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, PYSRC, "127.0.0.1:%d" % f.port,
+                          "127.0.0.1:%d" % store_port],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        loop = asyncio.get_running_loop()
+        old = int(await loop.run_in_executor(None, p.stdout.readline))
+        os.kill(p.pid, signal.SIGSTOP)
+        c = fenced.aio.Client("127.0.0.1:%d" % f.port)
+        st = fenced.aio.Store("127.0.0.1:%d" % store_port, decode=True)
+        async with c.lock("aio-stop", ttl_ms=5000, wait_ms=5000) as lk:
+            tap.check(lk.token > old, "SIGSTOP: the lock went to a new holder with a higher token")
+            await st.fset("aio-stop", lk.token, "aio-stop-k", "from-new-holder")
+            os.kill(p.pid, signal.SIGCONT)
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            out = (await loop.run_in_executor(None, p.stdout.readline)).split()
+            tap.check(out[:1] == ["stale"] and int(out[1]) == old and int(out[2]) == lk.token,
+                      "SIGSTOP: the old holder's write raises StaleToken(token, highest)", out)
+            out = (await loop.run_in_executor(None, p.stdout.readline)).split()
+            tap.eq(["lost", "LeaseLost"], out, "SIGSTOP: the old holder's lease is marked lost")
+        tap.eq("from-new-holder", await st.fget("aio-stop-k"),
+               "SIGSTOP: fence-store kept the new holder's value")
+        await c.close()
+        await st.close()
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+        p.kill()
+        p.wait()
+
+
 async def cancelled(f):
     """A request cancelled while waiting leaves nothing behind."""
     addr = "127.0.0.1:%d" % f.port
@@ -341,7 +402,8 @@ async def amain():
     s = sh.Store(TMP)
     s.start()
     for group in (lambda: locks(f), lambda: keepalive(f), lambda: lost(f),
-                  lambda: blocked_loop(f, s.port), lambda: cancelled(f),
+                  lambda: blocked_loop(f, s.port), lambda: stopped(f, s.port),
+                  lambda: cancelled(f),
                   lambda: store_calls(s.port), errors, lambda: redirects_and_retries(f),
                   failover):
         try:

@@ -47,6 +47,10 @@ def raises(cls, fn, *a, **kw):
 
 def locks(f):
     c = fenced.Client("127.0.0.1:%d" % f.port)
+    lk0 = c.lock("py-a")
+    e = raises(fenced.NotAcquired, lambda: lk0.token)
+    tap.check(e is not None and not lk0.acquired,
+              "lock: the token of a lock not yet acquired raises NotAcquired (not None)", e)
     with c.lock("py-a", ttl_ms=5000) as lk:
         tap.check(isinstance(lk.token, int) and lk.token > 0, "lock: token is a positive int")
         tap.check(lk.valid_until > time.monotonic() + 4.0, "lock: valid_until ~ TTL - margin ahead")

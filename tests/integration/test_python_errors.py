@@ -216,6 +216,23 @@ def mapping_table():
               "an unknown code is a ServerError with that code", e)
     e = fenced.errors.from_reply("wrong number of arguments")  # redis-py took "ERR " off
     tap.check(isinstance(e, fenced.ServerError) and e.code == "ERR", "a stripped ERR is ERR", e)
+    # Any reply text a server (or a man in the middle of a plaintext
+    # connection) sends: from_reply never raises, keeps the whole text.
+    import random
+    rnd = random.Random(20)
+    words = list(fenced.CODES) + ["", " ", "STALE x y", "STALE 1", "NOTLEADER", "\x00", "é", "9"]
+    bad = []
+    for _ in range(5000):
+        text = "".join(rnd.choice(words) + rnd.choice(["", " ", "  ", "\r", "1 2 ", "\x7f"])
+                       for _ in range(rnd.randint(0, 5)))
+        try:
+            e = fenced.errors.from_reply(text)
+            if not isinstance(e, fenced.FencedError) or text not in str(e) or e.code is None:
+                bad.append(text)
+        except Exception as x:  # noqa: BLE001 - the check is that nothing raises
+            bad.append((text, x))
+    tap.check(not bad, "from_reply: 5000 random reply texts map without raising, text kept",
+              bad[:5])
 
 
 def main():
