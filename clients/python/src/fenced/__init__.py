@@ -7,7 +7,9 @@ tokens) and of fence-store (a key/value store that rejects stale tokens).
     with c.lock("orders", ttl_ms=10000, wait_ms=5000) as lock:
         store.fset("orders", lock.token, "k", "v")
 
-See docs/python.md.
+The same API for asyncio is fenced.aio (``async with c.lock(...)``).  Every
+server error code has its own exception class (fenced.CODES; ``.code`` and
+the server's ``.message``).  See docs/python.md.
 """
 from .client import Client, LeaseInfo, Lock, LockInfo, parse_servers
 from . import errors
