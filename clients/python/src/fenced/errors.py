@@ -153,7 +153,7 @@ class ServerError(FencedError):
         super().__init__(message, code)
 
 
-#: Every error code fenced, fence-store and fence-proxy send, and its class
+#: Every error code fenced and fence-store send, and its class
 #: (ERR and unknown codes: :class:`ServerError`).
 CODES: Dict[str, Type[FencedError]] = {
     "NOTLEADER": NotLeader,
