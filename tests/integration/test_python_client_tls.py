@@ -56,8 +56,8 @@ async def aio_tls(addr, saddr, tls):
     when every step did what it should."""
     c = fenced.aio.Client(addr, **tls)
     st = fenced.aio.Store(saddr, **tls)
-    async with c.lock("py-aio-tls", ttl_ms=900) as lk:
-        await asyncio.sleep(1.2)  # past the TTL: the renewal task renews over TLS
+    async with c.lock("py-aio-tls", ttl_ms=1500) as lk:
+        await asyncio.sleep(2.0)  # past the TTL: the renewal task renews over TLS
         info = await c.lock_info("py-aio-tls")
         ok = lk.held and info is not None and info.token == lk.token
         await st.fset("py-aio-tls", lk.token, "aio-k", "v")
