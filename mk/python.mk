@@ -3,4 +3,4 @@
 # /usr/bin/python3 and import the package from the source tree
 # (clients/python/src); test_python_install.sh pip-installs it offline into
 # a temp venv.
-INTEG_TESTS += tests/integration/test_python_client.py tests/integration/test_python_client_tls.py tests/integration/test_python_install.sh
+INTEG_TESTS += $(wildcard tests/integration/test_python_*.py) tests/integration/test_python_install.sh

@@ -12,9 +12,12 @@ certificates made here with openssl (tls_certs.py).
   an untrusted CA raises Unreachable naming the certificate, both without
   retrying for the whole timeout (a long timeout would only end in
   Unreachable/TryAgain);
+- fenced.aio over TLS with a login: a lock renewed past its TTL by its task,
+  Store writes and a stale refusal, WrongPass for a wrong password;
 - option mistakes raise ValueError;
 - fenced-lock --tls --cacert --user with $FENCE_PASSWORD.
 """
+import asyncio
 import os
 import shutil
 import subprocess
@@ -30,6 +33,7 @@ import tls_certs  # noqa: E402
 PYSRC = os.path.join(HERE, "..", "..", "clients", "python", "src")
 sys.path.insert(0, PYSRC)
 import fenced  # noqa: E402
+import fenced.aio  # noqa: E402
 
 FENCED = binary("fenced", env="FENCED")
 STORE = binary("fence-store", env="FENCE_STORE")
@@ -45,6 +49,33 @@ def raises(cls, fn, *a, **kw):
     except Exception as e:  # noqa: BLE001 - reported as the wrong class
         return ("wrong class", type(e).__name__, str(e))
     return None
+
+
+async def aio_tls(addr, saddr, tls):
+    """fenced.aio's Client, Lock and Store over TLS with a login; True
+    when every step did what it should."""
+    c = fenced.aio.Client(addr, **tls)
+    st = fenced.aio.Store(saddr, **tls)
+    async with c.lock("py-aio-tls", ttl_ms=1500) as lk:
+        await asyncio.sleep(2.0)  # past the TTL: the renewal task renews over TLS
+        info = await c.lock_info("py-aio-tls")
+        ok = lk.held and info is not None and info.token == lk.token
+        await st.fset("py-aio-tls", lk.token, "aio-k", "v")
+        try:
+            await st.fset("py-aio-tls", lk.token - 1, "aio-k", "old")
+            ok = False
+        except fenced.StaleToken:
+            pass
+    bad = fenced.aio.Client(addr, timeout_ms=60000, **dict(tls, password="nope-nope"))
+    try:
+        await bad.lease_grant(1000)
+        ok = False
+    except fenced.WrongPass as e:
+        ok = ok and SECRET not in str(e)
+    await c.close()
+    await st.close()
+    await bad.close()
+    return ok
 
 
 def start(prog, name, tmp, certs, acl, extra=()):
@@ -88,6 +119,9 @@ def main():
         mt = fenced.Store("127.0.0.1:%d" % stls, tls_cert_file=certs["alice.crt"],
                           tls_key_file=certs["alice.key"], **tls)
         t.eq(tok, mt.high("py-tls"), "Store with a client certificate (mutual TLS)")
+        t.check(asyncio.run(aio_tls("127.0.0.1:%d" % ftls, "127.0.0.1:%d" % stls, tls)),
+                "fenced.aio over TLS with a login: a lock held past its TTL, fset, a stale "
+                "token refused, a wrong password is WrongPass")
         for name, kw in (("a wrong password", dict(tls, password="nope-nope")),
                          ("no login", dict(tls=True, tls_ca_file=certs["ca.crt"]))):
             bad = fenced.Client("127.0.0.1:%d" % ftls, timeout_ms=60000, **kw)

@@ -40,4 +40,13 @@ c = fenced.Client('127.0.0.1:$PORT')
 with c.lock('inst2') as l:
     print(l.token)")
 check "the installed package locks ($tok)" test "${tok:-0}" -gt 0
+tok=$(cd / && "$V/python" -c "
+import asyncio, fenced.aio
+async def main() -> None:
+    c = fenced.aio.Client('127.0.0.1:$PORT')
+    async with c.lock('inst3') as l:
+        print(l.token)
+    await c.close()
+asyncio.run(main())")
+check "the installed fenced.aio locks ($tok)" test "${tok:-0}" -gt 0
 finish

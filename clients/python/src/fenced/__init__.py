@@ -7,15 +7,22 @@ tokens) and of fence-store (a key/value store that rejects stale tokens).
     with c.lock("orders", ttl_ms=10000, wait_ms=5000) as lock:
         store.fset("orders", lock.token, "k", "v")
 
-See docs/python.md.
+The same API for asyncio is fenced.aio (``async with c.lock(...)``).  Every
+server error code has its own exception class (fenced.CODES; ``.code`` and
+the server's ``.message``).  See docs/python.md.
 """
 from .client import Client, LeaseInfo, Lock, LockInfo, parse_servers
-from .errors import (AuthFailed, FencedError, LeaseLost, LimitReached, NotAcquired, NotLeader,
-                     ServerError, StaleToken, TryAgain, Unreachable)
+from . import errors
+from .errors import (CODES, AuthFailed, AuthRequired, BadToken, ExecAborted, FencedError,
+                     LeaseLost, LimitReached, NotAcquired, NotLeader, PermissionDenied,
+                     ProtocolNotSupported, ServerError, StaleToken, StoreFull, TryAgain,
+                     Unavailable, Unreachable, WrongFence, WrongPass)
 from .store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "Store", "parse_servers",
-           "AuthFailed", "FencedError", "LeaseLost", "LimitReached", "NotAcquired", "NotLeader",
-           "ServerError", "StaleToken", "TryAgain", "Unreachable", "__version__"]
+__all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "Store", "parse_servers", "errors", "CODES",
+           "AuthFailed", "AuthRequired", "BadToken", "ExecAborted", "FencedError", "LeaseLost",
+           "LimitReached", "NotAcquired", "NotLeader", "PermissionDenied", "ProtocolNotSupported",
+           "ServerError", "StaleToken", "StoreFull", "TryAgain", "Unavailable", "Unreachable",
+           "WrongFence", "WrongPass", "__version__"]

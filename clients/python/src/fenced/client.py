@@ -23,7 +23,7 @@ import redis
 from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 
 from .errors import (AuthFailed, FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain, Unreachable,
-                     from_reply)
+                     from_redis, keep_codes, with_context)
 
 __all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "parse_servers"]
 
@@ -185,6 +185,7 @@ class Client:
                 host, port = _split_addr(addr)
                 conn = Connection(host=host, port=port, socket_timeout=t,
                                   socket_connect_timeout=t, **login)
+            keep_codes(conn)
             try:
                 conn.connect()
             except BaseException:
@@ -260,7 +261,7 @@ class Client:
             try:
                 return self._once(args, deadline)
             except redis.exceptions.ResponseError as e:
-                err = from_reply(str(e))
+                err = from_redis(e)
                 if isinstance(err, NotLeader):
                     redirects += 1
                     if redirects > self.max_redirects:
@@ -273,14 +274,14 @@ class Client:
                     last = answered = err
                 elif isinstance(err, AuthFailed):
                     self._drop()
-                    raise AuthFailed("%s: login refused by %s: %s" % (args[0], self.server, err)) \
+                    raise with_context(err, "%s: login refused by %s: " % (args[0], self.server)) \
                         from None
                 else:
                     raise err from None
             except redis.exceptions.AuthenticationError as e:
                 self._drop()
-                raise AuthFailed("%s: login refused by %s: %s" % (args[0], self.server, e)) \
-                    from None
+                raise with_context(from_redis(e), "%s: login refused by %s: " % (
+                    args[0], self.server)) from None
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                     OSError) as e:
                 last = e
@@ -305,7 +306,7 @@ class Client:
             # The servers kept answering TRYAGAIN (no leader, no quorum) or
             # NOTLEADER without a leader until the time was up.
             if isinstance(answered, TryAgain):
-                raise TryAgain("%s: %s (for %d ms)" % (args[0], answered, budget)) from None
+                raise with_context(answered, "%s: " % args[0], " (for %d ms)" % budget) from None
             raise answered
         raise Unreachable("%s: no reply from %s within %d ms (%s)" % (
             args[0], self.server, budget, last)) from None
@@ -455,7 +456,9 @@ class Lock:
     """A held lock: its fencing token, its lease and a renewal thread.
 
     Attributes (valid after acquiring): ``token`` (int: pass it to the
-    resource with every write), ``lease``, ``valid_until`` (a
+    resource with every write; reading it before the lock was acquired
+    raises :class:`NotAcquired`, so its type is ``int``, never None),
+    ``lease`` (int, likewise), ``acquired``, ``valid_until`` (a
     ``time.monotonic()`` deadline: the send time of the last successful
     grant or renewal + TTL - TTL/10 - 5 ms; past it the server may have
     given the lock away.  It is for liveness only: safety comes from the
@@ -478,8 +481,8 @@ class Lock:
         self.on_lost = on_lost                # callback when the lease is lost
         self.on_wait = on_wait                # callback before a wait
         self.raise_on_lost = raise_on_lost    # with-block raises LeaseLost at its end
-        self.token: Optional[int] = None      # fencing token once acquired
-        self.lease: Optional[int] = None      # lease id once granted
+        self._token: Optional[int] = None     # fencing token once acquired
+        self._lease: Optional[int] = None     # lease id once granted
         self.valid_until: float = 0.0         # monotonic deadline (liveness only)
         self.lost = threading.Event()         # set when the lease is lost
         self.lost_error: Optional[FencedError] = None  # why it was lost
@@ -489,12 +492,34 @@ class Lock:
 
     def __repr__(self) -> str:
         return "<fenced.Lock %r token=%r lease=%r%s>" % (
-            self.name, self.token, self.lease, " lost" if self.lost.is_set() else "")
+            self.name, self._token, self._lease, " lost" if self.lost.is_set() else "")
+
+    @property
+    def token(self) -> int:
+        """The fencing token (pass it to the resource with every write).
+        Raises NotAcquired before the lock was acquired; stays readable
+        after release or loss (the resource refuses it once a newer holder
+        wrote)."""
+        if self._token is None:
+            raise NotAcquired("lock %r is not acquired: it has no token yet" % self.name)
+        return self._token
+
+    @property
+    def lease(self) -> int:
+        """The lease id.  Raises NotAcquired before the lease was granted."""
+        if self._lease is None:
+            raise NotAcquired("lock %r has no lease yet" % self.name)
+        return self._lease
+
+    @property
+    def acquired(self) -> bool:
+        """The lock was acquired (it may since have been released or lost)."""
+        return self._token is not None
 
     @property
     def held(self) -> bool:
         """Acquired, not released, not lost, and before valid_until."""
-        return (self.token is not None and not self._released and not self.lost.is_set()
+        return (self._token is not None and not self._released and not self.lost.is_set()
                 and time.monotonic() < self.valid_until)
 
     def remaining_s(self) -> float:
@@ -506,20 +531,21 @@ class Lock:
     def acquire(self) -> "Lock":
         """Grant the lease, start renewing it, and lock (waiting up to
         wait_ms).  Raises NotAcquired, Unreachable, LimitReached, ..."""
-        if self.token is not None:
+        if self._token is not None:
             raise FencedError("lock %r is already acquired" % self.name)
         sent = time.monotonic()
-        self.lease = self.client.lease_grant(self.ttl_ms)
+        lease = self.client.lease_grant(self.ttl_ms)
+        self._lease = lease
         self.valid_until = sent + (self.ttl_ms - _margin_ms(self.ttl_ms)) / 1000.0
         self._start_renewals()
         try:
             token = None
             if self.on_wait is not None and self.wait_ms > 0:
-                token = self.client.lock_lease(self.name, self.lease, 0)
+                token = self.client.lock_lease(self.name, lease, 0)
                 if token is None:
                     self.on_wait(self.client.lock_info(self.name))
             if token is None:
-                token = self.client.lock_lease(self.name, self.lease, self.wait_ms)
+                token = self.client.lock_lease(self.name, lease, self.wait_ms)
             if token is None:
                 raise NotAcquired("lock %r not acquired within %d ms" % (self.name, self.wait_ms))
             if self.lost.is_set():
@@ -528,7 +554,7 @@ class Lock:
             self._stop_renewals()
             self._revoke_quietly()
             raise
-        self.token = token
+        self._token = token
         return self
 
     def release(self) -> None:
@@ -539,12 +565,12 @@ class Lock:
             return
         self._released = True
         self._stop_renewals()
-        if self.lease is None:
+        if self._lease is None:
             return
         try:
-            if self.token is not None:
-                self.client.unlock(self.name, self.token)
-            self.client.lease_revoke(self.lease)
+            if self._token is not None:
+                self.client.unlock(self.name, self._token)
+            self.client.lease_revoke(self._lease)
         except FencedError:
             if not self.lost.is_set():
                 raise
@@ -552,9 +578,9 @@ class Lock:
     def _revoke_quietly(self) -> None:
         """Revoke the lease after a failed acquire (errors ignored: it
         expires on its own)."""
-        if self.lease is not None:
+        if self._lease is not None:
             try:
-                self.client.lease_revoke(self.lease)
+                self.client.lease_revoke(self._lease)
             except FencedError:
                 pass
 
@@ -592,6 +618,7 @@ class Lock:
         NOLEASE or a missed deadline, mark the lock lost."""
         interval = self.ttl_ms / 3000.0
         delay = interval
+        lease = self.lease
         try:
             while not self._stop.wait(delay):
                 sent = time.monotonic()
@@ -599,10 +626,10 @@ class Lock:
                 if left_ms <= 0:
                     self._mark_lost(LeaseLost(
                         "lease %d of lock %r: no renewal succeeded before valid_until"
-                        % (self.lease, self.name)))
+                        % (lease, self.name)))
                     return
                 try:
-                    ka.lease_keepalive(self.lease, timeout_ms=max(10, min(left_ms,
+                    ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
                                                                         self.ttl_ms // 3)))
                 except LeaseLost as e:
                     self._mark_lost(e)

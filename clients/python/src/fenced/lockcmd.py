@@ -17,9 +17,9 @@ import subprocess
 import sys
 import threading
 import time
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from .client import Client, Lock
+from .client import Client, Lock, LockInfo
 from .errors import (FencedError, LeaseLost, LimitReached, NotAcquired, Unreachable)
 
 EXIT_OK = 0
@@ -113,7 +113,7 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _spawn(cmd: List[str], env: dict) -> subprocess.Popen:
+def _spawn(cmd: List[str], env: Dict[str, str]) -> "subprocess.Popen[bytes]":
     """Start CMD as the leader of a new process group."""
     if sys.version_info >= (3, 11):
         return subprocess.Popen(cmd, env=env, process_group=0)
@@ -129,7 +129,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
                     password=a.password)
     woke = threading.Event()
 
-    def on_wait(info) -> None:
+    def on_wait(info: Optional[LockInfo]) -> None:
         if sys.stderr.isatty():
             holder = ("held by lease %d" % info.lease) if info else "busy"
             sys.stderr.write("fenced-lock: waiting for lock %s %s (up to %d ms)\n"

@@ -9,12 +9,12 @@ Read-modify-write: ``admit`` first, then read, then write (docs/
 fence-store.md, "The admit-before-read pattern").
 """
 import time
-from typing import Any, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 import redis
 
 from .client import Client, Servers
-from .errors import AuthFailed, Unreachable, from_reply
+from .errors import FencedError, Unreachable, from_redis, with_context
 
 __all__ = ["Store"]
 
@@ -67,7 +67,7 @@ class Store:
 
     def fdel(self, fence: str, token: int, key: str) -> bool:
         """FDEL: delete key if token is not stale; True if it existed."""
-        return self._c.call("FDEL", fence, token, key) == 1
+        return bool(self._c.call("FDEL", fence, token, key) == 1)
 
     def fincr(self, fence: str, token: int, key: str) -> int:
         """FINCR: add 1 to the integer at key (missing: 0); the new value."""
@@ -80,16 +80,20 @@ class Store:
         try:
             return self._c._once(args, time.monotonic() + self._c.timeout_ms / 1000.0)
         except redis.exceptions.ResponseError as e:
-            raise from_reply(str(e)) from None
+            raise from_redis(e) from None
         except redis.exceptions.AuthenticationError as e:
-            raise AuthFailed("%s: login refused: %s" % (args[0], e)) from None
+            raise with_context(from_redis(e), "%s: login refused: " % args[0]) from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
             raise Unreachable("%s: no reply (%s); the outcome is unknown" % (args[0], e)) from None
 
     def fget(self, key: str) -> Optional[Union[bytes, str]]:
         """FGET: the value, or None."""
         v = self._c.call("FGET", key)
-        if v is not None and self.decode:
+        if v is None:
+            return None
+        if not isinstance(v, bytes):
+            raise FencedError("FGET: unexpected reply %r" % (v,))
+        if self.decode:
             return v.decode("utf-8")
         return v
 
@@ -97,6 +101,6 @@ class Store:
         """FENCE.HIGH: the highest token admitted for the fence (0: none)."""
         return int(self._c.call("FENCE.HIGH", fence))
 
-    def info(self) -> dict:
+    def info(self) -> Dict[str, str]:
         """INFO as a dict."""
         return self._c.info()
