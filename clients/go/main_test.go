@@ -20,6 +20,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FENCE_GO_HELPER") == "holder" {
 		os.Exit(holderMain())
 	}
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzzworker") {
+			// A fuzzing worker runs only FuzzReader: no servers.
+			os.Exit(m.Run())
+		}
+	}
 	for _, b := range []string{fencedBin, storeBin} {
 		if _, err := os.Stat(b); err != nil {
 			fmt.Fprintf(os.Stderr, "%s is not built (make build/release/fenced build/release/fence-store, or set FENCED_BIN/FENCE_STORE_BIN)\n", b)

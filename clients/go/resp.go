@@ -3,6 +3,7 @@ package fence
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -89,6 +90,9 @@ func (rr *respReader) readLine() ([]byte, error) {
 			line, err = rr.r.ReadSlice('\n')
 			buf = append(buf, line...)
 		}
+		if len(buf) > maxLineLen {
+			return nil, protoErr("reply line longer than %d bytes", maxLineLen)
+		}
 		line = buf
 	}
 	if err != nil {
@@ -153,8 +157,10 @@ func (rr *respReader) readValue(depth int) (Value, error) {
 		if n < 0 || n > maxBulkLen || int(n) > rr.budget {
 			return Value{}, protoErr("bulk length %d out of range", n)
 		}
-		buf := make([]byte, n+2)
-		if _, err := ioReadFull(rr.r, buf); err != nil {
+		// Grow with the bytes that arrive, so that a length the server
+		// never sends costs no memory.
+		buf, err := readN(rr.r, int(n)+2)
+		if err != nil {
 			return Value{}, err
 		}
 		if buf[n] != '\r' || buf[n+1] != '\n' {
@@ -181,27 +187,45 @@ func (rr *respReader) readValue(depth int) (Value, error) {
 		if int(n)*3 > rr.budget {
 			return Value{}, protoErr("array length %d out of range", n)
 		}
-		arr := make([]Value, n)
-		for i := range arr {
-			if arr[i], err = rr.readValue(depth + 1); err != nil {
+		arr := make([]Value, 0, minInt(int(n), 64))
+		for i := 0; i < int(n); i++ {
+			e, err := rr.readValue(depth + 1)
+			if err != nil {
 				return Value{}, err
 			}
+			arr = append(arr, e)
 		}
 		return Value{Kind: KindArray, Array: arr}, nil
 	}
 	return Value{}, protoErr("unknown reply type %q", line[0])
 }
 
-func ioReadFull(r *bufio.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := r.Read(buf[n:])
-		n += m
+// readN reads exactly n bytes, allocating in steps of at most 64 KiB.
+func readN(r *bufio.Reader, n int) ([]byte, error) {
+	buf := make([]byte, 0, minInt(n, 64<<10))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			nb := make([]byte, len(buf), minInt(n, 2*cap(buf)))
+			copy(nb, buf)
+			buf = nb
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
 		if err != nil {
-			return n, err
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
 		}
 	}
-	return n, nil
+	return buf, nil
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
 }
 
 // appendCommand encodes args as a RESP array of bulk strings.
