@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -163,13 +164,26 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
-// newReqID draws a random 64-bit request id.
-func newReqID() string {
+// Request ids: a random 64-bit start drawn once per process, then a
+// counter ("a per-client counter with a random prefix", docs/protocol.md),
+// so that ids never repeat within a process and two processes' ids
+// collide only if their starts are within the calls they make.
+var (
+	reqBase    = randomUint64()
+	reqCounter uint64
+)
+
+func randomUint64() uint64 {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return strconv.FormatUint(mrand.Uint64(), 10)
+		return uint64(time.Now().UnixNano()) ^ mrand.Uint64()
 	}
-	return strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 10)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// newReqID returns the id of a new logical call, reused on its retries.
+func newReqID() string {
+	return strconv.FormatUint(reqBase+atomic.AddUint64(&reqCounter, 1), 10)
 }
 
 // current returns the server to send to.
