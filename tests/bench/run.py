@@ -746,11 +746,10 @@ def section_go():
     per cycle, each goroutine its own Client of one connection, TTL 10 s,
     wait TTL/2, as fencectl bench does with libfence) next to fencectl
     bench on the same fenced, 1 and 64 clients, cells interleaved.  Built
-    here with the go command (caches under BUILD/go); a row says so when
-    go is missing."""
+    here with the go command (caches under BUILD/go); without go the
+    section prints no row and says so on stderr."""
     if shutil.which("go") is None:
-        add(Row("Go client (clients/go) uncontended", value="n/a",
-                notes="go is not installed (apt-get install golang-go)"))
+        log("go: skipped, the go command is not installed (apt-get install golang-go)")
         return
     exe = os.path.join(TMP, "fence-go-bench")
     env = dict(os.environ, GOCACHE=os.path.join(BUILD, "go", "cache"),
