@@ -52,6 +52,11 @@ type Options struct {
 	// Timeout bounds each call (plus the wait it asks the server for),
 	// when the context has no earlier deadline. Default 5 s.
 	Timeout time.Duration
+	// ConnectTimeout bounds one connection attempt (TCP connect, TLS
+	// handshake, AUTH), so that a server that drops packets does not use
+	// up the call's whole deadline before the next one is tried. Default
+	// 1 s.
+	ConnectTimeout time.Duration
 	// PoolSize is the most connections used at once for calls (default
 	// 16); more calls wait for a free one. Keepalives have their own two.
 	PoolSize int
@@ -110,7 +115,7 @@ func New(o Options) (*Client, error) {
 		return nil, errors.New("fence: a user needs a password")
 	}
 	c := &Client{
-		d:          dialer{tls: o.TLS, user: o.User, password: o.Password},
+		d:          dialer{connect: o.ConnectTimeout, tls: o.TLS, user: o.User, password: o.Password},
 		timeout:    o.Timeout,
 		backoffMin: o.BackoffMin,
 		backoffMax: o.BackoffMax,
@@ -118,6 +123,9 @@ func New(o Options) (*Client, error) {
 	}
 	if c.timeout <= 0 {
 		c.timeout = 5 * time.Second
+	}
+	if c.d.connect <= 0 {
+		c.d.connect = time.Second
 	}
 	if c.backoffMin <= 0 {
 		c.backoffMin = 20 * time.Millisecond
@@ -261,7 +269,7 @@ func (c *Client) do(ctx context.Context, p *pool, args []string, extra time.Dura
 		deadline = d
 	}
 	var lastErr error
-	lastKind := ErrOutcomeUnknown
+	var lastKind error // nil until something failed: then what to report at the deadline
 	connected := false
 	refused, redirects, attempt := 0, 0, 0
 	for {
@@ -282,6 +290,9 @@ func (c *Client) do(ctx context.Context, p *pool, args []string, extra time.Dura
 				if de.auth {
 					return Value{}, de.cause
 				}
+				if ctx.Err() != nil {
+					return Value{}, c.fail(lastKind, err, ctx.Err())
+				}
 				lastErr, lastKind = err, ErrUnreachable
 				c.moveOn(addr)
 				if !isTimeout(de.cause) {
@@ -298,7 +309,7 @@ func (c *Client) do(ctx context.Context, p *pool, args []string, extra time.Dura
 				continue
 			}
 			// The pool wait ended (ctx or deadline).
-			return Value{}, c.fail(ErrOutcomeUnknown, lastErr, err)
+			return Value{}, c.fail(lastKind, lastErr, err)
 		}
 		connected = true
 		v, err := cn.roundTrip(ctx, deadline, args)
@@ -350,6 +361,9 @@ func (c *Client) do(ctx context.Context, p *pool, args []string, extra time.Dura
 // fail builds the error of a call that ran out of time or was cancelled:
 // it matches kind and the context error, and tells the last failure.
 func (c *Client) fail(kind, last, ctxErr error) error {
+	if kind == nil {
+		return fmt.Errorf("fence: %w before anything was sent", ctxErr)
+	}
 	detail := ""
 	if last != nil {
 		detail = "last error: " + last.Error()

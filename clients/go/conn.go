@@ -27,6 +27,7 @@ type conn struct {
 
 // dialer holds what opening a connection needs (shared by Client and Store).
 type dialer struct {
+	connect  time.Duration // longest TCP connect + TLS handshake + AUTH (0: up to the deadline)
 	tls      *tls.Config
 	user     string
 	password string
@@ -53,6 +54,11 @@ func (e *dialError) Unwrap() error { return e.cause }
 
 // dial connects, does the TLS handshake and the AUTH, before deadline.
 func (d *dialer) dial(ctx context.Context, addr string, deadline time.Time) (*conn, error) {
+	if d.connect > 0 {
+		if cd := time.Now().Add(d.connect); cd.Before(deadline) {
+			deadline = cd
+		}
+	}
 	network, address := splitAddr(addr)
 	nd := net.Dialer{Deadline: deadline}
 	nc, err := nd.DialContext(ctx, network, address)

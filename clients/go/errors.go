@@ -63,8 +63,8 @@ var (
 // ServerError is an error reply: Code is its first word (ERR, NOLEASE,
 // LIMIT, NOPERM, ...), Message the rest, as the server sent them.
 type ServerError struct {
-	Code    string
-	Message string
+	Code    string // the error's first word: ERR, NOLEASE, NOPERM, LIMIT, WRONGFENCE, ...
+	Message string // the rest of the server's text
 }
 
 // Error returns "CODE message".

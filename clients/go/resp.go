@@ -24,7 +24,7 @@ const (
 
 // Value is one decoded reply.
 type Value struct {
-	Kind  Kind
+	Kind  Kind    // which of the fields below holds the reply
 	Str   []byte  // KindStatus, KindError, KindBulk
 	Int   int64   // KindInt
 	Array []Value // KindArray

@@ -17,10 +17,15 @@ type StoreOptions struct {
 	// Addr of the fence-store: "host:port" or "unix:/path" (default
 	// 127.0.0.1:7710).
 	Addr string
-	// TLS, User, Password, Timeout: as in Options (Timeout default 5 s).
-	TLS            *tls.Config
-	User, Password string
-	Timeout        time.Duration
+	// TLS, when not nil, makes the connection TLS (as Options.TLS).
+	TLS *tls.Config
+	// User and Password: AUTH [user] password on every new connection
+	// (fence-store with --acl-file); a refused login is ErrAuth.
+	User     string
+	Password string // see User
+	// Timeout bounds each call when the context has no earlier deadline
+	// (default 5 s).
+	Timeout time.Duration
 }
 
 // Store is a client of fence-store, the key/value store that refuses
