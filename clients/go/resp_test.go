@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -127,4 +128,22 @@ func encodeValue(b []byte, v Value) []byte {
 		}
 	}
 	return b
+}
+
+// A hostile server announcing a huge bulk string or array that it never
+// sends costs the client no memory to speak of.
+func TestHostileLengths(t *testing.T) {
+	for _, in := range []string{"$67108864\r\nabc", "*1048576\r\n:1\r\n", "*8\r\n$67108864\r\n"} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := readOne(in)
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Fatalf("%q: no error", in)
+		}
+		if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+			t.Errorf("%q allocated %d bytes", in, d)
+		}
+	}
 }
