@@ -121,7 +121,7 @@ func TestLockCancelled(t *testing.T) {
 func TestAcquireRelease(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	c := newClient(t, fence.Options{})
-	l, err := c.Acquire(ctx, "t-acq", fence.AcquireOptions{TTL: 300 * time.Millisecond})
+	l, err := c.Acquire(ctx, "t-acq", fence.AcquireOptions{TTL: 600 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestAcquireRelease(t *testing.T) {
 	// Kept alive past several TTLs.
 	first := l.ValidUntil()
 	deadline := time.Now().Add(5 * time.Second)
-	for !l.ValidUntil().After(first.Add(600*time.Millisecond)) && time.Now().Before(deadline) {
+	for !l.ValidUntil().After(first.Add(900*time.Millisecond)) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	select {
@@ -139,13 +139,13 @@ func TestAcquireRelease(t *testing.T) {
 		t.Fatalf("lease lost: %v", l.Err())
 	default:
 	}
-	if !l.ValidUntil().After(first.Add(600 * time.Millisecond)) {
+	if !l.ValidUntil().After(first.Add(900 * time.Millisecond)) {
 		t.Fatal("valid-until did not move: no keepalive")
 	}
 	// A waiter longer than TTL/2 goes through LEASE.GRANT + LOCK WAIT.
 	got := make(chan *fence.Lock, 1)
 	go func() {
-		l2, err := c.Acquire(ctx, "t-acq", fence.AcquireOptions{TTL: 300 * time.Millisecond, Wait: 3 * time.Second})
+		l2, err := c.Acquire(ctx, "t-acq", fence.AcquireOptions{TTL: 600 * time.Millisecond, Wait: 5 * time.Second})
 		if err != nil {
 			t.Error(err)
 		}
@@ -281,42 +281,45 @@ func TestStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Admit(ctx, "t-store", fence.Token{Value: 10}); err != nil {
+	// Names of this run only (go test -count=N reuses the store).
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	fn, fo, k, missing, kn := "t-store."+run, "t-store-other."+run, "t-store-k."+run, "t-store-missing."+run, "t-store-n."+run
+	if err := s.Admit(ctx, fn, fence.Token{Value: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Set(ctx, "t-store", fence.Token{Value: 10}, "t-store-k", []byte("a\r\nb")); err != nil {
+	if err := s.Set(ctx, fn, fence.Token{Value: 10}, k, []byte("a\r\nb")); err != nil {
 		t.Fatal(err)
 	}
-	v, ok, err := s.Get(ctx, "t-store-k")
+	v, ok, err := s.Get(ctx, k)
 	if err != nil || !ok || string(v) != "a\r\nb" {
 		t.Fatalf("FGET: %q %v %v", v, ok, err)
 	}
-	if _, ok, err := s.Get(ctx, "t-store-missing"); ok || err != nil {
+	if _, ok, err := s.Get(ctx, missing); ok || err != nil {
 		t.Fatalf("FGET missing: %v %v", ok, err)
 	}
-	err = s.Set(ctx, "t-store", fence.Token{Value: 9}, "t-store-k", []byte("x"))
+	err = s.Set(ctx, fn, fence.Token{Value: 9}, k, []byte("x"))
 	var se *fence.StaleError
 	if !errors.Is(err, fence.ErrStale) || !errors.As(err, &se) || se.Token != 9 || se.Highest != 10 {
 		t.Fatalf("stale FSET: %#v", err)
 	}
-	if err := s.Admit(ctx, "t-store", fence.Token{Value: 8}); !errors.Is(err, fence.ErrStale) {
+	if err := s.Admit(ctx, fn, fence.Token{Value: 8}); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("stale FENCE.ADMIT: %v", err)
 	}
-	err = s.Set(ctx, "t-store-other", fence.Token{Value: 99}, "t-store-k", []byte("x"))
+	err = s.Set(ctx, fo, fence.Token{Value: 99}, k, []byte("x"))
 	var sv *fence.ServerError
 	if !errors.Is(err, fence.ErrWrongFence) || !errors.As(err, &sv) || sv.Code != "WRONGFENCE" {
 		t.Fatalf("FSET through another fence: %#v", err)
 	}
-	if n, err := s.Incr(ctx, "t-store", fence.Token{Value: 11}, "t-store-n"); err != nil || n != 1 {
+	if n, err := s.Incr(ctx, fn, fence.Token{Value: 11}, kn); err != nil || n != 1 {
 		t.Fatalf("FINCR: %d %v", n, err)
 	}
-	if h, err := s.High(ctx, "t-store"); err != nil || h != 11 {
+	if h, err := s.High(ctx, fn); err != nil || h != 11 {
 		t.Fatalf("FENCE.HIGH: %d %v", h, err)
 	}
-	if ok, err := s.Del(ctx, "t-store", fence.Token{Value: 11}, "t-store-n"); err != nil || !ok {
+	if ok, err := s.Del(ctx, fn, fence.Token{Value: 11}, kn); err != nil || !ok {
 		t.Fatalf("FDEL: %v %v", ok, err)
 	}
-	if v, _, _ := s.Get(ctx, "t-store-k"); string(v) != "a\r\nb" {
+	if v, _, _ := s.Get(ctx, k); string(v) != "a\r\nb" {
 		t.Fatalf("value changed by refused writes: %q", v)
 	}
 }
@@ -395,7 +398,7 @@ func TestUnreachable(t *testing.T) {
 	if !errors.Is(err, fence.ErrUnreachable) {
 		t.Fatalf("Ping of nothing: %v", err)
 	}
-	if time.Since(t0) > 2*time.Second {
+	if time.Since(t0) > 3*time.Second {
 		t.Fatalf("took %v: refused servers are not retried until the deadline", time.Since(t0))
 	}
 }

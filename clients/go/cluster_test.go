@@ -105,7 +105,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	addrs = append(addrs, leader.addr)
 	c := newClient(t, fence.Options{Servers: addrs})
-	s, err := fence.NewSession(ctx, c, fence.SessionOptions{TTL: 3 * time.Second})
+	s, err := fence.NewSession(ctx, c, fence.SessionOptions{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
