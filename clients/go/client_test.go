@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -151,7 +152,9 @@ func TestAcquireRelease(t *testing.T) {
 		}
 		got <- l2
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Hold it for several of the waiter's TTLs: its lease must be kept
+	// alive while its LOCK ... WAIT is queued.
+	time.Sleep(1500 * time.Millisecond)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -400,5 +403,19 @@ func TestUnreachable(t *testing.T) {
 	}
 	if time.Since(t0) > 3*time.Second {
 		t.Fatalf("took %v: refused servers are not retried until the deadline", time.Since(t0))
+	}
+}
+
+func TestUnixSocket(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	sock := filepath.Join(t.TempDir(), "fenced.sock")
+	startFenced(t, "--unix-socket", sock)
+	c := newClient(t, fence.Options{Servers: []string{"unix:" + sock}})
+	l, err := c.Acquire(ctx, "t-unix", fence.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
