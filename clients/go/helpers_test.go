@@ -28,6 +28,7 @@ func binPath(env, name string) string {
 var (
 	fencedBin = binPath("FENCED_BIN", "fenced")
 	storeBin  = binPath("FENCE_STORE_BIN", "fence-store")
+	proxyBin  = binPath("FENCE_PROXY_BIN", "fence-proxy")
 )
 
 // freePort returns a port nothing listens on right now.
@@ -53,6 +54,11 @@ type proc struct {
 // start runs bin with args, logging to dir/name.log, and waits until addr
 // answers PING (or the process exits, or 15 s pass).
 func start(dir, name, bin, addr string, args ...string) (*proc, error) {
+	return startReady(dir, name, bin, addr, func() bool { return pingOK(addr) }, args...)
+}
+
+// startReady is start with another readiness check.
+func startReady(dir, name, bin, addr string, ready func() bool, args ...string) (*proc, error) {
 	logPath := filepath.Join(dir, name+".log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -74,7 +80,7 @@ func start(dir, name, bin, addr string, args ...string) (*proc, error) {
 			return nil, fmt.Errorf("%s exited at start; log:\n%s", name, p.tail())
 		default:
 		}
-		if pingOK(addr) {
+		if ready() {
 			return p, nil
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -21,7 +21,8 @@ done
 mkdir -p "$BUILD/go/cache" "$BUILD/go/path"
 export GOCACHE=$BUILD/go/cache GOPATH=$BUILD/go/path GOTOOLCHAIN=local GOPROXY=off \
        GOFLAGS= GOWORK=off GO111MODULE=on GOTMPDIR=$TEST_TMP \
-       FENCED_BIN=$FENCED FENCE_STORE_BIN=$FENCE_STORE FENCECTL_BIN=$FENCECTL
+       FENCED_BIN=$FENCED FENCE_STORE_BIN=$FENCE_STORE FENCECTL_BIN=$FENCECTL \
+       FENCE_PROXY_BIN=$BUILD/fence-proxy
 cd "$ROOT/clients/go" || { not_ok "cd clients/go"; finish; }
 
 unformatted=$(gofmt -l . 2>&1)
