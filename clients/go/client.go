@@ -270,7 +270,7 @@ func (c *Client) do(ctx context.Context, p *pool, args []string, extra time.Dura
 	}
 	var lastErr error
 	var lastKind error // nil until something failed: then what to report at the deadline
-	connected := false
+	connected, staleRetried := false, false
 	refused, redirects, attempt := 0, 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -312,6 +312,7 @@ func (c *Client) do(ctx context.Context, p *pool, args []string, extra time.Dura
 			return Value{}, c.fail(lastKind, lastErr, err)
 		}
 		connected = true
+		reused := cn.reused
 		v, err := cn.roundTrip(ctx, deadline, args)
 		p.put(cn)
 		if err != nil {
@@ -322,6 +323,13 @@ func (c *Client) do(ctx context.Context, p *pool, args []string, extra time.Dura
 				return Value{}, err
 			}
 			lastErr, lastKind = err, ErrOutcomeUnknown
+			if reused && !staleRetried {
+				// An idle connection the server had closed (a restart,
+				// --idle-timeout-ms): once, at once, on a new one to the
+				// same server. (The request is safe to repeat: see do.)
+				staleRetried = true
+				continue
+			}
 			c.moveOn(addr)
 			attempt++
 			c.backoff(ctx, attempt, deadline)
@@ -408,6 +416,7 @@ func (p *pool) get(ctx context.Context, deadline time.Time, addr string, d *dial
 		p.idle = p.idle[:len(p.idle)-1]
 		if cn.addr == addr {
 			p.mu.Unlock()
+			cn.reused = true
 			return cn, nil
 		}
 		cn.close()

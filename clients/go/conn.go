@@ -17,12 +17,13 @@ import (
 // conn is one connection to one server: a socket, its buffers, the RESP
 // reader. It is used by one goroutine at a time.
 type conn struct {
-	addr string
-	nc   net.Conn
-	br   *bufio.Reader
-	rd   respReader
-	wbuf []byte
-	dead bool // an I/O error happened: never reuse
+	addr   string
+	nc     net.Conn
+	br     *bufio.Reader
+	rd     respReader
+	wbuf   []byte
+	dead   bool // an I/O error happened: never reuse
+	reused bool // taken from the idle list (the server may have closed it meanwhile)
 }
 
 // dialer holds what opening a connection needs (shared by Client and Store).
@@ -101,9 +102,13 @@ func (d *dialer) dial(ctx context.Context, addr string, deadline time.Time) (*co
 		}
 		if v.Kind == KindError {
 			c.close()
+			serr := parseError(v.Str)
+			if errors.Is(serr, ErrLimit) {
+				// -LIMIT max clients: not a refused login; retried.
+				return nil, &dialError{addr: addr, cause: serr}
+			}
 			// The server's text, never the password.
-			return nil, &dialError{addr: addr, auth: true,
-				cause: newErr(ErrAuth, "AUTH", parseError(v.Str))}
+			return nil, &dialError{addr: addr, auth: true, cause: newErr(ErrAuth, "AUTH", serr)}
 		}
 	}
 	return c, nil

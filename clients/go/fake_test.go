@@ -248,3 +248,58 @@ func TestBadReplyShape(t *testing.T) {
 		t.Fatalf("a protocol error was retried: %d requests", n)
 	}
 }
+
+// An idle pooled connection that the server closed (a restart, an idle
+// timeout) is replaced at once, without the backoff.
+func TestStaleIdleConnection(t *testing.T) {
+	var f *fakeServer
+	f = newFake(t, func(args []string, n int) string {
+		if n == 1 {
+			return "" // the second request finds the first connection closed
+		}
+		return "+PONG\r\n"
+	})
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t, fence.Options{Servers: []string{f.addr}, BackoffMin: 2 * time.Second, BackoffMax: 2 * time.Second})
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Fatalf("the reconnect waited %v (a backoff)", d)
+	}
+}
+
+// -LIMIT to the AUTH of a new connection (the server's --max-clients) is
+// retried; it is not a refused login.
+func TestAuthLimitRetried(t *testing.T) {
+	f := newFake(t, func(args []string, n int) string {
+		if args[0] == "AUTH" && n == 0 {
+			return "-LIMIT max clients (10) reached\r\n"
+		}
+		if args[0] == "AUTH" {
+			return "+OK\r\n"
+		}
+		return "+PONG\r\n"
+	})
+	ctx := ctxT(t, 10*time.Second)
+	c := newClient(t, fence.Options{Servers: []string{f.addr}, User: "u", Password: "p"})
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("%v, want success after the retry", err)
+	}
+	bad := newFake(t, func(args []string, n int) string {
+		return "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+	})
+	c2 := newClient(t, fence.Options{Servers: []string{bad.addr}, User: "u", Password: "secret-Qz"})
+	err := c2.Ping(ctx)
+	var se *fence.ServerError
+	if !errors.Is(err, fence.ErrAuth) || !errors.As(err, &se) || se.Code != "WRONGPASS" || strings.Contains(err.Error(), "secret-Qz") {
+		t.Fatalf("%v, want ErrAuth with WRONGPASS and no password", err)
+	}
+	if n := len(bad.requests()); n != 1 {
+		t.Fatalf("a refused login was retried: %d AUTHs", n)
+	}
+}
