@@ -117,6 +117,13 @@ func TestClusterFailover(t *testing.T) {
 
 	killed := time.Now()
 	leader.kill()
+	// A call made right away rides out the election: refused by the dead
+	// node, TRYAGAIN or NOTLEADER from the others, until a leader serves it.
+	l2, err := c.Acquire(ctx, "t-failover-2", fence.AcquireOptions{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire during the election: %v", err)
+	}
+	t.Logf("Acquire during the election took %v", time.Since(killed))
 	nl := waitLeader(t, ps, leader)
 	t.Logf("leader %s killed; new leader %s after %v", leader.addr, nl.addr, time.Since(killed))
 
@@ -154,6 +161,9 @@ func TestClusterFailover(t *testing.T) {
 	}
 	s2.Close(ctx)
 	s.Close(ctx)
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPausedHolder is the pause scenario: a holder process takes the lock
