@@ -18,7 +18,8 @@ import (
 
 // fakeServer is a scripted RESP server on 127.0.0.1: reply gets every
 // request (and how many came before it) and returns the raw reply, or ""
-// to close the connection without one.
+// to close the connection without one. reply runs under the server's
+// mutex (one at a time).
 type fakeServer struct {
 	addr string
 	mu   sync.Mutex
@@ -53,11 +54,12 @@ func (f *fakeServer) serve(c net.Conn, reply func([]string, int) string) {
 		if err != nil {
 			return
 		}
+		// Replies are computed one at a time, so scripts may count.
 		f.mu.Lock()
 		n := len(f.reqs)
 		f.reqs = append(f.reqs, args)
-		f.mu.Unlock()
 		r := reply(args, n)
+		f.mu.Unlock()
 		if r == "" {
 			return
 		}

@@ -74,7 +74,7 @@ type Session struct {
 	done       chan struct{}
 	ctx        context.Context
 	cancel     context.CancelFunc
-	stopped    chan struct{}
+	timer      *time.Timer // the next renewal (time.AfterFunc: no goroutine until it fires)
 	closed     bool
 }
 
@@ -120,10 +120,11 @@ func startSession(c *Client, id uint64, ttl time.Duration, sent time.Time, revok
 		margin = ttl / 2
 	}
 	s := &Session{c: c, id: id, ttl: ttl, margin: margin, revoke: revoke,
-		validUntil: sent.Add(ttl - margin), done: make(chan struct{}),
-		stopped: make(chan struct{})}
+		validUntil: sent.Add(ttl - margin), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	go s.keepalive()
+	s.mu.Lock()
+	s.timer = time.AfterFunc(ttl/3, s.renew)
+	s.mu.Unlock()
 	return s
 }
 
@@ -172,59 +173,56 @@ func (s *Session) end(err error) {
 	}
 }
 
-// keepalive renews the lease about every TTL/3; a failed renewal is
-// retried every TTL/20 (at least 10 ms), never past valid-until.
-func (s *Session) keepalive() {
-	defer close(s.stopped)
-	interval := s.ttl / 3
-	retry := s.ttl / 20
-	if retry < 10*time.Millisecond {
-		retry = 10 * time.Millisecond
+// renew is the keepalive, run by the session's timer: it renews the lease
+// about every TTL/3; a failed renewal is retried every TTL/20 (at least
+// 10 ms), never past valid-until. One renew runs at a time (the timer is
+// re-armed at its end), and none after stop.
+func (s *Session) renew() {
+	if s.ctx.Err() != nil {
+		return
 	}
-	args := []string{"LEASE.KEEPALIVE", strconv.FormatUint(s.id, 10)}
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-timer.C:
-		}
-		vu := s.ValidUntil()
-		if !time.Now().Before(vu) {
-			s.end(newErr(ErrLeaseLost, "valid-until passed without a renewal", nil))
-			return
-		}
-		sent := time.Now()
-		ctx, cancel := context.WithDeadline(s.ctx, vu)
-		v, err := s.c.do(ctx, s.c.kas, args, 0)
-		cancel()
-		next := retry
-		switch {
-		case err == nil && v.Kind == KindInt:
-			s.mu.Lock()
-			if s.err == nil {
-				s.validUntil = sent.Add(s.ttl - s.margin)
-			}
-			s.mu.Unlock()
-			next = interval
-		case errors.Is(err, ErrNoLease):
-			s.end(err)
-			return
-		case s.ctx.Err() != nil:
-			return
-		}
-		if left := time.Until(s.ValidUntil()); next > left && left > 0 {
-			next = left
-		}
-		timer.Reset(next)
+	vu := s.ValidUntil()
+	if !time.Now().Before(vu) {
+		s.end(newErr(ErrLeaseLost, "valid-until passed without a renewal", nil))
+		return
 	}
+	next := s.ttl / 20
+	if next < 10*time.Millisecond {
+		next = 10 * time.Millisecond
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(s.ctx, vu)
+	v, err := s.c.do(ctx, s.c.kas, []string{"LEASE.KEEPALIVE", strconv.FormatUint(s.id, 10)}, 0)
+	cancel()
+	switch {
+	case err == nil && v.Kind == KindInt:
+		s.mu.Lock()
+		if s.err == nil {
+			s.validUntil = sent.Add(s.ttl - s.margin)
+		}
+		s.mu.Unlock()
+		next = s.ttl / 3
+	case errors.Is(err, ErrNoLease):
+		s.end(err)
+		return
+	}
+	if left := time.Until(s.ValidUntil()); next > left && left > 0 {
+		next = left
+	}
+	s.mu.Lock()
+	if s.ctx.Err() == nil && s.err == nil {
+		s.timer.Reset(next)
+	}
+	s.mu.Unlock()
 }
 
-// stop ends the keepalive and waits for it.
+// stop ends the keepalive (an in-flight renewal is cancelled, not waited
+// for: it is harmless) and records err.
 func (s *Session) stop(err error) {
 	s.cancel()
-	<-s.stopped
+	s.mu.Lock()
+	s.timer.Stop()
+	s.mu.Unlock()
 	s.end(err)
 }
 
