@@ -12,7 +12,7 @@ run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhired
 test_pkgs=("${run_pkgs[@]}" redis-server postgresql python3 python3-redis
            python3-psycopg2 faketime libfaketime iproute2 procps clang libclang-rt-14-dev
            valgrind libh2o-dev nginx zookeeper python3-kazoo wrk prometheus openssl
-           lmdb-utils mypy)
+           lmdb-utils mypy golang-go)
 
 # Only for dpkg-buildpackage (FENCE_TEST_PACKAGES=1 make test, or by hand).
 pkg_pkgs=("${run_pkgs[@]}" dpkg-dev debhelper devscripts lintian fakeroot)

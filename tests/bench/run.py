@@ -25,7 +25,7 @@ Environment:
   BENCH_ROUNDS   cells per side of a comparison, interleaved (default 2;
                  smoke 1)
   BENCH_ONLY     comma-separated sections to run (fenced, store, big,
-                 keepalive, cluster, features, proxy); default all
+                 keepalive, cluster, features, proxy, go); default all
   FSYNC_PROBE    the fsync probe (default BUILD/tests/fsync_probe)
   BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
                  filesystem is the one every data dir and the fsync probe use
@@ -57,7 +57,7 @@ BIG = int(os.environ.get("BENCH_BIG", "10000" if SMOKE else "1000000"))
 KA_LEASES = 1000 if SMOKE else 100000
 KA_CONNS = 50 if SMOKE else 1000
 KA_TTL_MS = 10000
-SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy"]
+SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy", "go"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s] or SECTIONS
 
 FENCED = os.path.join(BUILD, "fenced")
@@ -741,6 +741,50 @@ def section_features():
     f.stop()
 
 
+def section_go():
+    """The Go client (clients/go/internal/bench: Client.Acquire + Release
+    per cycle, each goroutine its own Client of one connection, TTL 10 s,
+    wait TTL/2, as fencectl bench does with libfence) next to fencectl
+    bench on the same fenced, 1 and 64 clients, cells interleaved.  Built
+    here with the go command (caches under BUILD/go); without go the
+    section prints no row and says so on stderr."""
+    if shutil.which("go") is None:
+        log("go: skipped, the go command is not installed (apt-get install golang-go)")
+        return
+    exe = os.path.join(TMP, "fence-go-bench")
+    env = dict(os.environ, GOCACHE=os.path.join(BUILD, "go", "cache"),
+               GOPATH=os.path.join(BUILD, "go", "path"), GOTOOLCHAIN="local", GOPROXY="off",
+               GOFLAGS="")
+    out = subprocess.run(["go", "build", "-o", exe, "./internal/bench"],
+                         cwd=os.path.join(ROOT, "clients", "go"), env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError("go build: %s" % out.stdout.decode()[-300:])
+    f = Fenced("go").start()
+
+    def go_bench(conns):
+        r = subprocess.run([exe, "-server", f.addr(), "-conns", str(conns),
+                            "-duration", "%ds" % SECS], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=600)
+        lines = r.stdout.decode().splitlines()
+        if r.returncode != 0 or len(lines) < 2:
+            raise RuntimeError("Go bench failed (%d): %s" % (r.returncode, r.stderr.decode()[-300:]))
+        d = dict(zip(lines[0].split("\t"), lines[1].split("\t")))
+        return {k: (float(v) if k != "mode" else v) for k, v in d.items()}
+    log("go: Go client and fencectl bench, 1 and 64 clients")
+    for n in (1, 64):
+        res = interleaved([("c", lambda: fencectl_bench(f.addr(), "uncontended", [n])[n]),
+                           ("go", lambda: go_bench(n))])
+        c, g = merge_bench(res["c"]), merge_bench(res["go"])
+        add(bench_row("fencectl bench (libfence), uncontended (peer of the next row)", c,
+                      notes=rounds_note()))
+        add(bench_row("Go client (clients/go), uncontended: Acquire+Release cycles", g,
+                      peer="libfence %.0f/s" % c["cycles_per_s"],
+                      ratio=pct(g["cycles_per_s"], c["cycles_per_s"]),
+                      notes="target >= 80%%; %s" % rounds_note()))
+    f.stop()
+
+
 WRK_RUNS = [0]  # cells so far: each wrk cell's clients get fences of their own
 
 
@@ -849,7 +893,7 @@ def main():
     t0 = time.monotonic()
     funcs = {"fenced": section_fenced, "store": section_store, "big": section_big,
              "keepalive": section_keepalive, "cluster": section_cluster,
-             "features": section_features, "proxy": section_proxy}
+             "features": section_features, "proxy": section_proxy, "go": section_go}
     try:
         for name in SECTIONS:
             if name not in ONLY:

@@ -1,0 +1,3 @@
+module fenced/client
+
+go 1.19
