@@ -101,6 +101,10 @@ list-integ:
 	@echo $(INTEG_TESTS)
 list-tsan:
 	@echo $(TSAN_TESTS)
+# What make run builds (tests/integration/test_fencectl_tour.sh checks that
+# the README's tour uses nothing else).
+list-run:
+	@echo $(RUN_PROGS)
 
 # Convenience links of the release build: build/<name> -> release/<name>
 # for every program and library directly in build/release, and build/tests
@@ -136,7 +140,7 @@ run: run-build
 clean:
 	rm -rf build
 
-.PHONY: all tests unit-tests tsan-tests list-unit list-integ list-tsan test run run-build clean
+.PHONY: all tests unit-tests tsan-tests list-unit list-integ list-tsan list-run test run run-build clean
 .DELETE_ON_ERROR:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -188,3 +188,5 @@ install-systemd:
 INTEG_TESTS += tests/integration/test_packages.sh
 # make install into a DESTDIR, then the installed tree is run.
 INTEG_TESTS += tests/integration/test_install.sh
+# Every example's ports follow docs/ports.md.
+INTEG_TESTS += tests/integration/test_ports.sh
