@@ -466,6 +466,7 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
             }
         }
         ever_connected = true;
+        refusals = 0; /* "in a row": a server that answers ends the run */
         uint64_t now = fence_monotonic_ms();
         if (now >= deadline_ms) {
             if (!own)
