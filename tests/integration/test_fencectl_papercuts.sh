@@ -55,7 +55,7 @@ start=$(date +%s%N)
 stop fenced
 wait "$waiter"; rc=$?; took=$(ms_of "$start")
 check_eq "the queued fencectl lock exits 69 when the server stops" 69 "$rc"
-check "it exits within 5 s of the stop, not after --wait (${took} ms)" test "$took" -lt 5000
+check "it exits within 8 s of the stop, not after --wait + --timeout (35 s): ${took} ms" test "$took" -lt 8000
 check "it says the connection was lost and it reconnects" \
     grep -q 'connection to 127.0.0.1:[0-9]* lost during LOCK.*reconnecting' "$TEST_TMP/waiter.err"
 sed 's/^/# waiter: /' "$TEST_TMP/waiter.err"
@@ -77,7 +77,7 @@ wait "$lost"; rc=$?; end=$(date +%s%N)
 check_eq "fencectl lock exits 79 after the lost lease" 79 "$rc"
 if [ -s "$TEST_TMP/cmd-exit" ]; then
     after=$(( (end - $(cat "$TEST_TMP/cmd-exit")) / 1000000 ))
-    check "it exits within 1 s of CMD's exit, not after --timeout (${after} ms)" test "$after" -lt 1000
+    check "it exits within 2 s of CMD's exit, not after --timeout (5 s): ${after} ms" test "$after" -lt 2000
 else
     not_ok "CMD ran to its end"
 fi
