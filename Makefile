@@ -15,7 +15,9 @@
 #
 #   make            build everything (release)
 #   make VARIANT=asan build/asan/fenced      one program of a variant
-#   make run        install missing packages, build, run fenced on 127.0.0.1:7700
+#   make run        install missing packages, build fenced, fencectl and
+#                   fence-store (all the README's tour uses), run fenced on
+#                   127.0.0.1:7700 (make run-build: the same without running)
 #   make test       install missing packages, build the variants, run every test
 #   make bench      one benchmark table from one run (mk/bench.mk, docs/performance.md);
 #                   make bench-all adds every older per-part benchmark
@@ -99,6 +101,10 @@ list-integ:
 	@echo $(INTEG_TESTS)
 list-tsan:
 	@echo $(TSAN_TESTS)
+# What make run builds (tests/integration/test_fencectl_tour.sh checks that
+# the README's tour uses nothing else).
+list-run:
+	@echo $(RUN_PROGS)
 
 # Convenience links of the release build: build/<name> -> release/<name>
 # for every program and library directly in build/release, and build/tests
@@ -118,15 +124,23 @@ endif
 test:
 	@bash scripts/test.sh
 
-run:
+# What the README's tour uses besides redis-cli: fenced, fencectl (as
+# build/fencectl) and fence-store (make run-store).  Ports: docs/ports.md.
+RUN_PROGS := $(BUILD)/fenced $(BUILD)/fencectl $(BUILD)/fence-store
+ifeq ($(BUILD),build/release)
+RUN_PROGS += build/fenced build/fencectl build/fence-store
+endif
+run-build:
 	@bash scripts/deps.sh run
-	@$(MAKE) --no-print-directory $(BUILD)/fenced
+	@$(MAKE) --no-print-directory $(RUN_PROGS)
+
+run: run-build
 	./$(BUILD)/fenced --config fenced.conf
 
 clean:
 	rm -rf build
 
-.PHONY: all tests unit-tests tsan-tests list-unit list-integ list-tsan test run clean
+.PHONY: all tests unit-tests tsan-tests list-unit list-integ list-tsan list-run test run run-build clean
 .DELETE_ON_ERROR:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

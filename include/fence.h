@@ -129,7 +129,10 @@ typedef struct fence_client_opts {
      * "unix:/path").  NULL: $FENCE_SERVER, else "127.0.0.1:7700".  Copied. */
     const char *servers;
     /* Per-request timeout: how long one call may wait for a reply beyond
-     * any WAIT it asked for, including retries.  0: 5000. */
+     * any WAIT it asked for, including retries.  0: 5000.  A call whose
+     * connection is lost and whose every server then refuses connections
+     * fails about 2 s later (FENCE_EIO, or FENCE_EUNREACHABLE if it never
+     * connected: at once), even in a long WAIT. */
     uint32_t timeout_ms;
     /* Timeout of one TCP connect attempt.  0: 1000. */
     uint32_t connect_timeout_ms;
@@ -248,8 +251,10 @@ FENCE_API void fence_lock_on_lost(fence_lock *l, fence_lost_cb cb, void *arg);
 
 /* Release the lock (UNLOCK by token; the lease is revoked too), stop its
  * keepalive and free the handle.  The handle is freed whatever the outcome.
- * 0 when released or already gone (a lost lease); on FENCE_EUNREACHABLE /
- * FENCE_ETIMEOUT / FENCE_EIO the lock is left to expire with its lease.
+ * 0 when released or already gone (a lost lease: then nothing is sent, so
+ * it returns at once even with the server unreachable); on
+ * FENCE_EUNREACHABLE / FENCE_ETIMEOUT / FENCE_EIO the lock is left to
+ * expire with its lease.
  * Must not be called from a lease-lost callback (FENCE_EINVAL, nothing
  * freed).  NULL is a no-op returning 0. */
 FENCE_API int fence_lock_release(fence_lock *l);

@@ -6,9 +6,13 @@
 #                              (tests/integration/test_packages.sh)
 set -euo pipefail
 
-# redis-tools is in run too: the README's tour talks to `make run` with redis-cli.
+# run: everything `make run` and then a plain `make` (all) build: every
+# library header of src/ (libh2o-dev: fence-proxy), and redis-tools for the
+# README's tour against `make run` with redis-cli.  debian/control's
+# Build-Depends name the same libraries (tests/integration/test_packages.sh
+# compares them; scripts/fresh-targets.sh builds each target in a clean root).
 run_pkgs=(build-essential pkg-config libraft-dev libuv1-dev liblmdb-dev libhiredis-dev libsodium-dev libssl-dev openssl redis-tools
-          libmicrohttpd-dev)
+          libmicrohttpd-dev libh2o-dev)
 test_pkgs=("${run_pkgs[@]}" redis-server postgresql python3 python3-redis
            python3-psycopg2 faketime libfaketime iproute2 procps clang libclang-rt-14-dev
            valgrind libh2o-dev nginx zookeeper python3-kazoo wrk prometheus openssl

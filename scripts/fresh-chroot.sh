@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prove the README contract on a fresh Debian 12: a minbase bookworm chroot
 # with only build-essential, git and ca-certificates, a clean clone of this
-# checkout's HEAD, then `make test` (or any command) inside it, as root.
+# checkout's HEAD (committed work only), then `make test` (or any command)
+# inside it, as root.  scripts/fresh-targets.sh runs each build target in
+# its own copy of the root.
 #
 #   scripts/fresh-chroot.sh [ROOT] [COMMAND]
 #     ROOT     the chroot (default /srv/fresh); debootstrapped when missing
@@ -43,6 +45,10 @@ if [ -z "${FRESH_INNER:-}" ]; then
         chmod 755 "$root/usr/sbin/policy-rc.d"
     fi
     cp /etc/resolv.conf "$root/etc/resolv.conf"
+    # The clone's source: a bundle of HEAD, so that a git worktree (whose
+    # .git points outside the tree) clones as well as a plain checkout.
+    mkdir -p "$root/var/tmp"
+    git -C "$src" bundle create "$root/var/tmp/fenced.bundle" HEAD 2>/dev/null
     exec env FRESH_INNER=1 unshare --mount --propagation private bash "$0" "$root" "$cmd"
 fi
 
@@ -76,7 +82,7 @@ chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -lc "
     set -e
     rm -rf /root/fenced
-    git -c safe.directory='*' clone -q /mnt/src /root/fenced
+    git -c safe.directory='*' clone -q /var/tmp/fenced.bundle /root/fenced
     cd /root/fenced
     echo \"fresh-chroot: \$(git log --oneline -1)\"
     start=\$(date +%s)

@@ -23,6 +23,10 @@ const char *fencectl_servers(const fencectl_args *a);
  * acquire that follows reports them. */
 void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms);
 
+/* Say on stderr when a call loses its connection and reconnects (lock,
+ * acquire: a long WAIT should not end silently). */
+void fencectl_tell_reconnects(fence_client *c);
+
 /* `fencectl lock`: returns the exit code. */
 int fencectl_cmd_lock(const fencectl_args *a);
 

@@ -214,6 +214,7 @@ int fencectl_cmd_lock(const fencectl_args *a)
 
     fence_client *c = fencectl_open(a);
     fence_lock *l = NULL;
+    fencectl_tell_reconnects(c);
     fencectl_say_waiting(c, a->name, a->wait_ms);
     int rc = fence_lock_acquire_ex(c, a->name, a->ttl_ms, a->wait_ms,
                                    a->signed_token ? FENCE_LOCK_SIGNED : 0, &l);

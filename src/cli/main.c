@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "client/internal.h"
 #include "common/version.h"
 
 /* Map library errors to the documented exit codes. */
@@ -80,6 +81,18 @@ fence_client *fencectl_open(const fencectl_args *a)
     return c;
 }
 
+/* libfence's reconnect notice, to stderr. */
+static void say_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    fprintf(stderr, "fencectl: %s\n", msg);
+}
+
+void fencectl_tell_reconnects(fence_client *c)
+{
+    fence__client_set_notice(c, say_notice, NULL);
+}
+
 void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms)
 {
     if (wait_ms == 0 || !isatty(2))
@@ -119,6 +132,7 @@ static int cmd_acquire(const fencectl_args *a, fence_client *c)
     uint64_t token = 0, lease = a->lease;
     char stok[FENCE_SIGNED_TOKEN_BUF_SIZE] = "";
     int rc;
+    fencectl_tell_reconnects(c);
     fencectl_say_waiting(c, a->name, a->wait_ms);
     if (a->lease_set && a->signed_token)
         rc = fence_lease_lock_signed(c, a->lease, a->name, a->wait_ms, &token, stok,

@@ -398,6 +398,15 @@ static void next_leader(fence_client *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* See internal.h. */
+void fence__client_set_notice(fence_client *c, void (*fn)(void *arg, const char *msg),
+                              void *arg)
+{
+    FENCE_ASSERT(c != NULL);
+    c->notice = fn;
+    c->notice_arg = arg;
+}
+
 /* The request loop; see internal.h.  Every attempt sends the same argv, so
  * a command with a REQID is applied at most once however often it is sent. */
 int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
@@ -413,6 +422,8 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
     uint32_t attempt = 0;    /* attempts that ended in a pause */
     uint32_t redirects = 0;  /* NOTLEADER redirects followed */
     uint32_t refusals = 0;   /* connection attempts refused in a row */
+    uint64_t refused_since = 0; /* when the first of those refusals came */
+    bool told = false;       /* the notice hook heard of a lost connection */
     bool pause = false;      /* pause (backoff) before the next attempt */
     fence__fail(0, "%s", "");
     for (;;) {
@@ -435,18 +446,27 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
                 /* Nothing listens at any known server (each refused twice
                  * in a row, with a backoff between): that will not change
                  * within the timeout often enough to be worth waiting for,
-                 * so fail now.  Timeouts are still retried until the
-                 * deadline. */
+                 * so fail now.  After a lost connection (a request may
+                 * have been applied) the refusals are retried for
+                 * FENCE__REFUSED_RETRY_MS, time for a restarting server to
+                 * answer the retried REQID, and no longer: not the whole
+                 * WAIT of a queued lock request.  Timeouts are still
+                 * retried until the deadline. */
                 refusals = refused ? refusals + 1 : 0;
+                if (refusals == 1)
+                    refused_since = fence_monotonic_ms();
                 pthread_mutex_lock(&c->mu);
                 size_t n_addrs = c->n_addrs;
                 pthread_mutex_unlock(&c->mu);
-                if (!ever_connected && refusals >= 2 * n_addrs)
+                if (refusals >= 2 * n_addrs &&
+                    (!ever_connected ||
+                     fence_monotonic_ms() - refused_since >= FENCE__REFUSED_RETRY_MS))
                     break;
                 continue;
             }
         }
         ever_connected = true;
+        refusals = 0; /* "in a row": a server that answers ends the run */
         uint64_t now = fence_monotonic_ms();
         if (now >= deadline_ms) {
             if (!own)
@@ -468,6 +488,19 @@ int fence__call(fence_client *c, fence__conn *own, uint64_t deadline_ms,
                 last = fence__fail(FENCE_EIO, "%s to %s: %s", argv[0], where,
                                    fence__wire_errstr(k->wire)[0] ? fence__wire_errstr(k->wire)
                                                                   : "connection lost");
+            if (!timed_out && own == NULL && c->notice != NULL && !told) {
+                told = true;
+                uint64_t t = fence_monotonic_ms();
+                uint64_t left = deadline_ms > t ? deadline_ms - t : 0;
+                char msg[FENCE__HOST_MAX + 300];
+                snprintf(msg, sizeof(msg), "connection to %s lost during %s (%s); "
+                         "reconnecting: giving up after %.1f s of refused connections, "
+                         "or in %.1f s", where, argv[0],
+                         fence__wire_errstr(k->wire)[0] ? fence__wire_errstr(k->wire)
+                                                        : "connection lost",
+                         FENCE__REFUSED_RETRY_MS / 1000.0, (double)left / 1000.0);
+                c->notice(c->notice_arg, msg);
+            }
             fence__conn_drop(k);
             if (!own)
                 pool_put(c, k);

@@ -50,7 +50,23 @@ struct fence_client {
                                 * idle thread sleeps, so that a lock
                                 * registered after it went to sleep is due
                                 * after it wakes anyway (no wake-up needed) */
+
+    /* fence__client_set_notice: told (from the calling thread) when a
+     * call's connection is lost and it starts reconnecting.  Set before
+     * any call; NULL: nothing is told. */
+    void (*notice)(void *arg, const char *msg);
+    void *notice_arg;
 };
+
+/* After a call's connection was lost, how long refusals from every known
+ * server are still retried (a one-node server restarting) before the call
+ * fails with the unknown outcome; never past the call's deadline. */
+#define FENCE__REFUSED_RETRY_MS 2000u
+
+/* Have msg told to fn (for fencectl's stderr) whenever a call on the pool
+ * loses its connection and reconnects.  Not part of the public API. */
+void fence__client_set_notice(fence_client *c, void (*fn)(void *arg, const char *msg),
+                              void *arg);
 
 struct fence_lock {
     fence_client *c;           /* owning client */

@@ -832,6 +832,16 @@ int fence_lock_release(fence_lock *l)
     if (in_ka)
         return fence__fail(FENCE_EINVAL, "fence_lock_release called from a lease-lost callback");
     ka_unregister(c, l);
+    /* A lost lease has no lock left to release (the server dropped it, or
+     * it ran out here first and the server drops it within the margin):
+     * no request, so releasing never waits on an unreachable server. */
+    pthread_mutex_lock(&c->mu);
+    bool lost = l->lost;
+    pthread_mutex_unlock(&c->mu);
+    if (lost) {
+        lock_free(l);
+        return 0;
+    }
     bool released = false;
     int rc = fence_token_unlock(c, l->name, l->token, &released);
     if (rc == 0 && !l->dedicated)

@@ -197,9 +197,11 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len, uint64_t
 }
 
 /* Open a non-blocking, close-on-exec socket connected to a.  The fd, or -1
- * with the errno value in *eno. */
-static int dial(const fence__addr *a, uint64_t deadline, int *eno)
+ * with the errno value in *eno, or (when the name does not resolve) 0 in
+ * *eno and getaddrinfo's code in *gai. */
+static int dial(const fence__addr *a, uint64_t deadline, int *eno, int *gai)
 {
+    *gai = 0;
     if (a->is_unix) {
         struct sockaddr_un un;
         memset(&un, 0, sizeof(un));
@@ -229,7 +231,8 @@ static int dial(const fence__addr *a, uint64_t deadline, int *eno)
     snprintf(port, sizeof(port), "%d", a->port);
     int g = getaddrinfo(a->host, port, &hints, &res);
     if (g != 0) {
-        *eno = g == EAI_SYSTEM ? errno : EHOSTUNREACH;
+        *eno = g == EAI_SYSTEM ? errno : 0;
+        *gai = g == EAI_SYSTEM ? 0 : g;
         return -1;
     }
     int fd = -1;
@@ -486,11 +489,17 @@ int fence__wire_open(const fence__addr *a, const fence__wire_cfg *cfg,
         snprintf(err, cap, "%s", "out of memory");
         return FENCE_ENOMEM;
     }
-    int eno = 0;
-    w->fd = dial(a, deadline, &eno);
+    int eno = 0, gai = 0;
+    w->fd = dial(a, deadline, &eno, &gai);
     if (w->fd < 0) {
-        *refused = eno == ECONNREFUSED || eno == ENOENT;
-        snprintf(err, cap, "%s", strerror(eno));
+        /* A name that does not exist will not start to within a retry
+         * loop: it fails fast, as a refusal does. */
+        *refused = eno == ECONNREFUSED || eno == ENOENT || gai == EAI_NONAME;
+        if (gai != 0)
+            snprintf(err, cap, "cannot resolve host '%.*s': %s", FENCE__HOST_MAX, a->host,
+                     gai_strerror(gai));
+        else
+            snprintf(err, cap, "%s", strerror(eno));
         goto out_free;
     }
     if (cfg->tls != NULL && !a->is_unix && tls_start(w, a, cfg, deadline, err, cap) != 0)

@@ -197,6 +197,19 @@ int fence__opts_parse_text(const fence_opts_spec *sp, void *cfg,
                      lineno, (int)(name_len > 64 ? 64 : name_len), name);
             return -1;
         }
+        /* A value in one pair of matching quotes ("x" or 'x') is the text
+         * between them, taken as it is (no escapes); a quote that opens
+         * and is not closed at the end of the line is refused. */
+        size_t vlen = strlen(p);
+        if (vlen > 0 && (p[0] == '"' || p[0] == '\'')) {
+            if (vlen < 2 || p[vlen - 1] != p[0]) {
+                snprintf(err, cap, "%s:%u: %s: unmatched %c in value", fname,
+                         lineno, o->name, p[0]);
+                return -1;
+            }
+            p[vlen - 1] = '\0';
+            p++;
+        }
         if (fence__opts_set(sp, cfg, o, p, msg, sizeof(msg)) != 0) {
             snprintf(err, cap, "%s:%u: %s", fname, lineno, msg);
             return -1;

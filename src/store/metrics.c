@@ -78,3 +78,10 @@ void fence__store_metrics_checkpoint(fence_res_metrics *m, double secs)
     if (ckpt_hist != NULL)
         fence_metric_observe(ckpt_hist, secs);
 }
+
+/* Open connections: the gauge follows every open and close. */
+void fence__store_metrics_connections(fence_res_metrics *m, uint64_t n)
+{
+    if (m->reg != NULL)
+        fence_metric_set(m->connections, (int64_t)n);
+}

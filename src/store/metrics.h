@@ -27,4 +27,8 @@ void fence__store_metrics_commit(fence_res_metrics *m, double secs);
  * completion: fence_store_checkpoint_duration_seconds. */
 void fence__store_metrics_checkpoint(fence_res_metrics *m, double secs);
 
+/* The number of open client connections is now n (set when one opens and
+ * when one closes; a registry that is not started ignores it). */
+void fence__store_metrics_connections(fence_res_metrics *m, uint64_t n);
+
 #endif /* FENCE_STORE_METRICS_H */

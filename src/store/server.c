@@ -98,6 +98,17 @@ static void on_open(void *ctx, fence_net_conn *c)
     server *s = ctx;
     fence_compat_conn_init(&((store_conn *)c)->compat, c->id);
     fence__acl_srv_net_open(&s->acl, &((store_conn *)c)->compat, c);
+    /* The layer counts c right after this hook. */
+    fence__store_metrics_connections(&s->metrics, s->net.n_conns + 1);
+}
+
+/* A connection is closing (the layer counts it until it returns). */
+static void on_close(void *ctx, fence_net_conn *c)
+{
+    server *s = ctx;
+    (void)c;
+    FENCE_ASSERT(s->net.n_conns > 0);
+    fence__store_metrics_connections(&s->metrics, s->net.n_conns - 1);
 }
 
 /* The compat module's AUTH callback (with --acl-file): check, and trust
@@ -561,8 +572,6 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
-    if (s->metrics.reg != NULL)
-        fence_metric_set(s->metrics.connections, (int64_t)s->net.n_conns);
     if (fence__acl_srv_net_gate(&s->acl, &((store_conn *)c)->compat, c, msg) ||
         fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
@@ -713,6 +722,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     hooks.ctx = s;
     hooks.on_request = on_request;
     hooks.on_open = on_open;
+    hooks.on_close = on_close;
     hooks.proto_error = on_proto_error;
     hooks.on_slot_orphan = on_slot_orphan;
     hooks.refuse_msg = s->refuse;

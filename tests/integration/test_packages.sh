@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The Debian packages (issue 13): `dpkg-buildpackage -us -uc -b` on a copy
-# of the tree builds fenced, fence-store, libfence0, libfence-guard0,
-# libfence-dev, fencectl and fence-torture; lintian reports no errors; the
-# packages are unpacked into a scratch root (dpkg -x, nothing touches the
-# machine) and the installed files run: fenced --version, a fenced and a
-# fence-store from the root, a lock taken with the installed fencectl, a
-# program built against the installed libfence-dev (pkg-config), the
-# installed torture kit's --help.
+# The Debian packages (issues 13 and 20): `dpkg-buildpackage -us -uc -b` on
+# a copy of the tree builds fenced, fence-store, fence-proxy, libfence0,
+# libfence-guard0, libfence-dev, fencectl and fence-torture; lintian reports
+# no errors; the packages are unpacked into a scratch root (dpkg -x, nothing
+# touches the machine) and the installed files run: fenced --version, a
+# fenced and a fence-store from the root, a lock taken with the installed
+# fencectl, a program built against the installed libfence-dev
+# (pkg-config), fence-proxy with its packaged config, and a short torture
+# run of the installed fence-torture (its fault proxy is fence-faults; `man
+# fence-proxy` is fence-proxy(8), the HTTP proxy).  Every Build-Depends is
+# in scripts/deps.sh's packages list.  scripts/fresh-targets.sh deb builds
+# them from Build-Depends alone in a fresh root.
 #
 # Opt-in: it runs only with FENCE_TEST_PACKAGES=1, because it installs
 # packaging tools that nothing else needs (scripts/deps.sh packages:
@@ -18,6 +22,13 @@
 bash "$ROOT/scripts/deps.sh" packages || skip_all "cannot install the packaging tools (scripts/deps.sh packages)"
 for t in dpkg-buildpackage dh lintian git; do
     command -v "$t" >/dev/null || skip_all "$t is missing (bash scripts/deps.sh packages)"
+done
+
+# debian/control's Build-Depends are in deps.sh's packages list.
+pkgs=$(bash -c 'source <(sed -n "/^run_pkgs=/,/^pkg_pkgs=.*)/p" "$1"); echo "${pkg_pkgs[@]}"' _ "$ROOT/scripts/deps.sh")
+for b in $(sed -n '/^Build-Depends:/,/^[A-Z]/p' "$ROOT/debian/control" | sed 's/^Build-Depends://' |
+           tr ',' '\n' | sed 's/(.*//; s/^ *//; s/ *$//' | grep -v '^$\|^debhelper-compat\|^[A-Z]'); do
+    check "Build-Depends $b is in scripts/deps.sh packages" grep -qw -- "$b" <<<"$pkgs"
 done
 
 # A copy of the tree (tracked and new files, not build/): the package build
@@ -34,7 +45,7 @@ echo "# dpkg-buildpackage took $(( $(date +%s) - start )) s"
 check_eq "dpkg-buildpackage -us -uc -b succeeds" 0 "$rc"
 [ "$rc" -eq 0 ] || { tail -n 40 "$TEST_TMP/build.log" | sed 's/^/# /'; finish; }
 cd "$TEST_TMP" || exit 1
-for p in fenced fence-store libfence0 libfence-guard0 libfence-dev fencectl fence-torture; do
+for p in fenced fence-store fence-proxy libfence0 libfence-guard0 libfence-dev fencectl fence-torture; do
     f=$(ls "$TEST_TMP"/${p}_0.1.0_*.deb 2>/dev/null | head -n 1)
     check "package $p is built" test -n "$f"
 done
@@ -52,9 +63,18 @@ for f in usr/bin/fenced usr/bin/fence-store usr/bin/fencectl usr/bin/fence-tortu
          usr/lib/sysusers.d/fenced.conf etc/fenced/fenced.conf \
          usr/share/man/man8/fenced.8.gz usr/share/man/man8/fence-store.8.gz \
          usr/share/man/man1/fencectl.1.gz usr/share/man/man1/fence-torture.1.gz \
-         usr/share/fenced/adapters/postgres/fence.sql usr/share/fenced/adapters/redis/fence.lua; do
+         usr/share/fenced/adapters/postgres/fence.sql usr/share/fenced/adapters/postgres/fence_signed.sql \
+         usr/share/fenced/adapters/redis/fence.lua \
+         usr/bin/fence-proxy usr/share/man/man8/fence-proxy.8.gz etc/fenced/fence-proxy.conf \
+         lib/systemd/system/fence-proxy.service usr/lib/sysusers.d/fence-proxy.conf \
+         usr/lib/fenced/fence-faults usr/lib/fenced/torture_proxy.py; do
     check "installed /$f" test -e "$R/$f"
 done
+check "no man1/fence-proxy.1 (man fence-proxy is the HTTP proxy's fence-proxy.8)" \
+    test ! -e "$R/usr/share/man/man1/fence-proxy.1.gz"
+check "fence-proxy is its own package" eval "dpkg -c \"$TEST_TMP\"/fence-proxy_0.1.0_*.deb | grep -q './usr/bin/fence-proxy\$'"
+check "and not in fence-torture" eval "! dpkg -c \"$TEST_TMP\"/fence-torture_0.1.0_*.deb | grep -q 'usr/bin/fence-proxy'"
+check "fence-faults is in fence-torture" eval "dpkg -c \"$TEST_TMP\"/fence-torture_0.1.0_*.deb | grep -q 'usr/lib/fenced/fence-faults'"
 multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for f in libfence.so.0 libfence-guard.so.0 libfence.a libfence-guard.a pkgconfig/libfence.pc \
          pkgconfig/libfence-guard.pc; do
@@ -113,4 +133,14 @@ out=$(FENCE_SERVER=127.0.0.1:$FP LD_LIBRARY_PATH=$R/usr/lib/$multi "$TEST_TMP/ap
 check "and takes a lock with the installed libfence0 ($out)" grep -q '^token [1-9]' <<<"$out"
 check "the installed fence-torture runs (--help)" eval "\"$R/usr/bin/fence-torture\" --help >/dev/null"
 check "fence-torture finds the installed fenced next to it" test -x "$R/usr/lib/fenced/fenced"
+(cd "$TEST_TMP" && "$R/usr/bin/fence-torture" --duration 3 --workers 2 --seed 1 \
+     --out "$TEST_TMP/torture" >"$TEST_TMP/torture.log" 2>&1)
+check "the installed fence-torture runs a short torture run" \
+    grep -Eq '^ *violations +0$' "$TEST_TMP/torture.log"
+grep -Eq '^ *violations +0$' "$TEST_TMP/torture.log" || tail -n 20 "$TEST_TMP/torture.log" | sed 's/^/# /'
+PP=$(free_port)
+spawn proxy "$R/usr/bin/fence-proxy" --config "$R/etc/fenced/fence-proxy.conf" \
+    --listen "127.0.0.1:$PP" --data-dir "$TEST_TMP/proxy-data"
+check "the installed fence-proxy starts with its packaged config" wait_port "$PP"
+stop proxy
 finish

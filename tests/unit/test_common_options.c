@@ -134,6 +134,47 @@ static void test_text(void)
     CHECK_STR(err, "f.conf:1: NUL byte in line");
 }
 
+/* One pair of matching quotes around a value is stripped (issue 20: a
+ * quoted data-dir kept its quotes); an unmatched one names file:line. */
+static void test_quotes(void)
+{
+    cfg c;
+    char err[512];
+    fence__opts_defaults(&spec, &c);
+    const char *dq = "dir \"./qd\"\nname 'a b'\n";
+    CHECK(fence__opts_parse_text(&spec, &c, dq, strlen(dq), "f.conf", err,
+                                 sizeof(err)) == 0);
+    CHECK_STR(c.dir, "./qd");
+    CHECK_STR(c.name, "a b");
+    const char *inner = "name \"'x'\"\n"; /* only the outer pair goes */
+    CHECK(fence__opts_parse_text(&spec, &c, inner, strlen(inner), "f.conf", err,
+                                 sizeof(err)) == 0);
+    CHECK_STR(c.name, "'x'");
+    const char *mid = "name a\"b\n"; /* not at the start: kept */
+    CHECK(fence__opts_parse_text(&spec, &c, mid, strlen(mid), "f.conf", err,
+                                 sizeof(err)) == 0);
+    CHECK_STR(c.name, "a\"b");
+    const char *port = "port \"83\"\n";
+    CHECK(fence__opts_parse_text(&spec, &c, port, strlen(port), "f.conf", err,
+                                 sizeof(err)) == 0);
+    CHECK(c.port == 83);
+    const char *open1 = "port 84\ndir \"./qd\n";
+    CHECK(fence__opts_parse_text(&spec, &c, open1, strlen(open1), "f.conf", err,
+                                 sizeof(err)) == -1);
+    CHECK_STR(err, "f.conf:2: dir: unmatched \" in value");
+    const char *mixed = "name 'x\"\n";
+    CHECK(fence__opts_parse_text(&spec, &c, mixed, strlen(mixed), "f.conf", err,
+                                 sizeof(err)) == -1);
+    CHECK_STR(err, "f.conf:1: name: unmatched ' in value");
+    const char *lone = "name \"\n";
+    CHECK(fence__opts_parse_text(&spec, &c, lone, strlen(lone), "f.conf", err,
+                                 sizeof(err)) == -1);
+    const char *empty = "dir \"\"\n"; /* "" is the empty value: refused here */
+    CHECK(fence__opts_parse_text(&spec, &c, empty, strlen(empty), "f.conf", err,
+                                 sizeof(err)) == -1);
+    CHECK(strstr(err, "f.conf:1: dir") == err);
+}
+
 /* --config is read before the flags, whatever their order; flags win. */
 static void test_config_file(void)
 {
@@ -187,6 +228,7 @@ int main(void)
     TEST_RUN(test_flags);
     TEST_RUN(test_flag_errors);
     TEST_RUN(test_text);
+    TEST_RUN(test_quotes);
     TEST_RUN(test_config_file);
     TEST_RUN(test_help);
     return TEST_DONE();
