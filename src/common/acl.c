@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <sodium.h>
 
@@ -475,6 +476,25 @@ int fence_acl_load_file(const char *path, fence_acl **out, char *err, size_t err
     if (f == NULL) {
         snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
         return -1;
+    }
+    /* Whoever may write the file may make himself @admin: a file any user
+     * may write is refused, at start and at reload (the old users then
+     * stay).  Checked on the open file, so a rename in between cannot
+     * swap in another one. */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        snprintf(err, err_len, "%s: cannot stat: %s", path, strerror(errno));
+        goto out_close;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, err_len, "%s: not a regular file", path);
+        goto out_close;
+    }
+    if ((st.st_mode & S_IWOTH) != 0) {
+        snprintf(err, err_len, "%s: any user may write it (mode %03o), and so make himself "
+                 "@admin: refused; chmod o-w it (0600 or 0640 is usual)", path,
+                 (unsigned)(st.st_mode & 0777));
+        goto out_close;
     }
     char *buf = malloc(FENCE_ACL_FILE_MAX + 1);
     if (buf == NULL) {

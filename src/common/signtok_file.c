@@ -135,6 +135,27 @@ out_free_text:
     return rc;
 }
 
+/* Reload verify.keys: a new verifier, swapped in only when it loaded. */
+int fence_signtok_verifier_reload(const char *path, size_t cache_max,
+                                  fence_signtok_verifier **vp, char *err,
+                                  size_t errcap)
+{
+    if (path == NULL || vp == NULL) {
+        snprintf(err, errcap, "invalid argument");
+        return FENCE_SIGNTOK_EINVAL;
+    }
+    fence_signtok_verifier *nv = NULL;
+    int rc = fence_signtok_verifier_load(path, cache_max, &nv, err, errcap);
+    if (rc != 0)
+        return rc;
+    fence_signtok_verifier *old = *vp;
+    if (old != NULL)
+        fence_signtok_verifier_stats_carry(nv, old);
+    *vp = nv;
+    fence_signtok_verifier_free(old);
+    return 0;
+}
+
 /* Load signing.key. */
 int fence_signtok_signer_load(const char *path, fence_signtok_signer *out,
                               char *err, size_t errcap)

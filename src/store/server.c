@@ -29,7 +29,8 @@
  * "-LIMIT" and are closed.
  *
  * Signals: SIGINT and SIGTERM stop the server; SIGHUP reopens the
- * --log-file (logrotate). */
+ * --log-file (logrotate) and reads --acl-file and --token-verify-keys
+ * again (a bad file keeps what was in force). */
 #include "store/server.h"
 
 #include <inttypes.h>
@@ -61,7 +62,7 @@ typedef struct server {
     fence_net net;                 /* listeners and connections */
     uv_signal_t sigint;            /* SIGINT: stop */
     uv_signal_t sigterm;           /* SIGTERM: stop */
-    uv_signal_t sighup;            /* SIGHUP: reopen the log file */
+    uv_signal_t sighup;            /* SIGHUP: reopen the log, reload files */
     char refuse[128];              /* -LIMIT text for a refused client */
     uv_check_t check;              /* end of a loop turn: commit the batch */
     uv_idle_t idle;                /* keeps poll from blocking while a batch
@@ -652,6 +653,20 @@ static void on_sighup(uv_signal_t *sig, int signum)
     char err[512];
     if (fence__acl_srv_has_file(&s->acl))
         (void)fence__acl_srv_reload(&s->acl, err, sizeof(err));
+    if (s->cfg->token_verify_keys[0] != '\0') {
+        /* Key rotation: the loop thread is the only one that verifies, so
+         * the swap is atomic for every request; a bad file keeps the old
+         * keys. */
+        char kerr[1300];
+        if (fence_signtok_verifier_reload(s->cfg->token_verify_keys, 0, &s->verifier, kerr,
+                                          sizeof(kerr)) != 0)
+            FENCE_LOG_E("SIGHUP: token-verify-keys not reloaded, the old %zu keys stay: %s",
+                        fence_signtok_verifier_nkeys(s->verifier), kerr);
+        else
+            FENCE_LOG_I("SIGHUP: token-verify-keys reloaded (%zu verify keys from %s)",
+                        fence_signtok_verifier_nkeys(s->verifier),
+                        s->cfg->token_verify_keys);
+    }
 }
 
 /* Set up and run the loop; see server.h. */
