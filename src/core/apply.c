@@ -301,7 +301,7 @@ static bool quota_leases_full(const fence_fsm *f, const fence_cmd *c)
     if ((c->flags & FENCE_CMD_F_QUOTA) == 0 || c->quota_leases == 0) {
         return false;
     }
-    const fence__owner *o = fence__owner_find(f, c->owner);
+    const fence__owner *o = fence__owner_counts(f, c->owner);
     return o != NULL && o->leases >= c->quota_leases;
 }
 
@@ -311,7 +311,7 @@ static bool quota_locks_full(const fence_fsm *f, const fence_cmd *c)
     if ((c->flags & FENCE_CMD_F_QUOTA) == 0 || c->quota_locks == 0) {
         return false;
     }
-    const fence__owner *o = fence__owner_find(f, c->owner);
+    const fence__owner *o = fence__owner_counts(f, c->owner);
     return o != NULL && (uint64_t)o->locks + o->waits >= c->quota_locks;
 }
 

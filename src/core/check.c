@@ -307,7 +307,7 @@ static const char *check_owners(const fence_fsm *f)
         if (o->leases == 0) {
             return "an owner record without a lease";
         }
-        if (fence__owner_find(f, o->owner) != o) {
+        if (fence__owner_counts(f, o->owner) != o) {
             return "an owner record is not in the owner table";
         }
         n++;

@@ -204,7 +204,7 @@ fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
                                uint64_t lock_delay_ms, uint64_t deadline_ms,
                                bool dedicated, uint64_t owner);
 /* The counts of owner, or NULL when it has no lease. */
-fence__owner *fence__owner_find(const fence_fsm *f, uint64_t owner);
+fence__owner *fence__owner_counts(const fence_fsm *f, uint64_t owner);
 fence__lease *fence__lease_find(const fence_fsm *f, uint64_t id);
 /* Unlink and free a lease that holds nothing and waits for nothing. */
 void fence__lease_destroy(fence_fsm *f, fence__lease *l);

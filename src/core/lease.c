@@ -6,7 +6,7 @@
 #include "core/fsm_int.h"
 
 /* The counts of owner, or NULL. */
-fence__owner *fence__owner_find(const fence_fsm *f, uint64_t owner)
+fence__owner *fence__owner_counts(const fence_fsm *f, uint64_t owner)
 {
     fence__hnode *h = fence__htab_first(&f->owners, fence__key_hash(f, owner));
     return h ? FENCE__CONTAINER(h, fence__owner, hn) : NULL;
@@ -33,7 +33,7 @@ fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
     if (!fence__heap_room(f, 1)) {
         return NULL;
     }
-    fence__owner *o = fence__owner_find(f, owner);
+    fence__owner *o = fence__owner_counts(f, owner);
     if (o == NULL) {
         o = fence__alloc(f, sizeof(*o));
         if (o == NULL) {

@@ -100,6 +100,7 @@ struct fence_conn {
     fence_lconn lconn;      /* the leader module's state of this connection */
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
     fence_owner_tag *owner;   /* the tag of its last grant, or NULL (owners.c) */
+    uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
 };
 
 /* Who a lease was granted to (owners.c): the grantee connection's client

@@ -42,6 +42,7 @@
 #include <uv.h>
 
 #include "common/assert.h"
+#include "common/acl_conns.h"
 #include "common/acl_srv.h"
 #include "common/compat.h"
 #include "common/compat_net.h"
@@ -91,6 +92,7 @@ typedef struct server {
 typedef struct store_conn {
     fence_net_conn base;      /* the layer's connection (first) */
     fence_compat_conn compat; /* CLIENT SETNAME, MULTI refusal, ... */
+    uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
 } store_conn;
 
 /* A connection was accepted: fresh compat state. */
@@ -560,6 +562,8 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     if (s->metrics.reg != NULL)
         fence_metric_set(s->metrics.connections, (int64_t)s->net.n_conns);
     if (fence__acl_srv_net_gate(&s->acl, &((store_conn *)c)->compat, c, msg) ||
+        fence__acl_conns_refused(&s->acl, &s->net, offsetof(store_conn, compat),
+                                 offsetof(store_conn, quota_mark), c) ||
         fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
