@@ -46,6 +46,8 @@ struct fence_acl {
     fence_acl_user **users; /* heap array of heap users, file order */
     size_t n;               /* users in it */
     size_t cap;             /* room in users */
+    bool any_maxconns;      /* a user has maxconns (set after parsing) */
+    bool any_quota;         /* a user has maxleases or maxlocks */
 };
 
 /* Category names, for the parser and fence_acl_user_describe. */
@@ -520,6 +522,11 @@ int fence_acl_parse(const char *buf, size_t len, const char *file, fence_acl **o
             goto out_free_acl;
         i = end + 1;
     }
+    for (size_t k = 0; k < acl->n; k++) {
+        const fence_acl_limits *lim = &acl->users[k]->lim;
+        acl->any_maxconns = acl->any_maxconns || lim->conns != 0;
+        acl->any_quota = acl->any_quota || lim->leases != 0 || lim->locks != 0;
+    }
     *out = acl;
     return 0;
 out_free_acl:
@@ -710,10 +717,12 @@ void fence_acl_user_limits(const fence_acl_user *u, fence_acl_limits *out)
 
 bool fence_acl_any_maxconns(const fence_acl *acl)
 {
-    for (size_t i = 0; i < acl->n; i++)
-        if (acl->users[i]->lim.conns != 0)
-            return true;
-    return false;
+    return acl->any_maxconns;
+}
+
+bool fence_acl_any_quota(const fence_acl *acl)
+{
+    return acl->any_quota;
 }
 
 bool fence_acl_is_admin(const fence_acl_user *u)

@@ -148,8 +148,10 @@ typedef struct fence_acl_limits {
 void fence_acl_user_limits(const fence_acl_user *u, fence_acl_limits *out);
 
 /* Whether some user of acl has a maxconns limit (a daemon skips counting
- * connections otherwise). */
+ * connections otherwise), or a maxleases or maxlocks limit (a daemon skips
+ * looking its users' limits up otherwise).  O(1). */
 bool fence_acl_any_maxconns(const fence_acl *acl);
+bool fence_acl_any_quota(const fence_acl *acl);
 
 /* Whether u is an administrator (may act on other users' leases): the
  * rules allow the category @admin. */

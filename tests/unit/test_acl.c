@@ -249,6 +249,7 @@ static void test_limits(void)
     fence_acl_user_limits(fence_acl_find(acl, "c", 1), &l);
     CHECK(l.leases == 0 && l.locks == 0 && l.conns == 0);
     CHECK(fence_acl_any_maxconns(acl));
+    CHECK(fence_acl_any_quota(acl));
     char line[1024];
     fence_acl_user_describe(fence_acl_find(acl, "a", 1), line, sizeof(line));
     CHECK_STR(line, "user a on nopass ~* maxleases=5 maxlocks=7 maxconns=2 +@all");
@@ -262,6 +263,11 @@ static void test_limits(void)
     fence_acl_free(acl);
     acl = parse_ok("user a on maxleases=1000000000\n");
     CHECK(!fence_acl_any_maxconns(acl));
+    CHECK(fence_acl_any_quota(acl));
+    fence_acl_free(acl);
+    acl = parse_ok("user a on maxconns=1\n");
+    CHECK(fence_acl_any_maxconns(acl));
+    CHECK(!fence_acl_any_quota(acl));
     fence_acl_free(acl);
     const char *bad[] = {"maxleases=0", "maxleases=", "maxleases", "maxleases=-1",
                          "maxleases=+3", "maxleases=007", "maxleases=1000000001",
