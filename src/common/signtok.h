@@ -273,7 +273,9 @@ size_t fence_signtok_verifier_nkeys(const fence_signtok_verifier *v);
 
 /* ---- Key files (signtok_file.c: I/O) -------------------------------------- */
 
-/* Read and parse a verify.keys file and make a verifier of it.  Returns 0,
+/* Read and parse a verify.keys file and make a verifier of it.  Refuses a
+ * file any user may write (mode & 002: he could add a key of his own) with
+ * FENCE_SIGNTOK_EKEYFILE.  Returns 0,
  * FENCE_SIGNTOK_EIO, FENCE_SIGNTOK_EKEYFILE ("PATH: line N: reason"),
  * FENCE_SIGNTOK_ENOMEM or FENCE_SIGNTOK_ECRYPTO. */
 int fence_signtok_verifier_load(const char *path, size_t cache_max,

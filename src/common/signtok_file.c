@@ -37,6 +37,14 @@ static int read_file(const char *path, bool private_only, char **buf_out,
         rc = FENCE_SIGNTOK_EKEYFILE;
         goto out_close;
     }
+    if ((st.st_mode & S_IWOTH) != 0) {
+        /* Whoever may write a verify.keys file may add his own key and
+         * mint tokens every resource accepts. */
+        snprintf(err, errcap, "%s may be written by any user (mode %03o), who could add "
+                 "a key of his own: chmod o-w it", path, (unsigned)(st.st_mode & 0777));
+        rc = FENCE_SIGNTOK_EKEYFILE;
+        goto out_close;
+    }
     if (private_only && (st.st_mode & 077) != 0) {
         snprintf(err, errcap, "%s may be read by group or others (mode "
                  "%03o); it holds a secret key: chmod 600 it", path,

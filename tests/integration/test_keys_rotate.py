@@ -10,8 +10,9 @@ fence-proxy in front of a small upstream):
      its own HUP onto k2) passes; k1 still passes.
   3. verify.keys lists k2 only, HUP: a fresh k1 token is refused BADTOKEN;
      k2 passes.
-  4. verify.keys is garbage (and then missing), HUP: the log names the
-     problem, k2 still passes and k1 is still refused.
+  4. verify.keys is garbage, then world-writable (listing k1 again), then
+     missing, HUP each time: the log names the problem, k2 still passes
+     and k1 is still refused.
   5. fenced B's signing key is garbage, HUP: it keeps signing with k2.
 On the code before the reload existed, step 2 refuses the k2 token and
 step 3 admits the k1 one.
@@ -178,6 +179,12 @@ try:
               "fence-store's log line names the bad line")
     both_accept("a k2 token after the broken file", "b", grant(fb, "b"))
     both_refuse("a k1 token after the broken file", "a", grant(fa, "a"))
+    write(verify, line1 + line2, 0o666)
+    tap.check(hup_and_wait(store.proc, store.log, "may be written by any user"),
+              "fence-store: a world-writable verify.keys is refused, and logged")
+    tap.check(hup_and_wait(proxy.proc, proxy.log, "may be written by any user"),
+              "fence-proxy: a world-writable verify.keys is refused, and logged")
+    both_refuse("a k1 token offered by a world-writable file", "a", grant(fa, "a"))
     os.unlink(verify)
     tap.check(hup_and_wait(store.proc, store.log, KEPT), "fence-store: a missing file is logged")
     tap.check(hup_and_wait(proxy.proc, proxy.log, KEPT), "fence-proxy: a missing file is logged")
