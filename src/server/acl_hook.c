@@ -61,8 +61,15 @@ void fence__server_acl_open(fence_conn *c)
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m)
 {
     return fence__acl_srv_net_gate(&c->srv->acl, &c->compat, &c->base, m) ||
-           fence__acl_conns_refused(&c->srv->acl, &c->srv->net, offsetof(fence_conn, compat),
+           fence__acl_conns_refused(&c->srv->acl, &c->srv->acl_conns, &c->srv->net,
+                                    offsetof(fence_conn, compat),
                                     offsetof(fence_conn, quota_mark), &c->base);
+}
+
+/* A connection is closing: it leaves its user's maxconns count. */
+void fence__server_acl_closed(fence_conn *c)
+{
+    fence__acl_conns_closed(&c->srv->acl_conns, &c->quota_mark);
 }
 
 /* Stamp a core command with the requesting user, and a command that

@@ -86,6 +86,7 @@ typedef struct server {
     fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
     fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
     fence_acl_srv acl;             /* users and permissions (acl_srv.h) */
+    fence_acl_conns acl_conns;     /* connections per user, maxconns (acl_conns.h) */
 } server;
 
 /* One client connection: the layer's and its Redis-client state. */
@@ -94,6 +95,13 @@ typedef struct store_conn {
     fence_compat_conn compat; /* CLIENT SETNAME, MULTI refusal, ... */
     uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
 } store_conn;
+
+/* A connection is closing: it leaves its user's maxconns count. */
+static void on_close(void *ctx, fence_net_conn *c)
+{
+    server *s = ctx;
+    fence__acl_conns_closed(&s->acl_conns, &((store_conn *)c)->quota_mark);
+}
 
 /* A connection was accepted: fresh compat state. */
 static void on_open(void *ctx, fence_net_conn *c)
@@ -562,7 +570,7 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     if (s->metrics.reg != NULL)
         fence_metric_set(s->metrics.connections, (int64_t)s->net.n_conns);
     if (fence__acl_srv_net_gate(&s->acl, &((store_conn *)c)->compat, c, msg) ||
-        fence__acl_conns_refused(&s->acl, &s->net, offsetof(store_conn, compat),
+        fence__acl_conns_refused(&s->acl, &s->acl_conns, &s->net, offsetof(store_conn, compat),
                                  offsetof(store_conn, quota_mark), c) ||
         fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
@@ -726,6 +734,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     hooks.ctx = s;
     hooks.on_request = on_request;
     hooks.on_open = on_open;
+    hooks.on_close = on_close;
     hooks.proto_error = on_proto_error;
     hooks.on_slot_orphan = on_slot_orphan;
     hooks.refuse_msg = s->refuse;

@@ -132,7 +132,19 @@ def conn_limit(port, what):
     except redis.RedisError:
         ok = False
     tap.check(ok, "%s: after one closed, alice connects again" % what)
-    for c in held + [b] + ([c4] if c4 else []):
+    # One of alice's logs in as bob: it leaves alice's count.
+    held[0].execute_command("AUTH", "bob", "bpw")
+    tap.check(held[0].ping(), "%s: a connection of alice's logs in as bob" % what)
+    c5 = None
+    try:
+        c5 = login(port, "alice", "apw")
+        ok = c5.ping()
+    except redis.RedisError:
+        ok = False
+    tap.check(ok, "%s: that makes room for another of alice's" % what)
+    out, closed = raw(port, cmd("AUTH", "alice", "apw") + cmd("PING"))
+    tap.check(b"-LIMIT" in out and closed, "%s: and then she is full again" % what, out)
+    for c in held + [b] + ([c4] if c4 else []) + ([c5] if c5 else []):
         bye(c)
 
 
