@@ -117,6 +117,19 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sighup);
     uv_signal_start(&sighup, on_sighup, SIGHUP);
     uv_unref((uv_handle_t *)&sighup);
+    /* Before anything listens: say what is exposed. */
+    fence__startup_warn_auth("fenced", config.bind, config.acl_file[0] != '\0',
+                             fence__acl_srv_tls_only(config.port, config.tls_port,
+                                                     config.tls_cert, config.tls_key),
+                             config.insecure);
+    const fence_peer *self = fence__config_peer(&config, config.node_id);
+    if (config.insecure && config.n_peers > 1 && self != NULL &&
+        config.peer_tls_cert[0] == '\0' && !fence__acl_srv_is_loopback(self->host))
+        for (int i = 0; i < 3; i++)
+            LOG_WARN("!!! --insecure: the raft port %s:%u is NOT on a loopback address and has "
+                     "NO MUTUAL TLS: anyone who can reach it can speak raft to this node. "
+                     "Give --peer-tls-cert, --peer-tls-key and --peer-tls-ca. !!!",
+                     self->host, (unsigned)self->raft_port);
     if (fence__server_init(&server, loop, &config) != 0) {
         LOG_ERROR("start-up failed");
         return 1;
@@ -125,10 +138,6 @@ int main(int argc, char **argv)
         server.signer = &signer; /* before uv_run: no request has been read */
     LOG_INFO("fenced %s started: node %llu, data-dir %s", FENCE_VERSION,
              (unsigned long long)config.node_id, config.data_dir);
-    fence__startup_warn_auth("fenced", config.bind, config.acl_file[0] != '\0',
-                             fence__acl_srv_tls_only(config.port, config.tls_port,
-                                                     config.tls_cert, config.tls_key),
-                             config.insecure);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_close((uv_handle_t *)&sighup, NULL);
     uv_run(loop, UV_RUN_NOWAIT);

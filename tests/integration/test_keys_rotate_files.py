@@ -8,7 +8,8 @@
     fenced: client TLS); a private one is not;
   - start-up says when a daemon runs without authentication (loopback
     default: one WARN line, every client is 'default' with every right) and
-    warns loudly (three lines) for --insecure on a non-loopback bind; the
+    warns loudly (three lines) for --insecure on a non-loopback bind or raft
+    port; the
     non-loopback cases listen on a unix socket only (--port 0), so nothing
     is exposed beyond 127.0.0.1;
   - fence-proxy warns when tokens are not verified.
@@ -158,6 +159,20 @@ for name, argv, ready in (
     loud = [ln for ln in text.splitlines() if "!!! --insecure" in ln and "0.0.0.0" in ln]
     tap.check(len(loud) == 3 and "WITHOUT AUTHENTICATION" in loud[0],
               "%s --insecure on 0.0.0.0: three loud lines" % name, text[-800:])
+
+# fenced --insecure with a raft port off loopback and no peer TLS (192.0.2.1
+# is TEST-NET-1: never assigned, so nothing listens there; the start may
+# fail after the warning).
+log = os.path.join(TMP, "fenced-raft-insecure.log")
+cp, rp = free_port(), free_port()
+text = start_and_stop([FENCED, "--port", str(cp), "--data-dir", os.path.join(TMP, "d-raft"),
+                       "--node-id", "1", "--insecure", "--peers",
+                       "1=192.0.2.1:%d/%d,2=127.0.0.1:%d/%d,3=127.0.0.1:%d/%d"
+                       % (cp, rp, free_port(), free_port(), free_port(), free_port())],
+                      log, "NO MUTUAL TLS")
+loud = [ln for ln in text.splitlines() if "!!! --insecure: the raft port 192.0.2.1" in ln]
+tap.check(len(loud) == 3, "fenced --insecure with a non-loopback raft port: three loud lines",
+          text[-600:])
 
 if os.access(PROXY, os.X_OK):
     log = os.path.join(TMP, "proxy.log")
