@@ -2,11 +2,13 @@
 #include "common/acl.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <sodium.h>
 
@@ -36,6 +38,7 @@ struct fence_acl_user {
     acl_pattern pat[FENCE_ACL_PATTERNS_MAX]; /* name patterns */
     uint32_t n_rules;                    /* entries in rules */
     acl_rule rules[FENCE_ACL_RULES_MAX]; /* command rules, in order */
+    fence_acl_limits lim;                /* maxleases/maxlocks/maxconns, 0: none */
 };
 
 /* A set of users. */
@@ -43,6 +46,8 @@ struct fence_acl {
     fence_acl_user **users; /* heap array of heap users, file order */
     size_t n;               /* users in it */
     size_t cap;             /* room in users */
+    bool any_maxconns;      /* a user has maxconns (set after parsing) */
+    bool any_quota;         /* a user has maxleases or maxlocks */
 };
 
 /* ---- Glob ------------------------------------------------------------------ */
@@ -229,6 +234,58 @@ static bool word_showable(const char *w, size_t len)
     return w[0] == '+' || w[0] == '-' || w[0] == '~';
 }
 
+/* The per-user limit rules: name (with its '='), and the field it sets. */
+static const struct {
+    const char *name;
+    size_t off;
+} limit_rules[] = {
+    {"maxleases=", offsetof(fence_acl_limits, leases)},
+    {"maxlocks=", offsetof(fence_acl_limits, locks)},
+    {"maxconns=", offsetof(fence_acl_limits, conns)},
+};
+#define N_LIMIT_RULES (sizeof(limit_rules) / sizeof(limit_rules[0]))
+
+/* Index in limit_rules of the rule w[0..len) starts with (case-
+ * insensitive), or -1.  A bare "maxleases" without '=' names it too (for
+ * a clear error). */
+static int limit_index(const char *w, size_t len)
+{
+    for (size_t i = 0; i < N_LIMIT_RULES; i++) {
+        size_t n = strlen(limit_rules[i].name);
+        if ((len >= n && strncasecmp(w, limit_rules[i].name, n) == 0) ||
+            (len == n - 1 && strncasecmp(w, limit_rules[i].name, n - 1) == 0))
+            return (int)i;
+    }
+    return -1;
+}
+
+/* maxleases=N, maxlocks=N, maxconns=N: N decimal 1..FENCE_ACL_QUOTA_MAX,
+ * digits only, no leading zero. */
+static int apply_limit(parser *ps, fence_acl_user *u, const char *w, size_t len,
+                       size_t wordno)
+{
+    int k = limit_index(w, len);
+    FENCE_ASSERT(k >= 0);
+    const char *rule = limit_rules[k].name;
+    size_t n = strlen(rule);
+    const char *v = w + n;
+    size_t vl = len >= n ? len - n : 0;
+    uint64_t x = 0;
+    bool ok = len >= n && vl >= 1 && vl <= 10 && v[0] != '0';
+    for (size_t i = 0; ok && i < vl; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            ok = false;
+        else
+            x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (!ok || x < 1 || x > FENCE_ACL_QUOTA_MAX)
+        return perr(ps, "word %zu: %.*sN needs a whole number N from 1 to %u (no sign, no "
+                        "leading zero; resetlimits removes the limits)",
+                    wordno, (int)n, rule, FENCE_ACL_QUOTA_MAX);
+    *(uint32_t *)((char *)&u->lim + limit_rules[k].off) = (uint32_t)x;
+    return 0;
+}
+
 /* Apply one rule word w[0..len) (the wordno-th word of the line) to u.
  * Returns 0, or -1 with the error written. */
 static int apply_rule(parser *ps, fence_acl_user *u, const char *w, size_t len, size_t wordno)
@@ -254,6 +311,8 @@ static int apply_rule(parser *ps, fence_acl_user *u, const char *w, size_t len, 
         return apply_rule(ps, u, "+@all", 5, wordno);
     } else if (IS("nocommands")) {
         return apply_rule(ps, u, "-@all", 5, wordno);
+    } else if (IS("resetlimits")) {
+        memset(&u->lim, 0, sizeof(u->lim));
     } else if (IS("reset")) {
         u->on = false;
         u->nopass = false;
@@ -261,6 +320,9 @@ static int apply_rule(parser *ps, fence_acl_user *u, const char *w, size_t len, 
         sodium_memzero(u->pass, sizeof(u->pass));
         user_reset_keys(u);
         u->n_rules = 0;
+        memset(&u->lim, 0, sizeof(u->lim));
+    } else if (limit_index(w, len) >= 0) {
+        return apply_limit(ps, u, w, len, wordno);
     } else if (w[0] == '>') {
         if (u->n_pass == FENCE_ACL_PASSWORDS_MAX)
             return perr(ps, "word %zu: more than %d passwords", wordno, FENCE_ACL_PASSWORDS_MAX);
@@ -328,7 +390,7 @@ static int apply_rule(parser *ps, fence_acl_user *u, const char *w, size_t len, 
         /* Not shown: a word without a prefix may be a password missing its '>'. */
         return perr(ps, "word %zu: unknown rule (not shown; rules are on off >password "
                         "#sha256 nopass resetpass ~pattern allkeys resetkeys +@cat -@cat "
-                        "+CMD -CMD reset)",
+                        "+CMD -CMD maxleases=N maxlocks=N maxconns=N resetlimits reset)",
                     wordno);
     }
     return 0;
@@ -447,6 +509,11 @@ int fence_acl_parse(const char *buf, size_t len, const char *file, fence_acl **o
             goto out_free_acl;
         i = end + 1;
     }
+    for (size_t k = 0; k < acl->n; k++) {
+        const fence_acl_limits *lim = &acl->users[k]->lim;
+        acl->any_maxconns = acl->any_maxconns || lim->conns != 0;
+        acl->any_quota = acl->any_quota || lim->leases != 0 || lim->locks != 0;
+    }
     *out = acl;
     return 0;
 out_free_acl:
@@ -462,6 +529,25 @@ int fence_acl_load_file(const char *path, fence_acl **out, char *err, size_t err
     if (f == NULL) {
         snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
         return -1;
+    }
+    /* Whoever may write the file may make himself @admin: a file any user
+     * may write is refused, at start and at reload (the old users then
+     * stay).  Checked on the open file, so a rename in between cannot
+     * swap in another one. */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        snprintf(err, err_len, "%s: cannot stat: %s", path, strerror(errno));
+        goto out_close;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, err_len, "%s: not a regular file", path);
+        goto out_close;
+    }
+    if ((st.st_mode & S_IWOTH) != 0) {
+        snprintf(err, err_len, "%s: any user may write it (mode %03o), and so make himself "
+                 "@admin: refused; chmod o-w it (0600 or 0640 is usual)", path,
+                 (unsigned)(st.st_mode & 0777));
+        goto out_close;
     }
     char *buf = malloc(FENCE_ACL_FILE_MAX + 1);
     if (buf == NULL) {
@@ -609,6 +695,23 @@ uint64_t fence_acl_owner_id(const char *name)
     return h != 0 ? h : 1;
 }
 
+void fence_acl_user_limits(const fence_acl_user *u, fence_acl_limits *out)
+{
+    FENCE_ASSERT(u != NULL);
+    FENCE_ASSERT(out != NULL);
+    *out = u->lim;
+}
+
+bool fence_acl_any_maxconns(const fence_acl *acl)
+{
+    return acl->any_maxconns;
+}
+
+bool fence_acl_any_quota(const fence_acl *acl)
+{
+    return acl->any_quota;
+}
+
 bool fence_acl_is_admin(const fence_acl_user *u)
 {
     return fence_acl_cmd_allowed(u, NULL, FENCE_ACL_CAT_ADMIN);
@@ -650,6 +753,12 @@ size_t fence_acl_user_describe(const fence_acl_user *u, char *buf, size_t buf_le
         put(buf, buf_len, &at, " resetkeys");
     for (uint32_t i = 0; i < u->n_pat; i++)
         put(buf, buf_len, &at, " ~%s", u->pat[i].p);
+    if (u->lim.leases != 0)
+        put(buf, buf_len, &at, " maxleases=%u", (unsigned)u->lim.leases);
+    if (u->lim.locks != 0)
+        put(buf, buf_len, &at, " maxlocks=%u", (unsigned)u->lim.locks);
+    if (u->lim.conns != 0)
+        put(buf, buf_len, &at, " maxconns=%u", (unsigned)u->lim.conns);
     if (u->n_rules == 0)
         put(buf, buf_len, &at, " -@all");
     for (uint32_t i = 0; i < u->n_rules; i++) {

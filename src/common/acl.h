@@ -19,7 +19,21 @@
  *   resetkeys           forget every pattern
  *   +@category -@category
  *   +COMMAND -COMMAND   allow / deny a command (case-insensitive)
- *   reset               resetpass, resetkeys, off, -@all
+ *   reset               resetpass, resetkeys, off, -@all, resetlimits
+ *   maxleases=N         at most N live leases of this user (fenced; each
+ *                       ACQUIRE's lease counts) -> -LIMIT beyond
+ *   maxlocks=N          at most N locks this user's leases hold or wait
+ *                       for (fenced) -> -LIMIT beyond
+ *   maxconns=N          at most N connections logged in as this user at
+ *                       once (fenced and fence-store); a newer one gets
+ *                       -LIMIT and is closed
+ *   resetlimits         forget the three limits (no own limit: only the
+ *                       daemon's --max-* limits apply)
+ *   N is a decimal 1..FENCE_ACL_QUOTA_MAX, no sign, no leading zero; the
+ *   words are case-insensitive, the '=' and the number are required.
+ *   Leases and locks are counted by the replicated state machine (the
+ *   leader writes the user's limits into each command it proposes), so
+ *   every replica refuses alike; connections are counted by each daemon.
  *
  * Categories (a command may be in several):
  *   @all      every command
@@ -122,6 +136,22 @@ bool fence_acl_cmd_allowed(const fence_acl_user *u, const char *name, uint32_t c
 /* Whether u may touch lock/fence name key[0..len): one of its patterns
  * matches. */
 bool fence_acl_key_allowed(const fence_acl_user *u, const char *key, size_t len);
+
+/* A user's own limits (0: none). */
+typedef struct fence_acl_limits {
+    uint32_t leases; /* maxleases */
+    uint32_t locks;  /* maxlocks */
+    uint32_t conns;  /* maxconns */
+} fence_acl_limits;
+
+/* u's limits. */
+void fence_acl_user_limits(const fence_acl_user *u, fence_acl_limits *out);
+
+/* Whether some user of acl has a maxconns limit (a daemon skips counting
+ * connections otherwise), or a maxleases or maxlocks limit (a daemon skips
+ * looking its users' limits up otherwise).  O(1). */
+bool fence_acl_any_maxconns(const fence_acl *acl);
+bool fence_acl_any_quota(const fence_acl *acl);
 
 /* Whether u is an administrator (may act on other users' leases): the
  * rules allow the category @admin. */

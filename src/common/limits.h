@@ -176,6 +176,9 @@ _Static_assert(FENCE_COMPAT_REPLY_MAX >= 1024 * 1024, "room for CLIENT LIST");
 #define FENCE_ACL_LINE_MAX 4096
 /* Largest ACL file. */
 #define FENCE_ACL_FILE_MAX (1024 * 1024)
+/* Largest N of a per-user limit rule (maxleases=N, maxlocks=N,
+ * maxconns=N). */
+#define FENCE_ACL_QUOTA_MAX 1000000000u
 
 /* ---- Hostile clients (src/common/conn_guard.c) --------------------------- */
 

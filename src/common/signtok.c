@@ -691,6 +691,22 @@ void fence_signtok_verifier_stats(fence_signtok_verifier *v,
     pthread_mutex_unlock(&v->mu);
 }
 
+/* Carry the counters of from over to to (a reload keeps INFO's totals). */
+void fence_signtok_verifier_stats_carry(fence_signtok_verifier *to,
+                                        fence_signtok_verifier *from)
+{
+    FENCE_ASSERT(to != NULL);
+    FENCE_ASSERT(from != NULL);
+    FENCE_ASSERT(to != from);
+    fence_signtok_stats st;
+    fence_signtok_verifier_stats(from, &st);
+    pthread_mutex_lock(&to->mu);
+    to->stats.verified += st.verified;
+    to->stats.cache_hits += st.cache_hits;
+    to->stats.refused += st.refused;
+    pthread_mutex_unlock(&to->mu);
+}
+
 /* The cache digest of (name, token, key id, signature): keyed BLAKE2b over
  * length-prefixed fields, so distinct tuples never share an input. */
 static void cache_digest(const fence_signtok_verifier *v, const char *name,

@@ -264,17 +264,35 @@ typedef struct fence_signtok_stats {
 void fence_signtok_verifier_stats(fence_signtok_verifier *v,
                                   fence_signtok_stats *out);
 
+/* Add from's counters to to's (a reload keeps the totals). */
+void fence_signtok_verifier_stats_carry(fence_signtok_verifier *to,
+                                        fence_signtok_verifier *from);
+
 /* Number of keys a verifier holds. */
 size_t fence_signtok_verifier_nkeys(const fence_signtok_verifier *v);
 
 /* ---- Key files (signtok_file.c: I/O) -------------------------------------- */
 
-/* Read and parse a verify.keys file and make a verifier of it.  Returns 0,
+/* Read and parse a verify.keys file and make a verifier of it.  Refuses a
+ * file any user may write (mode & 002: he could add a key of his own) with
+ * FENCE_SIGNTOK_EKEYFILE.  Returns 0,
  * FENCE_SIGNTOK_EIO, FENCE_SIGNTOK_EKEYFILE ("PATH: line N: reason"),
  * FENCE_SIGNTOK_ENOMEM or FENCE_SIGNTOK_ECRYPTO. */
 int fence_signtok_verifier_load(const char *path, size_t cache_max,
                                 fence_signtok_verifier **out, char *err,
                                 size_t errcap);
+
+/* Reload: read path again into a new verifier (fence_signtok_verifier_load)
+ * and, only when that succeeds, put it in *vp, carry the counters over and
+ * free the old one; on any failure *vp is left as it was (the old keys stay
+ * in force) and err says why.  Atomic for the caller's thread: the swap is
+ * one pointer store, so call it on the one thread that verifies (the
+ * daemons' loop thread, e.g. from a SIGHUP handler); a verifier that other
+ * threads use must not be swapped this way.  Returns 0 or the load's
+ * error. */
+int fence_signtok_verifier_reload(const char *path, size_t cache_max,
+                                  fence_signtok_verifier **vp, char *err,
+                                  size_t errcap);
 
 /* Read and parse a signing.key file.  Refuses a file that group or others
  * may read (mode & 077) with FENCE_SIGNTOK_EKEYFILE.  Returns 0,

@@ -37,6 +37,14 @@ static int read_file(const char *path, bool private_only, char **buf_out,
         rc = FENCE_SIGNTOK_EKEYFILE;
         goto out_close;
     }
+    if ((st.st_mode & S_IWOTH) != 0) {
+        /* Whoever may write a verify.keys file may add his own key and
+         * mint tokens every resource accepts. */
+        snprintf(err, errcap, "%s may be written by any user (mode %03o), who could add "
+                 "a key of his own: chmod o-w it", path, (unsigned)(st.st_mode & 0777));
+        rc = FENCE_SIGNTOK_EKEYFILE;
+        goto out_close;
+    }
     if (private_only && (st.st_mode & 077) != 0) {
         snprintf(err, errcap, "%s may be read by group or others (mode "
                  "%03o); it holds a secret key: chmod 600 it", path,
@@ -133,6 +141,27 @@ out_free_text:
     sodium_memzero(text, len);
     free(text);
     return rc;
+}
+
+/* Reload verify.keys: a new verifier, swapped in only when it loaded. */
+int fence_signtok_verifier_reload(const char *path, size_t cache_max,
+                                  fence_signtok_verifier **vp, char *err,
+                                  size_t errcap)
+{
+    if (path == NULL || vp == NULL) {
+        snprintf(err, errcap, "invalid argument");
+        return FENCE_SIGNTOK_EINVAL;
+    }
+    fence_signtok_verifier *nv = NULL;
+    int rc = fence_signtok_verifier_load(path, cache_max, &nv, err, errcap);
+    if (rc != 0)
+        return rc;
+    fence_signtok_verifier *old = *vp;
+    if (old != NULL)
+        fence_signtok_verifier_stats_carry(nv, old);
+    *vp = nv;
+    fence_signtok_verifier_free(old);
+    return 0;
 }
 
 /* Load signing.key. */

@@ -9,6 +9,7 @@
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/assert.h"
 #include "common/log.h"
@@ -49,6 +50,20 @@ static int file_readable(const char *what, const char *path, char *err,
     return 0;
 }
 
+/* A private key that group or others may read is a key others may have
+ * copied: warn (a refusal would break set-ups where a group such as
+ * ssl-cert is meant to read it; the signing key, whose loss forges
+ * tokens, is refused instead, signtok_file.c). */
+static void warn_key_mode(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || (st.st_mode & 077) == 0)
+        return;
+    FENCE_LOG_W("tls-key %s: group or others may read it (mode %03o): whoever reads it "
+                "can impersonate this server; chmod 600 it", path,
+                (unsigned)(st.st_mode & 0777));
+}
+
 /* The SSL_CTX for o (see tls_int.h). */
 SSL_CTX *fence__tls_ctx_new(const fence_tls_opts *o,
                             int (*verify)(int, X509_STORE_CTX *), char *err,
@@ -60,6 +75,7 @@ SSL_CTX *fence__tls_ctx_new(const fence_tls_opts *o,
         file_readable("tls-key", o->key, err, cap) != 0 ||
         (ca && file_readable("tls-ca", o->ca, err, cap) != 0))
         return NULL;
+    warn_key_mode(o->key);
     ERR_clear_error();
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL) {

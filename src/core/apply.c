@@ -295,6 +295,26 @@ static void cmd_leader_start(fence_fsm *f, const fence_cmd *c, fence_result *r)
     r->status = FENCE_ST_OK;
 }
 
+/* Whether the owner of c has its quota_leases live leases already. */
+static bool quota_leases_full(const fence_fsm *f, const fence_cmd *c)
+{
+    if ((c->flags & FENCE_CMD_F_QUOTA) == 0 || c->quota_leases == 0) {
+        return false;
+    }
+    const fence__owner *o = fence__owner_counts(f, c->owner);
+    return o != NULL && o->leases >= c->quota_leases;
+}
+
+/* Whether the owner of c holds or waits for its quota_locks locks already. */
+static bool quota_locks_full(const fence_fsm *f, const fence_cmd *c)
+{
+    if ((c->flags & FENCE_CMD_F_QUOTA) == 0 || c->quota_locks == 0) {
+        return false;
+    }
+    const fence__owner *o = fence__owner_counts(f, c->owner);
+    return o != NULL && (uint64_t)o->locks + o->waits >= c->quota_locks;
+}
+
 /* LEASE_GRANT: a new lease. */
 static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
@@ -303,19 +323,18 @@ static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_INVALID;
         return;
     }
-    if (f->leases.count >= f->limits.leases_max) {
+    if (f->leases.count >= f->limits.leases_max || quota_leases_full(f, c)) {
         r->status = FENCE_ST_LIMIT;
         return;
     }
     fence__lease *l = fence__lease_add(f, f->next_lease_id, c->ttl_ms,
                                        c->lock_delay_ms,
-                                       f->now_ms + c->ttl_ms, false);
+                                       f->now_ms + c->ttl_ms, false, c->owner);
     if (l == NULL) {
         /* The heap's index range (counts only; memory never gets here). */
         r->status = FENCE_ST_LIMIT;
         return;
     }
-    l->owner = c->owner;
     f->next_lease_id++;
     r->status = FENCE_ST_OK;
     r->lease = l->id;
@@ -405,6 +424,13 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    /* The owner's quota: a lock this lease holds or waits for already
+     * counts, so only a new hold or wait is refused. */
+    if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL)) &&
+        quota_locks_full(f, c)) {
+        r->status = FENCE_ST_LIMIT;
+        return;
+    }
     if (k == NULL) {
         if (f->locks.count >= f->limits.locks_max) {
             r->status = FENCE_ST_LIMIT;
@@ -480,7 +506,8 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_INVALID;
         return;
     }
-    if (f->leases.count >= f->limits.leases_max) {
+    if (f->leases.count >= f->limits.leases_max || quota_leases_full(f, c) ||
+        quota_locks_full(f, c)) {
         r->status = FENCE_ST_LIMIT;
         return;
     }
@@ -502,13 +529,12 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     fence__lease *l = fence__lease_add(f, f->next_lease_id, c->ttl_ms,
                                        c->lock_delay_ms,
-                                       f->now_ms + c->ttl_ms, true);
+                                       f->now_ms + c->ttl_ms, true, c->owner);
     if (l == NULL) {
         /* The heap's index range (counts only). */
         r->status = FENCE_ST_LIMIT;
         return;
     }
-    l->owner = c->owner;
     if (free_now) {
         if (k == NULL) {
             k = fence__lock_add(f, c->name, c->name_len, 0, NULL);

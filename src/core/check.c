@@ -296,6 +296,58 @@ static const char *check_dedup(const fence_fsm *f)
     return NULL;
 }
 
+/* The owner counts (derived state): every lease points at its owner's
+ * record, the records sum to the totals, and (when the product is small,
+ * as in the tests) each record's counts are its leases' exactly. */
+static const char *check_owners(const fence_fsm *f)
+{
+    uint64_t n = 0, leases = 0, locks = 0, waits = 0;
+    for (const fence__link *p = f->owner_list.first; p != NULL; p = p->next) {
+        const fence__owner *o = OWNER_OF(p);
+        if (o->leases == 0) {
+            return "an owner record without a lease";
+        }
+        if (fence__owner_counts(f, o->owner) != o) {
+            return "an owner record is not in the owner table";
+        }
+        n++;
+        leases += o->leases;
+        locks += o->locks;
+        waits += o->waits;
+    }
+    if (n != f->owners.count) {
+        return "owner list and owner table differ";
+    }
+    if (leases != f->leases.count || locks != f->nheld || waits != f->waits.count) {
+        return "owner counts do not add up to the leases, held locks and waits";
+    }
+    for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
+        const fence__lease *l = LEASE_OF(p);
+        if (l->own == NULL || l->own->owner != l->owner) {
+            return "a lease does not point at its owner's record";
+        }
+    }
+    if (n * f->leases.count > 1000000) {
+        return NULL;
+    }
+    for (const fence__link *p = f->owner_list.first; p != NULL; p = p->next) {
+        const fence__owner *o = OWNER_OF(p);
+        uint64_t ol = 0, ok = 0, ow = 0;
+        for (const fence__link *q = f->lease_list.first; q != NULL; q = q->next) {
+            const fence__lease *l = LEASE_OF(q);
+            if (l->own == o) {
+                ol++;
+                ok += l->nheld;
+                ow += l->nwaits;
+            }
+        }
+        if (ol != o->leases || ok != o->locks || ow != o->waits) {
+            return "an owner's counts differ from its leases'";
+        }
+    }
+    return NULL;
+}
+
 /* Check every invariant; NULL when all hold. */
 const char *fence_fsm_check(const fence_fsm *f)
 {
@@ -319,6 +371,9 @@ const char *fence_fsm_check(const fence_fsm *f)
         return e;
     }
     if ((e = check_dedup(f)) != NULL) {
+        return e;
+    }
+    if ((e = check_owners(f)) != NULL) {
         return e;
     }
     return check_heap(f, f->leases.count + f->waits.count + ndelay);

@@ -1,8 +1,10 @@
 /* Log entries: one raft entry carries one group-commit batch of commands.
  *
  * Layout (integers little-endian):
- *   u8 version (3) | u64 timestamp_ms | u32 count | count x command
- *   command = u8 type | u8 flags | u64 req_id | u64 owner (version 3 only)
+ *   u8 version (3 or 4) | u64 timestamp_ms | u32 count | count x command
+ *   command = u8 type | u8 flags | u64 req_id | u64 owner (from version 3)
+ *             | u32 quota_leases | u32 quota_locks (version 4, only with
+ *               FENCE_CMD_F_QUOTA)
  *             | fields by type:
  *     LEADER_START   u32 leases_max | u32 locks_max | u32 waiters_max
  *                    | u32 dedup_max | u32 waits_max (from version 2)
@@ -24,8 +26,14 @@
  * waits_max = UINT32_MAX, which is what those entries meant (no bound).
  * Version 2 (before owners: every command decodes with owner 0, the
  * "default" user, which is what those entries meant) is decoded too.
- * Flags: FENCE_CMD_F_REQID, and FENCE_CMD_F_ADMIN from version 3 on.
- * The encoder writes version 3 only.
+ * Flags: FENCE_CMD_F_REQID, FENCE_CMD_F_ADMIN from version 3 on, and
+ * FENCE_CMD_F_QUOTA from version 4 on.  The encoder writes version 4 when
+ * a command of the batch carries FENCE_CMD_F_QUOTA and version 3
+ * otherwise, so a log written without per-user limits stays readable by a
+ * binary that predates them (a rolling upgrade); a version-4 entry is
+ * refused by such a binary, as it must be: it could not enforce it.  A
+ * version-4 entry in which no command carries the flag is refused, so
+ * that each valid entry has exactly one encoding.
  */
 #include <string.h>
 
@@ -41,7 +49,7 @@
 /* Bytes of one command's encoding. */
 static size_t cmd_size(const fence_cmd *c)
 {
-    size_t n = CMD_FIXED_V3;
+    size_t n = CMD_FIXED_V3 + ((c->flags & FENCE_CMD_F_QUOTA) ? 8 : 0);
     switch (c->type) {
     case FENCE_CMD_LEADER_START:
         return n + 20;
@@ -114,6 +122,18 @@ static void put_name(uint8_t **pp, const fence_cmd *c)
     *pp += c->name_len;
 }
 
+/* 4 when a command carries quotas, else 3. */
+uint8_t fence_entry_version_for(const fence_cmd *cmds, uint32_t n)
+{
+    FENCE_ASSERT(n == 0 || cmds != NULL);
+    for (uint32_t i = 0; i < n; i++) {
+        if (cmds[i].flags & FENCE_CMD_F_QUOTA) {
+            return FENCE_ENTRY_VERSION;
+        }
+    }
+    return 3;
+}
+
 /* Encode a batch; returns the length written, or 0 if cap is too small. */
 size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
                           uint32_t n, uint8_t *buf, size_t cap)
@@ -123,8 +143,9 @@ size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
     if (buf == NULL || cap < need) {
         return 0;
     }
+    uint8_t version = fence_entry_version_for(cmds, n);
     uint8_t *p = buf;
-    put_le(&p, FENCE_ENTRY_VERSION, 1);
+    put_le(&p, version, 1);
     put_le(&p, timestamp_ms, 8);
     put_le(&p, n, 4);
     for (uint32_t i = 0; i < n; i++) {
@@ -134,6 +155,12 @@ size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
         put_le(&p, c->flags, 1);
         put_le(&p, (c->flags & FENCE_CMD_F_REQID) ? c->req_id : 0, 8);
         put_le(&p, c->owner, 8);
+        if (c->flags & FENCE_CMD_F_QUOTA) {
+            put_le(&p, c->quota_leases, 4);
+            put_le(&p, c->quota_locks, 4);
+        } else {
+            FENCE_ASSERT(c->quota_leases == 0 && c->quota_locks == 0);
+        }
         switch (c->type) {
         case FENCE_CMD_LEADER_START:
             put_le(&p, c->limits.leases_max, 4);
@@ -254,6 +281,10 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
     FENCE_ASSERT(out != NULL);
     memset(out, 0, sizeof(*out));
     if (it->index >= it->count) {
+        /* Version 4 only when needed: one encoding per entry. */
+        if (it->version >= 4 && !it->quota_seen) {
+            return -FENCE_ST_INVALID;
+        }
         return it->p == it->end ? 0 : -FENCE_ST_INVALID;
     }
     uint64_t type, flags, req_id, a = 0, b = 0, c = 0, d = 0, e = UINT32_MAX;
@@ -261,7 +292,9 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
         !get_le(it, 8, &req_id)) {
         return -FENCE_ST_INVALID;
     }
-    uint64_t allowed = it->version >= 3 ? FENCE_CMD_F_ALL : FENCE_CMD_F_REQID;
+    uint64_t allowed = it->version >= 4   ? FENCE_CMD_F_ALL
+                       : it->version == 3 ? (FENCE_CMD_F_REQID | FENCE_CMD_F_ADMIN)
+                                          : FENCE_CMD_F_REQID;
     if ((flags & ~allowed) != 0 ||
         (!(flags & FENCE_CMD_F_REQID) && req_id != 0)) {
         return -FENCE_ST_INVALID;
@@ -270,10 +303,19 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
     if (it->version >= 3 && !get_le(it, 8, &owner)) {
         return -FENCE_ST_INVALID;
     }
+    uint64_t ql = 0, qk = 0;
+    if ((flags & FENCE_CMD_F_QUOTA) && (!get_le(it, 4, &ql) || !get_le(it, 4, &qk))) {
+        return -FENCE_ST_INVALID;
+    }
     out->type = (uint8_t)type;
     out->flags = (uint8_t)flags;
     out->req_id = req_id;
     out->owner = owner;
+    out->quota_leases = (uint32_t)ql;
+    out->quota_locks = (uint32_t)qk;
+    if (flags & FENCE_CMD_F_QUOTA) {
+        it->quota_seen = true;
+    }
     bool ok;
     switch (type) {
     case FENCE_CMD_LEADER_START:

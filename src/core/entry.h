@@ -3,21 +3,25 @@
 #ifndef FENCE_CORE_ENTRY_H
 #define FENCE_CORE_ENTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/fsm.h"
 
 /* One raft entry = one group-commit batch:
- *   u8 version (3) | u64 timestamp_ms | u32 count | count x command
- * command = u8 type | u8 flags | u64 req_id | u64 owner (v3) | fields,
+ *   u8 version (3, or 4 when a command carries quotas) | u64 timestamp_ms
+ *   | u32 count | count x command
+ * command = u8 type | u8 flags | u64 req_id | u64 owner (v3)
+ *           | u32 quota_leases | u32 quota_locks (v4, FENCE_CMD_F_QUOTA) | fields,
  * integers little-endian, names as u16 length + bytes.  See entry.c. */
 
-/* The version the encoder writes; the decoder also reads versions from
+/* The newest version the encoder writes (3 for a batch without quotas);
+ * the decoder also reads versions from
  * FENCE_ENTRY_VERSION_MIN (1: LEADER_START without waits_max, which then
  * decodes as UINT32_MAX, no bound; 2: commands without an owner, which
  * decode with owner 0), so that existing logs replay. */
-#define FENCE_ENTRY_VERSION 3
+#define FENCE_ENTRY_VERSION 4
 #define FENCE_ENTRY_VERSION_MIN 1
 
 /* Bytes the encoding of these commands needs. */
@@ -33,7 +37,13 @@ typedef struct fence_entry_iter {
     uint64_t timestamp_ms; /* the leader's timestamp */
     uint32_t count;        /* commands in the entry */
     uint32_t index;        /* commands decoded so far */
+    bool quota_seen;       /* a command so far carried FENCE_CMD_F_QUOTA */
 } fence_entry_iter;
+
+/* The version fence_entry_encode writes for these commands: 4 when one
+ * carries FENCE_CMD_F_QUOTA, else 3.  The decoder refuses a version-4
+ * entry without such a command, so every valid entry has one encoding. */
+uint8_t fence_entry_version_for(const fence_cmd *cmds, uint32_t n);
 
 /* 0, or FENCE_ST_INVALID if the header is malformed. */
 int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len);

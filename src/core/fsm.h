@@ -69,6 +69,20 @@
  * Request ids are scoped to the owner: the dedup key is (req_id, owner),
  * so one user cannot read or ride on another's request id.
  *
+ * Quotas (per-owner limits): a command with FENCE_CMD_F_QUOTA carries its
+ * user's own limits, which the leader took from the ACL (maxleases,
+ * maxlocks) and wrote into the log, so every replica decides alike.
+ * LEASE_GRANT and ACQUIRE answer LIMIT when the owner already has
+ * quota_leases live leases; LOCK (unless the lease already holds or waits
+ * for that lock) and ACQUIRE answer LIMIT when the owner's leases already
+ * hold or wait for quota_locks locks.  The counts are derived from the
+ * leases (their owner, held locks and waits), so a snapshot needs nothing
+ * new: restore recounts them.  A limit lowered below what the owner has
+ * takes nothing away; it only refuses new leases and locks.  Hand-offs
+ * never exceed a quota: a waiter already counts.  Commands without the
+ * flag (older logs, users without limits) are limited by the global limits
+ * only.
+ *
  * Dedup: a retry of a request id whose command was QUEUED gets QUEUED with
  * the same wait_id while the wait lasts (attach the retrying client to that
  * wait), and the outcome (OK with token/lease, NIL, NOLEASE) once resolved.
@@ -134,7 +148,9 @@ typedef enum fence_cmd_type {
 #define FENCE_CMD_F_REQID 0x1 /* req_id is a client request id: deduplicate */
 #define FENCE_CMD_F_ADMIN 0x2 /* the requesting user is an administrator: it
                                  may act on other owners' leases and locks */
-#define FENCE_CMD_F_ALL (FENCE_CMD_F_REQID | FENCE_CMD_F_ADMIN)
+#define FENCE_CMD_F_QUOTA 0x4 /* quota_leases / quota_locks hold the requesting
+                                 user's own limits (see "Quotas" above) */
+#define FENCE_CMD_F_ALL (FENCE_CMD_F_REQID | FENCE_CMD_F_ADMIN | FENCE_CMD_F_QUOTA)
 
 /* One command.  Fields a type does not use are zero.  name is borrowed: it
  * must stay valid for the duration of the call it is passed to. */
@@ -154,6 +170,11 @@ typedef struct fence_cmd {
     uint64_t owner;         /* the requesting user (a 64-bit id of its name;
                                0: "default", and every command of a log
                                written before owners existed) */
+    uint32_t quota_leases;  /* with FENCE_CMD_F_QUOTA: most live leases the
+                               owner may have (0: no own limit) */
+    uint32_t quota_locks;   /* with FENCE_CMD_F_QUOTA: most locks the owner's
+                               leases may hold or wait for (0: no own
+                               limit); both 0 without the flag */
 } fence_cmd;
 
 /* Outcome of one command (also of a deferred wait, see fence_event). */

@@ -45,6 +45,18 @@ enum {
 typedef struct fence__lock fence__lock;
 typedef struct fence__wait fence__wait;
 
+/* What one owner has (for the quotas, fsm.h): exists while the owner has a
+ * lease; derived state (a snapshot does not carry it; restore rebuilds it
+ * as it adds the leases, locks and waits). */
+typedef struct fence__owner {
+    fence__hnode hn;   /* in fsm.owners, by owner id */
+    fence__link link;  /* in fsm.owner_list (creation order; freeing only) */
+    uint64_t owner;    /* the owner id */
+    uint32_t leases;   /* its leases */
+    uint32_t locks;    /* locks its leases hold */
+    uint32_t waits;    /* waits its leases have queued */
+} fence__owner;
+
 /* A lease. */
 typedef struct fence__lease {
     fence__hnode hn;        /* in fsm.leases, by id */
@@ -55,6 +67,7 @@ typedef struct fence__lease {
     uint64_t lock_delay_ms; /* lock-delay applied when it expires */
     bool dedicated;         /* created by ACQUIRE */
     uint64_t owner;         /* owner of the command that created it */
+    fence__owner *own;      /* that owner's counts (never NULL) */
     fence__wait *acq_wait;  /* the ACQUIRE's wait while queued */
     fence__list held;       /* locks held (fence__lock.hlink), by token */
     uint32_t nheld;         /* length of held */
@@ -129,6 +142,8 @@ struct fence_fsm {
     fence__htab locks;       /* by name */
     fence__htab waits;       /* by id */
     fence__htab dedup;       /* by req_id */
+    fence__htab owners;      /* fence__owner, by owner id (derived) */
+    fence__list owner_list;  /* every fence__owner (fence__owner.link) */
     fence__list lease_list;  /* all leases (fence__lease.link), by id */
     fence__list lock_list;   /* all locks (fence__lock.tlink), by token */
     fence__list wait_list;   /* all waits (fence__wait.wlink), by id */
@@ -150,6 +165,7 @@ struct fence_fsm {
 #define LWAIT_OF(lnk) FENCE__LIST_ITEM(fence__wait, llink, (lnk))
 #define WAIT_OF(lnk) FENCE__LIST_ITEM(fence__wait, wlink, (lnk))
 #define DEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, link, (lnk))
+#define OWNER_OF(lnk) FENCE__LIST_ITEM(fence__owner, link, (lnk))
 #define WDEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, wlink, (lnk))
 
 /* ---- fsm.c: memory and lifecycle ----------------------------------------- */
@@ -181,11 +197,14 @@ void fence__fsm_free(fence_fsm *f);
 
 /* ---- lease.c ---------------------------------------------------------------- */
 
-/* Create a lease and link it everywhere.  NULL at the heap's index range,
- * or on lack of memory in FENCE__OOM_RETURN mode. */
+/* Create a lease of owner and link it everywhere (and count it for its
+ * owner).  NULL at the heap's index range, or on lack of memory in
+ * FENCE__OOM_RETURN mode. */
 fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
                                uint64_t lock_delay_ms, uint64_t deadline_ms,
-                               bool dedicated);
+                               bool dedicated, uint64_t owner);
+/* The counts of owner, or NULL when it has no lease. */
+fence__owner *fence__owner_counts(const fence_fsm *f, uint64_t owner);
 fence__lease *fence__lease_find(const fence_fsm *f, uint64_t id);
 /* Unlink and free a lease that holds nothing and waits for nothing. */
 void fence__lease_destroy(fence_fsm *f, fence__lease *l);

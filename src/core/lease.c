@@ -5,21 +5,58 @@
 
 #include "core/fsm_int.h"
 
+/* The counts of owner, or NULL. */
+fence__owner *fence__owner_counts(const fence_fsm *f, uint64_t owner)
+{
+    fence__hnode *h = fence__htab_first(&f->owners, fence__key_hash(f, owner));
+    return h ? FENCE__CONTAINER(h, fence__owner, hn) : NULL;
+}
+
+/* Unlink and free the counts of an owner that has nothing left. */
+static void owner_free(fence_fsm *f, fence__owner *o)
+{
+    FENCE_ASSERT(o->leases == 0);
+    FENCE_ASSERT(o->locks == 0);
+    FENCE_ASSERT(o->waits == 0);
+    fence__htab_remove(&f->owners, &o->hn);
+    fence__list_remove(&f->owner_list, &o->link);
+    fence__free(f, o);
+}
+
 /* Create a lease and link it everywhere. */
 fence__lease *fence__lease_add(fence_fsm *f, uint64_t id, uint64_t ttl_ms,
                                uint64_t lock_delay_ms, uint64_t deadline_ms,
-                               bool dedicated)
+                               bool dedicated, uint64_t owner)
 {
     FENCE_ASSERT(id > 0);
     FENCE_ASSERT(fence__lease_find(f, id) == NULL);
     if (!fence__heap_room(f, 1)) {
         return NULL;
     }
+    fence__owner *o = fence__owner_counts(f, owner);
+    if (o == NULL) {
+        o = fence__alloc(f, sizeof(*o));
+        if (o == NULL) {
+            return NULL;
+        }
+        memset(o, 0, sizeof(*o));
+        o->owner = owner;
+        o->hn.hash = fence__key_hash(f, owner);
+        fence__list_append(&f->owner_list, &o->link);
+        fence__htab_insert(f, &f->owners, &o->hn);
+    }
     fence__lease *l = fence__alloc(f, sizeof(*l));
     if (l == NULL) {
+        if (o->leases == 0) {
+            owner_free(f, o);
+        }
         return NULL;
     }
     memset(l, 0, sizeof(*l));
+    l->owner = owner;
+    l->own = o;
+    o->leases++;
+    FENCE_ASSERT(o->leases <= f->leases.count + 1);
     l->id = id;
     l->ttl_ms = ttl_ms;
     l->lock_delay_ms = lock_delay_ms;
@@ -54,6 +91,12 @@ void fence__lease_destroy(fence_fsm *f, fence__lease *l)
     fence__heap_remove(&f->heap, &l->hi);
     fence__htab_remove(&f->leases, &l->hn);
     fence__list_remove(&f->lease_list, &l->link);
+    fence__owner *o = l->own;
+    FENCE_ASSERT(o != NULL && o->owner == l->owner);
+    FENCE_ASSERT(o->leases > 0);
+    if (--o->leases == 0) {
+        owner_free(f, o);
+    }
     fence__free(f, l);
 }
 
@@ -83,6 +126,7 @@ void fence__held_append(fence_fsm *f, fence__lease *l, fence__lock *k)
     k->holder = l;
     fence__list_append(&l->held, &k->hlink);
     l->nheld++;
+    l->own->locks++;
     f->nheld++;
 }
 
@@ -95,6 +139,8 @@ void fence__held_unlink(fence_fsm *f, fence__lock *k)
     fence__list_remove(&l->held, &k->hlink);
     k->holder = NULL;
     l->nheld--;
+    FENCE_ASSERT(l->own->locks > 0);
+    l->own->locks--;
     FENCE_ASSERT(f->nheld > 0);
     f->nheld--;
 }

@@ -148,6 +148,7 @@ fence__wait *fence__wait_add(fence_fsm *f, uint64_t id, fence__lease *l,
     k->nwaiters++;
     fence__list_append(&l->waits, &w->llink);
     l->nwaits++;
+    l->own->waits++;
     fence__list_append(&f->wait_list, &w->wlink);
     if (acquire) {
         l->acq_wait = w;
@@ -168,6 +169,8 @@ void fence__wait_unlink(fence_fsm *f, fence__wait *w)
     k->nwaiters--;
     fence__list_remove(&l->waits, &w->llink);
     l->nwaits--;
+    FENCE_ASSERT(l->own->waits > 0);
+    l->own->waits--;
     fence__list_remove(&f->wait_list, &w->wlink);
     if (l->acq_wait == w) {
         l->acq_wait = NULL;

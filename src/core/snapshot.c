@@ -294,11 +294,11 @@ static int read_leases(fence_fsm *n, rbuf *r)
             !deadline_ok(n->now_ms, deadline)) {
             return FENCE_ST_INVALID;
         }
-        fence__lease *l = fence__lease_add(n, id, ttl, delay, deadline, dedicated == 1);
+        fence__lease *l = fence__lease_add(n, id, ttl, delay, deadline, dedicated == 1,
+                                           owner);
         if (l == NULL) {
             return FENCE_ST_LIMIT;
         }
-        l->owner = owner;
         last = id;
     }
     FENCE_ASSERT(n->leases.count == count);

@@ -36,7 +36,8 @@ static const fence_opt proxy_opts[] = {
                       "log lines as text or as one JSON object each"),
     FENCE_OPT_STR_ROW(C, "token-verify-keys", token_verify_keys, "", "<file>",
                       "verify.keys file: accept only signed tokens fenced signed for the "
-                      "Fencing-Lock (403 BADTOKEN otherwise); default plain tokens"),
+                      "Fencing-Lock (403 BADTOKEN otherwise; read again on SIGHUP); "
+                      "default plain tokens"),
     FENCE_OPT_STR_ROW(C, "route", route, "", "<routes>",
                       "'PREFIX METHODS; ...': methods that need a token under a path "
                       "prefix ('*' all, '-' none); default '/ " FENCE_PROXY_DEFAULT_METHODS "'"),

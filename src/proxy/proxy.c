@@ -22,6 +22,7 @@
 #include "common/num.h"
 #include "proxy/metrics.h"
 #include "common/signtok.h"
+#include "common/startup_warn.h"
 #include "common/tls.h"
 #include "fence_guard.h"
 
@@ -849,13 +850,25 @@ static void on_stop(uv_signal_t *h, int signum)
     uv_stop(&srv.loop);
 }
 
-/* SIGHUP: reopen the log file (logrotate). */
+/* SIGHUP: reopen the log file (logrotate) and read --token-verify-keys
+ * again (key rotation; on_req verifies on this loop thread only, so the
+ * swap is atomic for every request; a bad file keeps the old keys). */
 static void on_hup(uv_signal_t *h, int signum)
 {
     (void)h;
     (void)signum;
     fence__log_reopen();
     FENCE_LOG_I("log reopened");
+    if (srv.cfg->token_verify_keys[0] == '\0')
+        return;
+    char kerr[1300];
+    if (fence_signtok_verifier_reload(srv.cfg->token_verify_keys, 0, &srv.verifier, kerr,
+                                      sizeof(kerr)) != 0)
+        FENCE_LOG_E("SIGHUP: token-verify-keys not reloaded, the old %zu keys stay: %s",
+                    fence_signtok_verifier_nkeys(srv.verifier), kerr);
+    else
+        FENCE_LOG_I("SIGHUP: token-verify-keys reloaded (%zu verify keys from %s)",
+                    fence_signtok_verifier_nkeys(srv.verifier), srv.cfg->token_verify_keys);
 }
 
 /* Resolve the upstream and set up the socket pool. */
@@ -1013,6 +1026,7 @@ int fence__proxy_run(const fence_proxy_config *cfg)
                     " ms (--restart-hold-ms) for what the last run may have left in flight",
                     gs.fences, cfg->restart_hold_ms);
     }
+    fence__startup_warn_proxy(cfg->listen_host, cfg->tls_cert[0] != '\0', srv.verifier != NULL);
     FENCE_LOG_I("fence-proxy listening on %s, upstream %s, data dir %s, drain %" PRIu64
                 " ms (%s)",
                 cfg->listen, cfg->upstream, cfg->data_dir, cfg->drain_timeout_ms,

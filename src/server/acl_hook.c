@@ -4,6 +4,7 @@
  * carries its user's owner id (docs/security.md). */
 #include <stddef.h>
 
+#include "common/acl_conns.h"
 #include "common/acl_srv.h"
 #include "server/log.h"
 #include "server/commands_table.h"
@@ -69,16 +70,41 @@ void fence__server_acl_open(fence_conn *c)
 /* The gate; true when it answered m. */
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m)
 {
-    return fence__acl_srv_net_gate(&c->srv->acl, &c->compat, &c->base, m);
+    return fence__acl_srv_net_gate(&c->srv->acl, &c->compat, &c->base, m) ||
+           fence__acl_conns_refused(&c->srv->acl, &c->srv->acl_conns, &c->srv->net,
+                                    offsetof(fence_conn, compat),
+                                    offsetof(fence_conn, quota_mark), &c->base);
 }
 
-/* Stamp a core command with the requesting user. */
+/* A connection is closing: it leaves its user's maxconns count. */
+void fence__server_acl_closed(fence_conn *c)
+{
+    fence__acl_conns_closed(&c->srv->acl_conns, &c->quota_mark);
+}
+
+/* Stamp a core command with the requesting user, and a command that
+ * makes a lease or a lock with that user's maxleases/maxlocks (the state
+ * machine counts and refuses, core/fsm.h "Quotas"). */
 void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
 {
     bool admin;
     fence__acl_srv_owner(&c->srv->acl, &c->compat, &cmd->owner, &admin);
     if (admin)
         cmd->flags |= FENCE_CMD_F_ADMIN;
+    if ((cmd->type != FENCE_CMD_LEASE_GRANT && cmd->type != FENCE_CMD_LOCK &&
+         cmd->type != FENCE_CMD_ACQUIRE) ||
+        !fence_acl_any_quota(c->srv->acl.acl))
+        return;
+    const fence_acl_user *u = fence__acl_srv_user(&c->srv->acl, &c->compat);
+    if (u == NULL)
+        return;
+    fence_acl_limits lim;
+    fence_acl_user_limits(u, &lim);
+    if (lim.leases == 0 && lim.locks == 0)
+        return;
+    cmd->flags |= FENCE_CMD_F_QUOTA;
+    cmd->quota_leases = lim.leases;
+    cmd->quota_locks = lim.locks;
 }
 
 /* Whether c may see the cluster's internals (raft addresses, term): always

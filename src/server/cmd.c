@@ -268,7 +268,8 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     case FENCE_ST_LIMIT:
         fence__slot_error(slot, "LIMIT",
                           "a configured limit is full (max-leases, max-locks, "
-                          "max-waiters or max-dedup)");
+                          "max-waiters or max-dedup, or this user's maxleases or "
+                          "maxlocks)");
         return;
     case FENCE_ST_INVALID:
         fence__slot_error(slot, "ERR", "invalid request (a value out of range, or "

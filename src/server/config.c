@@ -49,7 +49,8 @@ static const fence_opt options[] = {
     STR("config", config_file, "", "<file>",
         "read directives (\"name value\" a line, # comments) before the flags"),
     STR("token-signing-key", token_signing_key, "", "<file>",
-        "sign grants asked for with SIGNED (fencectl keygen; same file on every node)"),
+        "sign grants asked for with SIGNED (fencectl keygen; same file on every node; "
+        "read again on SIGHUP)"),
     U64("lock-delay-ms", lock_delay_ms, 0, FENCE_LOCK_DELAY_MS_MAX, 0, "<ms>",
         "default lock-delay after a lease expires (LOCKDELAY overrides)"),
     U64("node-id", node_id, 1, (1ULL << 62), 1, "<id>", "this server's raft id"),
@@ -132,7 +133,8 @@ static const fence_opts_spec spec = {
     "Every option can also be a directive in the --config file\n"
     "(\"name value\", one a line, '#' starts a comment); flags win.\n",
     "Signals: SIGTERM and SIGINT stop cleanly; SIGHUP reopens the --log-file\n"
-    "and reloads the --acl-file (a bad file keeps the old users).\n"
+    "and reloads the --acl-file and --token-signing-key (a bad file keeps\n"
+    "the old users or key).\n"
     "\nTest-only environment: FENCED_TEST_FAIL_APPEND=N makes the Nth raft\n"
     "log append report a disk error (the daemon must abort).\n",
     options,

@@ -111,6 +111,7 @@ static void on_close(void *ctx, fence_net_conn *nc)
 {
     fence__server_conn_closed(ctx, (fence_conn *)nc);
     fence__owner_conn_closed((fence_conn *)nc);
+    fence__server_acl_closed((fence_conn *)nc);
 }
 
 /* An unanswered slot of a closed connection: cluster.c's are kept (freed

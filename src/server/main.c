@@ -1,6 +1,7 @@
 /* fenced: the lock service daemon.  Parses the options, starts logging,
  * raft and the listeners, runs the loop until SIGTERM/SIGINT, exits 0.
- * SIGHUP reopens the --log-file (logrotate) and nothing else. */
+ * SIGHUP reopens the --log-file (logrotate) and reads the --acl-file and
+ * the --token-signing-key again (a bad file keeps what was in force). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 #include <sys/resource.h>
 #include <uv.h>
 
+#include "common/acl_srv.h"
+#include "common/startup_warn.h"
 #include "common/version.h"
 #include "server/aio_reap.h"
 #include "server/config.h"
@@ -19,10 +22,32 @@ static fence_config config;
 static fence_server server;
 /* The token signing key (--token-signing-key), when one is given. */
 static fence_signtok_signer signer;
-/* SIGHUP: reopen the log file (unreferenced: it never keeps the loop up). */
+/* SIGHUP: reopen the log, reload files (unreferenced: never keeps the loop up). */
 static uv_signal_t sighup;
 
-/* logrotate moved the log file: write to a fresh one at the same path. */
+/* Read --token-signing-key again.  Grants are signed on the loop thread
+ * (this handler's thread), and a slot points at this one static signer,
+ * so overwriting it is atomic for every reply: grants answered from now
+ * on carry the new key id.  A bad file keeps the old key. */
+static void reload_signer(void)
+{
+    fence_signtok_signer fresh;
+    char kerr[1024];
+    if (fence_signtok_signer_load(config.token_signing_key, &fresh, kerr, sizeof(kerr)) != 0) {
+        LOG_ERROR("SIGHUP: token-signing-key not reloaded, key %s stays: %s",
+                  signer.key.key_id, kerr);
+        fence_signtok_signer_wipe(&fresh);
+        return;
+    }
+    fence_signtok_signer_wipe(&signer);
+    signer = fresh;
+    fence_signtok_signer_wipe(&fresh);
+    LOG_INFO("SIGHUP: token-signing-key reloaded: key %s (%s)", signer.key.key_id,
+             fence_signtok_scheme_name(signer.key.scheme));
+}
+
+/* logrotate moved the log file: write to a fresh one at the same path;
+ * read the ACL file and the signing key again. */
 static void on_sighup(uv_signal_t *sig, int signum)
 {
     (void)sig;
@@ -30,6 +55,8 @@ static void on_sighup(uv_signal_t *sig, int signum)
     if (fence__log_reopen() == 0)
         LOG_INFO("SIGHUP: log file reopened");
     fence__server_acl_reload(&server);
+    if (server.signer != NULL)
+        reload_signer();
 }
 
 /* Make room for max_clients connections plus the listeners, the raft log
@@ -90,6 +117,19 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sighup);
     uv_signal_start(&sighup, on_sighup, SIGHUP);
     uv_unref((uv_handle_t *)&sighup);
+    /* Before anything listens: say what is exposed. */
+    fence__startup_warn_auth("fenced", config.bind, config.acl_file[0] != '\0',
+                             fence__acl_srv_tls_only(config.port, config.tls_port,
+                                                     config.tls_cert, config.tls_key),
+                             config.insecure);
+    const fence_peer *self = fence__config_peer(&config, config.node_id);
+    if (config.insecure && config.n_peers > 1 && self != NULL &&
+        config.peer_tls_cert[0] == '\0' && !fence__acl_srv_is_loopback(self->host))
+        for (int i = 0; i < 3; i++)
+            LOG_WARN("!!! --insecure: the raft port %s:%u is NOT on a loopback address and has "
+                     "NO MUTUAL TLS: anyone who can reach it can speak raft to this node. "
+                     "Give --peer-tls-cert, --peer-tls-key and --peer-tls-ca. !!!",
+                     self->host, (unsigned)self->raft_port);
     if (fence__server_init(&server, loop, &config) != 0) {
         LOG_ERROR("start-up failed");
         return 1;

@@ -29,6 +29,7 @@
 #include "server/lag.h"
 
 #include "core/entry.h"
+#include "common/acl_conns.h"
 #include "common/acl_srv.h"
 #include "common/compat.h"
 #include "common/conn.h"
@@ -102,6 +103,7 @@ struct fence_conn {
     fence_lconn lconn;      /* the leader module's state of this connection */
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
     fence_owner_tag *owner;   /* the tag of its last grant, or NULL (owners.c) */
+    uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
 };
 
 /* Who a lease was granted to (owners.c): the grantee connection's client
@@ -143,6 +145,7 @@ struct fence_server {
     fence_net net;               /* listeners and client connections */
     fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
     fence_acl_srv acl;           /* users and permissions (acl_hook.c) */
+    fence_acl_conns acl_conns;   /* connections per user, maxconns (acl_conns.h) */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */
     uv_check_t check;            /* end of every loop turn: leader step, flush */
@@ -217,6 +220,7 @@ void fence__server_acl_open(fence_conn *c);
 /* true: answered by the gate (NOAUTH, NOPERM, ACL ...): do not dispatch m. */
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m);
 void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd);
+void fence__server_acl_closed(fence_conn *c);
 bool fence__server_acl_admin(fence_conn *c);
 
 /* ---- compat_hook.c ---- */

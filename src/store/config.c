@@ -44,8 +44,8 @@ static const fence_opt opts[] = {
                       "before the flags"),
     FENCE_OPT_STR_ROW(T, "token-verify-keys", token_verify_keys, "", "<file>",
                       "verify.keys file: accept only signed tokens fenced "
-                      "signed for the fence (-BADTOKEN otherwise); \"\" "
-                      "for plain tokens"),
+                      "signed for the fence (-BADTOKEN otherwise; read "
+                      "again on SIGHUP); \"\" for plain tokens"),
     FENCE_OPT_SIZE_ROW(T, "max-value", max_value, 1, FENCE_STORE_VALUE_MAX,
                        FENCE_STORE_VALUE_DEFAULT, "<bytes>",
                        "largest value FSET accepts"),

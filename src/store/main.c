@@ -10,7 +10,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "common/acl_srv.h"
 #include "common/fs.h"
+#include "common/startup_warn.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "store/config.h"
@@ -68,6 +70,10 @@ int main(int argc, char **argv)
                       "admitted; stale writers WILL overwrite newer data. "
                       "Control mode for demos and tests only. !!!");
     }
+    fence__startup_warn_auth("fence-store", cfg.bind, cfg.acl_file[0] != '\0',
+                             fence__acl_srv_tls_only(cfg.port, cfg.tls_port, cfg.tls_cert,
+                                                     cfg.tls_key),
+                             cfg.insecure);
     rc = fence__store_server_run(&cfg, db);
     fence__store_db_close(db);
     close(lock_fd);

@@ -29,7 +29,8 @@
  * "-LIMIT" and are closed.
  *
  * Signals: SIGINT and SIGTERM stop the server; SIGHUP reopens the
- * --log-file (logrotate). */
+ * --log-file (logrotate) and reads --acl-file and --token-verify-keys
+ * again (a bad file keeps what was in force). */
 #include "store/server.h"
 
 #include <inttypes.h>
@@ -41,6 +42,7 @@
 #include <uv.h>
 
 #include "common/assert.h"
+#include "common/acl_conns.h"
 #include "common/acl_srv.h"
 #include "common/compat.h"
 #include "common/compat_net.h"
@@ -61,7 +63,7 @@ typedef struct server {
     fence_net net;                 /* listeners and connections */
     uv_signal_t sigint;            /* SIGINT: stop */
     uv_signal_t sigterm;           /* SIGTERM: stop */
-    uv_signal_t sighup;            /* SIGHUP: reopen the log file */
+    uv_signal_t sighup;            /* SIGHUP: reopen the log, reload files */
     char refuse[128];              /* -LIMIT text for a refused client */
     uv_check_t check;              /* end of a loop turn: commit the batch */
     uv_idle_t idle;                /* keeps poll from blocking while a batch
@@ -84,13 +86,22 @@ typedef struct server {
     fence_compat_ctx compat;       /* Redis-client commands (compat.h) */
     fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
     fence_acl_srv acl;             /* users and permissions (acl_srv.h) */
+    fence_acl_conns acl_conns;     /* connections per user, maxconns (acl_conns.h) */
 } server;
 
 /* One client connection: the layer's and its Redis-client state. */
 typedef struct store_conn {
     fence_net_conn base;      /* the layer's connection (first) */
     fence_compat_conn compat; /* CLIENT SETNAME, MULTI refusal, ... */
+    uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
 } store_conn;
+
+/* A connection is closing: it leaves its user's maxconns count. */
+static void on_close(void *ctx, fence_net_conn *c)
+{
+    server *s = ctx;
+    fence__acl_conns_closed(&s->acl_conns, &((store_conn *)c)->quota_mark);
+}
 
 /* A connection was accepted: fresh compat state. */
 static void on_open(void *ctx, fence_net_conn *c)
@@ -573,6 +584,8 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     const char *code;
     char err[256];
     if (fence__acl_srv_net_gate(&s->acl, &((store_conn *)c)->compat, c, msg) ||
+        fence__acl_conns_refused(&s->acl, &s->acl_conns, &s->net, offsetof(store_conn, compat),
+                                 offsetof(store_conn, quota_mark), c) ||
         fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
@@ -665,6 +678,20 @@ static void on_sighup(uv_signal_t *sig, int signum)
     char err[512];
     if (fence__acl_srv_has_file(&s->acl))
         (void)fence__acl_srv_reload(&s->acl, err, sizeof(err));
+    if (s->cfg->token_verify_keys[0] != '\0') {
+        /* Key rotation: the loop thread is the only one that verifies, so
+         * the swap is atomic for every request; a bad file keeps the old
+         * keys. */
+        char kerr[1300];
+        if (fence_signtok_verifier_reload(s->cfg->token_verify_keys, 0, &s->verifier, kerr,
+                                          sizeof(kerr)) != 0)
+            FENCE_LOG_E("SIGHUP: token-verify-keys not reloaded, the old %zu keys stay: %s",
+                        fence_signtok_verifier_nkeys(s->verifier), kerr);
+        else
+            FENCE_LOG_I("SIGHUP: token-verify-keys reloaded (%zu verify keys from %s)",
+                        fence_signtok_verifier_nkeys(s->verifier),
+                        s->cfg->token_verify_keys);
+    }
 }
 
 /* Set up and run the loop; see server.h. */

@@ -8,7 +8,8 @@
  *     out of memory), and a refused file yields no ACL;
  *   - every accepted user's ACL LIST line parses back to a user whose line
  *     is the same (describe is a fixed point) and who has the same rights
- *     for a few commands and names;
+ *     for a few commands and names, and the same limits (maxleases,
+ *     maxlocks, maxconns, each at most FENCE_ACL_QUOTA_MAX);
  *   - glob matching of every pattern against a few names terminates.
  * Mode 2 (the gate, with a fixed ACL and one connection state): the
  * stream is parsed request by request; a connection that is not logged in
@@ -134,6 +135,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        fence_acl_cmd_allowed(v, cmds[k], cats));
         }
         FUZZ_CHECK(fence_acl_is_admin(u) == fence_acl_is_admin(v));
+        fence_acl_limits lu, lv;
+        fence_acl_user_limits(u, &lu);
+        fence_acl_user_limits(v, &lv);
+        FUZZ_CHECK(lu.leases == lv.leases && lu.locks == lv.locks && lu.conns == lv.conns);
+        FUZZ_CHECK(lu.leases <= FENCE_ACL_QUOTA_MAX && lu.locks <= FENCE_ACL_QUOTA_MAX &&
+                   lu.conns <= FENCE_ACL_QUOTA_MAX);
         fence_acl_free(again);
     }
     fence_acl_free(acl);

@@ -121,6 +121,16 @@ static fence_cmd c_acquire(const char *name, uint64_t ttl, uint64_t wait)
                        .wait_ms = wait};
 }
 
+/* c as owner with per-owner limits (FENCE_CMD_F_QUOTA). */
+static fence_cmd c_quota(fence_cmd c, uint64_t owner, uint32_t leases, uint32_t locks)
+{
+    c.flags |= FENCE_CMD_F_QUOTA;
+    c.owner = owner;
+    c.quota_leases = leases;
+    c.quota_locks = locks;
+    return c;
+}
+
 static fence_cmd c_reqid(fence_cmd c, uint64_t req)
 {
     c.flags |= FENCE_CMD_F_REQID;
@@ -215,6 +225,16 @@ int main(int argc, char **argv)
             {300, 2, {c_reqid(c_lock("x", 1, 0), 78),
                       c_reqid(c_unlock("x", 1), 79)}},
         }},
+        {"quota", 4, {
+            {100, 3, {c_leader(), c_quota(c_grant(3000, 0), 7, 2, 1),
+                      c_quota(c_grant(3000, 0), 7, 2, 1)}},
+            {200, 3, {c_quota(c_grant(3000, 0), 7, 2, 1),
+                      c_quota(c_lock("qa", 1, 0), 7, 2, 1),
+                      c_quota(c_lock("qb", 1, 0), 7, 2, 1)}},
+            {300, 2, {c_quota(c_acquire("qc", 2000, 0), 9, 1, 1),
+                      c_quota(c_lock("qa", 2, 500), 7, 2, 2)}},
+            {400, 2, {c_unlock("qa", 1), c_lease(FENCE_CMD_LEASE_REVOKE, 2)}},
+        }},
         {"leader", 3, {
             {5000, 3, {c_leader(), c_grant(1000, 0), c_lock("l", 1, 0)}},
             {100, 1, {c_leader()}},
@@ -235,6 +255,16 @@ int main(int argc, char **argv)
     static const uint8_t long_name[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
                                         7, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                         0xff, 0x00, 'a'};
+    /* Version 4 without a quota command (one encoding per entry). */
+    {
+        fence_cmd t = {.type = FENCE_CMD_TICK};
+        uint8_t v4[64];
+        size_t n4 = fence_entry_encode(5, &t, 1, v4, sizeof(v4));
+        if (n4 == 0)
+            exit(1);
+        v4[0] = 4;
+        write_file("entry", "seed-bad-v4-noquota", v4, n4);
+    }
     write_file("entry", "seed-bad-version", bad_version, sizeof(bad_version));
     write_file("entry", "seed-bad-short", short_header, sizeof(short_header));
     write_file("entry", "seed-bad-flags", bad_flags, sizeof(bad_flags));

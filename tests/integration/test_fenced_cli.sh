@@ -116,7 +116,7 @@ wait_port "$port2"; ready "$port2"
 R2() { redis-cli -p "$port2" "$@" 2>&1; }
 R2 LEASE.GRANT 5000 >/dev/null; R2 LEASE.GRANT 5000 >/dev/null
 check_eq "LIMIT when max-leases are live" \
-    "LIMIT a configured limit is full (max-leases, max-locks, max-waiters or max-dedup)" \
+    "LIMIT a configured limit is full (max-leases, max-locks, max-waiters or max-dedup, or this user's maxleases or maxlocks)" \
     "$(R2 LEASE.GRANT 5000)"
 R2 LOCK l1 1 >/dev/null
 check_eq "LIMIT when max-locks are held" "LIMIT" "$(R2 LOCK l2 1 | cut -d' ' -f1)"

@@ -2095,6 +2095,20 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->flags |= FENCE_CMD_F_REQID;
         c->req_id = ((uint64_t)(cl->id + 1) << 40) | ++cl->seq;
     }
+    /* Per-owner quotas (core/fsm.h) on some grants, as the leader writes a
+     * user's maxleases/maxlocks into the log: every replica must refuse
+     * alike.  Derived from the fields already drawn, so the random stream
+     * (and every seed's run) stays what it was. */
+    if (c->type == FENCE_CMD_LEASE_GRANT || c->type == FENCE_CMD_ACQUIRE) {
+        if (c->ttl_ms % 3 == 0) {
+            c->flags |= FENCE_CMD_F_QUOTA;
+            c->quota_leases = (uint32_t)(6 + c->ttl_ms % 7);
+            c->quota_locks = (uint32_t)(c->ttl_ms % 2 ? 4 + c->ttl_ms % 5 : 0);
+        }
+    } else if (c->type == FENCE_CMD_LOCK && c->lease % 3 == 0) {
+        c->flags |= FENCE_CMD_F_QUOTA;
+        c->quota_locks = (uint32_t)(3 + c->lease % 4);
+    }
 }
 
 /* Record a grant a client was told about. */

@@ -1,5 +1,7 @@
 /* src/common/acl: the ACL file parser, logins, command and name checks. */
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/acl.h"
 #include "common/acl_srv.h"
@@ -228,6 +230,89 @@ static void test_describe(void)
     fence_acl_free(acl);
 }
 
+/* Per-user limits: maxleases=N maxlocks=N maxconns=N resetlimits, parsed
+ * strictly, shown by ACL LIST, and parsed back the same. */
+static void test_limits(void)
+{
+    fence_acl *acl = parse_ok("user a on nopass ~* +@all maxleases=5 MAXLOCKS=7 maxconns=2\n"
+                              "user b on nopass maxleases=5 resetlimits maxlocks=1\n"
+                              "user c on nopass maxconns=9 reset\n"
+                              "user d on nopass\n");
+    fence_acl_limits l;
+    fence_acl_user_limits(fence_acl_find(acl, "a", 1), &l);
+    CHECK_EQ_U64(l.leases, 5);
+    CHECK_EQ_U64(l.locks, 7);
+    CHECK_EQ_U64(l.conns, 2);
+    fence_acl_user_limits(fence_acl_find(acl, "b", 1), &l);
+    CHECK_EQ_U64(l.leases, 0);
+    CHECK_EQ_U64(l.locks, 1);
+    CHECK_EQ_U64(l.conns, 0);
+    fence_acl_user_limits(fence_acl_find(acl, "c", 1), &l);
+    CHECK(l.leases == 0 && l.locks == 0 && l.conns == 0);
+    CHECK(fence_acl_any_maxconns(acl));
+    CHECK(fence_acl_any_quota(acl));
+    char line[1024];
+    fence_acl_user_describe(fence_acl_find(acl, "a", 1), line, sizeof(line));
+    CHECK_STR(line, "user a on nopass ~* maxleases=5 maxlocks=7 maxconns=2 +@all");
+    fence_acl *again = parse_ok(line);
+    char line2[1024];
+    fence_acl_user_describe(fence_acl_find(again, "a", 1), line2, sizeof(line2));
+    CHECK_STR(line, line2);
+    fence_acl_user_describe(fence_acl_find(acl, "d", 1), line, sizeof(line));
+    CHECK_STR(line, "user d on nopass resetkeys -@all");
+    fence_acl_free(again);
+    fence_acl_free(acl);
+    acl = parse_ok("user a on maxleases=1000000000\n");
+    CHECK(!fence_acl_any_maxconns(acl));
+    CHECK(fence_acl_any_quota(acl));
+    fence_acl_free(acl);
+    acl = parse_ok("user a on maxconns=1\n");
+    CHECK(fence_acl_any_maxconns(acl));
+    CHECK(!fence_acl_any_quota(acl));
+    fence_acl_free(acl);
+    const char *bad[] = {"maxleases=0", "maxleases=", "maxleases", "maxleases=-1",
+                         "maxleases=+3", "maxleases=007", "maxleases=1000000001",
+                         "maxleases=99999999999", "maxleases=1x", "maxlocks=1.5",
+                         "maxconns=1e3", "maxconns= 3", "maxleases=18446744073709551617"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char t[128];
+        snprintf(t, sizeof(t), "user a on %s\n", bad[i]);
+        const char *name = strncmp(bad[i], "maxleases", 9) == 0 ? "maxleases="
+                           : strncmp(bad[i], "maxlocks", 8) == 0 ? "maxlocks="
+                                                                  : "maxconns=";
+        char want[64];
+        snprintf(want, sizeof(want), "t.acl:1: word 4: %sN needs a whole number", name);
+        parse_bad(t, strcmp(bad[i], "maxconns= 3") == 0 ? "t.acl:1: word 4: maxconns=N" : want);
+    }
+}
+
+/* A file any user may write is refused (whoever writes it is @admin);
+ * group-writable or private files load. */
+static void test_file_mode(void)
+{
+    char path[] = "/tmp/fence-acl-mode.XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    const char *t = "user default on nopass ~* +@all\n";
+    REQUIRE(write(fd, t, strlen(t)) == (ssize_t)strlen(t));
+    close(fd);
+    fence_acl *acl = NULL;
+    char err[512];
+    REQUIRE(chmod(path, 0600) == 0);
+    CHECK(fence_acl_load_file(path, &acl, err, sizeof(err)) == 0);
+    fence_acl_free(acl);
+    REQUIRE(chmod(path, 0664) == 0);
+    CHECK(fence_acl_load_file(path, &acl, err, sizeof(err)) == 0);
+    fence_acl_free(acl);
+    REQUIRE(chmod(path, 0666) == 0);
+    CHECK(fence_acl_load_file(path, &acl, err, sizeof(err)) == -1);
+    CHECK(acl == NULL);
+    CHECK(strstr(err, "any user may write it (mode 666)") != NULL);
+    REQUIRE(chmod(path, 0602) == 0);
+    CHECK(fence_acl_load_file(path, &acl, err, sizeof(err)) == -1);
+    unlink(path);
+}
+
 /* Run the gate on one inline request; returns the reply ("" when it
  * passed the request on). */
 static const char *gate(fence_acl_srv *s, fence_compat_conn *cc, const char *line)
@@ -351,6 +436,8 @@ int main(void)
     TEST_RUN(test_patterns);
     TEST_RUN(test_errors);
     TEST_RUN(test_describe);
+    TEST_RUN(test_limits);
+    TEST_RUN(test_file_mode);
     TEST_RUN(test_gate);
     return TEST_DONE();
 }

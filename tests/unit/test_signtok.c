@@ -430,6 +430,41 @@ static void test_load_files(void)
     uint64_t t;
     REQUIRE(fence_signtok_sign(&s2, "q", 1, 3, tok, sizeof(tok)) > 0);
     CHECK(check(v, "q", tok, &t) == 0);
+    /* Reload: a broken, a world-writable or a missing file keeps the keys
+     * (the same verifier); a good one replaces them and keeps the counts. */
+    fence_signtok_verifier *before = v;
+    fence_signtok_stats st0, st1;
+    fence_signtok_verifier_stats(v, &st0);
+    f = fopen(vk, "w");
+    REQUIRE(f != NULL);
+    fputs("k7 ed25519 broken\n", f);
+    fclose(f);
+    CHECK(fence_signtok_verifier_reload(vk, 0, &v, err, sizeof(err)) ==
+          FENCE_SIGNTOK_EKEYFILE);
+    CHECK(v == before);
+    CHECK(check(v, "q", tok, &t) == 0);
+    f = fopen(vk, "w");
+    REQUIRE(f != NULL);
+    fputs(line, f);
+    fclose(f);
+    chmod(vk, 0666);
+    CHECK(fence_signtok_verifier_reload(vk, 0, &v, err, sizeof(err)) ==
+          FENCE_SIGNTOK_EKEYFILE);
+    CHECK(strstr(err, "may be written by any user (mode 666)") != NULL);
+    CHECK(v == before);
+    CHECK(fence_signtok_verifier_load(vk, 0, &before, err, sizeof(err)) ==
+          FENCE_SIGNTOK_EKEYFILE); /* at start too */
+    before = v;
+    chmod(vk, 0644);
+    CHECK(fence_signtok_verifier_reload(vk, 0, &v, err, sizeof(err)) == 0);
+    CHECK(v != NULL);
+    fence_signtok_verifier_stats(v, &st1);
+    CHECK_EQ_U64(st1.verified, st0.verified);
+    CHECK(check(v, "q", tok, &t) == 0);
+    unlink(vk);
+    before = v;
+    CHECK(fence_signtok_verifier_reload(vk, 0, &v, err, sizeof(err)) == FENCE_SIGNTOK_EIO);
+    CHECK(v == before);
     fence_signtok_verifier_free(v);
     CHECK(fence_signtok_verifier_load("/nonexistent/verify.keys", 0, &v, err,
                                       sizeof(err)) == FENCE_SIGNTOK_EIO);
