@@ -287,6 +287,18 @@ static void acl_command(fence_acl_srv *s, const fence_acl_user *u, const fence_r
     }
 }
 
+/* Whether HELLO request m carries an AUTH option (HELLO protover AUTH u p
+ * ...); the compat module parses and checks the rest. */
+static bool hello_has_auth(const fence_resp_msg *m)
+{
+    for (uint32_t i = 2; i + 2 < m->argc; i++) {
+        const fence_resp_arg *a = &m->argv[i];
+        if (a->len == 4 && strncasecmp(a->ptr, "AUTH", 4) == 0)
+            return true;
+    }
+    return false;
+}
+
 bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_resp_msg *m,
                          fence_acl_out *out)
 {
@@ -297,8 +309,21 @@ bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_re
     bool free_cmd = named && (strcmp(name, "PING") == 0 || strcmp(name, "QUIT") == 0);
     const fence_acl_user *u = fence__acl_srv_user(s, cc);
     if (u == NULL) {
-        if (free_cmd || (named && (strcmp(name, "AUTH") == 0 || strcmp(name, "HELLO") == 0)))
+        if (free_cmd || (named && strcmp(name, "AUTH") == 0))
             return false;
+        if (named && strcmp(name, "HELLO") == 0) {
+            /* Only a HELLO that logs in is answered: the server's name and
+             * version are for users (Redis answers the same with
+             * requirepass). */
+            if (hello_has_auth(m))
+                return false;
+            out_error(out, "NOAUTH", "HELLO must be called with the client already "
+                                     "authenticated, otherwise the HELLO <proto> AUTH <user> "
+                                     "<pass> option can be used to authenticate the client and "
+                                     "select the RESP protocol version at the same time");
+            out_finish(out);
+            return true;
+        }
         out_error(out, "NOAUTH", "Authentication required.");
         out_finish(out);
         return true;

@@ -151,6 +151,13 @@ struct fence_net_conn {
                              * none pending */
     size_t mem;             /* bytes counted against limits.max_conn_memory
                              * (rcap + wcap + out_pending) */
+    bool mem_refused;       /* the budget refused its read buffer room */
+    uint32_t auth_failures; /* failed logins on it (acl_srv.c) */
+    bool held;              /* on the hold list: no reading, parsing or
+                             * sending until hold_until_ms */
+    uint64_t hold_until_ms; /* uv_now at which a hold ends */
+    fence_net_conn *hold_prev; /* list of held connections */
+    fence_net_conn *hold_next; /* list of held connections */
 };
 
 /* The bounds, from the daemon's configuration. */
@@ -179,6 +186,11 @@ typedef struct fence_net_limits {
     bool evict_untrusted;       /* the table full: close the oldest
                                  * untrusted connection rather than refuse a
                                  * new one (room for users who log in) */
+    bool prelogin;              /* untrusted connections get the pre-login
+                                 * limits (FENCE_PRELOGIN_*, limits.h):
+                                 * small requests, a small read buffer and
+                                 * backlog, 1/FENCE_PRELOGIN_MEMORY_DIV of
+                                 * max_conn_memory together */
 } fence_net_limits;
 
 /* What the daemon does with requests and events. */
@@ -245,6 +257,16 @@ struct fence_net {
     uint64_t stat_timed_out;    /* closed by a timeout */
     uint64_t stat_evicted;      /* untrusted, closed to make room */
     uint64_t stat_mem_refused;  /* closed or refused for max_conn_memory */
+    /* Before login (conn_guard.c): */
+    fence_resp_limits resp_prelogin; /* parser limits of untrusted
+                                 * connections (lim.prelogin) */
+    uint64_t mem_prelogin;      /* the part of mem_used untrusted
+                                 * connections hold */
+    uint64_t stat_prelogin_refused; /* closed for a pre-login limit */
+    uint64_t freed_since_trim;  /* buffer bytes freed since malloc_trim */
+    uv_timer_t hold_timer;      /* ends holds (delayed answers) */
+    bool hold_timer_open;       /* hold_timer initialized */
+    fence_net_conn *held;       /* held connections (hold_next list) */
 };
 
 /* ---- Hostile-client guards (conn_guard.c) ---------------------------------- */
@@ -273,6 +295,31 @@ bool fence__net_guard_make_room(fence_net *net, fence_net_conn *c);
 void fence__net_guard_after_input(fence_net_conn *c, bool progressed);
 /* The daemon trusts c from now on (it logged in). */
 void fence__net_conn_trust(fence_net_conn *c, bool trusted);
+
+/* ---- Before login (conn_guard.c) --------------------------------------------- */
+
+/* The parser limits and read-buffer bound for c's next request: the
+ * pre-login ones while c is untrusted (limits.prelogin) and presents no
+ * verified client certificate, else the daemon's. */
+const fence_resp_limits *fence__net_conn_resp_limits(const fence_net_conn *c);
+size_t fence__net_conn_rbuf_max(const fence_net_conn *c);
+/* Whether c is under the pre-login limits now. */
+bool fence__net_conn_prelogin(const fence_net_conn *c);
+
+/* Hold c for delay_ms from now (a delayed answer to a failed login): c
+ * reads, parses and sends nothing until then (what it is owed, the
+ * answer included, leaves when the hold ends); a later end extends it.
+ * The loop is not blocked: one timer ends every hold. */
+void fence__net_conn_hold(fence_net_conn *c, uint64_t delay_ms);
+/* Take c off the hold list (closing, or its hold ended). */
+void fence__net_guard_unhold(fence_net_conn *c);
+/* A hold ended: parse what waited, send what is owed (conn.c). */
+void fence__net_conn_release(fence_net_conn *c);
+
+/* c's peer address, "ip:port" (or "unix" for a Unix socket, "?" when
+ * unknown), into buf; *ip (may be NULL) gets the IP alone. */
+void fence__net_conn_peer(const fence_net_conn *c, char *buf, size_t cap, char *ip,
+                          size_t ip_cap);
 
 /* Set up the layer on loop (no listener yet).  lim and hooks are copied.
  * Returns 0 or UV_ENOMEM. */
