@@ -19,10 +19,7 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
                    const fence_resp_arg *pass)
 {
     fence_server *s = arg;
-    int rc = fence__acl_srv_auth(&s->acl, user, pass);
-    if (rc == 0)
-        fence__net_conn_trust(&conn_of(cc)->base, true);
-    return rc;
+    return fence__acl_srv_auth(&s->acl, cc, &conn_of(cc)->base, user, pass);
 }
 
 /* Load --acl-file (or the default user); after fence__server_compat_init.
@@ -35,6 +32,7 @@ int fence__server_acl_init(fence_server *s)
         LOG_ERROR("acl-file: %s", err);
         return -1;
     }
+    s->acl.m_auth_failures = s->metrics.auth_failures;
     if (path != NULL) {
         s->compat.auth = auth_cb; /* ctx->arg is s */
         LOG_INFO("acl: %s loaded (%zu users)", path, fence_acl_count(s->acl.acl));

@@ -106,11 +106,9 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
                    const fence_resp_arg *pass)
 {
     server *s = arg;
-    int rc = fence__acl_srv_auth(&s->acl, user, pass);
-    if (rc == 0)
-        fence__net_conn_trust((fence_net_conn *)((char *)cc - offsetof(store_conn, compat)),
-                              true);
-    return rc;
+    return fence__acl_srv_auth(&s->acl, cc,
+                               (fence_net_conn *)((char *)cc - offsetof(store_conn, compat)),
+                               user, pass);
 }
 
 /* CLIENT LIST: every open connection. */
@@ -748,6 +746,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence__net_free(&s->net);
         return 1;
     }
+    s->acl.m_auth_failures = s->metrics.auth_failures;
     if (cfg->metrics_port != 0)
         FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->bind, cfg->metrics_port);
     uv_check_init(s->loop, &s->check);

@@ -84,7 +84,7 @@ static void fuzz_gate(const char *p, size_t n)
         /* AUTH user pass, as the compat module would run it. */
         if (a0->len == 4 && strncasecmp(a0->ptr, "AUTH", 4) == 0 && gate_msg.argc == 3 &&
             gate_msg.argv[1].len < sizeof(cc.user) &&
-            fence__acl_srv_auth(&gate_srv, &gate_msg.argv[1], &gate_msg.argv[2]) == 0) {
+            fence__acl_srv_auth(&gate_srv, &cc, NULL, &gate_msg.argv[1], &gate_msg.argv[2]) == 0) {
             cc.authenticated = true;
             memcpy(cc.user, gate_msg.argv[1].ptr, gate_msg.argv[1].len);
             cc.user[gate_msg.argv[1].len] = '\0';
