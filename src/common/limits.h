@@ -283,9 +283,23 @@ _Static_assert(FENCE_LIST_COUNT_DEFAULT <= FENCE_LIST_COUNT_MAX, "list count bou
 /* Most bucket bounds of one histogram (besides +Inf). */
 #define FENCE_METRIC_BUCKETS_MAX 32
 /* Concurrent connections of the metrics HTTP endpoint, and its idle
- * timeout: scrapers beyond the limit are refused, idle ones dropped. */
-#define FENCE_METRIC_HTTP_CONNS_DEFAULT 32
-#define FENCE_METRIC_HTTP_TIMEOUT_S 10
+ * timeout: scrapers beyond the limit are refused, idle ones dropped.
+ * Room for many (each holds at most FENCE_METRIC_HTTP_CONN_MEMORY bytes):
+ * idle sockets must not lock /health out, and a short timeout frees their
+ * places soon (a scraper that keeps its connection alive between scrapes
+ * just opens a new one).  One remote address (an IPv4 address, an IPv6
+ * /64) holds at most PER_IP of them; loopback is not limited (whoever is
+ * on the host can do more than that anyway).  The listen backlog. */
+#define FENCE_METRIC_HTTP_CONNS_DEFAULT 256
+#define FENCE_METRIC_HTTP_TIMEOUT_S 3
+#define FENCE_METRIC_HTTP_PER_IP 8
+#define FENCE_METRIC_HTTP_CONN_MEMORY (32 * 1024)
+#define FENCE_METRIC_HTTP_BACKLOG 511
+
+_Static_assert(FENCE_METRIC_HTTP_PER_IP * 8 <= FENCE_METRIC_HTTP_CONNS_DEFAULT,
+               "one address takes a small part of the connections");
+_Static_assert((unsigned long long)FENCE_METRIC_HTTP_CONNS_DEFAULT * FENCE_METRIC_HTTP_CONN_MEMORY <=
+               16ull * 1024 * 1024, "the endpoint's connections hold little memory");
 
 _Static_assert(FENCE_METRIC_LABEL_MAX <= FENCE_NAME_MAX, "a cut label is a prefix of a name");
 _Static_assert(FENCE_METRIC_LABEL_MAX < 65536, "label lengths fit a uint16_t");

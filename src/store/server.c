@@ -738,7 +738,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence_signtok_verifier_free(s->verifier);
         return 1;
     }
-    if (fence__store_metrics_start(&s->metrics, cfg->bind, (int)cfg->metrics_port, err,
+    if (fence__store_metrics_start(&s->metrics, cfg->metrics_bind, (int)cfg->metrics_port, err,
                                    sizeof(err)) != 0) {
         FENCE_LOG_E("metrics-port: %s", err);
         fence__net_stop(&s->net);
@@ -748,7 +748,8 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     }
     s->acl.m_auth_failures = s->metrics.auth_failures;
     if (cfg->metrics_port != 0)
-        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->bind, cfg->metrics_port);
+        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->metrics_bind,
+                    cfg->metrics_port);
     uv_check_init(s->loop, &s->check);
     uv_idle_init(s->loop, &s->idle);
     s->check.data = s->idle.data = s;
