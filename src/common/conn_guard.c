@@ -48,7 +48,12 @@ static void guard_sweep(uv_timer_t *t)
                  c->wlen == 0 && c->rlen == 0 &&
                  now - c->active_ms >= lim->idle_timeout_ms)
             why = "idle (idle-timeout-ms)";
-        if (why != NULL) {
+        if (why != NULL && c->held) {
+            /* Its delayed answer is not worth the wait: close now. */
+            net->stat_timed_out++;
+            FENCE_LOG_D("conn %" PRIu64 ": closed while held: %s", c->id, why);
+            fence__net_conn_close(c);
+        } else if (why != NULL) {
             net->stat_timed_out++;
             FENCE_LOG_D("conn %" PRIu64 ": closed: %s", c->id, why);
             fence__net_reply_error(c, "ERR", why);
