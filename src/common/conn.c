@@ -195,6 +195,18 @@ static void conn_mark_dirty(fence_net_conn *c)
     c->net->dirty_tail = c;
 }
 
+/* Whether c may grow its buffers by more bytes; a connection not logged
+ * in whose share is full makes room by closing the oldest others (a few at
+ * most: each holds at least a first buffer). */
+static bool mem_reserve(fence_net_conn *c, size_t more)
+{
+    bool ok = fence__net_guard_mem_ok(c, more);
+    for (int i = 0; i < 8 && !ok && fence__net_conn_prelogin(c) &&
+                    fence__net_guard_make_room_mem(c); i++)
+        ok = fence__net_guard_mem_ok(c, more);
+    return ok;
+}
+
 /* Room for n more bytes in wbuf; false if memory ran out. */
 static bool wbuf_reserve(fence_net_conn *c, size_t n)
 {
@@ -203,7 +215,7 @@ static bool wbuf_reserve(fence_net_conn *c, size_t n)
     size_t cap = c->wcap ? c->wcap : 4096;
     while (cap - c->wlen < n)
         cap *= 2;
-    if (!fence__net_guard_mem_ok(c, cap - c->wcap))
+    if (!mem_reserve(c, cap - c->wcap))
         return false;
     char *p = realloc(c->wbuf, cap);
     if (p == NULL)
@@ -542,14 +554,17 @@ void fence__net_conn_rbuf(fence_net_conn *c, char **p, size_t *room)
 {
     size_t max = fence__net_conn_rbuf_max(c);
     if (c->rcap - c->rlen < RBUF_MIN_FREE && c->rcap < max) {
-        size_t cap = c->rcap ? c->rcap * 2 : RBUF_INITIAL;
+        size_t cap = c->rcap ? c->rcap * 2
+                             : fence__net_conn_prelogin(c) ? FENCE_PRELOGIN_RBUF_INITIAL
+                                                           : RBUF_INITIAL;
         if (cap > max)
             cap = max;
-        bool ok = fence__net_guard_mem_ok(c, cap - c->rcap);
+        bool ok = mem_reserve(c, cap - c->rcap);
         char *nb = ok ? realloc(c->rbuf, cap) : NULL;
         if (nb != NULL) {
             c->rbuf = nb;
             c->rcap = cap;
+            c->mem_refused = false;
             fence__net_guard_account(c);
         } else if (!ok) {
             c->mem_refused = true;

@@ -305,6 +305,10 @@ const fence_resp_limits *fence__net_conn_resp_limits(const fence_net_conn *c);
 size_t fence__net_conn_rbuf_max(const fence_net_conn *c);
 /* Whether c is under the pre-login limits now. */
 bool fence__net_conn_prelogin(const fence_net_conn *c);
+/* The strangers' share of max_conn_memory is full as c (not logged in)
+ * wants more: close the oldest other connection not logged in that holds
+ * memory.  Returns true if one was closed. */
+bool fence__net_guard_make_room_mem(fence_net_conn *c);
 
 /* Hold c for delay_ms from now (a delayed answer to a failed login): c
  * reads, parses and sends nothing until then (what it is owed, the

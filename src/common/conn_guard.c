@@ -212,6 +212,29 @@ void fence__net_conn_trust(fence_net_conn *c, bool trusted)
 
 /* ---- Before login ---------------------------------------------------------------- */
 
+bool fence__net_guard_make_room_mem(fence_net_conn *c)
+{
+    fence_net *net = c->net;
+    uint64_t max = net->lim.max_conn_memory;
+    if (max == 0 || !net->lim.prelogin || net->mem_prelogin < max / FENCE_PRELOGIN_MEMORY_DIV / 2)
+        return false; /* not the strangers' share that is full */
+    fence_net_conn *oldest = NULL;
+    for (fence_net_conn *x = net->conns; x != NULL; x = x->next) {
+        if (x == c || x->trusted || x->closing || x->mem == 0)
+            continue;
+        if (oldest == NULL || x->opened_ms < oldest->opened_ms ||
+            (x->opened_ms == oldest->opened_ms && x->id < oldest->id))
+            oldest = x;
+    }
+    if (oldest == NULL)
+        return false;
+    net->stat_evicted++;
+    FENCE_LOG_D("conn %" PRIu64 ": closed to make room in the memory of connections not "
+                "logged in", oldest->id);
+    fence__net_conn_close(oldest);
+    return true;
+}
+
 bool fence__net_conn_prelogin(const fence_net_conn *c)
 {
     /* A client whose certificate the TLS layer verified against --tls-ca

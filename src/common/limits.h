@@ -208,6 +208,11 @@ _Static_assert(FENCE_CONN_MEMORY_DEFAULT >= FENCE_OBUF_DEFAULT,
 #define FENCE_PRELOGIN_BULK_MAX 1024
 #define FENCE_PRELOGIN_INLINE_MAX 4096
 #define FENCE_PRELOGIN_RBUF_MAX (16 * 1024)
+/* The first read buffer of such a connection (an AUTH fits; it grows
+ * toward RBUF_MAX for a larger request).  When their share of the memory
+ * is full, the oldest of them is closed to make room for a new one, so
+ * strangers holding buffers cannot keep a user from logging in. */
+#define FENCE_PRELOGIN_RBUF_INITIAL 4096
 #define FENCE_PRELOGIN_OBUF_MAX (64 * 1024)
 #define FENCE_PRELOGIN_MEMORY_DIV 16
 /* glibc's M_MMAP_THRESHOLD, fixed by the connection layer at start: a
@@ -230,6 +235,7 @@ _Static_assert(FENCE_PRELOGIN_ARGS_MAX * (FENCE_PRELOGIN_BULK_MAX + 32) + 32 <=
 _Static_assert(FENCE_PRELOGIN_INLINE_MAX + 2 <= FENCE_PRELOGIN_RBUF_MAX,
                "a maximal pre-login line fits its read buffer");
 _Static_assert(FENCE_PRELOGIN_MEMORY_DIV >= 2, "a small share");
+_Static_assert(FENCE_PRELOGIN_RBUF_INITIAL <= FENCE_PRELOGIN_RBUF_MAX, "the first buffer is the smallest");
 
 /* Failed logins (src/common/acl_srv.c).  Each failed AUTH (or HELLO ...
  * AUTH) is answered after a delay, without blocking the loop: DELAY_MS

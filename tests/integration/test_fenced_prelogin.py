@@ -10,6 +10,9 @@ and fence-store processes with --acl-file.
     where it was;
   - a user who logs in still sends big requests, also pipelined right
     behind its AUTH in one write;
+  - 300 connections not logged in, each holding a read buffer, under a
+    --max-conn-memory of 4 MiB (their share: 256 KiB), do not keep a user
+    from logging in: the oldest of them make room;
   - HELLO before login says nothing about the server: -NOAUTH for HELLO
     and HELLO 2; HELLO 2 AUTH user pass and HELLO after AUTH answer the
     full map (server name and version).
@@ -243,6 +246,52 @@ t.check(r.startswith(b"+OK\r\n$60000\r\n"), "fenced: a big request pipelined rig
 s.close()
 hello_checks("fenced", port)
 stop_process(proc)
+
+# Strangers holding buffers cannot keep a user out: with --max-conn-memory 4 MiB
+# (their share 256 KiB), 300 connections not logged in each send one byte of a
+# request; the oldest of them make room, and a user still logs in and works.
+def crowd(binpath, name):
+    port = free_port()
+    lg = os.path.join(TMP, name + "-crowd.log")
+    acl = os.path.join(TMP, name + "-crowd.acl")
+    with open(acl, "w") as f:
+        f.write(ACL)
+    p = spawn([binpath, "--port", str(port), "--data-dir", os.path.join(TMP, name + "-crowd"),
+               "--acl-file", acl, "--max-conn-memory", str(4 << 20)], lg,
+              stdin=subprocess.DEVNULL)
+    if wait_up(p, lambda: login(port).close(), 20, 0.05) != "up":
+        raise RuntimeError("%s did not start: %s" % (name, read_log(lg)))
+    hogs = []
+    for _ in range(300):
+        h = socket.create_connection(("127.0.0.1", port), 5)
+        h.sendall(b"P")
+        hogs.append(h)
+    last = socket.create_connection(("127.0.0.1", port), 5)
+    try:
+        last.sendall(b"PING\r\n")
+        r = recv_reply(last, 5)
+    except OSError as e:
+        r = repr(e).encode()
+    ok = False
+    try:
+        u = login(port)
+        u.sendall(encode("PING"))
+        ok = recv_reply(u, 5) == b"+PONG\r\n" and r == b"+PONG\r\n"
+        u.close()
+    except OSError as e:
+        t.note("%s: %r" % (name, e))
+    t.check(ok, "%s: 300 connections not logged in holding buffers (--max-conn-memory 4 MiB) "
+            "do not keep a user from logging in (the oldest make room)" % name, r)
+    rd, _, _ = select.select(hogs, [], [], 1.0)
+    t.note("%s: %d of the 300 were closed" % (name, len(rd)))
+    for h in hogs:
+        h.close()
+    last.close()
+    stop_process(p)
+
+
+crowd(FENCED, "fenced")
+crowd(FENCE_STORE, "fence-store")
 
 # ---- fence-store ---------------------------------------------------------------------
 value = 1000000
