@@ -33,6 +33,8 @@
 
 static void conn_process(fence_net_conn *c);
 static void conn_flush(fence_net_conn *c);
+static void resume_later(fence_net_conn *c);
+static void resume_cancel(fence_net_conn *c);
 
 /* ---- plain stream transport ---------------------------------------------- */
 
@@ -428,7 +430,67 @@ static void conn_flush(fence_net_conn *c)
         return;
     }
     if (!c->reading && !c->in_input && c->n_slots < c->net->lim.max_pipeline)
-        conn_process(c);
+        resume_later(c);
+}
+
+/* ---- resuming ---------------------------------------------------------------- */
+
+/* Requests are parsed in libuv's poll phase (a read) or, when a connection
+ * resumes (its pipeline drained, a hold ended), in the idle phase of the
+ * next loop turn: never from a timer or check callback, so a daemon that
+ * batches the requests of a loop turn and closes the batch in its check
+ * callback (fence-store) always finds them inside the turn's batch. */
+static void on_resume_idle(uv_idle_t *h)
+{
+    fence_net *net = h->data;
+    fence_net_conn *list = net->resumes;
+    net->resumes = NULL;
+    uv_idle_stop(h);
+    /* Take the list first: processing one may schedule it (or others)
+     * again, onto the new list; a connection closed meanwhile was taken
+     * off it by resume_cancel. */
+    for (fence_net_conn *c = list; c != NULL; c = c->resume_next)
+        c->resume_prev = NULL;
+    while (list != NULL) {
+        fence_net_conn *c = list;
+        list = c->resume_next;
+        if (list != NULL)
+            list->resume_prev = NULL;
+        c->resume_next = NULL;
+        c->resume = false;
+        if (!c->closing && !c->held)
+            conn_process(c);
+    }
+}
+
+/* Parse c's buffered input and read on, in the next idle phase. */
+static void resume_later(fence_net_conn *c)
+{
+    fence_net *net = c->net;
+    if (c->resume || c->closing)
+        return;
+    c->resume = true;
+    c->resume_prev = NULL;
+    c->resume_next = net->resumes;
+    if (net->resumes != NULL)
+        net->resumes->resume_prev = c;
+    net->resumes = c;
+    uv_idle_start(&net->resume_idle, on_resume_idle);
+}
+
+/* Take c off the resume list (it closes). */
+static void resume_cancel(fence_net_conn *c)
+{
+    if (!c->resume)
+        return;
+    if (c->resume_prev != NULL)
+        c->resume_prev->resume_next = c->resume_next;
+    else if (c->net->resumes == c)
+        c->net->resumes = c->resume_next;
+    if (c->resume_next != NULL)
+        c->resume_next->resume_prev = c->resume_prev;
+    c->resume_prev = c->resume_next = NULL;
+    c->resume = false;
 }
 
 /* Flush every connection with new output. */
@@ -490,6 +552,7 @@ void fence__net_conn_close(fence_net_conn *c)
     c->closing = true;
     fence__net_guard_account(c);
     fence__net_guard_unhold(c);
+    resume_cancel(c);
     FENCE_LOG_D("conn %" PRIu64 ": closed", c->id);
     if (net->hooks.on_close != NULL)
         net->hooks.on_close(net->hooks.ctx, c);
@@ -714,11 +777,8 @@ void fence__net_conn_release(fence_net_conn *c)
     if (c->closing)
         return;
     conn_mark_dirty(c);
-    if (c->close_after_flush) {
-        conn_flush(c);
-        return;
-    }
-    conn_process(c);
+    if (!c->close_after_flush)
+        resume_later(c);
 }
 
 /* Bytes placed in the read buffer by the transport. */
@@ -849,6 +909,9 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     net->check.data = net;
     uv_check_start(&net->check, on_check);
     uv_unref((uv_handle_t *)&net->check);
+    uv_idle_init(loop, &net->resume_idle);
+    net->resume_idle.data = net;
+    uv_unref((uv_handle_t *)&net->resume_idle);
     fence__net_guard_start(net);
     return 0;
 }
@@ -958,6 +1021,8 @@ void fence__net_stop(fence_net *net)
     }
     if (net->loop != NULL && !uv_is_closing((uv_handle_t *)&net->check))
         uv_close((uv_handle_t *)&net->check, NULL);
+    if (net->loop != NULL && !uv_is_closing((uv_handle_t *)&net->resume_idle))
+        uv_close((uv_handle_t *)&net->resume_idle, NULL);
 }
 
 /* Free the parse scratch. */

@@ -158,6 +158,9 @@ struct fence_net_conn {
     uint64_t hold_until_ms; /* uv_now at which a hold ends */
     fence_net_conn *hold_prev; /* list of held connections */
     fence_net_conn *hold_next; /* list of held connections */
+    bool resume;            /* on the resume list (parse in the idle phase) */
+    fence_net_conn *resume_prev; /* list of connections to resume */
+    fence_net_conn *resume_next; /* list of connections to resume */
 };
 
 /* The bounds, from the daemon's configuration. */
@@ -267,6 +270,9 @@ struct fence_net {
     uv_timer_t hold_timer;      /* ends holds (delayed answers) */
     bool hold_timer_open;       /* hold_timer initialized */
     fence_net_conn *held;       /* held connections (hold_next list) */
+    /* Parsing resumed outside the poll phase (conn.c): */
+    uv_idle_t resume_idle;      /* runs the resume list, then stops */
+    fence_net_conn *resumes;    /* connections whose buffered input waits */
 };
 
 /* ---- Hostile-client guards (conn_guard.c) ---------------------------------- */
