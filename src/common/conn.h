@@ -13,7 +13,13 @@
  *     ahead of it has been).  A request answered at once needs no slot
  *     (fence__net_reply);
  *   - stops reading while limits.max_pipeline slots are unanswered, and
- *     resumes as they drain;
+ *     resumes as they drain (parsing what waits in the next loop turn's
+ *     idle phase: requests are parsed in the poll or idle phase only,
+ *     never inside a daemon's timer or check callback);
+ *   - before login (limits.prelogin), keeps a connection to small requests
+ *     and a small share of max_conn_memory (FENCE_PRELOGIN_*, limits.h),
+ *     and can hold a connection (fence__net_conn_hold: no reading, parsing
+ *     or sending) to delay the answer to a failed login;
  *   - disconnects a slow reader: once more than limits.max_obuf reply bytes
  *     wait for the peer to take them;
  *   - refuses a connection beyond limits.max_clients with "-LIMIT <refuse
