@@ -1,7 +1,12 @@
 /* Hostile-client guards of the connection layer (conn.h): a global memory
  * budget over every connection's buffers, an idle timeout, a timeout for
  * an incomplete request (slowloris), a login timeout, and room for
- * logged-in users when untrusted connections fill the table.
+ * logged-in users when untrusted connections fill the table.  Before login
+ * (limits.prelogin): small parser limits, a small read buffer and backlog,
+ * a small share of the budget (the oldest stranger makes room when it is
+ * full), and holds, which delay a failed login's answer on one timer
+ * without blocking the loop.  The sweep also hands free heap pages back
+ * (malloc_trim) after closed connections freed their buffers.
  *
  * Kept apart from conn.c, which calls these functions at a few points:
  * accept, buffer growth, writes, input, close.  The sweep runs on one
