@@ -36,6 +36,8 @@ $(BUILD)/fence-proxy: LDFLAGS += $(METRICS_LIBS)
 # the pause scenario through the query API, the dashboard's names, bad
 # input and many scrapers.
 INTEG_TESTS += tests/integration/test_metrics_daemons.py
+# The metrics port under idle sockets, per-address limits, its loopback default.
+INTEG_TESTS += $(sort $(wildcard tests/integration/test_metrics_port*.py))
 
 # make bench-metrics (in make bench-all): cycles/s with and without
 # --metrics-port (and a scraper), same run, alternating.

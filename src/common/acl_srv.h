@@ -4,15 +4,19 @@
  * passes before anything else runs.
  *
  * The gate, for request m of a connection whose compat state is cc:
- *   - not logged in: AUTH, HELLO, PING and QUIT pass (the compat module
- *     or the daemon answers them); everything else gets
- *     -NOAUTH Authentication required.
+ *   - not logged in: AUTH, HELLO ... AUTH user pass, PING and QUIT pass
+ *     (the compat module or the daemon answers them); a HELLO without
+ *     AUTH and everything else get -NOAUTH (nothing about the server is
+ *     said before login).  The connection layer keeps such a connection
+ *     to small requests meanwhile (FENCE_PRELOGIN_*, conn.h).
  *   - logged in (cc->authenticated, cc->user names a user of the CURRENT
  *     ACL that is on; a user removed or turned off by a reload is logged
  *     out): PING, QUIT and the compat commands (CLIENT, HELLO, ...) pass;
- *     ACL WHOAMI|USERS|LIST|LOAD is answered here (USERS, LIST, LOAD need
- *     @admin); a daemon command needs its categories (the acl column
- *     of the daemon's command table, set_commands) -> else -NOPERM User <u> has no permissions
+ *     ACL WHOAMI|USERS|LIST|LOAD|LOG is answered here (USERS, LIST, LOAD
+ *     need @admin; LOG [count|RESET], Redis's view of the failed logins,
+ *     needs @admin whatever the rules say); a daemon command needs its
+ *     categories (the acl column of the daemon's command table,
+ *     set_commands) -> else -NOPERM User <u> has no permissions
  *     to run the '<cmd>' command; its lock/fence name argument needs a
  *     matching ~pattern -> else -NOPERM No permissions to access a key.
  * A command the daemon's table does not have passes, and the daemon's
@@ -34,7 +38,33 @@
 
 #include "common/acl.h"
 #include "common/compat.h"
+#include "common/limits.h"
+#include "common/log.h"
 #include "proto/resp.h"
+
+struct fence_metric;
+
+/* Recent failed logins from one source address (an IPv4 address, or an
+ * IPv6 /64), for the delay that grows per address. */
+typedef struct fence_acl_fail_addr {
+    char key[64];      /* the address ("" : free) */
+    uint32_t fails;    /* failures within FENCE_AUTH_FORGET_MS of each other */
+    uint64_t last_ms;  /* loop time of the last one */
+    uint64_t next_ms;  /* loop time before which no answer to a failure from
+                        * this address leaves (they are answered in turn) */
+} fence_acl_fail_addr;
+
+/* One ACL LOG entry: failed logins of one user name from one address
+ * (Redis groups similar entries the same way). */
+typedef struct fence_acl_log_entry {
+    uint64_t id;          /* entry-id, from 0 */
+    uint64_t count;       /* failures grouped here */
+    uint64_t created_ms;  /* wall-clock ms of the first */
+    uint64_t updated_ms;  /* wall-clock ms of the last */
+    char user[4 * 64 + 1]; /* the name tried, non-printable bytes as \xNN */
+    char addr[64];        /* source address key (as fence_acl_fail_addr) */
+    char client[160];     /* client-info of the last one */
+} fence_acl_log_entry;
 
 /* The users of one daemon. */
 typedef struct fence_acl_srv {
@@ -44,6 +74,17 @@ typedef struct fence_acl_srv {
     const fence_compat_command *commands; /* the daemon's command table: the
                             one its dispatch uses (set_commands) */
     size_t n_commands;   /* rows in commands */
+    /* Failed logins (acl_srv.c): */
+    struct fence_metric *m_auth_failures; /* <daemon>_auth_failures_total,
+                                           * set by the daemon, or NULL */
+    uint64_t stat_auth_failures; /* failed logins since start */
+    fence_log_limit fail_log;    /* rate limit of their log lines */
+    fence_acl_fail_addr addrs[FENCE_AUTH_ADDRS]; /* per source address */
+    fence_acl_log_entry *log;    /* ACL LOG ring (FENCE_ACL_LOG_MAX, calloc
+                                  * at the first entry), or NULL */
+    size_t log_n;                /* entries in it */
+    size_t log_head;             /* index of the newest */
+    uint64_t log_next_id;        /* entry-id of the next new entry */
 } fence_acl_srv;
 
 /* A reply the gate built (heap, freed by fence__acl_out_free). */
@@ -82,11 +123,20 @@ int fence__acl_srv_reload(fence_acl_srv *s, char *err, size_t err_len);
  * on and nopass (always so without a file). */
 void fence__acl_srv_conn_open(const fence_acl_srv *s, fence_compat_conn *cc);
 
+struct fence_net_conn;
+
 /* The compat module's AUTH callback (ctx->auth with ctx->arg pointing to a
- * daemon that passes its fence_acl_srv here): 0 when the credentials are
- * good. */
-int fence__acl_srv_auth(fence_acl_srv *s, const fence_resp_arg *user,
-                        const fence_resp_arg *pass);
+ * daemon that passes its fence_acl_srv here, with the connection c whose
+ * compat state cc is, or NULL): 0 when the credentials are good (c is
+ * trusted then).  A failure is counted (stat_auth_failures and the
+ * m_auth_failures metric), logged with the user name and source address
+ * (never the password; at most FENCE_AUTH_LOG_PER_S lines a second),
+ * entered in the ACL LOG, and slows c down: its answer (the -WRONGPASS the
+ * compat module writes next) is held for a delay that doubles with each
+ * failure on c or from its address (FENCE_AUTH_*, limits.h), and c is
+ * closed after it once it failed FENCE_AUTH_FAILS_MAX times. */
+int fence__acl_srv_auth(fence_acl_srv *s, fence_compat_conn *cc, struct fence_net_conn *c,
+                        const fence_resp_arg *user, const fence_resp_arg *pass);
 
 /* The user connection cc is logged in as in the current ACL, or NULL
  * (valid until the next reload).  A connection not logged in (a new one,
@@ -126,8 +176,6 @@ bool fence__acl_srv_admin(const fence_acl_srv *s, fence_compat_conn *cc);
 void fence__acl_out_free(fence_acl_out *out);
 
 /* ---- For a daemon on the shared connection layer (src/common/conn.h) ---- */
-
-struct fence_net_conn;
 
 /* At accept of c (compat state cc): log in as "default" when that user is
  * nopass (fence__acl_srv_conn_open) and trust c then (conn_guard.c). */

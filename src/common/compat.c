@@ -958,11 +958,10 @@ static int check_auth(const fence_compat_ctx *ctx, fence_compat_conn *c,
                                 "users or passwords configured");
         return -1;
     }
-    if (user != NULL && (user->len > FENCE_COMPAT_NAME_MAX || !name_ok(user))) {
-        put_error(r, "WRONGPASS", MSG_WRONGPASS);
-        return -1;
-    }
-    if (ctx->auth(ctx->arg, c, user, pass) != 0) {
+    /* A user name no user can have is still a failed login for the
+     * callback to count (and slow down). */
+    bool bad_name = user != NULL && (user->len > FENCE_COMPAT_NAME_MAX || !name_ok(user));
+    if (ctx->auth(ctx->arg, c, user, pass) != 0 || bad_name) {
         put_error(r, "WRONGPASS", MSG_WRONGPASS);
         return -1;
     }

@@ -10,6 +10,7 @@
 #include "common/conn.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/assert.h"
+#include "common/limits.h"
 #include "common/log.h"
 
 /* First read buffer; it grows by doubling up to limits.rbuf_max. */
@@ -31,6 +33,8 @@
 
 static void conn_process(fence_net_conn *c);
 static void conn_flush(fence_net_conn *c);
+static void resume_later(fence_net_conn *c);
+static void resume_cancel(fence_net_conn *c);
 
 /* ---- plain stream transport ---------------------------------------------- */
 
@@ -193,6 +197,18 @@ static void conn_mark_dirty(fence_net_conn *c)
     c->net->dirty_tail = c;
 }
 
+/* Whether c may grow its buffers by more bytes; a connection not logged
+ * in whose share is full makes room by closing the oldest others (a few at
+ * most: each holds at least a first buffer). */
+static bool mem_reserve(fence_net_conn *c, size_t more)
+{
+    bool ok = fence__net_guard_mem_ok(c, more);
+    for (int i = 0; i < 8 && !ok && fence__net_conn_prelogin(c) &&
+                    fence__net_guard_make_room_mem(c); i++)
+        ok = fence__net_guard_mem_ok(c, more);
+    return ok;
+}
+
 /* Room for n more bytes in wbuf; false if memory ran out. */
 static bool wbuf_reserve(fence_net_conn *c, size_t n)
 {
@@ -201,7 +217,7 @@ static bool wbuf_reserve(fence_net_conn *c, size_t n)
     size_t cap = c->wcap ? c->wcap : 4096;
     while (cap - c->wlen < n)
         cap *= 2;
-    if (!fence__net_guard_mem_ok(c, cap - c->wcap))
+    if (!mem_reserve(c, cap - c->wcap))
         return false;
     char *p = realloc(c->wbuf, cap);
     if (p == NULL)
@@ -371,7 +387,7 @@ static bool all_sent(const fence_net_conn *c)
 /* Hand wbuf to the transport and check the slow-reader bound. */
 static void write_out(fence_net_conn *c)
 {
-    if (c->wlen == 0 || c->closing)
+    if (c->wlen == 0 || c->closing || c->held)
         return;
     char *buf = c->wbuf;
     size_t len = c->wlen;
@@ -401,8 +417,8 @@ static void write_out(fence_net_conn *c)
  * the pipeline has room again. */
 static void conn_flush(fence_net_conn *c)
 {
-    if (c->closing)
-        return;
+    if (c->closing || c->held)
+        return; /* a held connection sends when its hold ends */
     if (!drain_ready(c))
         return;
     write_out(c);
@@ -414,7 +430,67 @@ static void conn_flush(fence_net_conn *c)
         return;
     }
     if (!c->reading && !c->in_input && c->n_slots < c->net->lim.max_pipeline)
-        conn_process(c);
+        resume_later(c);
+}
+
+/* ---- resuming ---------------------------------------------------------------- */
+
+/* Requests are parsed in libuv's poll phase (a read) or, when a connection
+ * resumes (its pipeline drained, a hold ended), in the idle phase of the
+ * next loop turn: never from a timer or check callback, so a daemon that
+ * batches the requests of a loop turn and closes the batch in its check
+ * callback (fence-store) always finds them inside the turn's batch. */
+static void on_resume_idle(uv_idle_t *h)
+{
+    fence_net *net = h->data;
+    fence_net_conn *list = net->resumes;
+    net->resumes = NULL;
+    uv_idle_stop(h);
+    /* Take the list first: processing one may schedule it (or others)
+     * again, onto the new list; a connection closed meanwhile was taken
+     * off it by resume_cancel. */
+    for (fence_net_conn *c = list; c != NULL; c = c->resume_next)
+        c->resume_prev = NULL;
+    while (list != NULL) {
+        fence_net_conn *c = list;
+        list = c->resume_next;
+        if (list != NULL)
+            list->resume_prev = NULL;
+        c->resume_next = NULL;
+        c->resume = false;
+        if (!c->closing && !c->held)
+            conn_process(c);
+    }
+}
+
+/* Parse c's buffered input and read on, in the next idle phase. */
+static void resume_later(fence_net_conn *c)
+{
+    fence_net *net = c->net;
+    if (c->resume || c->closing)
+        return;
+    c->resume = true;
+    c->resume_prev = NULL;
+    c->resume_next = net->resumes;
+    if (net->resumes != NULL)
+        net->resumes->resume_prev = c;
+    net->resumes = c;
+    uv_idle_start(&net->resume_idle, on_resume_idle);
+}
+
+/* Take c off the resume list (it closes). */
+static void resume_cancel(fence_net_conn *c)
+{
+    if (!c->resume)
+        return;
+    if (c->resume_prev != NULL)
+        c->resume_prev->resume_next = c->resume_next;
+    else if (c->net->resumes == c)
+        c->net->resumes = c->resume_next;
+    if (c->resume_next != NULL)
+        c->resume_next->resume_prev = c->resume_prev;
+    c->resume_prev = c->resume_next = NULL;
+    c->resume = false;
 }
 
 /* Flush every connection with new output. */
@@ -461,6 +537,7 @@ void fence__net_conn_written(fence_net_conn *c, size_t len, int status)
 void fence__net_conn_closed(uv_handle_t *h)
 {
     fence_net_conn *c = h->data;
+    c->net->freed_since_trim += c->rcap + c->wcap;
     free(c->rbuf);
     free(c->wbuf);
     free(c);
@@ -474,6 +551,8 @@ void fence__net_conn_close(fence_net_conn *c)
     fence_net *net = c->net;
     c->closing = true;
     fence__net_guard_account(c);
+    fence__net_guard_unhold(c);
+    resume_cancel(c);
     FENCE_LOG_D("conn %" PRIu64 ": closed", c->id);
     if (net->hooks.on_close != NULL)
         net->hooks.on_close(net->hooks.ctx, c);
@@ -536,20 +615,29 @@ void fence__net_close_after_flush(fence_net_conn *c)
 /* Grow the read buffer when little is free, up to the bound. */
 void fence__net_conn_rbuf(fence_net_conn *c, char **p, size_t *room)
 {
-    size_t max = c->net->lim.rbuf_max;
+    size_t max = fence__net_conn_rbuf_max(c);
     if (c->rcap - c->rlen < RBUF_MIN_FREE && c->rcap < max) {
-        size_t cap = c->rcap ? c->rcap * 2 : RBUF_INITIAL;
+        size_t cap = c->rcap ? c->rcap * 2
+                             : fence__net_conn_prelogin(c) ? FENCE_PRELOGIN_RBUF_INITIAL
+                                                           : RBUF_INITIAL;
         if (cap > max)
             cap = max;
-        char *nb = fence__net_guard_mem_ok(c, cap - c->rcap) ? realloc(c->rbuf, cap) : NULL;
+        bool ok = mem_reserve(c, cap - c->rcap);
+        char *nb = ok ? realloc(c->rbuf, cap) : NULL;
         if (nb != NULL) {
             c->rbuf = nb;
             c->rcap = cap;
+            c->mem_refused = false;
             fence__net_guard_account(c);
+        } else if (!ok) {
+            c->mem_refused = true;
         }
     }
+    /* A connection logged out (RESET) may hold a larger buffer than its
+     * bound now: it reads no further than the bound. */
+    size_t end = c->rcap < max ? c->rcap : max;
     *p = c->rbuf + c->rlen;
-    *room = c->rcap - c->rlen;
+    *room = c->rlen < end ? end - c->rlen : 0;
 }
 
 /* Stop reading (pipeline full, or closing after an error). */
@@ -564,7 +652,7 @@ static void conn_pause(fence_net_conn *c)
 /* Read again when there is room for more requests. */
 static void conn_resume(fence_net_conn *c)
 {
-    if (!c->reading && !c->closing && !c->close_after_flush) {
+    if (!c->reading && !c->closing && !c->close_after_flush && !c->held) {
         if (c->tr->read_start(c) == 0)
             c->reading = true;
     }
@@ -576,7 +664,24 @@ static void conn_fail(fence_net_conn *c, int status, const char *detail)
     fence_net *net = c->net;
     const char *code = "ERR";
     char msg[512];
-    if (net->hooks.proto_error != NULL) {
+    if (fence__net_conn_prelogin(c) &&
+        (status == FENCE_NET_EREQ_TOOBIG || status == FENCE_RESP_ETOOBIG)) {
+        /* The daemon's limits are not the ones that refused it. */
+        net->stat_prelogin_refused++;
+        if (c->mem_refused) {
+            code = "LIMIT";
+            snprintf(msg, sizeof(msg),
+                     "the memory for connections not logged in is full (1/%d of "
+                     "max-conn-memory); log in on a connection that has, or try again later",
+                     FENCE_PRELOGIN_MEMORY_DIV);
+        } else {
+            code = "NOAUTH";
+            snprintf(msg, sizeof(msg),
+                     "%s: before login a request may have at most %d arguments of %d bytes "
+                     "(AUTH first); closing", detail ? detail : "Protocol error: request too "
+                     "large", FENCE_PRELOGIN_ARGS_MAX, FENCE_PRELOGIN_BULK_MAX);
+        }
+    } else if (net->hooks.proto_error != NULL) {
         msg[0] = '\0';
         net->hooks.proto_error(net->hooks.ctx, c, status, detail, &code, msg,
                                sizeof(msg));
@@ -604,7 +709,7 @@ static void conn_process(fence_net_conn *c)
     if (c->in_input)
         return;
     c->in_input = true;
-    while (off < c->rlen && !c->closing && !c->close_after_flush) {
+    while (off < c->rlen && !c->closing && !c->close_after_flush && !c->held) {
         if (c->n_slots >= net->lim.max_pipeline) {
             if (!drain_ready(c))
                 break;
@@ -613,8 +718,10 @@ static void conn_process(fence_net_conn *c)
                 break;
             }
         }
+        /* Limits per request: a login in the middle of a pipeline lifts
+         * the pre-login ones for the requests after it. */
         ssize_t n = fence_resp_parse(c->rbuf + off, c->rlen - off,
-                                     &net->lim.resp, net->msg);
+                                     fence__net_conn_resp_limits(c), net->msg);
         if (n == FENCE_RESP_PARTIAL) {
             partial = true;
             break;
@@ -646,7 +753,7 @@ static void conn_process(fence_net_conn *c)
         c->rlen -= off;
     }
     fence__net_guard_after_input(c, off > 0);
-    if (partial && c->rlen == net->lim.rbuf_max) {
+    if (partial && c->rlen >= fence__net_conn_rbuf_max(c)) {
         conn_fail(c, FENCE_NET_EREQ_TOOBIG, NULL);
         conn_flush(c);
         return;
@@ -660,6 +767,18 @@ static void conn_process(fence_net_conn *c)
     if (c->n_slots < net->lim.max_pipeline)
         conn_resume(c);
     conn_flush(c);
+}
+
+/* A hold ended (conn_guard.c): parse the requests that waited, read on,
+ * send what is owed. */
+void fence__net_conn_release(fence_net_conn *c)
+{
+    FENCE_ASSERT(!c->held);
+    if (c->closing)
+        return;
+    conn_mark_dirty(c);
+    if (!c->close_after_flush)
+        resume_later(c);
 }
 
 /* Bytes placed in the read buffer by the transport. */
@@ -773,6 +892,16 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     if (net->lim.max_pipeline == 0)
         net->lim.max_pipeline = 1;
     net->hooks = *hooks;
+    net->resp_prelogin = net->lim.resp;
+    if (net->resp_prelogin.args_max > FENCE_PRELOGIN_ARGS_MAX)
+        net->resp_prelogin.args_max = FENCE_PRELOGIN_ARGS_MAX;
+    if (net->resp_prelogin.bulk_max > FENCE_PRELOGIN_BULK_MAX)
+        net->resp_prelogin.bulk_max = FENCE_PRELOGIN_BULK_MAX;
+    if (net->resp_prelogin.inline_max > FENCE_PRELOGIN_INLINE_MAX)
+        net->resp_prelogin.inline_max = FENCE_PRELOGIN_INLINE_MAX;
+    /* Big buffers are mmapped and go back to the kernel when freed (see
+     * FENCE_MMAP_THRESHOLD); process-wide, as only daemons use this layer. */
+    (void)mallopt(M_MMAP_THRESHOLD, FENCE_MMAP_THRESHOLD);
     net->msg = malloc(sizeof(*net->msg));
     if (net->msg == NULL)
         return UV_ENOMEM;
@@ -780,6 +909,9 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     net->check.data = net;
     uv_check_start(&net->check, on_check);
     uv_unref((uv_handle_t *)&net->check);
+    uv_idle_init(loop, &net->resume_idle);
+    net->resume_idle.data = net;
+    uv_unref((uv_handle_t *)&net->resume_idle);
     fence__net_guard_start(net);
     return 0;
 }
@@ -889,6 +1021,8 @@ void fence__net_stop(fence_net *net)
     }
     if (net->loop != NULL && !uv_is_closing((uv_handle_t *)&net->check))
         uv_close((uv_handle_t *)&net->check, NULL);
+    if (net->loop != NULL && !uv_is_closing((uv_handle_t *)&net->resume_idle))
+        uv_close((uv_handle_t *)&net->resume_idle, NULL);
 }
 
 /* Free the parse scratch. */

@@ -13,7 +13,13 @@
  *     ahead of it has been).  A request answered at once needs no slot
  *     (fence__net_reply);
  *   - stops reading while limits.max_pipeline slots are unanswered, and
- *     resumes as they drain;
+ *     resumes as they drain (parsing what waits in the next loop turn's
+ *     idle phase: requests are parsed in the poll or idle phase only,
+ *     never inside a daemon's timer or check callback);
+ *   - before login (limits.prelogin), keeps a connection to small requests
+ *     and a small share of max_conn_memory (FENCE_PRELOGIN_*, limits.h),
+ *     and can hold a connection (fence__net_conn_hold: no reading, parsing
+ *     or sending) to delay the answer to a failed login;
  *   - disconnects a slow reader: once more than limits.max_obuf reply bytes
  *     wait for the peer to take them;
  *   - refuses a connection beyond limits.max_clients with "-LIMIT <refuse
@@ -151,6 +157,16 @@ struct fence_net_conn {
                              * none pending */
     size_t mem;             /* bytes counted against limits.max_conn_memory
                              * (rcap + wcap + out_pending) */
+    bool mem_refused;       /* the budget refused its read buffer room */
+    uint32_t auth_failures; /* failed logins on it (acl_srv.c) */
+    bool held;              /* on the hold list: no reading, parsing or
+                             * sending until hold_until_ms */
+    uint64_t hold_until_ms; /* uv_now at which a hold ends */
+    fence_net_conn *hold_prev; /* list of held connections */
+    fence_net_conn *hold_next; /* list of held connections */
+    bool resume;            /* on the resume list (parse in the idle phase) */
+    fence_net_conn *resume_prev; /* list of connections to resume */
+    fence_net_conn *resume_next; /* list of connections to resume */
 };
 
 /* The bounds, from the daemon's configuration. */
@@ -179,6 +195,11 @@ typedef struct fence_net_limits {
     bool evict_untrusted;       /* the table full: close the oldest
                                  * untrusted connection rather than refuse a
                                  * new one (room for users who log in) */
+    bool prelogin;              /* untrusted connections get the pre-login
+                                 * limits (FENCE_PRELOGIN_*, limits.h):
+                                 * small requests, a small read buffer and
+                                 * backlog, 1/FENCE_PRELOGIN_MEMORY_DIV of
+                                 * max_conn_memory together */
 } fence_net_limits;
 
 /* What the daemon does with requests and events. */
@@ -245,6 +266,19 @@ struct fence_net {
     uint64_t stat_timed_out;    /* closed by a timeout */
     uint64_t stat_evicted;      /* untrusted, closed to make room */
     uint64_t stat_mem_refused;  /* closed or refused for max_conn_memory */
+    /* Before login (conn_guard.c): */
+    fence_resp_limits resp_prelogin; /* parser limits of untrusted
+                                 * connections (lim.prelogin) */
+    uint64_t mem_prelogin;      /* the part of mem_used untrusted
+                                 * connections hold */
+    uint64_t stat_prelogin_refused; /* closed for a pre-login limit */
+    uint64_t freed_since_trim;  /* buffer bytes freed since malloc_trim */
+    uv_timer_t hold_timer;      /* ends holds (delayed answers) */
+    bool hold_timer_open;       /* hold_timer initialized */
+    fence_net_conn *held;       /* held connections (hold_next list) */
+    /* Parsing resumed outside the poll phase (conn.c): */
+    uv_idle_t resume_idle;      /* runs the resume list, then stops */
+    fence_net_conn *resumes;    /* connections whose buffered input waits */
 };
 
 /* ---- Hostile-client guards (conn_guard.c) ---------------------------------- */
@@ -273,6 +307,35 @@ bool fence__net_guard_make_room(fence_net *net, fence_net_conn *c);
 void fence__net_guard_after_input(fence_net_conn *c, bool progressed);
 /* The daemon trusts c from now on (it logged in). */
 void fence__net_conn_trust(fence_net_conn *c, bool trusted);
+
+/* ---- Before login (conn_guard.c) --------------------------------------------- */
+
+/* The parser limits and read-buffer bound for c's next request: the
+ * pre-login ones while c is untrusted (limits.prelogin) and presents no
+ * verified client certificate, else the daemon's. */
+const fence_resp_limits *fence__net_conn_resp_limits(const fence_net_conn *c);
+size_t fence__net_conn_rbuf_max(const fence_net_conn *c);
+/* Whether c is under the pre-login limits now. */
+bool fence__net_conn_prelogin(const fence_net_conn *c);
+/* The strangers' share of max_conn_memory is full as c (not logged in)
+ * wants more: close the oldest other connection not logged in that holds
+ * memory.  Returns true if one was closed. */
+bool fence__net_guard_make_room_mem(fence_net_conn *c);
+
+/* Hold c for delay_ms from now (a delayed answer to a failed login): c
+ * reads, parses and sends nothing until then (what it is owed, the
+ * answer included, leaves when the hold ends); a later end extends it.
+ * The loop is not blocked: one timer ends every hold. */
+void fence__net_conn_hold(fence_net_conn *c, uint64_t delay_ms);
+/* Take c off the hold list (closing, or its hold ended). */
+void fence__net_guard_unhold(fence_net_conn *c);
+/* A hold ended: parse what waited, send what is owed (conn.c). */
+void fence__net_conn_release(fence_net_conn *c);
+
+/* c's peer address, "ip:port" (or "unix" for a Unix socket, "?" when
+ * unknown), into buf; *ip (may be NULL) gets the IP alone. */
+void fence__net_conn_peer(const fence_net_conn *c, char *buf, size_t cap, char *ip,
+                          size_t ip_cap);
 
 /* Set up the layer on loop (no listener yet).  lim and hooks are copied.
  * Returns 0 or UV_ENOMEM. */

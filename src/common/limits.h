@@ -196,6 +196,77 @@ _Static_assert(FENCE_CONN_MEMORY_DEFAULT >= 16ULL * FENCE_RBUF_MAX,
 _Static_assert(FENCE_CONN_MEMORY_DEFAULT >= FENCE_OBUF_DEFAULT,
                "the default budget holds one maximal output backlog");
 
+/* ---- Before login (src/common/conn.c, conn_guard.c, acl_srv.c) ---------- */
+
+/* With --acl-file, a connection that has not logged in yet gets a few
+ * hundred bytes, not the full request limits (Redis caps multibulk counts
+ * and bulk lengths before AUTH since CVE-2021-32675): at most ARGS
+ * arguments (HELLO 3 AUTH u p SETNAME n is 7), each at most BULK bytes (a
+ * user name is at most FENCE_COMPAT_NAME_MAX; a longer password cannot
+ * log in), inline and header lines of at most INLINE bytes, a read buffer
+ * of at most RBUF bytes and at most OBUF unsent reply bytes.  Together,
+ * the connections not logged in hold at most 1/MEMORY_DIV of
+ * --max-conn-memory. */
+#define FENCE_PRELOGIN_ARGS_MAX 10
+#define FENCE_PRELOGIN_BULK_MAX 1024
+#define FENCE_PRELOGIN_INLINE_MAX 4096
+#define FENCE_PRELOGIN_RBUF_MAX (16 * 1024)
+/* The first read buffer of such a connection (an AUTH fits; it grows
+ * toward RBUF_MAX for a larger request).  When their share of the memory
+ * is full, the oldest of them is closed to make room for a new one, so
+ * strangers holding buffers cannot keep a user from logging in. */
+#define FENCE_PRELOGIN_RBUF_INITIAL 4096
+#define FENCE_PRELOGIN_OBUF_MAX (64 * 1024)
+#define FENCE_PRELOGIN_MEMORY_DIV 16
+/* glibc's M_MMAP_THRESHOLD, fixed by the connection layer at start: a
+ * buffer this large or larger is mmapped and so unmapped when it is
+ * freed.  (The default threshold is dynamic: once a 4 MiB read buffer is
+ * freed it rises to 4 MiB, later big buffers come from the heap, and the
+ * heap keeps what they held after they close.) */
+#define FENCE_MMAP_THRESHOLD (128 * 1024)
+/* Buffer bytes freed by closed connections after which the layer asks
+ * glibc to hand free heap pages back (malloc_trim, at most once a second). */
+#define FENCE_TRIM_AFTER (1024 * 1024)
+
+_Static_assert(FENCE_PRELOGIN_ARGS_MAX >= 7, "HELLO 3 AUTH user pass SETNAME name fits");
+_Static_assert(FENCE_PRELOGIN_ARGS_MAX <= FENCE_ARGS_MAX, "a tighter limit, not a looser one");
+_Static_assert(FENCE_PRELOGIN_BULK_MAX >= FENCE_COMPAT_NAME_MAX, "a user name fits");
+_Static_assert(FENCE_PRELOGIN_BULK_MAX <= FENCE_BULK_DEFAULT, "a tighter limit");
+_Static_assert(FENCE_PRELOGIN_INLINE_MAX <= FENCE_INLINE_MAX, "a tighter limit");
+_Static_assert(FENCE_PRELOGIN_ARGS_MAX * (FENCE_PRELOGIN_BULK_MAX + 32) + 32 <=
+               FENCE_PRELOGIN_RBUF_MAX, "a maximal pre-login request fits its read buffer");
+_Static_assert(FENCE_PRELOGIN_INLINE_MAX + 2 <= FENCE_PRELOGIN_RBUF_MAX,
+               "a maximal pre-login line fits its read buffer");
+_Static_assert(FENCE_PRELOGIN_MEMORY_DIV >= 2, "a small share");
+_Static_assert(FENCE_PRELOGIN_RBUF_INITIAL <= FENCE_PRELOGIN_RBUF_MAX, "the first buffer is the smallest");
+
+/* Failed logins (src/common/acl_srv.c).  Each failed AUTH (or HELLO ...
+ * AUTH) is answered after a delay, without blocking the loop: DELAY_MS
+ * doubled for each earlier failure on the connection, or from its source
+ * address within FORGET_MS, at most DELAY_MAX_MS; the failures of one
+ * address are answered one after the other (an address gets at most one
+ * answer per delay, however many connections it opens).  The connection
+ * is closed after FAILS_MAX failures.  ADDRS source addresses are
+ * remembered (the oldest is forgotten first).  At most LOG_PER_S failures
+ * a second are logged one by one (the rest are counted in the next line). */
+#define FENCE_AUTH_DELAY_MS 100
+#define FENCE_AUTH_DELAY_MAX_MS 3000
+#define FENCE_AUTH_FAILS_MAX 5
+#define FENCE_AUTH_FORGET_MS 60000
+#define FENCE_AUTH_ADDRS 256
+#define FENCE_AUTH_LOG_PER_S 10
+/* ACL LOG: entries kept (Redis's acllog-max-len default), and the time in
+ * which a failure of the same user from the same address adds to an
+ * entry's count instead of opening a new one (as Redis groups them). */
+#define FENCE_ACL_LOG_MAX 128
+#define FENCE_ACL_LOG_GROUP_MS 60000
+
+_Static_assert(FENCE_AUTH_DELAY_MS > 0 && FENCE_AUTH_DELAY_MS <= FENCE_AUTH_DELAY_MAX_MS,
+               "delay bounds");
+_Static_assert(FENCE_AUTH_DELAY_MAX_MS < FENCE_AUTH_TIMEOUT_MS_DEFAULT,
+               "a delayed answer arrives before the login timeout");
+_Static_assert(FENCE_AUTH_FAILS_MAX >= 2, "a mistyped password is forgiven once");
+
 _Static_assert(FENCE_ACL_LINE_MAX <= FENCE_ACL_FILE_MAX, "a line fits the file");
 _Static_assert(FENCE_NAME_MAX < FENCE_ACL_LINE_MAX, "a pattern as long as a name fits a line");
 _Static_assert(FENCE_COMPAT_NAME_MAX < FENCE_ACL_LINE_MAX, "a user name fits a line");
@@ -221,9 +292,23 @@ _Static_assert(FENCE_LIST_COUNT_DEFAULT <= FENCE_LIST_COUNT_MAX, "list count bou
 /* Most bucket bounds of one histogram (besides +Inf). */
 #define FENCE_METRIC_BUCKETS_MAX 32
 /* Concurrent connections of the metrics HTTP endpoint, and its idle
- * timeout: scrapers beyond the limit are refused, idle ones dropped. */
-#define FENCE_METRIC_HTTP_CONNS_DEFAULT 32
-#define FENCE_METRIC_HTTP_TIMEOUT_S 10
+ * timeout: scrapers beyond the limit are refused, idle ones dropped.
+ * Room for many (each holds at most FENCE_METRIC_HTTP_CONN_MEMORY bytes):
+ * idle sockets must not lock /health out, and a short timeout frees their
+ * places soon (a scraper that keeps its connection alive between scrapes
+ * just opens a new one).  One remote address (an IPv4 address, an IPv6
+ * /64) holds at most PER_IP of them; loopback is not limited (whoever is
+ * on the host can do more than that anyway).  The listen backlog. */
+#define FENCE_METRIC_HTTP_CONNS_DEFAULT 256
+#define FENCE_METRIC_HTTP_TIMEOUT_S 3
+#define FENCE_METRIC_HTTP_PER_IP 8
+#define FENCE_METRIC_HTTP_CONN_MEMORY (32 * 1024)
+#define FENCE_METRIC_HTTP_BACKLOG 511
+
+_Static_assert(FENCE_METRIC_HTTP_PER_IP * 8 <= FENCE_METRIC_HTTP_CONNS_DEFAULT,
+               "one address takes a small part of the connections");
+_Static_assert((unsigned long long)FENCE_METRIC_HTTP_CONNS_DEFAULT * FENCE_METRIC_HTTP_CONN_MEMORY <=
+               16ull * 1024 * 1024, "the endpoint's connections hold little memory");
 
 _Static_assert(FENCE_METRIC_LABEL_MAX <= FENCE_NAME_MAX, "a cut label is a prefix of a name");
 _Static_assert(FENCE_METRIC_LABEL_MAX < 65536, "label lengths fit a uint16_t");

@@ -2,7 +2,10 @@
  * from its own internal polling thread, so no HTTP byte is ever parsed or
  * written on a daemon's event loop.  We bind the listening socket ourselves
  * (so a failure names the address and errno, and port 0 works), then hand
- * it to libmicrohttpd with a connection limit and an idle timeout.  See
+ * it to libmicrohttpd with a connection limit, a short idle timeout and a
+ * limit per remote address (FENCE_METRIC_HTTP_*, limits.h), so that idle
+ * sockets cannot lock /health out.  The daemons bind it to --metrics-bind
+ * (loopback by default), not to their client address.  See
  * docs/metrics.md for why libmicrohttpd rather than H2O. */
 #include <errno.h>
 #include <microhttpd.h>
@@ -20,9 +23,19 @@
 #include "common/limits.h"
 #include "common/metrics.h"
 
+/* Open connections of one remote address (per-address limit). */
+typedef struct peer_count {
+    uint8_t key[16];   /* IPv4 address, or IPv6 /64 (zero padded) */
+    uint8_t len;       /* bytes of key in use; 0: free slot */
+    unsigned n;        /* open connections */
+} peer_count;
+
 /* A running endpoint. */
 struct fence_metrics_http {
     struct MHD_Daemon *mhd;         /* libmicrohttpd's daemon (owns the thread) */
+    peer_count *peers;              /* per-address counts, max_conns slots
+                                     * (touched on the HTTP thread only) */
+    unsigned max_conns;             /* connection limit */
     int fd;                         /* the listening socket */
     int port;                       /* the port bound */
     fence_metrics *metrics;         /* what /metrics renders */
@@ -118,6 +131,94 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return respond(c, MHD_HTTP_NOT_FOUND, "text/plain", msg, sizeof(msg) - 1);
 }
 
+/* The per-address key of a socket address: false for loopback (not
+ * limited) and for anything that is not IP. */
+static bool peer_key(const struct sockaddr *sa, uint8_t key[16], uint8_t *len)
+{
+    memset(key, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+        memcpy(key, &a->sin_addr, 4);
+        *len = 4;
+        return key[0] != 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
+            return false;
+        if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+            memcpy(key, &a->sin6_addr.s6_addr[12], 4);
+            *len = 4;
+            return key[0] != 127;
+        }
+        memcpy(key, &a->sin6_addr, 8);
+        *len = 8;
+        return true;
+    }
+    return false;
+}
+
+/* The slot of key, or (add) a free one; NULL when none. */
+static peer_count *peer_find(fence_metrics_http *h, const uint8_t key[16], uint8_t len, bool add)
+{
+    peer_count *free_slot = NULL;
+    for (unsigned i = 0; i < h->max_conns; i++) {
+        peer_count *p = &h->peers[i];
+        if (p->len == len && memcmp(p->key, key, 16) == 0)
+            return p;
+        if (p->len == 0 && free_slot == NULL)
+            free_slot = p;
+    }
+    if (!add || free_slot == NULL)
+        return NULL;
+    memcpy(free_slot->key, key, 16);
+    free_slot->len = len;
+    free_slot->n = 0;
+    return free_slot;
+}
+
+/* libmicrohttpd asks whether to accept a connection from addr: not when
+ * that remote address already holds FENCE_METRIC_HTTP_PER_IP. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    fence_metrics_http *h = cls;
+    uint8_t key[16], len;
+    (void)addrlen;
+    if (!peer_key(addr, key, &len))
+        return MHD_YES;
+    const peer_count *p = peer_find(h, key, len, false);
+    return p == NULL || p->n < FENCE_METRIC_HTTP_PER_IP ? MHD_YES : MHD_NO;
+}
+
+/* A connection started or closed: keep the per-address counts (the slot
+ * is remembered in the connection's socket context). */
+static void on_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                      enum MHD_ConnectionNotificationCode toe)
+{
+    fence_metrics_http *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        uint8_t key[16], len;
+        *socket_context = NULL;
+        if (ci == NULL || ci->client_addr == NULL || !peer_key(ci->client_addr, key, &len))
+            return;
+        peer_count *p = peer_find(h, key, len, true);
+        if (p != NULL) {
+            p->n++;
+            *socket_context = p;
+        }
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        peer_count *p = *socket_context;
+        if (p != NULL) {
+            FENCE_ASSERT(p->n > 0);
+            if (--p->n == 0)
+                p->len = 0;
+        }
+        *socket_context = NULL;
+    }
+}
+
 /* Bind and listen on bind:port; returns the socket or -1 with the reason
  * in errbuf.  *v6 tells whether it is an IPv6 socket, *bound the port. */
 static int listen_on(const char *bind_addr, int port, bool *v6, int *bound, char *errbuf,
@@ -141,7 +242,7 @@ static int listen_on(const char *bind_addr, int port, bool *v6, int *bound, char
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (ai->ai_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0)
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, FENCE_METRIC_HTTP_BACKLOG) != 0)
         goto out_close;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -188,6 +289,12 @@ int fence_metrics_http_start(const fence_metrics_http_opts *opts, fence_metrics_
         goto out_free;
     unsigned conns = opts->max_conns != 0 ? opts->max_conns : FENCE_METRIC_HTTP_CONNS_DEFAULT;
     unsigned timeout = opts->timeout_s != 0 ? opts->timeout_s : FENCE_METRIC_HTTP_TIMEOUT_S;
+    h->max_conns = conns;
+    h->peers = calloc(conns, sizeof(*h->peers));
+    if (h->peers == NULL) {
+        snprintf(errbuf, errcap, "out of memory");
+        goto out_close;
+    }
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     /* The HTTP thread inherits this thread's signal mask: block everything
      * while it is created, so the daemon's signals (SIGTERM, SIGINT) are
@@ -195,11 +302,13 @@ int fence_metrics_http_start(const fence_metrics_http_opts *opts, fence_metrics_
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
+    h->mhd = MHD_start_daemon(flags, 0, on_accept, h, on_request, h,
                               MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd,
                               MHD_OPTION_CONNECTION_LIMIT, conns,
                               MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                              (size_t)FENCE_METRIC_HTTP_CONN_MEMORY,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_notify, h,
                               MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (h->mhd == NULL) {
@@ -213,6 +322,7 @@ int fence_metrics_http_start(const fence_metrics_http_opts *opts, fence_metrics_
 out_close:
     close(h->fd);
 out_free:
+    free(h->peers);
     free(h);
     return -1;
 }
@@ -232,5 +342,6 @@ void fence_metrics_http_stop(fence_metrics_http *h) {
     MHD_stop_daemon(h->mhd);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
+    free(h->peers);
     free(h);
 }

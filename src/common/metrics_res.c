@@ -48,7 +48,11 @@ int fence_res_metrics_init(fence_res_metrics *m, const char *prefix, char *errbu
                          "Open client connections.", NULL, errbuf, errcap);
     m->errors = add(m, FENCE_METRIC_COUNTER, prefix, "_error_replies_total",
                     "Error replies sent, by code.", "code", errbuf, errcap);
-    if (!m->admits || !m->stale || !m->mark || !m->fsync || !m->connections || !m->errors) {
+    m->auth_failures = add(m, FENCE_METRIC_COUNTER, prefix, "_auth_failures_total",
+                           "Failed logins (AUTH or HELLO AUTH with a wrong user or password).",
+                           NULL, errbuf, errcap);
+    if (!m->admits || !m->stale || !m->mark || !m->fsync || !m->connections || !m->errors ||
+        !m->auth_failures) {
         fence_metrics_free(m->reg);
         m->reg = NULL;
         return -1;

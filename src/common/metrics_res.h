@@ -25,6 +25,7 @@ typedef struct fence_res_metrics {
     fence_metric *fsync;        /* <prefix>_fsync_duration_seconds */
     fence_metric *connections;  /* <prefix>_connections */
     fence_metric *errors;       /* <prefix>_error_replies_total{code} */
+    fence_metric *auth_failures; /* <prefix>_auth_failures_total */
     fence_log_limit audit;      /* rate limit of the stale-rejection audit lines */
 } fence_res_metrics;
 

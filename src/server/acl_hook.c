@@ -21,10 +21,7 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
                    const fence_resp_arg *pass)
 {
     fence_server *s = arg;
-    int rc = fence__acl_srv_auth(&s->acl, user, pass);
-    if (rc == 0)
-        fence__net_conn_trust(&conn_of(cc)->base, true);
-    return rc;
+    return fence__acl_srv_auth(&s->acl, cc, &conn_of(cc)->base, user, pass);
 }
 
 /* CLIENT LIST: whether the connection of cc sees every connection. */
@@ -46,6 +43,7 @@ int fence__server_acl_init(fence_server *s)
     }
     fence__acl_srv_set_commands(&s->acl, fence__server_commands, fence__server_commands_n);
     s->compat.sees_all = sees_all_cb;
+    s->acl.m_auth_failures = s->metrics.auth_failures;
     if (path != NULL) {
         s->compat.auth = auth_cb; /* ctx->arg is s */
         LOG_INFO("acl: %s loaded (%zu users)", path, fence_acl_count(s->acl.acl));

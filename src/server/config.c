@@ -26,7 +26,10 @@ static const fence_opt options[] = {
     U64("port", port, 0, 65535, 7700, "<port>",
         "client TCP port (0: none; then tls-port or unix-socket)"),
     U64("metrics-port", metrics_port, 0, 65535, 0, "<port>",
-        "serve /metrics and /health over HTTP on --bind (0: off)"),
+        "serve /metrics and /health over HTTP on --metrics-bind (0: off)"),
+    FENCE_OPT_STR_REQ_ROW(T, "metrics-bind", metrics_bind, "127.0.0.1", "<addr>",
+                          "address of the metrics port (IPv4 or IPv6; loopback by default, "
+                          "whatever --bind is)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "client TCP address (IPv4 or IPv6)"),
     STR("unix-socket", unix_socket, "", "<path>",

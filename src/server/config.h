@@ -28,6 +28,7 @@ typedef struct fence_peer {
 typedef struct fence_config {
     uint64_t port;                 /* client TCP port */
     uint64_t metrics_port;         /* HTTP /metrics and /health, 0: off */
+    char metrics_bind[FENCE_HOST_MAX]; /* its address (default loopback) */
     char bind[FENCE_HOST_MAX];     /* client TCP address */
     char unix_socket[108];         /* Unix socket path, "" for none */
     uint64_t tls_port;             /* client TLS port, 0: none */

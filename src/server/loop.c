@@ -497,12 +497,12 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     if (fence__listen(s) != 0)
         return -1;
     if (cfg->metrics_port != 0) {
-        if (fence__srv_metrics_listen(&s->metrics, cfg->bind, (int)cfg->metrics_port, merr,
-                                      sizeof(merr)) != 0) {
+        if (fence__srv_metrics_listen(&s->metrics, cfg->metrics_bind, (int)cfg->metrics_port,
+                                      merr, sizeof(merr)) != 0) {
             LOG_ERROR("metrics-port: %s", merr);
             return -1;
         }
-        LOG_INFO("metrics on http://%s:%llu/metrics", cfg->bind,
+        LOG_INFO("metrics on http://%s:%llu/metrics", cfg->metrics_bind,
                  (unsigned long long)cfg->metrics_port);
     }
     return 0;

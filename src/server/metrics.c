@@ -51,6 +51,7 @@ static const family_def defs[] = {
     {F(rejections), C, "fenced_rejections_total", "Requests or connections refused by a limit.", "limit", FENCE_SRV_METRIC_LIMITS, NULL, 0},
     {F(errors), C, "fenced_error_replies_total", "Error replies sent, by code.", "code", FENCE_SRV_METRIC_CODES, NULL, 0},
     {F(peer_refusals), C, "fenced_raft_peer_refusals_total", "Raft peer connections refused or dropped by the mutual-TLS transport, by reason.", "reason", FENCE_SRV_METRIC_CODES, NULL, 0},
+    {F(auth_failures), C, "fenced_auth_failures_total", "Failed logins (AUTH or HELLO AUTH with a wrong user or password).", NULL, 0, NULL, 0},
 };
 
 #undef F

@@ -64,6 +64,7 @@ typedef struct fence_srv_metrics {
     fence_metric *rejections;        /* fenced_rejections_total{limit} */
     fence_metric *errors;            /* fenced_error_replies_total{code} */
     fence_metric *peer_refusals;     /* fenced_raft_peer_refusals_total{reason} */
+    fence_metric *auth_failures;     /* fenced_auth_failures_total */
     fence_metric_series *cmd_series[FENCE_SRV_METRIC_COMMANDS]; /* latency series by
                                       * enum fence_op, found on first use */
     uint64_t leader_id;              /* last leader id seen (leader changes) */

@@ -19,7 +19,10 @@ static const fence_opt opts[] = {
                       "TCP port to listen on (0: none; then tls-port or "
                       "unix-socket)"),
     FENCE_OPT_U64_ROW(T, "metrics-port", metrics_port, 0, 65535, 0, "<port>",
-                      "serve /metrics and /health over HTTP on --bind (0: off)"),
+                      "serve /metrics and /health over HTTP on --metrics-bind (0: off)"),
+    FENCE_OPT_STR_REQ_ROW(T, "metrics-bind", metrics_bind, "127.0.0.1", "<addr>",
+                          "address of the metrics port (an IPv4 or IPv6 literal; loopback "
+                          "by default, whatever --bind is)"),
     FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
                           "address to listen on (an IPv4 or IPv6 literal)"),
     FENCE_OPT_STR_ROW(T, "unix-socket", unix_socket, "", "<path>",

@@ -12,6 +12,7 @@
 typedef struct fence_store_config {
     uint64_t port;           /* TCP port to listen on */
     uint64_t metrics_port;   /* HTTP /metrics and /health, 0: off */
+    char metrics_bind[64];   /* its address (default loopback) */
     char bind[64];           /* address to listen on (IPv4/IPv6 literal) */
     char unix_socket[108];   /* Unix socket path, "" for none */
     uint64_t tls_port;       /* client TLS port, 0: none */

@@ -122,11 +122,9 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
                    const fence_resp_arg *pass)
 {
     server *s = arg;
-    int rc = fence__acl_srv_auth(&s->acl, user, pass);
-    if (rc == 0)
-        fence__net_conn_trust((fence_net_conn *)((char *)cc - offsetof(store_conn, compat)),
-                              true);
-    return rc;
+    return fence__acl_srv_auth(&s->acl, cc,
+                               (fence_net_conn *)((char *)cc - offsetof(store_conn, compat)),
+                               user, pass);
 }
 
 /* CLIENT LIST: whether the connection of cc sees every connection
@@ -777,7 +775,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence_signtok_verifier_free(s->verifier);
         return 1;
     }
-    if (fence__store_metrics_start(&s->metrics, cfg->bind, (int)cfg->metrics_port, err,
+    if (fence__store_metrics_start(&s->metrics, cfg->metrics_bind, (int)cfg->metrics_port, err,
                                    sizeof(err)) != 0) {
         FENCE_LOG_E("metrics-port: %s", err);
         fence__net_stop(&s->net);
@@ -785,8 +783,10 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         fence__net_free(&s->net);
         return 1;
     }
+    s->acl.m_auth_failures = s->metrics.auth_failures;
     if (cfg->metrics_port != 0)
-        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->bind, cfg->metrics_port);
+        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->metrics_bind,
+                    cfg->metrics_port);
     uv_check_init(s->loop, &s->check);
     uv_idle_init(s->loop, &s->idle);
     s->check.data = s->idle.data = s;

@@ -13,7 +13,8 @@
  *   - glob matching of every pattern against a few names terminates.
  * Mode 2 (the gate, with a fixed ACL and one connection state): the
  * stream is parsed request by request; a connection that is not logged in
- * gets only AUTH, HELLO, PING and QUIT through, everything else -NOAUTH;
+ * gets only AUTH, HELLO ... AUTH u p, PING and QUIT through, everything
+ * else (a HELLO without AUTH too) -NOAUTH; ACL LOG [n|RESET] answers;
  * every answer is one RESP reply; a logged-in user never gets a command
  * outside its rules through.  AUTH is checked with the real callback and
  * the connection is logged in as compat would on success.
@@ -37,6 +38,15 @@ static const char *cmds[] = {"LOCK", "UNLOCK", "CLUSTER.REMOVE", "FSET", "FENCE.
 static fence_acl_srv gate_srv;
 static bool gate_ready;
 static fence_resp_msg gate_msg;
+
+/* Whether a HELLO request carries "AUTH u p" after its protocol version. */
+static bool hello_auth(const fence_resp_msg *m)
+{
+    for (uint32_t i = 2; i + 2 < m->argc; i++)
+        if (m->argv[i].len == 4 && strncasecmp(m->argv[i].ptr, "AUTH", 4) == 0)
+            return true;
+    return false;
+}
 
 /* Mode 2: the gate over a request stream. */
 static void fuzz_gate(const char *p, size_t n)
@@ -71,7 +81,8 @@ static void fuzz_gate(const char *p, size_t n)
         bool free_cmd = (a0->len == 4 && (strncasecmp(a0->ptr, "AUTH", 4) == 0 ||
                                           strncasecmp(a0->ptr, "PING", 4) == 0 ||
                                           strncasecmp(a0->ptr, "QUIT", 4) == 0)) ||
-                        (a0->len == 5 && strncasecmp(a0->ptr, "HELLO", 5) == 0);
+                        (a0->len == 5 && strncasecmp(a0->ptr, "HELLO", 5) == 0 &&
+                         hello_auth(&gate_msg));
         if (!was_in) {
             FUZZ_CHECK(answered == !free_cmd);
             if (answered)
@@ -86,7 +97,7 @@ static void fuzz_gate(const char *p, size_t n)
         /* AUTH user pass, as the compat module would run it. */
         if (a0->len == 4 && strncasecmp(a0->ptr, "AUTH", 4) == 0 && gate_msg.argc == 3 &&
             gate_msg.argv[1].len < sizeof(cc.user) &&
-            fence__acl_srv_auth(&gate_srv, &gate_msg.argv[1], &gate_msg.argv[2]) == 0) {
+            fence__acl_srv_auth(&gate_srv, &cc, NULL, &gate_msg.argv[1], &gate_msg.argv[2]) == 0) {
             cc.authenticated = true;
             memcpy(cc.user, gate_msg.argv[1].ptr, gate_msg.argv[1].len);
             cc.user[gate_msg.argv[1].len] = '\0';

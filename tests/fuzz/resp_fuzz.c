@@ -1,8 +1,8 @@
 /* Fuzz target for the RESP request parser (src/proto/resp.c).
  *
  * The input is a byte stream from a client.  It is parsed request by
- * request (pipelining), once with the default limits and once with tiny
- * ones, and for every request that parses:
+ * request (pipelining), once with the default limits, once with tiny ones
+ * and once with the pre-login ones, and for every request that parses:
  *   - the result stays within the limits and within the input or scratch;
  *   - every shorter prefix of the request is PARTIAL;
  *   - encoding it with fence_resp_request parses back to the same argv,
@@ -169,5 +169,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fence_resp_limits tiny = {.args_max = 3, .bulk_max = 8, .inline_max = 16};
     parse_stream(buf, size, &tiny);
+    /* The limits of a connection not logged in (src/common/conn_guard.c). */
+    fence_resp_limits pre = {.args_max = FENCE_PRELOGIN_ARGS_MAX,
+                             .bulk_max = FENCE_PRELOGIN_BULK_MAX,
+                             .inline_max = FENCE_PRELOGIN_INLINE_MAX};
+    parse_stream(buf, size, &pre);
     return 0;
 }

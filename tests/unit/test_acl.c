@@ -353,9 +353,17 @@ static void test_gate(void)
     CHECK_STR(gate(&s, &cc, "PING\r\n"), "");
     CHECK_STR(gate(&s, &cc, "auth alice pw\r\n"), "");
     CHECK_STR(gate(&s, &cc, "HELLO 2 AUTH alice pw\r\n"), "");
+    /* HELLO without AUTH says nothing about the server before login. */
+    CHECK(strncmp(gate(&s, &cc, "HELLO\r\n"), "-NOAUTH HELLO must be called", 28) == 0);
+    CHECK(strncmp(gate(&s, &cc, "HELLO 2 SETNAME x\r\n"), "-NOAUTH", 7) == 0);
     fence_resp_arg u = {"alice", 5}, p = {"pw", 2}, bad = {"PW", 2};
-    CHECK(fence__acl_srv_auth(&s, &u, &p) == 0);
-    CHECK(fence__acl_srv_auth(&s, &u, &bad) == -1);
+    CHECK(fence__acl_srv_auth(&s, &cc, NULL, &u, &p) == 0);
+    CHECK(s.stat_auth_failures == 0);
+    CHECK(fence__acl_srv_auth(&s, &cc, NULL, &u, &bad) == -1);
+    CHECK(fence__acl_srv_auth(&s, &cc, NULL, &u, &bad) == -1);
+    CHECK(s.stat_auth_failures == 2);
+    CHECK(s.log_n == 1 && s.log[s.log_head].count == 2); /* grouped: same user, address */
+    CHECK(strcmp(s.log[s.log_head].user, "alice") == 0);
     cc.authenticated = true; /* what compat does after the callback said yes */
     strcpy(cc.user, "alice");
     CHECK_STR(gate(&s, &cc, "ACL WHOAMI\r\n"), "$5\r\nalice\r\n");
@@ -365,6 +373,22 @@ static void test_gate(void)
               "-NOPERM User alice has no permissions to run the 'cluster.remove' command\r\n");
     CHECK_STR(gate(&s, &cc, "ACL LIST\r\n"),
               "-NOPERM User alice has no permissions to run the 'acl|list' command\r\n");
+    CHECK_STR(gate(&s, &cc, "ACL LOG\r\n"),
+              "-NOPERM User alice has no permissions to run the 'acl|log' command\r\n");
+    {
+        fence_compat_conn rc;
+        fence_compat_conn_init(&rc, 2);
+        rc.authenticated = true;
+        strcpy(rc.user, "root");
+        const char *r = gate(&s, &rc, "ACL LOG\r\n");
+        CHECK(strncmp(r, "*1\r\n*20\r\n$5\r\ncount\r\n:2\r\n$6\r\nreason\r\n$4\r\nauth\r\n", 44) == 0);
+        CHECK(strstr(r, "$8\r\nusername\r\n$5\r\nalice\r\n") != NULL);
+        CHECK(strstr(r, "PW") == NULL); /* never the password */
+        CHECK_STR(gate(&s, &rc, "ACL LOG 0\r\n"), "*0\r\n");
+        CHECK_STR(gate(&s, &rc, "ACL LOG RESET\r\n"), "+OK\r\n");
+        CHECK_STR(gate(&s, &rc, "ACL LOG\r\n"), "*0\r\n");
+        CHECK(strncmp(gate(&s, &rc, "ACL LOG x\r\n"), "-ERR", 4) == 0);
+    }
     CHECK_STR(gate(&s, &cc, "CLIENT ID\r\n"), "");
     CHECK_STR(gate(&s, &cc, "NOSUCH\r\n"), "");
     uint64_t owner;

@@ -3,7 +3,9 @@
  * order whatever order the daemon fills its slots in, the pipeline limit
  * pauses parsing, max-clients refuses politely, protocol errors and QUIT
  * close after the reply, an oversized request is refused, and a slot
- * orphaned by a closed connection can still be answered (then freed). */
+ * orphaned by a closed connection can still be answered (then freed);
+ * before login only small requests parse, and a held connection answers
+ * (and parses what waits) only when its hold ends. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@ static char first_arg[64][32];     /* their first argument */
 static int n_requests;             /* requests handed to on_request */
 static int n_orphans;              /* slots kept by on_slot_orphan */
 static bool defer = true;          /* answer later (slot) or at once */
+static bool prelogin;              /* start() with the pre-login limits */
 
 /* The daemon: QUIT answers +OK and closes after it; NOW answers at once;
  * everything else gets a slot (or an immediate echo when !defer). */
@@ -31,6 +34,16 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *m)
     snprintf(first_arg[i], sizeof(first_arg[i]), "%.*s",
              (int)(m->argc > 1 ? m->argv[1].len : m->argv[0].len),
              m->argc > 1 ? m->argv[1].ptr : m->argv[0].ptr);
+    if (m->argv[0].len == 5 && memcmp(m->argv[0].ptr, "TRUST", 5) == 0) {
+        fence__net_conn_trust(c, true); /* as a login does */
+        fence__net_reply(c, "+T\r\n", 4);
+        return;
+    }
+    if (m->argv[0].len == 4 && memcmp(m->argv[0].ptr, "HOLD", 4) == 0) {
+        fence__net_conn_hold(c, 200); /* as a failed login does */
+        fence__net_reply(c, "+H\r\n", 4);
+        return;
+    }
     if (m->argv[0].len == 4 && memcmp(m->argv[0].ptr, "QUIT", 4) == 0) {
         fence__net_reply(c, "+OK\r\n", 5);
         fence__net_close_after_flush(c);
@@ -67,6 +80,8 @@ static int start(uint64_t max_clients, uint32_t max_pipeline, size_t rbuf_max)
     lim.max_obuf = 1 << 20;
     fence_resp_limits_default(&lim.resp);
     lim.resp.bulk_max = 1 << 20;
+    if (prelogin)
+        fence__net_guard_limits(&lim, 0, 0, 0, 0, true);
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.on_request = on_request;
@@ -293,6 +308,64 @@ static void test_stop(void)
     close(fd);
 }
 
+/* Before login: 11 arguments are refused with -NOAUTH and the connection
+ * closes; after TRUST (a login), the same request parses, also when it is
+ * pipelined right behind the TRUST. */
+static void test_prelogin(void)
+{
+    char buf[512], req[256];
+    bool eof;
+    prelogin = true;
+    defer = false;
+    int port = start(8, 64, 1 << 20);
+    size_t n = (size_t)snprintf(req, sizeof(req), "*11\r\n");
+    for (int i = 0; i < 11; i++)
+        n += (size_t)snprintf(req + n, sizeof(req) - n, "$1\r\n%c\r\n", 'a' + i);
+    int fd = client(port);
+    say(fd, req);
+    hear(fd, buf, sizeof(buf), &eof);
+    CHECK(strncmp(buf, "-NOAUTH Protocol error: too many arguments: before login", 56) == 0);
+    CHECK(eof);
+    CHECK(n_requests == 0);
+    close(fd);
+    fd = client(port);
+    say(fd, "TRUST\r\n");
+    say(fd, req);
+    hear(fd, buf, sizeof(buf), &eof);
+    CHECK_STR(buf, "+T\r\n+b\r\n");
+    CHECK(!eof);
+    close(fd);
+    /* A bulk over 1 KiB before login, refused before its data arrives. */
+    fd = client(port);
+    say(fd, "*2\r\n$4\r\nAUTH\r\n$2000\r\n");
+    hear(fd, buf, sizeof(buf), &eof);
+    CHECK(strncmp(buf, "-NOAUTH Protocol error: invalid bulk length", 43) == 0);
+    CHECK(eof);
+    close(fd);
+    stop();
+}
+
+/* HOLD holds the connection 200 ms: its answer and the answer of the
+ * request pipelined behind it arrive only then, in order. */
+static void test_hold(void)
+{
+    char buf[256];
+    bool eof;
+    defer = false;
+    int fd = client(start(8, 64, 4096));
+    say(fd, "HOLD\r\nNOW x\r\n");
+    hear(fd, buf, sizeof(buf), &eof);
+    CHECK_STR(buf, "");
+    CHECK(n_requests == 1);
+    pump(250);
+    hear(fd, buf, sizeof(buf), &eof);
+    CHECK_STR(buf, "+H\r\n+x\r\n");
+    CHECK(n_requests == 2);
+    CHECK(!eof);
+    close(fd);
+    stop();
+}
+
 int main(void)
 {
     TEST_RUN(test_order);
@@ -302,5 +375,7 @@ int main(void)
     TEST_RUN(test_too_big);
     TEST_RUN(test_orphans);
     TEST_RUN(test_stop);
+    TEST_RUN(test_prelogin);
+    TEST_RUN(test_hold);
     return TEST_DONE();
 }
