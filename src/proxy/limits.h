@@ -16,6 +16,9 @@
 /* Methods listed in one route, and the longest method name. */
 #define FENCE_PROXY_METHODS_MAX 32
 #define FENCE_PROXY_METHOD_LEN_MAX 24
+/* Longest normalised request path (the query not counted): longer ones
+ * get 414.  Bounds what one binding of a path to its fence costs. */
+#define FENCE_PROXY_PATH_MAX 4096
 /* Length of the --route option text. */
 #define FENCE_PROXY_ROUTE_TEXT_MAX 4096
 
@@ -40,6 +43,11 @@
 #define FENCE_PROXY_RESPONSE_MAX (1024ULL * 1024 * 1024)
 /* Distinct fences tracked (--max-fences), bounded by the guard's ceiling. */
 #define FENCE_PROXY_FENCES_DEFAULT 100000
+/* Paths bound to the first fence that wrote them (--max-bindings), where
+ * no route names the fence.  Each costs its path (at most
+ * FENCE_PROXY_PATH_MAX) plus about 40 bytes, and is never forgotten. */
+#define FENCE_PROXY_BINDINGS_DEFAULT 100000
+#define FENCE_PROXY_BINDINGS_MAX 10000000
 /* Threads that make marks durable (--guard-threads); their concurrent
  * admits share fsyncs in the guard (group commit).  libuv's pool caps
  * them at 1024. */

@@ -38,8 +38,12 @@ static const fence_opt proxy_opts[] = {
                       "verify.keys file: accept only signed tokens fenced signed for the "
                       "Fencing-Lock (403 BADTOKEN otherwise); default plain tokens"),
     FENCE_OPT_STR_ROW(C, "route", route, "", "<routes>",
-                      "'PREFIX METHODS; ...': methods that need a token under a path "
-                      "prefix ('*' all, '-' none); default '/ " FENCE_PROXY_DEFAULT_METHODS "'"),
+                      "'PREFIX METHODS [FENCE]; ...': methods that need a token under a path "
+                      "prefix ('*' all, '-' none) and the fence that guards it ('{name}': the "
+                      "first segment after the prefix); default '/ " FENCE_PROXY_DEFAULT_METHODS "'"),
+    FENCE_OPT_STR_ROW(C, "read-methods", read_methods, FENCE_PROXY_READS_DEFAULT, "<list>",
+                      "the methods that are reads (from GET, HEAD, OPTIONS, PROPFIND); every "
+                      "other method needs a token on a route with a method list"),
     FENCE_OPT_BOOL_ROW(C, "keep-fencing-headers", keep_fencing_headers, 0,
                        "forward Fencing-Lock and Fencing-Token to the upstream"),
     FENCE_OPT_U64_ROW(C, "drain-timeout-ms", drain_timeout_ms, 1, 3600000, 5000, "<ms>",
@@ -64,6 +68,10 @@ static const fence_opt proxy_opts[] = {
                        "upstream response body, buffered (more: 502)"),
     FENCE_OPT_U64_ROW(C, "max-fences", max_fences, 1, FENCE_GUARD_FENCES_MAX,
                       FENCE_PROXY_FENCES_DEFAULT, "<n>", "distinct fences (more: 503)"),
+    FENCE_OPT_U64_ROW(C, "max-bindings", max_bindings, 1, FENCE_PROXY_BINDINGS_MAX,
+                      FENCE_PROXY_BINDINGS_DEFAULT, "<n>",
+                      "paths bound to the first fence that wrote them, where no route names "
+                      "a fence (more: 503)"),
     FENCE_OPT_U64_ROW(C, "upstream-timeout-ms", upstream_timeout_ms, 10, 3600000, 30000,
                       "<ms>", "upstream I/O timeout (then 502)"),
     FENCE_OPT_U64_ROW(C, "request-timeout-ms", request_timeout_ms, 10, 3600000, 10000,
@@ -156,6 +164,9 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
     cfg->up_port = h2o_url_get_port(&url);
     fence__proxy_routes_default(&cfg->routes);
     if (fence__proxy_routes_parse(&cfg->routes, cfg->route, strlen(cfg->route), err, cap) != 0)
+        return -1;
+    if (fence__proxy_reads_parse(&cfg->routes, cfg->read_methods, strlen(cfg->read_methods), err,
+                                 cap) != 0)
         return -1;
     return 0;
 }

@@ -20,6 +20,8 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/num.h"
+#include "proxy/bindlog.h"
+#include "proxy/path.h"
 #include "proxy/metrics.h"
 #include "common/signtok.h"
 #include "common/tls.h"
@@ -36,6 +38,17 @@ enum fp_state {
 
 typedef struct fp_fence fp_fence;
 
+/* A path bound to the first fence that wrote it (routes that name no
+ * fence; bindlog.h).  Never freed. */
+typedef struct fp_bind {
+    struct fp_bind *next;     /* next in the same hash bucket */
+    struct fp_bind *qnext;    /* next in the pending or the writing batch */
+    fp_fence *fence;          /* the fence it belongs to */
+    bool durable;             /* on disk: a write through it may be forwarded */
+    uint16_t len;             /* path length */
+    char path[];              /* the normalised path (no NUL) */
+} fp_bind;
+
 /* One request the proxy has accepted (queued or at the upstream).  It
  * outlives the client's h2o_req_t when the client goes away while its
  * request is at the upstream: the request still counts as in flight. */
@@ -43,6 +56,7 @@ typedef struct fp_req {
     h2o_req_t *req;            /* the client's request; NULL once detached */
     struct fp_req **slot;      /* H2O pool's pointer to us (NULL: detached) */
     fp_fence *fence;           /* NULL for an unfenced request */
+    fp_bind *bind;             /* its path's binding (default fences), or NULL */
     uint64_t token;            /* Fencing-Token (fenced requests) */
     int state;                 /* enum fp_state */
     bool is_head;              /* method HEAD: the response has no body */
@@ -54,6 +68,7 @@ typedef struct fp_req {
     size_t out_len;            /* bytes in out */
     size_t out_cap;            /* allocated size of out */
     h2o_iovec_t outvec;        /* out, as H2O wants it */
+    h2o_iovec_t target;        /* normalised path + query, in the req's pool */
     int status;                /* upstream status */
     char reason[64];           /* upstream reason phrase */
     char *hbuf;                /* upstream headers: "name\0value\0"... */
@@ -117,6 +132,17 @@ typedef struct fp_server {
     bool holding;                     /* within --restart-hold-ms of start */
     uv_timer_t hold_timer;            /* ends the restart hold */
     fence_res_metrics metrics;        /* metric families, /metrics (metrics.c) */
+    fence_proxy_bindlog *bindlog;     /* the durable bindings */
+    fp_bind **bbuckets;               /* binding hash table */
+    size_t nbbuckets;                 /* its size (power of two) */
+    uint64_t nbindings;               /* bindings known */
+    fp_bind *bpending, **bpending_tail; /* bindings not yet written */
+    fp_bind *bwriting;                /* the batch being written */
+    bool bwrite_out;                  /* a batch append is on a pool thread */
+    uv_work_t bwork;                  /* its libuv request */
+    char *bbuf;                       /* its bytes */
+    size_t bbuf_len;                  /* bytes in bbuf */
+    int bwrite_rc;                    /* its result (errno) */
 } fp_server;
 
 static fp_server srv;
@@ -295,6 +321,139 @@ static fp_fence *fence_get(const char *name, size_t n, const char **why)
     return f;
 }
 
+/* ---- Bindings (paths of routes without a fence) ------------------- */
+
+/* The binding of path[0..n), or NULL. */
+static fp_bind *bind_get(const char *path, size_t n)
+{
+    size_t b = name_hash(path, n) & (srv.nbbuckets - 1);
+    for (fp_bind *x = srv.bbuckets[b]; x != NULL; x = x->next)
+        if (x->len == n && memcmp(x->path, path, n) == 0)
+            return x;
+    return NULL;
+}
+
+/* Add a binding of path[0..n) to f (not yet durable unless durable).
+ * Returns NULL when out of memory. */
+static fp_bind *bind_add(const char *path, size_t n, fp_fence *f, bool durable)
+{
+    FENCE_ASSERT(n > 0 && n <= FENCE_PROXY_PATH_MAX);
+    fp_bind *x = malloc(sizeof(*x) + n);
+    if (x == NULL)
+        return NULL;
+    memset(x, 0, sizeof(*x));
+    memcpy(x->path, path, n);
+    x->len = (uint16_t)n;
+    x->fence = f;
+    x->durable = durable;
+    size_t b = name_hash(path, n) & (srv.nbbuckets - 1);
+    x->next = srv.bbuckets[b];
+    srv.bbuckets[b] = x;
+    srv.nbindings++;
+    return x;
+}
+
+static void bind_flush(void);
+
+/* Pool thread: append the batch and fdatasync it. */
+static void bind_work(uv_work_t *w)
+{
+    (void)w;
+    srv.bwrite_rc = fence__proxy_bindlog_append(srv.bindlog, srv.bbuf, srv.bbuf_len);
+}
+
+/* Loop thread: the batch is durable; its writes may go on. */
+static void bind_done(uv_work_t *w, int status)
+{
+    (void)w;
+    FENCE_ASSERT(status == 0);
+    FENCE_ASSERT(srv.bwrite_out);
+    srv.bwrite_out = false;
+    if (srv.bwrite_rc != 0)
+        fence__log_fatal("bindings: append to %s/%s: %s", srv.cfg->data_dir,
+                         FENCE_PROXY_BINDLOG_FILE, strerror(srv.bwrite_rc));
+    fp_bind *x = srv.bwriting;
+    srv.bwriting = NULL;
+    for (fp_bind *y = x; y != NULL; y = y->qnext)
+        y->durable = true;
+    while (x != NULL) {
+        fp_bind *nx = x->qnext;
+        x->qnext = NULL;
+        pump(x->fence);
+        x = nx;
+    }
+    bind_flush();
+}
+
+/* Start writing the pending bindings if no write is out (one at a time,
+ * so only the log's final batch can be torn). */
+static void bind_flush(void)
+{
+    if (srv.bwrite_out || srv.bpending == NULL)
+        return;
+    size_t len = FENCE_PROXY_BINDLOG_BATCH_HDR;
+    fp_bind **tail = &srv.bwriting;
+    while (srv.bpending != NULL) {
+        fp_bind *x = srv.bpending;
+        size_t rl = FENCE_PROXY_BINDLOG_REC_HDR + x->len + x->fence->len;
+        if (len + rl > FENCE_PROXY_BINDLOG_BATCH_HDR + FENCE_PROXY_BINDLOG_BATCH_MAX)
+            break;
+        len += fence__proxy_bindlog_record(srv.bbuf + len, x->path, x->len, x->fence->name,
+                                           x->fence->len);
+        srv.bpending = x->qnext;
+        x->qnext = NULL;
+        *tail = x;
+        tail = &x->qnext;
+    }
+    if (srv.bpending == NULL)
+        srv.bpending_tail = &srv.bpending;
+    srv.bbuf_len = len;
+    srv.bwrite_out = true;
+    int rc = uv_queue_work(&srv.loop, &srv.bwork, bind_work, bind_done);
+    FENCE_ASSERT(rc == 0);
+}
+
+/* Queue x to be written. */
+static void bind_queue(fp_bind *x)
+{
+    x->qnext = NULL;
+    *srv.bpending_tail = x;
+    srv.bpending_tail = &x->qnext;
+    bind_flush();
+}
+
+/* bindlog open: one binding read back. */
+static int bind_load_one(void *arg, const char *path, size_t plen, const char *fence, size_t flen,
+                         char *err, size_t cap)
+{
+    (void)arg;
+    if (plen > FENCE_PROXY_PATH_MAX || !fence__proxy_name_valid(fence, flen)) {
+        snprintf(err, cap, "bindings: a record with a bad path or fence (corrupt)");
+        return -1;
+    }
+    if (srv.nbindings >= srv.cfg->max_bindings) {
+        snprintf(err, cap, "bindings: the log holds more than --max-bindings (%" PRIu64
+                 ") bindings; raise it", srv.cfg->max_bindings);
+        return -1;
+    }
+    const char *why = NULL;
+    fp_fence *f = fence_get(fence, flen, &why);
+    if (f == NULL) {
+        snprintf(err, cap, "bindings: fence '%.*s': %s", (int)flen, fence, why);
+        return -1;
+    }
+    fp_bind *x = bind_get(path, plen);
+    if (x != NULL) {
+        snprintf(err, cap, "bindings: path '%.*s' bound twice (corrupt)", (int)plen, path);
+        return -1;
+    }
+    if (bind_add(path, plen, f, true) == NULL) {
+        snprintf(err, cap, "bindings: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 static void forward(fp_req *fr);
 static void raise_start(fp_fence *f, uint64_t token);
 static void on_drain_timeout(h2o_timeout_entry_t *entry);
@@ -335,6 +494,8 @@ static void pump(fp_fence *f)
             }
             break;
         }
+        if (fr->bind != NULL && !fr->bind->durable)
+            break; /* bind_done() pumps it */
         if (srv.holding && f->had_mark)
             break; /* on_hold_end() pumps it */
         h2o_linklist_unlink(&fr->link);
@@ -612,7 +773,7 @@ static int build_request(fp_req *fr, h2o_req_t *req)
     char line[64];
 #define ADD(p, n) buf_add(&fr->out, &fr->out_len, &fr->out_cap, (p), (n))
     if (ADD(req->input.method.base, req->input.method.len) || ADD(" ", 1) ||
-        ADD(req->input.path.base, req->input.path.len) || ADD(" HTTP/1.1\r\nhost: ", 17))
+        ADD(fr->target.base, fr->target.len) || ADD(" HTTP/1.1\r\nhost: ", 17))
         return -1;
     h2o_iovec_t host = req->input.authority.len ? req->input.authority : srv.up_authority;
     if (ADD(host.base, host.len) || ADD("\r\n", 2))
@@ -661,7 +822,7 @@ static void forward(fp_req *fr)
         return;
     }
     FENCE_LOG_D("forward %.*s %.*s%s%.*s", (int)req->input.method.len, req->input.method.base,
-                (int)req->input.path.len, req->input.path.base, f ? " fence " : "",
+                (int)fr->target.len, fr->target.base, f ? " fence " : "",
                 f ? (int)f->len : 0, f ? f->name : "");
     h2o_http1client_connect_with_pool(&fr->client, fr, &srv.client_ctx, &srv.pool, on_up_connect);
 }
@@ -682,13 +843,44 @@ static int one_header(h2o_req_t *req, const char *name, size_t len, h2o_iovec_t 
     return 0;
 }
 
+/* Add "Fencing-Expected: name" to req's response. */
+static void add_expected(h2o_req_t *req, const char *name, size_t len)
+{
+    h2o_iovec_t v = h2o_strdup(&req->pool, name, len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("fencing-expected"), 0,
+                          "Fencing-Expected", v.base, v.len);
+}
+
+/* The 409 for a request through another fence than the one that guards
+ * its path. */
+static void reply_wrongfence(h2o_req_t *req, const char *path, size_t plen, const char *lock,
+                             size_t llen, const char *owner, size_t olen, const char *how)
+{
+    add_expected(req, owner, olen);
+    FENCE_LOG_D("wrong fence: %.*s through %.*s, belongs to %.*s", (int)plen, path, (int)llen,
+                lock, (int)olen, owner);
+    reply(req, 409, "Conflict", NULL,
+          "WRONGFENCE path '%.*s' belongs to fence '%.*s' (%s), not '%.*s'; nothing was "
+          "forwarded\n",
+          (int)(plen > 512 ? 512 : plen), path, (int)olen, owner, how, (int)llen, lock);
+}
+
 /* Every request: check it, then forward, queue or refuse it. */
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
     size_t hbytes = 0;
-    for (size_t i = 0; i < req->headers.size; i++)
+    for (size_t i = 0; i < req->headers.size; i++) {
+        /* Obsolete line folding (RFC 9112 5.2): the parser hands a
+         * continuation line over as a header without a name. */
+        if (req->headers.entries[i].name->len == 0) {
+            reply(req, 400, "Bad Request", NULL,
+                  "BADHEADER obsolete line folding (a header line starting with a space or "
+                  "tab) is not accepted; nothing was forwarded\n");
+            return 0;
+        }
         hbytes += req->headers.entries[i].name->len + req->headers.entries[i].value.len;
+    }
     if (hbytes > srv.cfg->max_header_bytes) {
         reply(req, 431, "Request Header Fields Too Large", NULL,
               "HEADERS the request's headers hold %zu bytes, more than --max-header-bytes "
@@ -703,10 +895,39 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
               "BADFENCE Fencing-Lock and Fencing-Token may each be given once\n");
         return 0;
     }
-    const fence_proxy_route *route =
-        fence__proxy_route_match(&srv.cfg->routes, req->input.path.base, req->input.path.len);
-    bool needs = fence__proxy_route_needs_token(route, req->input.method.base,
+    /* Decide on the normalised path and forward exactly it (path.h). */
+    size_t in_len = req->input.path.len, plen = 0, qoff = 0;
+    char *npath = h2o_mem_alloc_pool(&req->pool, in_len + 1);
+    const char *why_path = NULL;
+    if (fence__proxy_path_normalize(req->input.path.base, in_len, npath, in_len, &plen, &qoff,
+                                    &why_path) != 0) {
+        reply(req, 400, "Bad Request", NULL, "BADPATH %s; nothing was forwarded\n", why_path);
+        return 0;
+    }
+    if (plen > FENCE_PROXY_PATH_MAX) {
+        reply(req, 414, "URI Too Long", NULL,
+              "BADPATH the path is longer than %d bytes; nothing was forwarded\n",
+              FENCE_PROXY_PATH_MAX);
+        return 0;
+    }
+    memcpy(npath + plen, req->input.path.base + qoff, in_len - qoff);
+    h2o_iovec_t target = h2o_iovec_init(npath, plen + (in_len - qoff));
+    const fence_proxy_route *route = fence__proxy_route_match(&srv.cfg->routes, npath, plen);
+    bool needs = fence__proxy_route_needs_token(&srv.cfg->routes, route, req->input.method.base,
                                                 req->input.method.len);
+    bool is_read = fence__proxy_method_is_read(&srv.cfg->routes, req->input.method.base,
+                                               req->input.method.len);
+    /* The fence the route names for this path, if any. */
+    char expect[FENCE_PROXY_NAME_MAX];
+    size_t elen = 0;
+    bool no_fence = fence__proxy_route_fence(route, npath, plen, expect, sizeof(expect), &elen) != 0;
+    if (no_fence && (needs || tok.base != NULL)) {
+        reply(req, 400, "Bad Request", NULL,
+              "BADFENCE the path gives no name for the fence of route '%s' (%s); nothing was "
+              "forwarded\n",
+              route->prefix, route->fence);
+        return 0;
+    }
     uint64_t token = 0;
     if (tok.base != NULL) {
         if (lock.base == NULL) {
@@ -718,6 +939,13 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             reply(req, 400, "Bad Request", NULL,
                   "BADFENCE Fencing-Lock must be 1..%d visible ASCII characters\n",
                   FENCE_PROXY_NAME_MAX);
+            return 0;
+        }
+        /* One fence guards one resource: the route's, before anything
+         * else looks at the token. */
+        if (elen > 0 && !h2o_memis(lock.base, lock.len, expect, elen)) {
+            reply_wrongfence(req, npath, plen, lock.base, lock.len, expect, elen,
+                             "named by its route");
             return 0;
         }
         /* Signed tokens (docs/security.md): with verify keys, only a token
@@ -739,6 +967,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             return 0;
         }
     } else if (needs) {
+        if (elen > 0)
+            add_expected(req, expect, elen);
         reply(req, 428, "Precondition Required", NULL,
               "NOTOKEN %.*s under '%s' needs a Fencing-Token (and Fencing-Lock) header\n",
               (int)req->input.method.len, req->input.method.base, route->prefix);
@@ -750,7 +980,25 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     fp_fence *f = NULL;
+    fp_bind *bd = NULL;
     if (tok.base != NULL) {
+        /* No route names the fence: the path belongs to the first fence
+         * that wrote it (as fence-store binds a key). */
+        if (elen == 0) {
+            bd = bind_get(npath, plen);
+            if (bd != NULL && !h2o_memis(lock.base, lock.len, bd->fence->name, bd->fence->len)) {
+                reply_wrongfence(req, npath, plen, lock.base, lock.len, bd->fence->name,
+                                 bd->fence->len, "the first fence that wrote it");
+                return 0;
+            }
+            if (bd == NULL && !is_read && srv.nbindings >= srv.cfg->max_bindings) {
+                reply(req, 503, "Service Unavailable", NULL,
+                      "BINDINGS %" PRIu64 " paths are bound to fences (--max-bindings); "
+                      "nothing was forwarded\n",
+                      srv.nbindings);
+                return 0;
+            }
+        }
         const char *why = NULL;
         f = fence_get(lock.base, lock.len, &why);
         if (f == NULL) {
@@ -761,6 +1009,15 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         if (token < f->seen) {
             reply_stale(req, f, token, f->seen);
             return 0;
+        }
+        if (elen == 0 && bd == NULL && !is_read) {
+            bd = bind_add(npath, plen, f, false);
+            if (bd == NULL) {
+                reply(req, 503, "Service Unavailable", NULL, "NOMEM out of memory\n");
+                return 0;
+            }
+            FENCE_LOG_D("bind %.*s to fence %.*s", (int)plen, npath, (int)f->len, f->name);
+            bind_queue(bd);
         }
     }
     fp_req *fr = malloc(sizeof(*fr));
@@ -773,7 +1030,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     *fr->slot = fr;
     fr->req = req;
     fr->fence = f;
+    fr->bind = bd;
     fr->token = token;
+    fr->target = target;
     fr->drain.cb = on_drain_timeout;
     srv.inflight++;
     if (f == NULL) {
@@ -950,6 +1209,31 @@ int fence__proxy_run(const fence_proxy_config *cfg)
         FENCE_LOG_E("out of memory");
         goto out_close_guard;
     }
+    srv.nbbuckets = 1024;
+    while (srv.nbbuckets < cfg->max_bindings / 4 && srv.nbbuckets < (1u << 22))
+        srv.nbbuckets *= 2;
+    srv.bbuckets = calloc(srv.nbbuckets, sizeof(*srv.bbuckets));
+    srv.bbuf = malloc(FENCE_PROXY_BINDLOG_BATCH_HDR + FENCE_PROXY_BINDLOG_BATCH_MAX);
+    srv.bpending_tail = &srv.bpending;
+    if (srv.bbuckets == NULL || srv.bbuf == NULL) {
+        FENCE_LOG_E("out of memory");
+        goto out_free_buckets;
+    }
+    {
+        char berr[1400];
+        if (fence__proxy_bindlog_open(cfg->data_dir, bind_load_one, NULL, &srv.bindlog, berr,
+                                      sizeof(berr)) != 0) {
+            FENCE_LOG_E("%s", berr);
+            goto out_free_buckets;
+        }
+        if (fence__proxy_bindlog_torn(srv.bindlog) > 0)
+            FENCE_LOG_W("bindings: cut off a torn tail of %" PRIu64
+                        " bytes (never acknowledged)",
+                        fence__proxy_bindlog_torn(srv.bindlog));
+        if (srv.nbindings > 0)
+            FENCE_LOG_I("bindings: %" PRIu64 " paths belong to the first fence that wrote them",
+                        srv.nbindings);
+    }
 
     uv_loop_init(&srv.loop);
     h2o_config_init(&srv.h2o_config);
@@ -1019,6 +1303,9 @@ int fence__proxy_run(const fence_proxy_config *cfg)
 out_free_ssl:
     SSL_CTX_free(srv.accept_ctx.ssl_ctx);
 out_free_buckets:
+    fence__proxy_bindlog_close(srv.bindlog);
+    free(srv.bbuckets);
+    free(srv.bbuf);
     free(srv.buckets);
 out_close_guard:
     fence_guard_close(srv.guard);
