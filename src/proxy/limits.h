@@ -41,6 +41,16 @@
 #define FENCE_PROXY_BODY_MAX (1024ULL * 1024 * 1024)
 #define FENCE_PROXY_RESPONSE_DEFAULT (64 * 1024 * 1024)
 #define FENCE_PROXY_RESPONSE_MAX (1024ULL * 1024 * 1024)
+/* Memory of all client connections' read buffers (request heads and
+ * bodies H2O is reading) plus the request and response copies the proxy
+ * holds (--max-conn-memory; 0: no bound).  The default holds a few
+ * maximal bodies at once; the issue-18 test took an unbounded proxy to 1 GB
+ * with 64 clients sending 15 MB bodies. */
+#define FENCE_PROXY_CONN_MEMORY_DEFAULT (256ULL * 1024 * 1024)
+#define FENCE_PROXY_CONN_MEMORY_MAX (1ULL << 40)
+/* SO_RCVBUF of a client connection under a memory budget: what one loop
+ * turn can read from it beyond the budget (the kernel doubles it). */
+#define FENCE_PROXY_CONN_RCVBUF (128 * 1024)
 /* Distinct fences tracked (--max-fences), bounded by the guard's ceiling. */
 #define FENCE_PROXY_FENCES_DEFAULT 100000
 /* Paths bound to the first fence that wrote them (--max-bindings), where

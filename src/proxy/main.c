@@ -3,6 +3,7 @@
  * the log, then the server loop (proxy.c). */
 #include <h2o.h>
 #include <h2o/url.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,11 @@ static const fence_opt proxy_opts[] = {
     FENCE_OPT_SIZE_ROW(C, "max-response-bytes", max_response_bytes, 0, FENCE_PROXY_RESPONSE_MAX,
                        FENCE_PROXY_RESPONSE_DEFAULT, "<bytes>",
                        "upstream response body, buffered (more: 502)"),
+    FENCE_OPT_SIZE_ROW(C, "max-conn-memory", max_conn_memory, 0, FENCE_PROXY_CONN_MEMORY_MAX,
+                       FENCE_PROXY_CONN_MEMORY_DEFAULT, "<bytes>",
+                       "read buffers of all connections plus the request and response copies "
+                       "the proxy holds (over it: the biggest unfinished request is closed, "
+                       "new requests get 503; 0: no bound)"),
     FENCE_OPT_U64_ROW(C, "max-fences", max_fences, 1, FENCE_GUARD_FENCES_MAX,
                       FENCE_PROXY_FENCES_DEFAULT, "<n>", "distinct fences (more: 503)"),
     FENCE_OPT_U64_ROW(C, "max-bindings", max_bindings, 1, FENCE_PROXY_BINDINGS_MAX,
@@ -162,6 +168,15 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
     memcpy(cfg->up_host, url.host.base, url.host.len);
     cfg->up_host[url.host.len] = '\0';
     cfg->up_port = h2o_url_get_port(&url);
+    if (cfg->max_conn_memory > 0 &&
+        (cfg->max_conn_memory < 2 * cfg->max_body_bytes + 65536 ||
+         cfg->max_conn_memory < cfg->max_response_bytes)) {
+        snprintf(err, cap,
+                 "--max-conn-memory (%" PRIu64 ") must hold two copies of --max-body-bytes (%" PRIu64
+                 ") plus 64k, and --max-response-bytes (%" PRIu64 ")",
+                 cfg->max_conn_memory, cfg->max_body_bytes, cfg->max_response_bytes);
+        return -1;
+    }
     fence__proxy_routes_default(&cfg->routes);
     if (fence__proxy_routes_parse(&cfg->routes, cfg->route, strlen(cfg->route), err, cap) != 0)
         return -1;

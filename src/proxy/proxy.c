@@ -8,6 +8,7 @@
 #include <h2o/http1client.h>
 #include <h2o/socketpool.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +50,22 @@ typedef struct fp_bind {
     char path[];              /* the normalised path (no NUL) */
 } fp_bind;
 
+/* One client connection.  tcp comes first: H2O closes it and
+ * on_conn_close() frees the whole record through it. */
+typedef struct fp_conn {
+    uv_tcp_t tcp;              /* the client's socket */
+    h2o_socket_t *sock;        /* H2O's socket over it */
+    struct fp_conn *prev;      /* srv.conns list */
+    struct fp_conn *next;
+    struct fp_conn *hnext;     /* next in the same srv.chash bucket */
+    uint64_t opened_ms;        /* when it was accepted (loop time) */
+    uint64_t active_ms;        /* when bytes last arrived (seen by the sweep) */
+    size_t last_read;          /* bytes read and buffered, at the last sweep */
+    size_t mem;                /* its read buffer's size at the last sweep */
+    uint32_t reqs;             /* its requests now at the proxy (queued or running) */
+    bool closing;              /* shut down by the proxy to make room */
+} fp_conn;
+
 /* One request the proxy has accepted (queued or at the upstream).  It
  * outlives the client's h2o_req_t when the client goes away while its
  * request is at the upstream: the request still counts as in flight. */
@@ -57,6 +74,7 @@ typedef struct fp_req {
     struct fp_req **slot;      /* H2O pool's pointer to us (NULL: detached) */
     fp_fence *fence;           /* NULL for an unfenced request */
     fp_bind *bind;             /* its path's binding (default fences), or NULL */
+    fp_conn *conn;             /* the client's connection while attached, or NULL */
     uint64_t token;            /* Fencing-Token (fenced requests) */
     int state;                 /* enum fp_state */
     bool is_head;              /* method HEAD: the response has no body */
@@ -106,6 +124,9 @@ typedef struct fp_raise {
     uint64_t t0_ns;           /* when it was queued (fsync latency metric) */
 } fp_raise;
 
+/* Buckets of the connection table (by H2O socket). */
+#define FP_CONN_BUCKETS 4096
+
 /* The whole server (one per process, on one loop). */
 typedef struct fp_server {
     const fence_proxy_config *cfg;    /* options */
@@ -143,11 +164,21 @@ typedef struct fp_server {
     char *bbuf;                       /* its bytes */
     size_t bbuf_len;                  /* bytes in bbuf */
     int bwrite_rc;                    /* its result (errno) */
+    fp_conn *conns;                   /* client connections (newest first) */
+    fp_conn *chash[FP_CONN_BUCKETS];  /* by H2O socket */
+    uint64_t nclosing;                /* connections shut down, not yet closed */
+    uint64_t req_mem;                 /* bytes of request records' buffers */
+    uint64_t conn_mem;                /* bytes of connections' read buffers (last sweep) */
+    uint64_t evicted_idle;            /* connections closed to make room */
+    uint64_t evicted_mem;             /* connections closed for the memory budget */
+    uint64_t refused_mem;             /* requests refused for the memory budget */
+    uv_check_t sweep;                 /* after every poll: account memory */
 } fp_server;
 
 static fp_server srv;
 
 static void pump(fp_fence *f);
+static fp_conn *conn_of(h2o_req_t *req);
 
 /* ---- Small buffers --------------------------------------------------- */
 
@@ -162,6 +193,7 @@ static int buf_add(char **buf, size_t *len, size_t *cap, const void *p, size_t n
         if (nb == NULL)
             return -1;
         *buf = nb;
+        srv.req_mem += ncap - *cap; /* every such buffer belongs to a request record */
         *cap = ncap;
     }
     if (n > 0)
@@ -221,12 +253,25 @@ static void reply_stale(h2o_req_t *req, const fp_fence *f, uint64_t token, uint6
 
 /* ---- Request records ------------------------------------------------- */
 
+/* fr no longer belongs to its client's connection. */
+static void conn_unref(fp_req *fr)
+{
+    if (fr->conn == NULL)
+        return;
+    FENCE_ASSERT(fr->conn->reqs > 0);
+    fr->conn->reqs--;
+    fr->conn = NULL;
+}
+
 /* Free fr (already detached, unlinked, no upstream exchange). */
 static void fp_req_free(fp_req *fr)
 {
     FENCE_ASSERT(fr->req == NULL);
     FENCE_ASSERT(fr->client == NULL);
     FENCE_ASSERT(!h2o_timeout_is_linked(&fr->drain));
+    FENCE_ASSERT(fr->conn == NULL);
+    FENCE_ASSERT(srv.req_mem >= fr->out_cap + fr->hcap + fr->bcap);
+    srv.req_mem -= fr->out_cap + fr->hcap + fr->bcap;
     free(fr->out);
     free(fr->hbuf);
     free(fr->body);
@@ -246,6 +291,7 @@ static void on_req_dispose(void *p)
         return;
     fr->req = NULL;
     fr->slot = NULL;
+    conn_unref(fr);
     if (fr->state == FP_QUEUED) {
         fp_fence *f = fr->fence;
         FENCE_LOG_D("client left while queued on fence %.*s", (int)f->len, f->name);
@@ -268,6 +314,7 @@ static h2o_req_t *detach(fp_req *fr)
         *fr->slot = NULL;
     fr->slot = NULL;
     fr->req = NULL;
+    conn_unref(fr);
     return req;
 }
 
@@ -700,6 +747,12 @@ static int on_up_body(h2o_http1client_t *client, const char *errstr)
             return -1;
         }
         h2o_buffer_consume(&client->sock->input, in->size);
+        if (srv.cfg->max_conn_memory > 0 &&
+            srv.conn_mem + srv.req_mem > srv.cfg->max_conn_memory) {
+            srv.refused_mem++;
+            finish(fr, 502, "the response does not fit the memory budget (--max-conn-memory) now");
+            return -1;
+        }
     }
     if (errstr == h2o_http1client_error_is_eos)
         finish(fr, 0, NULL);
@@ -1020,6 +1073,17 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             bind_queue(bd);
         }
     }
+    /* The upstream request is a copy of head and body. */
+    uint64_t need = req->entity.len + hbytes + 1024;
+    if (srv.cfg->max_conn_memory > 0 &&
+        srv.conn_mem + srv.req_mem + need > srv.cfg->max_conn_memory) {
+        srv.refused_mem++;
+        reply(req, 503, "Service Unavailable", NULL,
+              "BUSY connections and requests hold %" PRIu64 " bytes; this request needs %" PRIu64
+              " more (--max-conn-memory %" PRIu64 "); nothing was forwarded; retry\n",
+              srv.conn_mem + srv.req_mem, need, srv.cfg->max_conn_memory);
+        return 0;
+    }
     fp_req *fr = malloc(sizeof(*fr));
     if (fr == NULL) {
         reply(req, 503, "Service Unavailable", NULL, "NOMEM out of memory\n");
@@ -1031,6 +1095,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     fr->req = req;
     fr->fence = f;
     fr->bind = bd;
+    fr->conn = conn_of(req);
+    if (fr->conn != NULL)
+        fr->conn->reqs++;
     fr->token = token;
     fr->target = target;
     fr->drain.cb = on_drain_timeout;
@@ -1060,13 +1127,54 @@ static void on_hold_end(uv_timer_t *t)
 
 /* ---- Connections and signals ----------------------------------------- */
 
-/* A client connection closed (H2O's socket or one refused at accept). */
+/* The bucket of H2O socket sock in srv.chash. */
+static size_t conn_bucket(const h2o_socket_t *sock)
+{
+    uint64_t h = (uint64_t)(uintptr_t)sock;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ULL;
+    return (size_t)(h >> 40) & (FP_CONN_BUCKETS - 1);
+}
+
+/* The connection of the client's request, or NULL. */
+static fp_conn *conn_of(h2o_req_t *req)
+{
+    if (req->conn == NULL || req->conn->callbacks->get_socket == NULL)
+        return NULL;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    if (sock == NULL)
+        return NULL;
+    for (fp_conn *c = srv.chash[conn_bucket(sock)]; c != NULL; c = c->hnext)
+        if (c->sock == sock)
+            return c;
+    return NULL;
+}
+
+/* A client connection closed (H2O closed its socket). */
 static void on_conn_close(uv_handle_t *h)
 {
+    fp_conn *c = (fp_conn *)h;
     FENCE_ASSERT(srv.nconns > 0);
+    FENCE_ASSERT(c->reqs == 0);
     srv.nconns--;
+    if (c->closing) {
+        FENCE_ASSERT(srv.nclosing > 0);
+        srv.nclosing--;
+    }
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        srv.conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    fp_conn **pp = &srv.chash[conn_bucket(c->sock)];
+    while (*pp != c)
+        pp = &(*pp)->hnext;
+    *pp = c->hnext;
+    FENCE_ASSERT(srv.conn_mem >= c->mem);
+    srv.conn_mem -= c->mem;
     fence_metric_set(srv.metrics.connections, (int64_t)srv.nconns);
-    free(h);
+    free(c);
 }
 
 /* A refused connection closed. */
@@ -1075,29 +1183,145 @@ static void on_refused_close(uv_handle_t *h)
     free(h);
 }
 
-/* A client connects: hand it to H2O, or close it when at the limit. */
+/* Close c to make room (it has no request at the proxy): a short 503 if
+ * it was in the middle of a request (plain HTTP only: nothing else is
+ * being written on it), then shutdown(), which H2O reads as the client's
+ * end and closes the connection itself. */
+static void conn_evict(fp_conn *c, const char *why)
+{
+    FENCE_ASSERT(!c->closing && c->reqs == 0);
+    c->closing = true;
+    srv.nclosing++;
+
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    if (c->sock->ssl == NULL && c->sock->input != NULL && c->sock->input->bytes != NULL &&
+        c->sock->input->size > 0) {
+        char msg[256];
+        int n = snprintf(msg, sizeof(msg),
+                         "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+                         "Content-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\n"
+                         "Content-Length: %zu\r\n\r\nBUSY %s; nothing was forwarded\n",
+                         strlen(why) + 28, why);
+        if (n > 0 && (size_t)n < sizeof(msg))
+            (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    /* An abortive close: when H2O closes the socket the client gets a
+     * reset at once, instead of a zero window on an orphaned socket that
+     * a client in the middle of a body would wait on for a minute. */
+    struct linger lg = {1, 0};
+    (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    shutdown(fd, SHUT_RDWR);
+}
+
+/* The connection to close to make room for a new one: the one without a
+ * request at the proxy that has been quiet longest (idle keep-alive,
+ * never sent anything, or trickling a request), or NULL. */
+static fp_conn *conn_idlest(void)
+{
+    fp_conn *best = NULL;
+    for (fp_conn *c = srv.conns; c != NULL; c = c->next) {
+        if (c->closing || c->reqs > 0)
+            continue;
+        if (best == NULL || c->active_ms < best->active_ms ||
+            (c->active_ms == best->active_ms && c->opened_ms < best->opened_ms))
+            best = c;
+    }
+    return best;
+}
+
+/* After every poll: account the connections' read buffers (request heads
+ * and bodies H2O is reading) and, over --max-conn-memory, close the
+ * connections holding the most that have no request at the proxy yet. */
+static void on_sweep(uv_check_t *h)
+{
+    (void)h;
+    uint64_t now = uv_now(&srv.loop), mem = 0;
+    for (fp_conn *c = srv.conns; c != NULL; c = c->next) {
+        h2o_buffer_t *in = c->sock->input; /* NULL once H2O disposed of it */
+        c->mem = in != NULL && in->bytes != NULL ? in->capacity : 0;
+        mem += c->mem;
+        size_t seen = c->sock->bytes_read + (in != NULL ? in->size : 0);
+        if (seen != c->last_read) {
+            c->last_read = seen;
+            c->active_ms = now;
+        }
+    }
+    srv.conn_mem = mem;
+    uint64_t max = srv.cfg->max_conn_memory;
+    if (max == 0)
+        return;
+    uint64_t total = mem + srv.req_mem;
+    while (total > max) {
+        fp_conn *big = NULL;
+        for (fp_conn *c = srv.conns; c != NULL; c = c->next)
+            if (!c->closing && c->reqs == 0 && c->mem > 0 && (big == NULL || c->mem > big->mem))
+                big = c;
+        if (big == NULL)
+            break;
+        srv.evicted_mem++;
+        FENCE_LOG_D("closing a connection reading %zu bytes: connections and requests hold %" PRIu64
+                    " bytes (--max-conn-memory %" PRIu64 ")",
+                    big->mem, total, max);
+        conn_evict(big, "the proxy's memory budget (--max-conn-memory) is used up");
+        total -= big->mem;
+    }
+}
+
+/* A client connects: hand it to H2O.  At --max-connections, the quietest
+ * connection without a request at the proxy is closed to make room; only
+ * when there is none is the new one refused. */
 static void on_accept(uv_stream_t *listener, int status)
 {
     if (status != 0)
         return;
-    uv_tcp_t *conn = malloc(sizeof(*conn));
-    if (conn == NULL)
+    fp_conn *c = malloc(sizeof(*c));
+    if (c == NULL)
         return;
-    uv_tcp_init(listener->loop, conn);
-    if (uv_accept(listener, (uv_stream_t *)conn) != 0) {
-        uv_close((uv_handle_t *)conn, on_refused_close);
+    memset(c, 0, sizeof(*c));
+    uv_tcp_init(listener->loop, &c->tcp);
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_refused_close);
         return;
     }
-    if (srv.nconns >= srv.cfg->max_connections) {
-        FENCE_LOG_W("refusing a connection: %" PRIu64 " open (--max-connections)", srv.nconns);
-        uv_close((uv_handle_t *)conn, on_refused_close);
-        return;
+    if (srv.nconns - srv.nclosing >= srv.cfg->max_connections) {
+        fp_conn *v = conn_idlest();
+        if (v == NULL) {
+            FENCE_LOG_W("refusing a connection: %" PRIu64
+                        " open, each with a request (--max-connections)",
+                        srv.nconns);
+            uv_close((uv_handle_t *)&c->tcp, on_refused_close);
+            return;
+        }
+        srv.evicted_idle++;
+        FENCE_LOG_D("closing the quietest connection (idle %" PRIu64
+                    " ms) to make room (--max-connections)",
+                    uv_now(&srv.loop) - v->active_ms);
+        conn_evict(v, "connection closed to make room (--max-connections)");
     }
     srv.nconns++;
     fence_metric_set(srv.metrics.connections, (int64_t)srv.nconns);
-    uv_tcp_nodelay(conn, 1);
-    h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)conn, on_conn_close);
-    h2o_accept(&srv.accept_ctx, sock);
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (srv.cfg->max_conn_memory > 0) {
+        /* What one loop turn can read from a connection is what its
+         * kernel buffer holds: keep that small, so that the budget (checked
+         * after every turn) is passed by little. */
+        int rcv = FENCE_PROXY_CONN_RCVBUF;
+        uv_os_fd_t fd;
+        if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0)
+            (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    }
+    c->opened_ms = c->active_ms = uv_now(&srv.loop);
+    c->sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_close);
+    c->next = srv.conns;
+    if (srv.conns != NULL)
+        srv.conns->prev = c;
+    srv.conns = c;
+    size_t b = conn_bucket(c->sock);
+    c->hnext = srv.chash[b];
+    srv.chash[b] = c;
+    h2o_accept(&srv.accept_ctx, c->sock);
 }
 
 /* SIGTERM / SIGINT: stop (every acknowledged mark is already durable). */
@@ -1169,6 +1393,10 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     memset(&srv, 0, sizeof(srv));
     srv.cfg = cfg;
     signal(SIGPIPE, SIG_IGN);
+    /* Large buffers (request bodies) are mapped and given back to the
+     * system when freed, rather than kept in the heap (glibc would raise
+     * its threshold after the first free and keep them). */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     /* libuv reads this when its pool first starts: the guard admits run
      * there, and the more run at once, the more share one fsync. */
     snprintf(nthreads, sizeof(nthreads), "%" PRIu64, cfg->guard_threads);
@@ -1270,6 +1498,8 @@ int fence__proxy_run(const fence_proxy_config *cfg)
         goto out_free_ssl;
     }
 
+    uv_check_init(&srv.loop, &srv.sweep);
+    uv_check_start(&srv.sweep, on_sweep);
     uv_signal_init(&srv.loop, &srv.sig_term);
     uv_signal_start(&srv.sig_term, on_stop, SIGTERM);
     uv_signal_init(&srv.loop, &srv.sig_int);

@@ -62,6 +62,7 @@ typedef struct fence_proxy_config {
     uint64_t max_header_bytes;  /* --max-header-bytes */
     uint64_t max_body_bytes;    /* --max-body-bytes */
     uint64_t max_response_bytes; /* --max-response-bytes */
+    uint64_t max_conn_memory;   /* --max-conn-memory: read buffers and request copies, 0: off */
     uint64_t max_fences;        /* --max-fences */
     uint64_t max_bindings;      /* --max-bindings: paths bound to their first fence */
     uint64_t drain_timeout_ms;  /* --drain-timeout-ms */
