@@ -43,7 +43,8 @@ UNIT_TESTS += $(PROXY_TESTS)
 INTEG_TESTS += tests/integration/test_proxy.py tests/integration/test_proxy_order.py \
                tests/integration/test_proxy_crash.py tests/integration/test_proxy_zk.py \
                tests/integration/test_proxy_asan.sh tests/torture/test_torture_proxy.sh \
-               tests/integration/test_proxy_signed.py
+               tests/integration/test_proxy_signed.py tests/integration/test_proxy_bypass.py \
+               tests/integration/test_proxy_budget.py
 
 # make bench-proxy: small PUTs, 1 and 64 clients, through the proxy and
 # straight to nginx in the same run (src/proxy/bench.py, wrk).
