@@ -87,6 +87,8 @@ typedef struct fp_req {
     size_t out_cap;            /* allocated size of out */
     h2o_iovec_t outvec;        /* out, as H2O wants it */
     h2o_iovec_t target;        /* normalised path + query, in the req's pool */
+    h2o_iovec_t dest;          /* normalised Destination (COPY, MOVE), or base NULL */
+    fp_bind *bind2;            /* the Destination path's binding, or NULL */
     int status;                /* upstream status */
     char reason[64];           /* upstream reason phrase */
     char *hbuf;                /* upstream headers: "name\0value\0"... */
@@ -541,7 +543,7 @@ static void pump(fp_fence *f)
             }
             break;
         }
-        if (fr->bind != NULL && !fr->bind->durable)
+        if ((fr->bind != NULL && !fr->bind->durable) || (fr->bind2 != NULL && !fr->bind2->durable))
             break; /* bind_done() pumps it */
         if (srv.holding && f->had_mark)
             break; /* on_hold_end() pumps it */
@@ -835,6 +837,11 @@ static int build_request(fp_req *fr, h2o_req_t *req)
         const h2o_header_t *h = &req->headers.entries[i];
         if (skip_header(h->name->base, h->name->len, true))
             continue;
+        if (fr->dest.base != NULL && h2o_lcstris(h->name->base, h->name->len, H2O_STRLIT("destination"))) {
+            if (ADD("destination: ", 13) || ADD(fr->dest.base, fr->dest.len) || ADD("\r\n", 2))
+                return -1;
+            continue;
+        }
         const char *n = h->orig_name != NULL ? h->orig_name : h->name->base;
         if (ADD(n, h->name->len) || ADD(": ", 2) || ADD(h->value.base, h->value.len) ||
             ADD("\r\n", 2))
@@ -893,6 +900,47 @@ static int one_header(h2o_req_t *req, const char *name, size_t len, h2o_iovec_t 
     if (h2o_find_header_by_str(&req->headers, name, len, i) >= 0)
         return -1;
     *out = req->headers.entries[i].value;
+    return 0;
+}
+
+/* WebDAV's Destination (COPY, MOVE) names a second path the request
+ * writes: an absolute URI or an absolute path.  Normalise its path like
+ * the request's: *path and *plen get the normalised path (in req's pool),
+ * *out the value to forward (the scheme and authority as sent, the
+ * normalised path, the query).  Returns 0, or -1 with *why. */
+static int parse_destination(h2o_req_t *req, h2o_iovec_t v, char **path, size_t *plen,
+                             h2o_iovec_t *out, const char **why)
+{
+    size_t start = 0;
+    if (v.len >= 7 && h2o_lcstris(v.base, 7, H2O_STRLIT("http://")))
+        start = 7;
+    else if (v.len >= 8 && h2o_lcstris(v.base, 8, H2O_STRLIT("https://")))
+        start = 8;
+    else if (v.len == 0 || v.base[0] != '/') {
+        *why = "Destination is neither an absolute URI nor an absolute path";
+        return -1;
+    }
+    if (start > 0) {
+        while (start < v.len && v.base[start] != '/')
+            start++;
+        if (start == v.len) {
+            *why = "Destination names no path";
+            return -1;
+        }
+    }
+    size_t n = v.len - start, ql = 0, qo = 0;
+    char *buf = h2o_mem_alloc_pool(&req->pool, v.len + 1);
+    memcpy(buf, v.base, start);
+    if (fence__proxy_path_normalize(v.base + start, n, buf + start, n, &ql, &qo, why) != 0)
+        return -1;
+    if (ql > FENCE_PROXY_PATH_MAX) {
+        *why = "the Destination path is too long";
+        return -1;
+    }
+    *path = buf + start;
+    *plen = ql;
+    memcpy(buf + start + ql, v.base + start + qo, n - qo);
+    *out = h2o_iovec_init(buf, start + ql + (n - qo));
     return 0;
 }
 
@@ -974,6 +1022,29 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     char expect[FENCE_PROXY_NAME_MAX];
     size_t elen = 0;
     bool no_fence = fence__proxy_route_fence(route, npath, plen, expect, sizeof(expect), &elen) != 0;
+    /* A Destination (COPY, MOVE) is a second path the request writes: it
+     * needs a token unless its route is '-', and its fence must match. */
+    h2o_iovec_t dest;
+    if (one_header(req, H2O_STRLIT("destination"), &dest) != 0) {
+        reply(req, 400, "Bad Request", NULL, "BADPATH Destination may be given once\n");
+        return 0;
+    }
+    char *dpath = NULL;
+    size_t dplen = 0, delen = 0;
+    h2o_iovec_t dest_out = h2o_iovec_init(NULL, 0);
+    char dexpect[FENCE_PROXY_NAME_MAX];
+    if (dest.base != NULL) {
+        if (parse_destination(req, dest, &dpath, &dplen, &dest_out, &why_path) != 0) {
+            reply(req, 400, "Bad Request", NULL, "BADPATH %s; nothing was forwarded\n", why_path);
+            return 0;
+        }
+        const fence_proxy_route *droute = fence__proxy_route_match(&srv.cfg->routes, dpath, dplen);
+        if (droute->all || droute->n_methods > 0)
+            needs = true;
+        is_read = false;
+        if (fence__proxy_route_fence(droute, dpath, dplen, dexpect, sizeof(dexpect), &delen) != 0)
+            no_fence = true;
+    }
     if (no_fence && (needs || tok.base != NULL)) {
         reply(req, 400, "Bad Request", NULL,
               "BADFENCE the path gives no name for the fence of route '%s' (%s); nothing was "
@@ -999,6 +1070,11 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         if (elen > 0 && !h2o_memis(lock.base, lock.len, expect, elen)) {
             reply_wrongfence(req, npath, plen, lock.base, lock.len, expect, elen,
                              "named by its route");
+            return 0;
+        }
+        if (delen > 0 && !h2o_memis(lock.base, lock.len, dexpect, delen)) {
+            reply_wrongfence(req, dpath, dplen, lock.base, lock.len, dexpect, delen,
+                             "the Destination, named by its route");
             return 0;
         }
         /* Signed tokens (docs/security.md): with verify keys, only a token
@@ -1033,8 +1109,17 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     fp_fence *f = NULL;
-    fp_bind *bd = NULL;
+    fp_bind *bd = NULL, *dbd = NULL;
     if (tok.base != NULL) {
+        if (dpath != NULL && delen == 0) {
+            dbd = bind_get(dpath, dplen);
+            if (dbd != NULL &&
+                !h2o_memis(lock.base, lock.len, dbd->fence->name, dbd->fence->len)) {
+                reply_wrongfence(req, dpath, dplen, lock.base, lock.len, dbd->fence->name,
+                                 dbd->fence->len, "the Destination; the first fence that wrote it");
+                return 0;
+            }
+        }
         /* No route names the fence: the path belongs to the first fence
          * that wrote it (as fence-store binds a key). */
         if (elen == 0) {
@@ -1044,13 +1129,15 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
                                  bd->fence->len, "the first fence that wrote it");
                 return 0;
             }
-            if (bd == NULL && !is_read && srv.nbindings >= srv.cfg->max_bindings) {
-                reply(req, 503, "Service Unavailable", NULL,
-                      "BINDINGS %" PRIu64 " paths are bound to fences (--max-bindings); "
-                      "nothing was forwarded\n",
-                      srv.nbindings);
-                return 0;
-            }
+        }
+        uint64_t new_binds = (elen == 0 && bd == NULL && !is_read) +
+                             (dpath != NULL && delen == 0 && dbd == NULL);
+        if (srv.nbindings + new_binds > srv.cfg->max_bindings) {
+            reply(req, 503, "Service Unavailable", NULL,
+                  "BINDINGS %" PRIu64 " paths are bound to fences (--max-bindings); "
+                  "nothing was forwarded\n",
+                  srv.nbindings);
+            return 0;
         }
         const char *why = NULL;
         f = fence_get(lock.base, lock.len, &why);
@@ -1071,6 +1158,18 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             }
             FENCE_LOG_D("bind %.*s to fence %.*s", (int)plen, npath, (int)f->len, f->name);
             bind_queue(bd);
+        }
+        if (dpath != NULL && delen == 0 && dbd == NULL) {
+            dbd = bind_get(dpath, dplen); /* the source's own path, just bound? */
+            if (dbd == NULL) {
+                dbd = bind_add(dpath, dplen, f, false);
+                if (dbd == NULL) {
+                    reply(req, 503, "Service Unavailable", NULL, "NOMEM out of memory\n");
+                    return 0;
+                }
+                FENCE_LOG_D("bind %.*s to fence %.*s", (int)dplen, dpath, (int)f->len, f->name);
+                bind_queue(dbd);
+            }
         }
     }
     /* The upstream request is a copy of head and body. */
@@ -1095,6 +1194,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     fr->req = req;
     fr->fence = f;
     fr->bind = bd;
+    fr->bind2 = dbd;
+    fr->dest = dest_out;
     fr->conn = conn_of(req);
     if (fr->conn != NULL)
         fr->conn->reqs++;

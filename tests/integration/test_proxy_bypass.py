@@ -15,6 +15,9 @@ routes '/reports/ PUT,DELETE; /secret/ *; /public/ -':
   --token-signing-key), with 409 WRONGFENCE and Fencing-Expected; without a
   named fence the first fence that wrote a path owns it, also after a
   kill -9 and restart of the proxy;
+- WebDAV COPY/MOVE: the Destination is routed, fenced and bound like the
+  request path (an unfenced COPY from /public/ into /reports/, a MOVE over
+  another fence's file: refused);
 - --max-bindings: a clear 503 past it.
 """
 import os
@@ -110,6 +113,44 @@ def test_methods(ng, px):
     for m in ("GET", "HEAD", "OPTIONS"):
         st, _ = raw(px.port, req(m, "/public/open"))
         tap.check(st is not None and st != 428, "%s needs no token (%s)" % (m, st))
+
+
+def test_destination(tmp):
+    """WebDAV COPY/MOVE write their Destination: it is routed, fenced and
+    bound like the request path (nginx with COPY and MOVE enabled)."""
+    ng = Nginx(tmp, name="nginx-dav", dav_methods="PUT DELETE COPY MOVE").start()
+    px = Proxy(tmp, ng.port, name="proxy-dav", args=["--route", ROUTES,
+                                                     "--restart-hold-ms", "0"]).start()
+    try:
+        st, _, _ = request(px.port, "PUT", "/public/src", b"public")
+        tap.check(st in (201, 204), "PUT /public/src needs no token (%d)" % st)
+        for dest in ("http://x/reports/r", "/reports/r", "http://x/public/../reports/r",
+                     "http://x//reports/r"):
+            st, _, body = request(px.port, "COPY", "/public/src", None, {"Destination": dest})
+            tap.check(st == 428, "COPY /public/src to %s without a token: 428" % dest, (st, body))
+        st, _, body = request(px.port, "MOVE", "/public/src", None,
+                              {"Destination": "http://x/public/..%2freports/r"})
+        tap.eq(400, st, "MOVE to an encoded-slash Destination: 400")
+        tap.eq(None, ng.file("reports/r"), "nginx copied nothing into /reports/")
+        st, _, _ = request(px.port, "PUT", "/acct", b"acct", fenced_headers("acct", 1))
+        tap.check(st in (201, 204), "PUT /acct through acct (%d)" % st)
+        st, _, _ = request(px.port, "PUT", "/mine", b"mine", fenced_headers("other", 1))
+        tap.check(st in (201, 204), "PUT /mine through other (%d)" % st)
+        st, hd, body = request(px.port, "MOVE", "/mine", None,
+                               dict(fenced_headers("other", 1), Destination="http://x/./acct"))
+        tap.check(st == 409 and hd.get("fencing-expected") == "acct",
+                  "MOVE /mine over /acct through 'other': 409, expected acct", (st, body))
+        tap.eq(b"acct", ng.file("acct"), "/acct is untouched")
+        st, _, _ = request(px.port, "COPY", "/mine", None,
+                           dict(fenced_headers("other", 1),
+                                Destination="http://127.0.0.1:%d/a/../mine2" % px.port))
+        tap.check(st in (201, 204), "a fenced COPY to a dotted Destination is forwarded (%d)" % st)
+        tap.eq(b"mine", ng.file("mine2"), "nginx wrote the normalised Destination /mine2")
+        st, _, _ = request(px.port, "PUT", "/mine2", b"x", fenced_headers("acct", 5))
+        tap.eq(409, st, "the Destination now belongs to 'other'")
+    finally:
+        px.stop()
+        ng.stop()
 
 
 def test_read_methods(tmp, ng):
@@ -257,6 +298,7 @@ def main():
     run_group(tap, test_paths, ng, px)
     run_group(tap, test_methods, ng, px)
     run_group(tap, test_obs_fold, ng, px)
+    run_group(tap, test_destination, TMP)
     run_group(tap, test_read_methods, TMP, ng)
     run_group(tap, test_route_fence, TMP, ng)
     run_group(tap, test_first_writer, TMP, ng)
