@@ -119,17 +119,19 @@ def test_destination(tmp):
     """WebDAV COPY/MOVE write their Destination: it is routed, fenced and
     bound like the request path (nginx with COPY and MOVE enabled)."""
     ng = Nginx(tmp, name="nginx-dav", dav_methods="PUT DELETE COPY MOVE").start()
+    os.makedirs(os.path.join(ng.root, "reports"), exist_ok=True)
     px = Proxy(tmp, ng.port, name="proxy-dav", args=["--route", ROUTES,
                                                      "--restart-hold-ms", "0"]).start()
     try:
         st, _, _ = request(px.port, "PUT", "/public/src", b"public")
         tap.check(st in (201, 204), "PUT /public/src needs no token (%d)" % st)
-        for dest in ("http://x/reports/r", "/reports/r", "http://x/public/../reports/r",
-                     "http://x//reports/r"):
+        here = "http://127.0.0.1:%d" % px.port  # nginx wants the Host's authority
+        for dest in (here + "/reports/r", "/reports/r", here + "/public/../reports/r",
+                     here + "//reports/r"):
             st, _, body = request(px.port, "COPY", "/public/src", None, {"Destination": dest})
             tap.check(st == 428, "COPY /public/src to %s without a token: 428" % dest, (st, body))
         st, _, body = request(px.port, "MOVE", "/public/src", None,
-                              {"Destination": "http://x/public/..%2freports/r"})
+                              {"Destination": here + "/public/..%2freports/r"})
         tap.eq(400, st, "MOVE to an encoded-slash Destination: 400")
         tap.eq(None, ng.file("reports/r"), "nginx copied nothing into /reports/")
         st, _, _ = request(px.port, "PUT", "/acct", b"acct", fenced_headers("acct", 1))
@@ -137,13 +139,13 @@ def test_destination(tmp):
         st, _, _ = request(px.port, "PUT", "/mine", b"mine", fenced_headers("other", 1))
         tap.check(st in (201, 204), "PUT /mine through other (%d)" % st)
         st, hd, body = request(px.port, "MOVE", "/mine", None,
-                               dict(fenced_headers("other", 1), Destination="http://x/./acct"))
+                               dict(fenced_headers("other", 1), Destination=here + "/./acct"))
         tap.check(st == 409 and hd.get("fencing-expected") == "acct",
                   "MOVE /mine over /acct through 'other': 409, expected acct", (st, body))
         tap.eq(b"acct", ng.file("acct"), "/acct is untouched")
         st, _, _ = request(px.port, "COPY", "/mine", None,
                            dict(fenced_headers("other", 1),
-                                Destination="http://127.0.0.1:%d/a/../mine2" % px.port))
+                                Destination=here + "/a/../mine2"))
         tap.check(st in (201, 204), "a fenced COPY to a dotted Destination is forwarded (%d)" % st)
         tap.eq(b"mine", ng.file("mine2"), "nginx wrote the normalised Destination /mine2")
         st, _, _ = request(px.port, "PUT", "/mine2", b"x", fenced_headers("acct", 5))
