@@ -181,6 +181,7 @@ static fp_server srv;
 
 static void pump(fp_fence *f);
 static fp_conn *conn_of(h2o_req_t *req);
+static bool conn_evictable(fp_conn *c);
 
 /* ---- Small buffers --------------------------------------------------- */
 
@@ -1290,7 +1291,7 @@ static void on_refused_close(uv_handle_t *h)
  * end and closes the connection itself. */
 static void conn_evict(fp_conn *c, const char *why)
 {
-    FENCE_ASSERT(!c->closing && c->reqs == 0);
+    FENCE_ASSERT(conn_evictable(c));
     c->closing = true;
     srv.nclosing++;
 
@@ -1316,6 +1317,15 @@ static void conn_evict(fp_conn *c, const char *why)
     shutdown(fd, SHUT_RDWR);
 }
 
+/* Whether c may be closed to make room: no request of it at the proxy,
+ * and H2O waiting for its input (so it sees the shutdown at once), not
+ * sending it a response. */
+static bool conn_evictable(fp_conn *c)
+{
+    return !c->closing && c->reqs == 0 && c->sock->input != NULL &&
+           h2o_socket_is_reading(c->sock) && !h2o_socket_is_writing(c->sock);
+}
+
 /* The connection to close to make room for a new one: the one without a
  * request at the proxy that has been quiet longest (idle keep-alive,
  * never sent anything, or trickling a request), or NULL. */
@@ -1323,7 +1333,7 @@ static fp_conn *conn_idlest(void)
 {
     fp_conn *best = NULL;
     for (fp_conn *c = srv.conns; c != NULL; c = c->next) {
-        if (c->closing || c->reqs > 0)
+        if (!conn_evictable(c))
             continue;
         if (best == NULL || c->active_ms < best->active_ms ||
             (c->active_ms == best->active_ms && c->opened_ms < best->opened_ms))
@@ -1357,7 +1367,7 @@ static void on_sweep(uv_check_t *h)
     while (total > max) {
         fp_conn *big = NULL;
         for (fp_conn *c = srv.conns; c != NULL; c = c->next)
-            if (!c->closing && c->reqs == 0 && c->mem > 0 && (big == NULL || c->mem > big->mem))
+            if (c->mem > 0 && conn_evictable(c) && (big == NULL || c->mem > big->mem))
                 big = c;
         if (big == NULL)
             break;
