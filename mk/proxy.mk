@@ -11,10 +11,11 @@ PROXY_SRC := $(wildcard src/proxy/*.c)
 PROXY_OBJ := $(PROXY_SRC:%.c=$(BUILD)/%.o)
 FENCE_HTTP_PROXY := $(BUILD)/fence-proxy
 
-# The pure parsing (route.c, path.c) alone, for the fuzz targets and the
-# unit test.
+# The pure parsing (route.c, path.c) and the bindings log (bindlog.c) alone,
+# for the fuzz targets and the unit tests.
 PROXY_PARSE_LIB := $(BUILD)/libfenceproxyparse.a
-$(PROXY_PARSE_LIB): $(BUILD)/src/proxy/route.o $(BUILD)/src/proxy/path.o
+$(PROXY_PARSE_LIB): $(BUILD)/src/proxy/route.o $(BUILD)/src/proxy/path.o \
+                    $(BUILD)/src/proxy/bindlog.o
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
@@ -31,6 +32,10 @@ FUZZ_proxy_LIBS := $(BUILD)/libfenceproxyparse.a $(BUILD)/libfencecommon.a
 FUZZ_TARGETS += proxy_path
 FUZZ_proxy_path_LIBS := $(BUILD)/libfenceproxyparse.a $(BUILD)/libfencecommon.a
 FUZZ_proxy_path_FLAGS := -max_len=1024
+# Fuzz target tests/fuzz/proxy_bindlog_fuzz.c: the bindings log reader.
+FUZZ_TARGETS += proxy_bindlog
+FUZZ_proxy_bindlog_LIBS := $(BUILD)/libfenceproxyparse.a $(BUILD)/libfencecommon.a
+FUZZ_proxy_bindlog_FLAGS := -max_len=4096
 
 # Unit tests: tests/unit/test_proxy*.c over the pure parsing.
 PROXY_TEST_SRC := $(wildcard tests/unit/test_proxy*.c)

@@ -61,10 +61,8 @@ static bool all_zero(const unsigned char *p, size_t n)
     return true;
 }
 
-/* Walk the batches of buf[0..n); returns the length of the good prefix,
- * or -1 (corruption, or the callback stopped) with err. */
-static long walk(const unsigned char *buf, size_t n, const char *file, fence_proxy_bind_each each,
-                 void *arg, char *err, size_t cap)
+long fence__proxy_bindlog_walk(const unsigned char *buf, size_t n, const char *file,
+                               fence_proxy_bind_each each, void *arg, char *err, size_t cap)
 {
     size_t off = 0;
     while (off < n) {
@@ -143,7 +141,7 @@ int fence__proxy_bindlog_open(const char *dir, fence_proxy_bind_each each, void 
         close(fd);
         return -1;
     }
-    long good = walk(buf, n, file, each, arg, err, cap);
+    long good = fence__proxy_bindlog_walk(buf, n, file, each, arg, err, cap);
     free(buf);
     if (good < 0) {
         close(fd);
@@ -172,12 +170,17 @@ int fence__proxy_bindlog_open(const char *dir, fence_proxy_bind_each each, void 
     return 0;
 }
 
-int fence__proxy_bindlog_append(fence_proxy_bindlog *l, char *buf, size_t len)
+void fence__proxy_bindlog_seal(char *buf, size_t len)
 {
     size_t body = len - FENCE_PROXY_BINDLOG_BATCH_HDR;
     memcpy(buf, "FPB1", 4);
     put32(buf + 4, (uint32_t)body);
     put32(buf + 8, fence__crc32c(buf + FENCE_PROXY_BINDLOG_BATCH_HDR, body));
+}
+
+int fence__proxy_bindlog_append(fence_proxy_bindlog *l, char *buf, size_t len)
+{
+    fence__proxy_bindlog_seal(buf, len);
     if (fence__fs_pwrite_all(l->fd, buf, len, l->size) != 0)
         return errno ? errno : EIO;
     if (fdatasync(l->fd) != 0)

@@ -32,6 +32,14 @@ typedef struct fence_proxy_bindlog fence_proxy_bindlog;
 typedef int (*fence_proxy_bind_each)(void *arg, const char *path, size_t plen,
                                      const char *fence, size_t flen, char *err, size_t cap);
 
+/* Walk the log's bytes buf[0..n) (pure: what open does after reading the
+ * file; file only names it in messages): call each() for every binding
+ * of every good batch.  Returns the length of the good prefix (n, or the
+ * offset where a torn tail starts), or -1 with err (corruption, or each()
+ * stopped). */
+long fence__proxy_bindlog_walk(const unsigned char *buf, size_t n, const char *file,
+                               fence_proxy_bind_each each, void *arg, char *err, size_t cap);
+
 /* Open (create) dir/fence-proxy.bindings, call each() for every binding,
  * cut off a torn tail.  Returns 0 and *out, or -1 with err. */
 int fence__proxy_bindlog_open(const char *dir, fence_proxy_bind_each each, void *arg,
@@ -41,6 +49,9 @@ int fence__proxy_bindlog_open(const char *dir, fence_proxy_bind_each each, void 
  * + plen + flen bytes); returns the bytes written. */
 size_t fence__proxy_bindlog_record(char *out, const char *path, size_t plen, const char *fence,
                                    size_t flen);
+
+/* Fill the batch header buf[0..HDR) for the records buf[HDR..len). */
+void fence__proxy_bindlog_seal(char *buf, size_t len);
 
 /* Append a batch whose body (records) is buf[HDR..len): buf[0..HDR) is
  * filled here.  Writes and fdatasyncs; returns 0 or an errno value.  Not
