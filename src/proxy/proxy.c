@@ -1019,6 +1019,17 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
                                                 req->input.method.len);
     bool is_read = fence__proxy_method_is_read(&srv.cfg->routes, req->input.method.base,
                                                req->input.method.len);
+    /* A read that asks the upstream to act as another method (frameworks
+     * honour these headers) is not a read. */
+    static const char *const overrides[] = {"x-http-method-override", "x-http-method",
+                                            "x-method-override"};
+    for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++) {
+        if (h2o_find_header_by_str(&req->headers, overrides[i], strlen(overrides[i]), -1) >= 0) {
+            is_read = false;
+            if (route->all || route->n_methods > 0)
+                needs = true;
+        }
+    }
     /* The fence the route names for this path, if any. */
     char expect[FENCE_PROXY_NAME_MAX];
     size_t elen = 0;

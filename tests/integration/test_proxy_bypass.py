@@ -8,7 +8,8 @@ routes '/reports/ PUT,DELETE; /secret/ *; /public/ -':
   refused (428 or 400), and nginx writes nothing; a fenced write through a
   dotted path lands at the normalised path the proxy decided on;
 - methods: `put`, `FOO`, `TRACE`, `PROPFIND` need a token (428); GET,
-  HEAD, OPTIONS do not; with --read-methods PROPFIND is a read;
+  HEAD, OPTIONS do not, unless they carry X-HTTP-Method-Override (or its
+  kin); with --read-methods PROPFIND is a read;
 - obsolete line folding: 400, nothing forwarded;
 - one fence per resource: a route that names the fence (fixed, and
   doc:{name}) refuses another fence's token, plain and signed (fenced
@@ -113,6 +114,9 @@ def test_methods(ng, px):
     for m in ("GET", "HEAD", "OPTIONS"):
         st, _ = raw(px.port, req(m, "/public/open"))
         tap.check(st is not None and st != 428, "%s needs no token (%s)" % (m, st))
+    for h in ("X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"):
+        st, body = raw(px.port, req("GET", "/reports/r2", headers={h: "DELETE"}))
+        tap.check(st == 428, "GET /reports/r2 with %s: DELETE needs a token (428)" % h, (st, body))
 
 
 def test_destination(tmp):
