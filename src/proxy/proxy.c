@@ -155,6 +155,7 @@ typedef struct fp_server {
     bool holding;                     /* within --restart-hold-ms of start */
     uv_timer_t hold_timer;            /* ends the restart hold */
     fence_res_metrics metrics;        /* metric families, /metrics (metrics.c) */
+    fence_proxy_metrics pm;           /* the proxy's own families */
     fence_proxy_bindlog *bindlog;     /* the durable bindings */
     fp_bind **bbuckets;               /* binding hash table */
     size_t nbbuckets;                 /* its size (power of two) */
@@ -400,6 +401,8 @@ static fp_bind *bind_add(const char *path, size_t n, fp_fence *f, bool durable)
     x->next = srv.bbuckets[b];
     srv.bbuckets[b] = x;
     srv.nbindings++;
+    if (srv.pm.bindings != NULL)
+        fence_metric_set(srv.pm.bindings, (int64_t)srv.nbindings);
     return x;
 }
 
@@ -753,6 +756,7 @@ static int on_up_body(h2o_http1client_t *client, const char *errstr)
         if (srv.cfg->max_conn_memory > 0 &&
             srv.conn_mem + srv.req_mem > srv.cfg->max_conn_memory) {
             srv.refused_mem++;
+            fence_metric_inc(srv.pm.busy);
             finish(fr, 502, "the response does not fit the memory budget (--max-conn-memory) now");
             return -1;
         }
@@ -959,6 +963,7 @@ static void reply_wrongfence(h2o_req_t *req, const char *path, size_t plen, cons
                              size_t llen, const char *owner, size_t olen, const char *how)
 {
     add_expected(req, owner, olen);
+    fence_metric_inc(srv.pm.wrongfence);
     FENCE_LOG_D("wrong fence: %.*s through %.*s, belongs to %.*s", (int)plen, path, (int)llen,
                 lock, (int)olen, owner);
     reply(req, 409, "Conflict", NULL,
@@ -1189,6 +1194,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     if (srv.cfg->max_conn_memory > 0 &&
         srv.conn_mem + srv.req_mem + need > srv.cfg->max_conn_memory) {
         srv.refused_mem++;
+        fence_metric_inc(srv.pm.busy);
         reply(req, 503, "Service Unavailable", NULL,
               "BUSY connections and requests hold %" PRIu64 " bytes; this request needs %" PRIu64
               " more (--max-conn-memory %" PRIu64 "); nothing was forwarded; retry\n",
@@ -1371,6 +1377,7 @@ static void on_sweep(uv_check_t *h)
         }
     }
     srv.conn_mem = mem;
+    fence_metric_set(srv.pm.memory, (int64_t)(mem + srv.req_mem));
     uint64_t max = srv.cfg->max_conn_memory;
     if (max == 0)
         return;
@@ -1383,6 +1390,7 @@ static void on_sweep(uv_check_t *h)
         if (big == NULL)
             break;
         srv.evicted_mem++;
+        fence_series_inc(fence_metric_with(srv.pm.evicted, "memory", 6));
         FENCE_LOG_D("closing a connection reading %zu bytes: connections and requests hold %" PRIu64
                     " bytes (--max-conn-memory %" PRIu64 ")",
                     big->mem, total, max);
@@ -1417,6 +1425,7 @@ static void on_accept(uv_stream_t *listener, int status)
             return;
         }
         srv.evicted_idle++;
+        fence_series_inc(fence_metric_with(srv.pm.evicted, "room", 4));
         FENCE_LOG_D("closing the quietest connection (idle %" PRIu64
                     " ms) to make room (--max-connections)",
                     uv_now(&srv.loop) - v->active_ms);
@@ -1614,11 +1623,12 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     if (setup_upstream(cfg) != 0 || setup_listener(cfg) != 0)
         goto out_free_ssl;
     char merr[300];
-    if (fence__proxy_metrics_start(&srv.metrics, cfg->listen_host, (int)cfg->metrics_port, merr,
-                                   sizeof(merr)) != 0) {
+    if (fence__proxy_metrics_start(&srv.metrics, &srv.pm, cfg->listen_host,
+                                   (int)cfg->metrics_port, merr, sizeof(merr)) != 0) {
         FENCE_LOG_E("metrics-port: %s", merr);
         goto out_free_ssl;
     }
+    fence_metric_set(srv.pm.bindings, (int64_t)srv.nbindings);
 
     uv_check_init(&srv.loop, &srv.sweep);
     uv_check_start(&srv.sweep, on_sweep);

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_proxy_lib import (Nginx, Proxy, SlowUpstream, Tap, fenced_headers,  # noqa: E402
-                            make_tmp, need_nginx, need_proxy, request)
+                            free_port, make_tmp, need_nginx, need_proxy, request, wait_port)
 from fencetest import run_group  # noqa: E402
 
 need_proxy()
@@ -99,7 +99,9 @@ def test_idle(ng):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 2500 and hard >= 2500:
         resource.setrlimit(resource.RLIMIT_NOFILE, (2500, hard))
-    px = Proxy(TMP, ng.port, name="idle", args=["--restart-hold-ms", "0"]).start()
+    mport = free_port()
+    px = Proxy(TMP, ng.port, name="idle", args=["--restart-hold-ms", "0",
+                                                "--metrics-port", str(mport)]).start()
     socks = []
     try:
         for _ in range(1100):
@@ -116,6 +118,12 @@ def test_idle(ng):
                   "1100 idle connections do not lock a new client out (%s in %.2f s)" % (st, took))
         st, _, body = request(px.port, "GET", "/idle/after", timeout=15)
         tap.eq((200, b"x"), (st, body), "and the next one is served too")
+        wait_port(mport)
+        _, _, text = request(mport, "GET", "/metrics", timeout=10)
+        closed = [ln for ln in text.decode().splitlines()
+                  if ln.startswith('fence_proxy_connections_closed_total{reason="room"}')]
+        tap.check(closed and int(float(closed[0].split()[-1])) >= 70,
+                  "fence_proxy_connections_closed_total{reason=\"room\"} counts them", closed)
         tap.check(px.alive(), "the proxy is up", px.log_text())
     finally:
         for s in socks:
