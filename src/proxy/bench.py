@@ -42,7 +42,8 @@ function request()
     n = n + 1
     local tok = "1"
     if mode == "rising" then tok = tostring(n) end
-    return wrk.format("PUT", "/bench/" .. id .. ".txt",
+    -- one file per fence: a path belongs to the first fence that wrote it
+    return wrk.format("PUT", "/bench/" .. run .. "-" .. mode .. "-" .. id .. ".txt",
                       {["Fencing-Lock"] = "bench-" .. run .. "-" .. mode .. "-" .. id,
                        ["Fencing-Token"] = tok}, body)
 end

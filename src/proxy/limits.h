@@ -16,6 +16,9 @@
 /* Methods listed in one route, and the longest method name. */
 #define FENCE_PROXY_METHODS_MAX 32
 #define FENCE_PROXY_METHOD_LEN_MAX 24
+/* Longest normalised request path (the query not counted): longer ones
+ * get 414.  Bounds what one binding of a path to its fence costs. */
+#define FENCE_PROXY_PATH_MAX 4096
 /* Length of the --route option text. */
 #define FENCE_PROXY_ROUTE_TEXT_MAX 4096
 
@@ -38,8 +41,23 @@
 #define FENCE_PROXY_BODY_MAX (1024ULL * 1024 * 1024)
 #define FENCE_PROXY_RESPONSE_DEFAULT (64 * 1024 * 1024)
 #define FENCE_PROXY_RESPONSE_MAX (1024ULL * 1024 * 1024)
+/* Memory of all client connections' read buffers (request heads and
+ * bodies H2O is reading) plus the request and response copies the proxy
+ * holds (--max-conn-memory; 0: no bound).  The default holds a few
+ * maximal bodies at once; the issue-18 test took an unbounded proxy to 1 GB
+ * with 64 clients sending 15 MB bodies. */
+#define FENCE_PROXY_CONN_MEMORY_DEFAULT (256ULL * 1024 * 1024)
+#define FENCE_PROXY_CONN_MEMORY_MAX (1ULL << 40)
+/* SO_RCVBUF of a client connection under a memory budget: what one loop
+ * turn can read from it beyond the budget (the kernel doubles it). */
+#define FENCE_PROXY_CONN_RCVBUF (128 * 1024)
 /* Distinct fences tracked (--max-fences), bounded by the guard's ceiling. */
 #define FENCE_PROXY_FENCES_DEFAULT 100000
+/* Paths bound to the first fence that wrote them (--max-bindings), where
+ * no route names the fence.  Each costs its path (at most
+ * FENCE_PROXY_PATH_MAX) plus about 40 bytes, and is never forgotten. */
+#define FENCE_PROXY_BINDINGS_DEFAULT 100000
+#define FENCE_PROXY_BINDINGS_MAX 10000000
 /* Threads that make marks durable (--guard-threads); their concurrent
  * admits share fsyncs in the guard (group commit).  libuv's pool caps
  * them at 1024. */

@@ -3,6 +3,7 @@
  * the log, then the server loop (proxy.c). */
 #include <h2o.h>
 #include <h2o/url.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +40,12 @@ static const fence_opt proxy_opts[] = {
                       "Fencing-Lock (403 BADTOKEN otherwise; read again on SIGHUP); "
                       "default plain tokens"),
     FENCE_OPT_STR_ROW(C, "route", route, "", "<routes>",
-                      "'PREFIX METHODS; ...': methods that need a token under a path "
-                      "prefix ('*' all, '-' none); default '/ " FENCE_PROXY_DEFAULT_METHODS "'"),
+                      "'PREFIX METHODS [FENCE]; ...': methods that need a token under a path "
+                      "prefix ('*' all, '-' none) and the fence that guards it ('{name}': the "
+                      "first segment after the prefix); default '/ " FENCE_PROXY_DEFAULT_METHODS "'"),
+    FENCE_OPT_STR_ROW(C, "read-methods", read_methods, FENCE_PROXY_READS_DEFAULT, "<list>",
+                      "the methods that are reads (from GET, HEAD, OPTIONS, PROPFIND); every "
+                      "other method needs a token on a route with a method list"),
     FENCE_OPT_BOOL_ROW(C, "keep-fencing-headers", keep_fencing_headers, 0,
                        "forward Fencing-Lock and Fencing-Token to the upstream"),
     FENCE_OPT_U64_ROW(C, "drain-timeout-ms", drain_timeout_ms, 1, 3600000, 5000, "<ms>",
@@ -63,8 +68,17 @@ static const fence_opt proxy_opts[] = {
     FENCE_OPT_SIZE_ROW(C, "max-response-bytes", max_response_bytes, 0, FENCE_PROXY_RESPONSE_MAX,
                        FENCE_PROXY_RESPONSE_DEFAULT, "<bytes>",
                        "upstream response body, buffered (more: 502)"),
+    FENCE_OPT_SIZE_ROW(C, "max-conn-memory", max_conn_memory, 0, FENCE_PROXY_CONN_MEMORY_MAX,
+                       FENCE_PROXY_CONN_MEMORY_DEFAULT, "<bytes>",
+                       "read buffers of all connections plus the request and response copies "
+                       "the proxy holds (over it: the biggest unfinished request is closed, "
+                       "new requests get 503; 0: no bound)"),
     FENCE_OPT_U64_ROW(C, "max-fences", max_fences, 1, FENCE_GUARD_FENCES_MAX,
                       FENCE_PROXY_FENCES_DEFAULT, "<n>", "distinct fences (more: 503)"),
+    FENCE_OPT_U64_ROW(C, "max-bindings", max_bindings, 1, FENCE_PROXY_BINDINGS_MAX,
+                      FENCE_PROXY_BINDINGS_DEFAULT, "<n>",
+                      "paths bound to the first fence that wrote them, where no route names "
+                      "a fence (more: 503)"),
     FENCE_OPT_U64_ROW(C, "upstream-timeout-ms", upstream_timeout_ms, 10, 3600000, 30000,
                       "<ms>", "upstream I/O timeout (then 502)"),
     FENCE_OPT_U64_ROW(C, "request-timeout-ms", request_timeout_ms, 10, 3600000, 10000,
@@ -155,8 +169,20 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
     memcpy(cfg->up_host, url.host.base, url.host.len);
     cfg->up_host[url.host.len] = '\0';
     cfg->up_port = h2o_url_get_port(&url);
+    if (cfg->max_conn_memory > 0 &&
+        (cfg->max_conn_memory < 2 * cfg->max_body_bytes + 65536 ||
+         cfg->max_conn_memory < cfg->max_response_bytes)) {
+        snprintf(err, cap,
+                 "--max-conn-memory (%" PRIu64 ") must hold two copies of --max-body-bytes (%" PRIu64
+                 ") plus 64k, and --max-response-bytes (%" PRIu64 ")",
+                 cfg->max_conn_memory, cfg->max_body_bytes, cfg->max_response_bytes);
+        return -1;
+    }
     fence__proxy_routes_default(&cfg->routes);
     if (fence__proxy_routes_parse(&cfg->routes, cfg->route, strlen(cfg->route), err, cap) != 0)
+        return -1;
+    if (fence__proxy_reads_parse(&cfg->routes, cfg->read_methods, strlen(cfg->read_methods), err,
+                                 cap) != 0)
         return -1;
     return 0;
 }

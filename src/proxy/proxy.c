@@ -8,6 +8,7 @@
 #include <h2o/http1client.h>
 #include <h2o/socketpool.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/num.h"
+#include "proxy/bindlog.h"
+#include "proxy/path.h"
 #include "proxy/metrics.h"
 #include "common/signtok.h"
 #include "common/startup_warn.h"
@@ -37,6 +40,33 @@ enum fp_state {
 
 typedef struct fp_fence fp_fence;
 
+/* A path bound to the first fence that wrote it (routes that name no
+ * fence; bindlog.h).  Never freed. */
+typedef struct fp_bind {
+    struct fp_bind *next;     /* next in the same hash bucket */
+    struct fp_bind *qnext;    /* next in the pending or the writing batch */
+    fp_fence *fence;          /* the fence it belongs to */
+    bool durable;             /* on disk: a write through it may be forwarded */
+    uint16_t len;             /* path length */
+    char path[];              /* the normalised path (no NUL) */
+} fp_bind;
+
+/* One client connection.  tcp comes first: H2O closes it and
+ * on_conn_close() frees the whole record through it. */
+typedef struct fp_conn {
+    uv_tcp_t tcp;              /* the client's socket */
+    h2o_socket_t *sock;        /* H2O's socket over it */
+    struct fp_conn *prev;      /* srv.conns list */
+    struct fp_conn *next;
+    struct fp_conn *hnext;     /* next in the same srv.chash bucket */
+    uint64_t opened_ms;        /* when it was accepted (loop time) */
+    uint64_t active_ms;        /* when bytes last arrived (seen by the sweep) */
+    size_t last_read;          /* bytes read and buffered, at the last sweep */
+    size_t mem;                /* its read buffer's size at the last sweep */
+    uint32_t reqs;             /* its requests now at the proxy (queued or running) */
+    bool closing;              /* shut down by the proxy to make room */
+} fp_conn;
+
 /* One request the proxy has accepted (queued or at the upstream).  It
  * outlives the client's h2o_req_t when the client goes away while its
  * request is at the upstream: the request still counts as in flight. */
@@ -44,6 +74,8 @@ typedef struct fp_req {
     h2o_req_t *req;            /* the client's request; NULL once detached */
     struct fp_req **slot;      /* H2O pool's pointer to us (NULL: detached) */
     fp_fence *fence;           /* NULL for an unfenced request */
+    fp_bind *bind;             /* its path's binding (default fences), or NULL */
+    fp_conn *conn;             /* the client's connection while attached, or NULL */
     uint64_t token;            /* Fencing-Token (fenced requests) */
     int state;                 /* enum fp_state */
     bool is_head;              /* method HEAD: the response has no body */
@@ -55,6 +87,9 @@ typedef struct fp_req {
     size_t out_len;            /* bytes in out */
     size_t out_cap;            /* allocated size of out */
     h2o_iovec_t outvec;        /* out, as H2O wants it */
+    h2o_iovec_t target;        /* normalised path + query, in the req's pool */
+    h2o_iovec_t dest;          /* normalised Destination (COPY, MOVE), or base NULL */
+    fp_bind *bind2;            /* the Destination path's binding, or NULL */
     int status;                /* upstream status */
     char reason[64];           /* upstream reason phrase */
     char *hbuf;                /* upstream headers: "name\0value\0"... */
@@ -92,6 +127,9 @@ typedef struct fp_raise {
     uint64_t t0_ns;           /* when it was queued (fsync latency metric) */
 } fp_raise;
 
+/* Buckets of the connection table (by H2O socket). */
+#define FP_CONN_BUCKETS 4096
+
 /* The whole server (one per process, on one loop). */
 typedef struct fp_server {
     const fence_proxy_config *cfg;    /* options */
@@ -118,11 +156,34 @@ typedef struct fp_server {
     bool holding;                     /* within --restart-hold-ms of start */
     uv_timer_t hold_timer;            /* ends the restart hold */
     fence_res_metrics metrics;        /* metric families, /metrics (metrics.c) */
+    fence_proxy_metrics pm;           /* the proxy's own families */
+    fence_proxy_bindlog *bindlog;     /* the durable bindings */
+    fp_bind **bbuckets;               /* binding hash table */
+    size_t nbbuckets;                 /* its size (power of two) */
+    uint64_t nbindings;               /* bindings known */
+    fp_bind *bpending, **bpending_tail; /* bindings not yet written */
+    fp_bind *bwriting;                /* the batch being written */
+    bool bwrite_out;                  /* a batch append is on a pool thread */
+    uv_work_t bwork;                  /* its libuv request */
+    char *bbuf;                       /* its bytes */
+    size_t bbuf_len;                  /* bytes in bbuf */
+    int bwrite_rc;                    /* its result (errno) */
+    fp_conn *conns;                   /* client connections (newest first) */
+    fp_conn *chash[FP_CONN_BUCKETS];  /* by H2O socket */
+    uint64_t nclosing;                /* connections shut down, not yet closed */
+    uint64_t req_mem;                 /* bytes of request records' buffers */
+    uint64_t conn_mem;                /* bytes of connections' read buffers (last sweep) */
+    uint64_t evicted_idle;            /* connections closed to make room */
+    uint64_t evicted_mem;             /* connections closed for the memory budget */
+    uint64_t refused_mem;             /* requests refused for the memory budget */
+    uv_check_t sweep;                 /* after every poll: account memory */
 } fp_server;
 
 static fp_server srv;
 
 static void pump(fp_fence *f);
+static fp_conn *conn_of(h2o_req_t *req);
+static bool conn_evictable(fp_conn *c);
 
 /* ---- Small buffers --------------------------------------------------- */
 
@@ -137,6 +198,7 @@ static int buf_add(char **buf, size_t *len, size_t *cap, const void *p, size_t n
         if (nb == NULL)
             return -1;
         *buf = nb;
+        srv.req_mem += ncap - *cap; /* every such buffer belongs to a request record */
         *cap = ncap;
     }
     if (n > 0)
@@ -196,12 +258,25 @@ static void reply_stale(h2o_req_t *req, const fp_fence *f, uint64_t token, uint6
 
 /* ---- Request records ------------------------------------------------- */
 
+/* fr no longer belongs to its client's connection. */
+static void conn_unref(fp_req *fr)
+{
+    if (fr->conn == NULL)
+        return;
+    FENCE_ASSERT(fr->conn->reqs > 0);
+    fr->conn->reqs--;
+    fr->conn = NULL;
+}
+
 /* Free fr (already detached, unlinked, no upstream exchange). */
 static void fp_req_free(fp_req *fr)
 {
     FENCE_ASSERT(fr->req == NULL);
     FENCE_ASSERT(fr->client == NULL);
     FENCE_ASSERT(!h2o_timeout_is_linked(&fr->drain));
+    FENCE_ASSERT(fr->conn == NULL);
+    FENCE_ASSERT(srv.req_mem >= fr->out_cap + fr->hcap + fr->bcap);
+    srv.req_mem -= fr->out_cap + fr->hcap + fr->bcap;
     free(fr->out);
     free(fr->hbuf);
     free(fr->body);
@@ -221,6 +296,7 @@ static void on_req_dispose(void *p)
         return;
     fr->req = NULL;
     fr->slot = NULL;
+    conn_unref(fr);
     if (fr->state == FP_QUEUED) {
         fp_fence *f = fr->fence;
         FENCE_LOG_D("client left while queued on fence %.*s", (int)f->len, f->name);
@@ -243,6 +319,7 @@ static h2o_req_t *detach(fp_req *fr)
         *fr->slot = NULL;
     fr->slot = NULL;
     fr->req = NULL;
+    conn_unref(fr);
     return req;
 }
 
@@ -296,6 +373,141 @@ static fp_fence *fence_get(const char *name, size_t n, const char **why)
     return f;
 }
 
+/* ---- Bindings (paths of routes without a fence) ------------------- */
+
+/* The binding of path[0..n), or NULL. */
+static fp_bind *bind_get(const char *path, size_t n)
+{
+    size_t b = name_hash(path, n) & (srv.nbbuckets - 1);
+    for (fp_bind *x = srv.bbuckets[b]; x != NULL; x = x->next)
+        if (x->len == n && memcmp(x->path, path, n) == 0)
+            return x;
+    return NULL;
+}
+
+/* Add a binding of path[0..n) to f (not yet durable unless durable).
+ * Returns NULL when out of memory. */
+static fp_bind *bind_add(const char *path, size_t n, fp_fence *f, bool durable)
+{
+    FENCE_ASSERT(n > 0 && n <= FENCE_PROXY_PATH_MAX);
+    fp_bind *x = malloc(sizeof(*x) + n);
+    if (x == NULL)
+        return NULL;
+    memset(x, 0, sizeof(*x));
+    memcpy(x->path, path, n);
+    x->len = (uint16_t)n;
+    x->fence = f;
+    x->durable = durable;
+    size_t b = name_hash(path, n) & (srv.nbbuckets - 1);
+    x->next = srv.bbuckets[b];
+    srv.bbuckets[b] = x;
+    srv.nbindings++;
+    if (srv.pm.bindings != NULL)
+        fence_metric_set(srv.pm.bindings, (int64_t)srv.nbindings);
+    return x;
+}
+
+static void bind_flush(void);
+
+/* Pool thread: append the batch and fdatasync it. */
+static void bind_work(uv_work_t *w)
+{
+    (void)w;
+    srv.bwrite_rc = fence__proxy_bindlog_append(srv.bindlog, srv.bbuf, srv.bbuf_len);
+}
+
+/* Loop thread: the batch is durable; its writes may go on. */
+static void bind_done(uv_work_t *w, int status)
+{
+    (void)w;
+    FENCE_ASSERT(status == 0);
+    FENCE_ASSERT(srv.bwrite_out);
+    srv.bwrite_out = false;
+    if (srv.bwrite_rc != 0)
+        fence__log_fatal("bindings: append to %s/%s: %s", srv.cfg->data_dir,
+                         FENCE_PROXY_BINDLOG_FILE, strerror(srv.bwrite_rc));
+    fp_bind *x = srv.bwriting;
+    srv.bwriting = NULL;
+    for (fp_bind *y = x; y != NULL; y = y->qnext)
+        y->durable = true;
+    while (x != NULL) {
+        fp_bind *nx = x->qnext;
+        x->qnext = NULL;
+        pump(x->fence);
+        x = nx;
+    }
+    bind_flush();
+}
+
+/* Start writing the pending bindings if no write is out (one at a time,
+ * so only the log's final batch can be torn). */
+static void bind_flush(void)
+{
+    if (srv.bwrite_out || srv.bpending == NULL)
+        return;
+    size_t len = FENCE_PROXY_BINDLOG_BATCH_HDR;
+    fp_bind **tail = &srv.bwriting;
+    while (srv.bpending != NULL) {
+        fp_bind *x = srv.bpending;
+        size_t rl = FENCE_PROXY_BINDLOG_REC_HDR + x->len + x->fence->len;
+        if (len + rl > FENCE_PROXY_BINDLOG_BATCH_HDR + FENCE_PROXY_BINDLOG_BATCH_MAX)
+            break;
+        len += fence__proxy_bindlog_record(srv.bbuf + len, x->path, x->len, x->fence->name,
+                                           x->fence->len);
+        srv.bpending = x->qnext;
+        x->qnext = NULL;
+        *tail = x;
+        tail = &x->qnext;
+    }
+    if (srv.bpending == NULL)
+        srv.bpending_tail = &srv.bpending;
+    srv.bbuf_len = len;
+    srv.bwrite_out = true;
+    int rc = uv_queue_work(&srv.loop, &srv.bwork, bind_work, bind_done);
+    FENCE_ASSERT(rc == 0);
+}
+
+/* Queue x to be written. */
+static void bind_queue(fp_bind *x)
+{
+    x->qnext = NULL;
+    *srv.bpending_tail = x;
+    srv.bpending_tail = &x->qnext;
+    bind_flush();
+}
+
+/* bindlog open: one binding read back. */
+static int bind_load_one(void *arg, const char *path, size_t plen, const char *fence, size_t flen,
+                         char *err, size_t cap)
+{
+    (void)arg;
+    if (plen > FENCE_PROXY_PATH_MAX || !fence__proxy_name_valid(fence, flen)) {
+        snprintf(err, cap, "bindings: a record with a bad path or fence (corrupt)");
+        return -1;
+    }
+    if (srv.nbindings >= srv.cfg->max_bindings) {
+        snprintf(err, cap, "bindings: the log holds more than --max-bindings (%" PRIu64
+                 ") bindings; raise it", srv.cfg->max_bindings);
+        return -1;
+    }
+    const char *why = NULL;
+    fp_fence *f = fence_get(fence, flen, &why);
+    if (f == NULL) {
+        snprintf(err, cap, "bindings: fence '%.*s': %s", (int)flen, fence, why);
+        return -1;
+    }
+    fp_bind *x = bind_get(path, plen);
+    if (x != NULL) {
+        snprintf(err, cap, "bindings: path '%.*s' bound twice (corrupt)", (int)plen, path);
+        return -1;
+    }
+    if (bind_add(path, plen, f, true) == NULL) {
+        snprintf(err, cap, "bindings: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 static void forward(fp_req *fr);
 static void raise_start(fp_fence *f, uint64_t token);
 static void on_drain_timeout(h2o_timeout_entry_t *entry);
@@ -336,6 +548,8 @@ static void pump(fp_fence *f)
             }
             break;
         }
+        if ((fr->bind != NULL && !fr->bind->durable) || (fr->bind2 != NULL && !fr->bind2->durable))
+            break; /* bind_done() pumps it */
         if (srv.holding && f->had_mark)
             break; /* on_hold_end() pumps it */
         h2o_linklist_unlink(&fr->link);
@@ -540,6 +754,13 @@ static int on_up_body(h2o_http1client_t *client, const char *errstr)
             return -1;
         }
         h2o_buffer_consume(&client->sock->input, in->size);
+        if (srv.cfg->max_conn_memory > 0 &&
+            srv.conn_mem + srv.req_mem > srv.cfg->max_conn_memory) {
+            srv.refused_mem++;
+            fence_metric_inc(srv.pm.busy);
+            finish(fr, 502, "the response does not fit the memory budget (--max-conn-memory) now");
+            return -1;
+        }
     }
     if (errstr == h2o_http1client_error_is_eos)
         finish(fr, 0, NULL);
@@ -613,7 +834,7 @@ static int build_request(fp_req *fr, h2o_req_t *req)
     char line[64];
 #define ADD(p, n) buf_add(&fr->out, &fr->out_len, &fr->out_cap, (p), (n))
     if (ADD(req->input.method.base, req->input.method.len) || ADD(" ", 1) ||
-        ADD(req->input.path.base, req->input.path.len) || ADD(" HTTP/1.1\r\nhost: ", 17))
+        ADD(fr->target.base, fr->target.len) || ADD(" HTTP/1.1\r\nhost: ", 17))
         return -1;
     h2o_iovec_t host = req->input.authority.len ? req->input.authority : srv.up_authority;
     if (ADD(host.base, host.len) || ADD("\r\n", 2))
@@ -622,6 +843,11 @@ static int build_request(fp_req *fr, h2o_req_t *req)
         const h2o_header_t *h = &req->headers.entries[i];
         if (skip_header(h->name->base, h->name->len, true))
             continue;
+        if (fr->dest.base != NULL && h2o_lcstris(h->name->base, h->name->len, H2O_STRLIT("destination"))) {
+            if (ADD("destination: ", 13) || ADD(fr->dest.base, fr->dest.len) || ADD("\r\n", 2))
+                return -1;
+            continue;
+        }
         const char *n = h->orig_name != NULL ? h->orig_name : h->name->base;
         if (ADD(n, h->name->len) || ADD(": ", 2) || ADD(h->value.base, h->value.len) ||
             ADD("\r\n", 2))
@@ -662,7 +888,7 @@ static void forward(fp_req *fr)
         return;
     }
     FENCE_LOG_D("forward %.*s %.*s%s%.*s", (int)req->input.method.len, req->input.method.base,
-                (int)req->input.path.len, req->input.path.base, f ? " fence " : "",
+                (int)fr->target.len, fr->target.base, f ? " fence " : "",
                 f ? (int)f->len : 0, f ? f->name : "");
     h2o_http1client_connect_with_pool(&fr->client, fr, &srv.client_ctx, &srv.pool, on_up_connect);
 }
@@ -683,13 +909,86 @@ static int one_header(h2o_req_t *req, const char *name, size_t len, h2o_iovec_t 
     return 0;
 }
 
+/* WebDAV's Destination (COPY, MOVE) names a second path the request
+ * writes: an absolute URI or an absolute path.  Normalise its path like
+ * the request's: *path and *plen get the normalised path (in req's pool),
+ * *out the value to forward (the scheme and authority as sent, the
+ * normalised path, the query).  Returns 0, or -1 with *why. */
+static int parse_destination(h2o_req_t *req, h2o_iovec_t v, char **path, size_t *plen,
+                             h2o_iovec_t *out, const char **why)
+{
+    size_t start = 0;
+    if (v.len >= 7 && h2o_lcstris(v.base, 7, H2O_STRLIT("http://")))
+        start = 7;
+    else if (v.len >= 8 && h2o_lcstris(v.base, 8, H2O_STRLIT("https://")))
+        start = 8;
+    else if (v.len == 0 || v.base[0] != '/') {
+        *why = "Destination is neither an absolute URI nor an absolute path";
+        return -1;
+    }
+    if (start > 0) {
+        while (start < v.len && v.base[start] != '/')
+            start++;
+        if (start == v.len) {
+            *why = "Destination names no path";
+            return -1;
+        }
+    }
+    size_t n = v.len - start, ql = 0, qo = 0;
+    char *buf = h2o_mem_alloc_pool(&req->pool, v.len + 1);
+    memcpy(buf, v.base, start);
+    if (fence__proxy_path_normalize(v.base + start, n, buf + start, n, &ql, &qo, why) != 0)
+        return -1;
+    if (ql > FENCE_PROXY_PATH_MAX) {
+        *why = "the Destination path is too long";
+        return -1;
+    }
+    *path = buf + start;
+    *plen = ql;
+    memcpy(buf + start + ql, v.base + start + qo, n - qo);
+    *out = h2o_iovec_init(buf, start + ql + (n - qo));
+    return 0;
+}
+
+/* Add "Fencing-Expected: name" to req's response. */
+static void add_expected(h2o_req_t *req, const char *name, size_t len)
+{
+    h2o_iovec_t v = h2o_strdup(&req->pool, name, len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("fencing-expected"), 0,
+                          "Fencing-Expected", v.base, v.len);
+}
+
+/* The 409 for a request through another fence than the one that guards
+ * its path. */
+static void reply_wrongfence(h2o_req_t *req, const char *path, size_t plen, const char *lock,
+                             size_t llen, const char *owner, size_t olen, const char *how)
+{
+    add_expected(req, owner, olen);
+    fence_metric_inc(srv.pm.wrongfence);
+    FENCE_LOG_D("wrong fence: %.*s through %.*s, belongs to %.*s", (int)plen, path, (int)llen,
+                lock, (int)olen, owner);
+    reply(req, 409, "Conflict", NULL,
+          "WRONGFENCE path '%.*s' belongs to fence '%.*s' (%s), not '%.*s'; nothing was "
+          "forwarded\n",
+          (int)(plen > 512 ? 512 : plen), path, (int)olen, owner, how, (int)llen, lock);
+}
+
 /* Every request: check it, then forward, queue or refuse it. */
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
     size_t hbytes = 0;
-    for (size_t i = 0; i < req->headers.size; i++)
+    for (size_t i = 0; i < req->headers.size; i++) {
+        /* Obsolete line folding (RFC 9112 5.2): the parser hands a
+         * continuation line over as a header without a name. */
+        if (req->headers.entries[i].name->len == 0) {
+            reply(req, 400, "Bad Request", NULL,
+                  "BADHEADER obsolete line folding (a header line starting with a space or "
+                  "tab) is not accepted; nothing was forwarded\n");
+            return 0;
+        }
         hbytes += req->headers.entries[i].name->len + req->headers.entries[i].value.len;
+    }
     if (hbytes > srv.cfg->max_header_bytes) {
         reply(req, 431, "Request Header Fields Too Large", NULL,
               "HEADERS the request's headers hold %zu bytes, more than --max-header-bytes "
@@ -704,10 +1003,73 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
               "BADFENCE Fencing-Lock and Fencing-Token may each be given once\n");
         return 0;
     }
-    const fence_proxy_route *route =
-        fence__proxy_route_match(&srv.cfg->routes, req->input.path.base, req->input.path.len);
-    bool needs = fence__proxy_route_needs_token(route, req->input.method.base,
+    /* Decide on the normalised path and forward exactly it (path.h). */
+    size_t in_len = req->input.path.len, plen = 0, qoff = 0;
+    char *npath = h2o_mem_alloc_pool(&req->pool, in_len + 1);
+    const char *why_path = NULL;
+    if (fence__proxy_path_normalize(req->input.path.base, in_len, npath, in_len, &plen, &qoff,
+                                    &why_path) != 0) {
+        reply(req, 400, "Bad Request", NULL, "BADPATH %s; nothing was forwarded\n", why_path);
+        return 0;
+    }
+    if (plen > FENCE_PROXY_PATH_MAX) {
+        reply(req, 414, "URI Too Long", NULL,
+              "BADPATH the path is longer than %d bytes; nothing was forwarded\n",
+              FENCE_PROXY_PATH_MAX);
+        return 0;
+    }
+    memcpy(npath + plen, req->input.path.base + qoff, in_len - qoff);
+    h2o_iovec_t target = h2o_iovec_init(npath, plen + (in_len - qoff));
+    const fence_proxy_route *route = fence__proxy_route_match(&srv.cfg->routes, npath, plen);
+    bool needs = fence__proxy_route_needs_token(&srv.cfg->routes, route, req->input.method.base,
                                                 req->input.method.len);
+    bool is_read = fence__proxy_method_is_read(&srv.cfg->routes, req->input.method.base,
+                                               req->input.method.len);
+    /* A read that asks the upstream to act as another method (frameworks
+     * honour these headers) is not a read. */
+    static const char *const overrides[] = {"x-http-method-override", "x-http-method",
+                                            "x-method-override"};
+    for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++) {
+        if (h2o_find_header_by_str(&req->headers, overrides[i], strlen(overrides[i]), -1) >= 0) {
+            is_read = false;
+            if (route->all || route->n_methods > 0)
+                needs = true;
+        }
+    }
+    /* The fence the route names for this path, if any. */
+    char expect[FENCE_PROXY_NAME_MAX];
+    size_t elen = 0;
+    bool no_fence = fence__proxy_route_fence(route, npath, plen, expect, sizeof(expect), &elen) != 0;
+    /* A Destination (COPY, MOVE) is a second path the request writes: it
+     * needs a token unless its route is '-', and its fence must match. */
+    h2o_iovec_t dest;
+    if (one_header(req, H2O_STRLIT("destination"), &dest) != 0) {
+        reply(req, 400, "Bad Request", NULL, "BADPATH Destination may be given once\n");
+        return 0;
+    }
+    char *dpath = NULL;
+    size_t dplen = 0, delen = 0;
+    h2o_iovec_t dest_out = h2o_iovec_init(NULL, 0);
+    char dexpect[FENCE_PROXY_NAME_MAX];
+    if (dest.base != NULL) {
+        if (parse_destination(req, dest, &dpath, &dplen, &dest_out, &why_path) != 0) {
+            reply(req, 400, "Bad Request", NULL, "BADPATH %s; nothing was forwarded\n", why_path);
+            return 0;
+        }
+        const fence_proxy_route *droute = fence__proxy_route_match(&srv.cfg->routes, dpath, dplen);
+        if (droute->all || droute->n_methods > 0)
+            needs = true;
+        is_read = false;
+        if (fence__proxy_route_fence(droute, dpath, dplen, dexpect, sizeof(dexpect), &delen) != 0)
+            no_fence = true;
+    }
+    if (no_fence && (needs || tok.base != NULL)) {
+        reply(req, 400, "Bad Request", NULL,
+              "BADFENCE the path gives no name for the fence of route '%s' (%s); nothing was "
+              "forwarded\n",
+              route->prefix, route->fence);
+        return 0;
+    }
     uint64_t token = 0;
     if (tok.base != NULL) {
         if (lock.base == NULL) {
@@ -719,6 +1081,18 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             reply(req, 400, "Bad Request", NULL,
                   "BADFENCE Fencing-Lock must be 1..%d visible ASCII characters\n",
                   FENCE_PROXY_NAME_MAX);
+            return 0;
+        }
+        /* One fence guards one resource: the route's, before anything
+         * else looks at the token. */
+        if (elen > 0 && !h2o_memis(lock.base, lock.len, expect, elen)) {
+            reply_wrongfence(req, npath, plen, lock.base, lock.len, expect, elen,
+                             "named by its route");
+            return 0;
+        }
+        if (delen > 0 && !h2o_memis(lock.base, lock.len, dexpect, delen)) {
+            reply_wrongfence(req, dpath, dplen, lock.base, lock.len, dexpect, delen,
+                             "the Destination, named by its route");
             return 0;
         }
         /* Signed tokens (docs/security.md): with verify keys, only a token
@@ -740,6 +1114,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             return 0;
         }
     } else if (needs) {
+        if (elen > 0)
+            add_expected(req, expect, elen);
         reply(req, 428, "Precondition Required", NULL,
               "NOTOKEN %.*s under '%s' needs a Fencing-Token (and Fencing-Lock) header\n",
               (int)req->input.method.len, req->input.method.base, route->prefix);
@@ -751,7 +1127,36 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     }
     fp_fence *f = NULL;
+    fp_bind *bd = NULL, *dbd = NULL;
     if (tok.base != NULL) {
+        if (dpath != NULL && delen == 0) {
+            dbd = bind_get(dpath, dplen);
+            if (dbd != NULL &&
+                !h2o_memis(lock.base, lock.len, dbd->fence->name, dbd->fence->len)) {
+                reply_wrongfence(req, dpath, dplen, lock.base, lock.len, dbd->fence->name,
+                                 dbd->fence->len, "the Destination; the first fence that wrote it");
+                return 0;
+            }
+        }
+        /* No route names the fence: the path belongs to the first fence
+         * that wrote it (as fence-store binds a key). */
+        if (elen == 0) {
+            bd = bind_get(npath, plen);
+            if (bd != NULL && !h2o_memis(lock.base, lock.len, bd->fence->name, bd->fence->len)) {
+                reply_wrongfence(req, npath, plen, lock.base, lock.len, bd->fence->name,
+                                 bd->fence->len, "the first fence that wrote it");
+                return 0;
+            }
+        }
+        uint64_t new_binds = (elen == 0 && bd == NULL && !is_read) +
+                             (dpath != NULL && delen == 0 && dbd == NULL);
+        if (srv.nbindings + new_binds > srv.cfg->max_bindings) {
+            reply(req, 503, "Service Unavailable", NULL,
+                  "BINDINGS %" PRIu64 " paths are bound to fences (--max-bindings); "
+                  "nothing was forwarded\n",
+                  srv.nbindings);
+            return 0;
+        }
         const char *why = NULL;
         f = fence_get(lock.base, lock.len, &why);
         if (f == NULL) {
@@ -763,6 +1168,39 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
             reply_stale(req, f, token, f->seen);
             return 0;
         }
+        if (elen == 0 && bd == NULL && !is_read) {
+            bd = bind_add(npath, plen, f, false);
+            if (bd == NULL) {
+                reply(req, 503, "Service Unavailable", NULL, "NOMEM out of memory\n");
+                return 0;
+            }
+            FENCE_LOG_D("bind %.*s to fence %.*s", (int)plen, npath, (int)f->len, f->name);
+            bind_queue(bd);
+        }
+        if (dpath != NULL && delen == 0 && dbd == NULL) {
+            dbd = bind_get(dpath, dplen); /* the source's own path, just bound? */
+            if (dbd == NULL) {
+                dbd = bind_add(dpath, dplen, f, false);
+                if (dbd == NULL) {
+                    reply(req, 503, "Service Unavailable", NULL, "NOMEM out of memory\n");
+                    return 0;
+                }
+                FENCE_LOG_D("bind %.*s to fence %.*s", (int)dplen, dpath, (int)f->len, f->name);
+                bind_queue(dbd);
+            }
+        }
+    }
+    /* The upstream request is a copy of head and body. */
+    uint64_t need = req->entity.len + hbytes + 1024;
+    if (srv.cfg->max_conn_memory > 0 &&
+        srv.conn_mem + srv.req_mem + need > srv.cfg->max_conn_memory) {
+        srv.refused_mem++;
+        fence_metric_inc(srv.pm.busy);
+        reply(req, 503, "Service Unavailable", NULL,
+              "BUSY connections and requests hold %" PRIu64 " bytes; this request needs %" PRIu64
+              " more (--max-conn-memory %" PRIu64 "); nothing was forwarded; retry\n",
+              srv.conn_mem + srv.req_mem, need, srv.cfg->max_conn_memory);
+        return 0;
     }
     fp_req *fr = malloc(sizeof(*fr));
     if (fr == NULL) {
@@ -774,7 +1212,14 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     *fr->slot = fr;
     fr->req = req;
     fr->fence = f;
+    fr->bind = bd;
+    fr->bind2 = dbd;
+    fr->dest = dest_out;
+    fr->conn = conn_of(req);
+    if (fr->conn != NULL)
+        fr->conn->reqs++;
     fr->token = token;
+    fr->target = target;
     fr->drain.cb = on_drain_timeout;
     srv.inflight++;
     if (f == NULL) {
@@ -802,13 +1247,54 @@ static void on_hold_end(uv_timer_t *t)
 
 /* ---- Connections and signals ----------------------------------------- */
 
-/* A client connection closed (H2O's socket or one refused at accept). */
+/* The bucket of H2O socket sock in srv.chash. */
+static size_t conn_bucket(const h2o_socket_t *sock)
+{
+    uint64_t h = (uint64_t)(uintptr_t)sock;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ULL;
+    return (size_t)(h >> 40) & (FP_CONN_BUCKETS - 1);
+}
+
+/* The connection of the client's request, or NULL. */
+static fp_conn *conn_of(h2o_req_t *req)
+{
+    if (req->conn == NULL || req->conn->callbacks->get_socket == NULL)
+        return NULL;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    if (sock == NULL)
+        return NULL;
+    for (fp_conn *c = srv.chash[conn_bucket(sock)]; c != NULL; c = c->hnext)
+        if (c->sock == sock)
+            return c;
+    return NULL;
+}
+
+/* A client connection closed (H2O closed its socket). */
 static void on_conn_close(uv_handle_t *h)
 {
+    fp_conn *c = (fp_conn *)h;
     FENCE_ASSERT(srv.nconns > 0);
+    FENCE_ASSERT(c->reqs == 0);
     srv.nconns--;
+    if (c->closing) {
+        FENCE_ASSERT(srv.nclosing > 0);
+        srv.nclosing--;
+    }
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        srv.conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    fp_conn **pp = &srv.chash[conn_bucket(c->sock)];
+    while (*pp != c)
+        pp = &(*pp)->hnext;
+    *pp = c->hnext;
+    FENCE_ASSERT(srv.conn_mem >= c->mem);
+    srv.conn_mem -= c->mem;
     fence_metric_set(srv.metrics.connections, (int64_t)srv.nconns);
-    free(h);
+    free(c);
 }
 
 /* A refused connection closed. */
@@ -817,29 +1303,157 @@ static void on_refused_close(uv_handle_t *h)
     free(h);
 }
 
-/* A client connects: hand it to H2O, or close it when at the limit. */
+/* Close c to make room (it has no request at the proxy): a short 503 if
+ * it was in the middle of a request (plain HTTP only: nothing else is
+ * being written on it), then shutdown(), which H2O reads as the client's
+ * end and closes the connection itself. */
+static void conn_evict(fp_conn *c, const char *why)
+{
+    FENCE_ASSERT(conn_evictable(c));
+    c->closing = true;
+    srv.nclosing++;
+
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    if (c->sock->ssl == NULL && c->sock->input != NULL && c->sock->input->bytes != NULL &&
+        c->sock->input->size > 0) {
+        char msg[256];
+        int n = snprintf(msg, sizeof(msg),
+                         "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+                         "Content-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\n"
+                         "Content-Length: %zu\r\n\r\nBUSY %s; nothing was forwarded\n",
+                         strlen(why) + 28, why);
+        if (n > 0 && (size_t)n < sizeof(msg))
+            (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    /* An abortive close: when H2O closes the socket the client gets a
+     * reset at once, instead of a zero window on an orphaned socket that
+     * a client in the middle of a body would wait on for a minute. */
+    struct linger lg = {1, 0};
+    (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    shutdown(fd, SHUT_RDWR);
+}
+
+/* Whether c may be closed to make room: no request of it at the proxy,
+ * and H2O waiting for its input (so it sees the shutdown at once), not
+ * sending it a response. */
+static bool conn_evictable(fp_conn *c)
+{
+    return !c->closing && c->reqs == 0 && c->sock->input != NULL &&
+           h2o_socket_is_reading(c->sock) && !h2o_socket_is_writing(c->sock);
+}
+
+/* The connection to close to make room for a new one: the one without a
+ * request at the proxy that has been quiet longest (idle keep-alive,
+ * never sent anything, or trickling a request), or NULL. */
+static fp_conn *conn_idlest(void)
+{
+    fp_conn *best = NULL;
+    for (fp_conn *c = srv.conns; c != NULL; c = c->next) {
+        if (!conn_evictable(c))
+            continue;
+        if (best == NULL || c->active_ms < best->active_ms ||
+            (c->active_ms == best->active_ms && c->opened_ms < best->opened_ms))
+            best = c;
+    }
+    return best;
+}
+
+/* After every poll: account the connections' read buffers (request heads
+ * and bodies H2O is reading) and, over --max-conn-memory, close the
+ * connections holding the most that have no request at the proxy yet. */
+static void on_sweep(uv_check_t *h)
+{
+    (void)h;
+    uint64_t now = uv_now(&srv.loop), mem = 0;
+    for (fp_conn *c = srv.conns; c != NULL; c = c->next) {
+        h2o_buffer_t *in = c->sock->input; /* NULL once H2O disposed of it */
+        c->mem = in != NULL && in->bytes != NULL ? in->capacity : 0;
+        mem += c->mem;
+        size_t seen = c->sock->bytes_read + (in != NULL ? in->size : 0);
+        if (seen != c->last_read) {
+            c->last_read = seen;
+            c->active_ms = now;
+        }
+    }
+    srv.conn_mem = mem;
+    fence_metric_set(srv.pm.memory, (int64_t)(mem + srv.req_mem));
+    uint64_t max = srv.cfg->max_conn_memory;
+    if (max == 0)
+        return;
+    uint64_t total = mem + srv.req_mem;
+    while (total > max) {
+        fp_conn *big = NULL;
+        for (fp_conn *c = srv.conns; c != NULL; c = c->next)
+            if (c->mem > 0 && conn_evictable(c) && (big == NULL || c->mem > big->mem))
+                big = c;
+        if (big == NULL)
+            break;
+        srv.evicted_mem++;
+        fence_series_inc(fence_metric_with(srv.pm.evicted, "memory", 6));
+        FENCE_LOG_D("closing a connection reading %zu bytes: connections and requests hold %" PRIu64
+                    " bytes (--max-conn-memory %" PRIu64 ")",
+                    big->mem, total, max);
+        conn_evict(big, "the proxy's memory budget (--max-conn-memory) is used up");
+        total -= big->mem;
+    }
+}
+
+/* A client connects: hand it to H2O.  At --max-connections, the quietest
+ * connection without a request at the proxy is closed to make room; only
+ * when there is none is the new one refused. */
 static void on_accept(uv_stream_t *listener, int status)
 {
     if (status != 0)
         return;
-    uv_tcp_t *conn = malloc(sizeof(*conn));
-    if (conn == NULL)
+    fp_conn *c = malloc(sizeof(*c));
+    if (c == NULL)
         return;
-    uv_tcp_init(listener->loop, conn);
-    if (uv_accept(listener, (uv_stream_t *)conn) != 0) {
-        uv_close((uv_handle_t *)conn, on_refused_close);
+    memset(c, 0, sizeof(*c));
+    uv_tcp_init(listener->loop, &c->tcp);
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_refused_close);
         return;
     }
-    if (srv.nconns >= srv.cfg->max_connections) {
-        FENCE_LOG_W("refusing a connection: %" PRIu64 " open (--max-connections)", srv.nconns);
-        uv_close((uv_handle_t *)conn, on_refused_close);
-        return;
+    if (srv.nconns - srv.nclosing >= srv.cfg->max_connections) {
+        fp_conn *v = conn_idlest();
+        if (v == NULL) {
+            FENCE_LOG_W("refusing a connection: %" PRIu64
+                        " open, each with a request (--max-connections)",
+                        srv.nconns);
+            uv_close((uv_handle_t *)&c->tcp, on_refused_close);
+            return;
+        }
+        srv.evicted_idle++;
+        fence_series_inc(fence_metric_with(srv.pm.evicted, "room", 4));
+        FENCE_LOG_D("closing the quietest connection (idle %" PRIu64
+                    " ms) to make room (--max-connections)",
+                    uv_now(&srv.loop) - v->active_ms);
+        conn_evict(v, "connection closed to make room (--max-connections)");
     }
     srv.nconns++;
     fence_metric_set(srv.metrics.connections, (int64_t)srv.nconns);
-    uv_tcp_nodelay(conn, 1);
-    h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)conn, on_conn_close);
-    h2o_accept(&srv.accept_ctx, sock);
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (srv.cfg->max_conn_memory > 0) {
+        /* What one loop turn can read from a connection is what its
+         * kernel buffer holds: keep that small, so that the budget (checked
+         * after every turn) is passed by little. */
+        int rcv = FENCE_PROXY_CONN_RCVBUF;
+        uv_os_fd_t fd;
+        if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0)
+            (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    }
+    c->opened_ms = c->active_ms = uv_now(&srv.loop);
+    c->sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_close);
+    c->next = srv.conns;
+    if (srv.conns != NULL)
+        srv.conns->prev = c;
+    srv.conns = c;
+    size_t b = conn_bucket(c->sock);
+    c->hnext = srv.chash[b];
+    srv.chash[b] = c;
+    h2o_accept(&srv.accept_ctx, c->sock);
 }
 
 /* SIGTERM / SIGINT: stop (every acknowledged mark is already durable). */
@@ -923,6 +1537,10 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     memset(&srv, 0, sizeof(srv));
     srv.cfg = cfg;
     signal(SIGPIPE, SIG_IGN);
+    /* Large buffers (request bodies) are mapped and given back to the
+     * system when freed, rather than kept in the heap (glibc would raise
+     * its threshold after the first free and keep them). */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     /* libuv reads this when its pool first starts: the guard admits run
      * there, and the more run at once, the more share one fsync. */
     snprintf(nthreads, sizeof(nthreads), "%" PRIu64, cfg->guard_threads);
@@ -971,6 +1589,31 @@ int fence__proxy_run(const fence_proxy_config *cfg)
         FENCE_LOG_E("out of memory");
         goto out_close_guard;
     }
+    srv.nbbuckets = 1024;
+    while (srv.nbbuckets < cfg->max_bindings / 4 && srv.nbbuckets < (1u << 22))
+        srv.nbbuckets *= 2;
+    srv.bbuckets = calloc(srv.nbbuckets, sizeof(*srv.bbuckets));
+    srv.bbuf = malloc(FENCE_PROXY_BINDLOG_BATCH_HDR + FENCE_PROXY_BINDLOG_BATCH_MAX);
+    srv.bpending_tail = &srv.bpending;
+    if (srv.bbuckets == NULL || srv.bbuf == NULL) {
+        FENCE_LOG_E("out of memory");
+        goto out_free_buckets;
+    }
+    {
+        char berr[1400];
+        if (fence__proxy_bindlog_open(cfg->data_dir, bind_load_one, NULL, &srv.bindlog, berr,
+                                      sizeof(berr)) != 0) {
+            FENCE_LOG_E("%s", berr);
+            goto out_free_buckets;
+        }
+        if (fence__proxy_bindlog_torn(srv.bindlog) > 0)
+            FENCE_LOG_W("bindings: cut off a torn tail of %" PRIu64
+                        " bytes (never acknowledged)",
+                        fence__proxy_bindlog_torn(srv.bindlog));
+        if (srv.nbindings > 0)
+            FENCE_LOG_I("bindings: %" PRIu64 " paths belong to the first fence that wrote them",
+                        srv.nbindings);
+    }
 
     uv_loop_init(&srv.loop);
     h2o_config_init(&srv.h2o_config);
@@ -1001,12 +1644,15 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     if (setup_upstream(cfg) != 0 || setup_listener(cfg) != 0)
         goto out_free_ssl;
     char merr[300];
-    if (fence__proxy_metrics_start(&srv.metrics, cfg->listen_host, (int)cfg->metrics_port, merr,
-                                   sizeof(merr)) != 0) {
+    if (fence__proxy_metrics_start(&srv.metrics, &srv.pm, cfg->listen_host,
+                                   (int)cfg->metrics_port, merr, sizeof(merr)) != 0) {
         FENCE_LOG_E("metrics-port: %s", merr);
         goto out_free_ssl;
     }
+    fence_metric_set(srv.pm.bindings, (int64_t)srv.nbindings);
 
+    uv_check_init(&srv.loop, &srv.sweep);
+    uv_check_start(&srv.sweep, on_sweep);
     uv_signal_init(&srv.loop, &srv.sig_term);
     uv_signal_start(&srv.sig_term, on_stop, SIGTERM);
     uv_signal_init(&srv.loop, &srv.sig_int);
@@ -1041,6 +1687,9 @@ int fence__proxy_run(const fence_proxy_config *cfg)
 out_free_ssl:
     SSL_CTX_free(srv.accept_ctx.ssl_ctx);
 out_free_buckets:
+    fence__proxy_bindlog_close(srv.bindlog);
+    free(srv.bbuckets);
+    free(srv.bbuf);
     free(srv.buckets);
 out_close_guard:
     fence_guard_close(srv.guard);

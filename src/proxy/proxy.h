@@ -56,12 +56,15 @@ typedef struct fence_proxy_config {
     char tls_key[1024];         /* --tls-key: its private key */
     char route[FENCE_PROXY_ROUTE_TEXT_MAX]; /* --route text */
     char drain_action_str[16];  /* --drain-action word */
+    char read_methods[64];      /* --read-methods: the methods that are reads */
     uint64_t max_connections;   /* --max-connections */
     uint64_t max_inflight;      /* --max-inflight */
     uint64_t max_header_bytes;  /* --max-header-bytes */
     uint64_t max_body_bytes;    /* --max-body-bytes */
     uint64_t max_response_bytes; /* --max-response-bytes */
+    uint64_t max_conn_memory;   /* --max-conn-memory: read buffers and request copies, 0: off */
     uint64_t max_fences;        /* --max-fences */
+    uint64_t max_bindings;      /* --max-bindings: paths bound to their first fence */
     uint64_t drain_timeout_ms;  /* --drain-timeout-ms */
     uint64_t restart_hold_ms;   /* --restart-hold-ms */
     uint64_t upstream_timeout_ms; /* --upstream-timeout-ms (I/O timeout) */

@@ -6,6 +6,7 @@
 
 #include "common/assert.h"
 #include "common/num.h"
+#include "proxy/path.h"
 
 int fence__proxy_token_parse(const char *p, size_t n, uint64_t *out)
 {
@@ -27,10 +28,43 @@ bool fence__proxy_name_valid(const char *p, size_t n)
     return true;
 }
 
+/* Check the FENCE template t[0..tn) of a route and copy it into nr.
+ * Returns 0 or -1 with err. */
+static int fence_set(fence_proxy_route *nr, const char *t, size_t tn, char *err, size_t cap)
+{
+    if (tn == 0)
+        return 0;
+    if (tn > FENCE_PROXY_NAME_MAX) {
+        snprintf(err, cap, "route '%s': fence longer than %d bytes", nr->prefix,
+                 FENCE_PROXY_NAME_MAX);
+        return -1;
+    }
+    size_t holes = 0;
+    for (size_t i = 0; i < tn; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (c < 0x21 || c > 0x7e) {
+            snprintf(err, cap, "route '%s': a fence holds visible ASCII only", nr->prefix);
+            return -1;
+        }
+        if (tn - i >= 6 && memcmp(t + i, "{name}", 6) == 0)
+            holes++;
+    }
+    if (holes > 1) {
+        snprintf(err, cap, "route '%s': '{name}' may appear once in a fence", nr->prefix);
+        return -1;
+    }
+    memcpy(nr->fence, t, tn);
+    nr->fence[tn] = '\0';
+    nr->fence_len = tn;
+    return 0;
+}
+
 /* Set r to prefix p[0..n) with the methods of list l[0..ln) (comma
- * separated; "*" or "-" alone).  Returns 0 or -1 with err. */
+ * separated; "*" or "-" alone) and the fence template t[0..tn) (tn 0:
+ * none).  Returns 0 or -1 with err. */
 static int route_set(fence_proxy_route *r, const char *p, size_t n,
-                     const char *l, size_t ln, char *err, size_t cap)
+                     const char *l, size_t ln, const char *t, size_t tn,
+                     char *err, size_t cap)
 {
     if (n == 0 || p[0] != '/') {
         snprintf(err, cap, "route: a prefix must start with '/'");
@@ -52,8 +86,19 @@ static int route_set(fence_proxy_route *r, const char *p, size_t n,
     }
     fence_proxy_route nr;
     memset(&nr, 0, sizeof(nr));
-    memcpy(nr.prefix, p, n);
-    nr.prefix_len = n;
+    /* The prefix in the form request paths are matched in. */
+    size_t nl = 0, qo = 0;
+    const char *why = NULL;
+    if (memchr(p, '?', n) != NULL ||
+        fence__proxy_path_normalize(p, n, nr.prefix, sizeof(nr.prefix) - 1, &nl, &qo, &why) != 0) {
+        snprintf(err, cap, "route: prefix '%.*s': %s", (int)n, p,
+                 why != NULL ? why : "a '?' is not allowed");
+        return -1;
+    }
+    nr.prefix[nl] = '\0';
+    nr.prefix_len = nl;
+    if (fence_set(&nr, t, tn, err, cap) != 0)
+        return -1;
     if (ln == 1 && l[0] == '*') {
         nr.all = true;
     } else if (!(ln == 1 && l[0] == '-')) {
@@ -96,9 +141,10 @@ void fence__proxy_routes_default(fence_proxy_routes *rs)
     FENCE_ASSERT(rs != NULL);
     memset(rs, 0, sizeof(*rs));
     int rc = route_set(&rs->routes[0], "/", 1, FENCE_PROXY_DEFAULT_METHODS,
-                       strlen(FENCE_PROXY_DEFAULT_METHODS), err, sizeof(err));
+                       strlen(FENCE_PROXY_DEFAULT_METHODS), "", 0, err, sizeof(err));
     FENCE_ASSERT(rc == 0);
     rs->n = 1;
+    rs->reads = FENCE_PROXY_READ_GET | FENCE_PROXY_READ_HEAD | FENCE_PROXY_READ_OPTIONS;
 }
 
 /* Whether c is a space or a tab. */
@@ -117,7 +163,8 @@ int fence__proxy_routes_parse(fence_proxy_routes *rs, const char *text,
         size_t end = i;
         while (end < len && text[end] != ';')
             end++;
-        /* One entry text[i..end): PREFIX, blanks, METHODS, blanks. */
+        /* One entry text[i..end): PREFIX, blanks, METHODS, [blanks, FENCE,]
+         * blanks. */
         size_t a = i;
         while (a < end && is_blank(text[a]))
             a++;
@@ -133,14 +180,21 @@ int fence__proxy_routes_parse(fence_proxy_routes *rs, const char *text,
         size_t e = d;
         while (e < end && is_blank(text[e]))
             e++;
+        size_t f = e;
+        while (f < end && !is_blank(text[f]))
+            f++;
+        size_t g = f;
+        while (g < end && is_blank(text[g]))
+            g++;
         if (a == end) {
             /* An empty entry (";;" or a trailing ';') is allowed. */
-        } else if (e != end) {
-            snprintf(err, cap, "route: '%.*s': expected 'PREFIX METHODS'", (int)(end - i), text + i);
+        } else if (g != end) {
+            snprintf(err, cap, "route: '%.*s': expected 'PREFIX METHODS [FENCE]'",
+                     (int)(end - i), text + i);
             return -1;
         } else {
             fence_proxy_route r;
-            if (route_set(&r, text + a, b - a, text + c, d - c, err, cap) != 0)
+            if (route_set(&r, text + a, b - a, text + c, d - c, text + e, f - e, err, cap) != 0)
                 return -1;
             size_t k = 0;
             while (k < rs->n && strcmp(rs->routes[k].prefix, r.prefix) != 0)
@@ -174,15 +228,103 @@ const fence_proxy_route *fence__proxy_route_match(const fence_proxy_routes *rs,
     return best;
 }
 
-bool fence__proxy_route_needs_token(const fence_proxy_route *r,
+/* The read methods by bit. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} read_names[] = {
+    {"GET", FENCE_PROXY_READ_GET},
+    {"HEAD", FENCE_PROXY_READ_HEAD},
+    {"OPTIONS", FENCE_PROXY_READ_OPTIONS},
+    {"PROPFIND", FENCE_PROXY_READ_PROPFIND},
+};
+#define N_READ_NAMES (sizeof(read_names) / sizeof(read_names[0]))
+
+int fence__proxy_reads_parse(fence_proxy_routes *rs, const char *text, size_t len,
+                             char *err, size_t cap)
+{
+    FENCE_ASSERT(rs != NULL);
+    unsigned mask = 0;
+    size_t i = 0;
+    while (i <= len) {
+        size_t j = i;
+        while (j < len && text[j] != ',')
+            j++;
+        size_t k = 0;
+        while (k < N_READ_NAMES &&
+               !(strlen(read_names[k].name) == j - i && memcmp(read_names[k].name, text + i, j - i) == 0))
+            k++;
+        if (k == N_READ_NAMES) {
+            snprintf(err, cap, "read-methods: '%.*s' is not GET, HEAD, OPTIONS or PROPFIND",
+                     (int)(j - i > 32 ? 32 : j - i), text + i);
+            return -1;
+        }
+        mask |= read_names[k].bit;
+        i = j + 1;
+    }
+    rs->reads = mask;
+    return 0;
+}
+
+bool fence__proxy_method_is_read(const fence_proxy_routes *rs, const char *method, size_t len)
+{
+    FENCE_ASSERT(rs != NULL);
+    for (size_t k = 0; k < N_READ_NAMES; k++)
+        if ((rs->reads & read_names[k].bit) && strlen(read_names[k].name) == len &&
+            memcmp(read_names[k].name, method, len) == 0)
+            return true;
+    return false;
+}
+
+bool fence__proxy_route_needs_token(const fence_proxy_routes *rs, const fence_proxy_route *r,
                                     const char *method, size_t len)
 {
     FENCE_ASSERT(r != NULL);
     if (r->all)
         return true;
+    if (r->n_methods == 0)
+        return false; /* "-": an unfenced prefix */
+    if (!fence__proxy_method_is_read(rs, method, len))
+        return true; /* not a read: lowercase, unknown, TRACE, ... */
     for (size_t k = 0; k < r->n_methods; k++) {
         if (strlen(r->methods[k]) == len && memcmp(r->methods[k], method, len) == 0)
             return true;
     }
     return false;
+}
+
+int fence__proxy_route_fence(const fence_proxy_route *r, const char *path, size_t len,
+                             char *out, size_t cap, size_t *out_len)
+{
+    FENCE_ASSERT(r != NULL);
+    *out_len = 0;
+    if (r->fence_len == 0)
+        return 0;
+    const char *hole = strstr(r->fence, "{name}");
+    if (hole == NULL) {
+        if (r->fence_len > cap)
+            return -1;
+        memcpy(out, r->fence, r->fence_len);
+        *out_len = r->fence_len;
+        return 0;
+    }
+    /* The first segment after the prefix. */
+    FENCE_ASSERT(len >= r->prefix_len);
+    size_t s = r->prefix_len;
+    while (s < len && path[s] == '/')
+        s++;
+    size_t e = s;
+    while (e < len && path[e] != '/')
+        e++;
+    if (e == s)
+        return -1;
+    size_t before = (size_t)(hole - r->fence), after = r->fence_len - before - 6;
+    size_t total = before + (e - s) + after;
+    if (total > cap || !fence__proxy_name_valid(path + s, e - s) || total > FENCE_PROXY_NAME_MAX)
+        return -1;
+    memcpy(out, r->fence, before);
+    memcpy(out + before, path + s, e - s);
+    memcpy(out + before + (e - s), hole + 6, after);
+    *out_len = total;
+    return 0;
 }

@@ -6,12 +6,15 @@
  *      digits whose value fits 64 bits (checked against a reference), and
  *      printing the value gives the text without its leading zeros;
  *   1  a Fencing-Lock value: valid exactly when 1..256 visible ASCII bytes;
- *   2+ a --route text, then (after the first NUL, if any) a path: a parse
+ *   2+ a --route text (PREFIX METHODS [FENCE]), then (after the first NUL,
+ *      if any) a path: a parse
  *      that succeeds leaves "/" as routes[0], every prefix starting with
  *      '/', at most FENCE_PROXY_ROUTES_MAX routes; printing the table back
  *      as route text parses to the same table; the route matched for the
  *      path is a prefix of it (or "/"), and no longer matching prefix
- *      exists.
+ *      exists; a method that is not a read ("put") needs a token exactly
+ *      when the route is not "-"; the fence built for the path is a valid
+ *      name (or none when the route names none).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -78,6 +81,8 @@ static size_t print_routes(const fence_proxy_routes *rs, char *out, size_t cap)
             len += (size_t)snprintf(out + len, cap - len, "-");
         for (size_t m = 0; m < r->n_methods; m++)
             len += (size_t)snprintf(out + len, cap - len, "%s%s", m ? "," : "", r->methods[m]);
+        if (r->fence_len > 0)
+            len += (size_t)snprintf(out + len, cap - len, " %s", r->fence);
         len += (size_t)snprintf(out + len, cap - len, ";");
         FUZZ_CHECK(len < cap);
     }
@@ -86,7 +91,8 @@ static size_t print_routes(const fence_proxy_routes *rs, char *out, size_t cap)
 
 static fence_proxy_routes a, b;
 static char text[FENCE_PROXY_ROUTES_MAX *
-                 (FENCE_PROXY_PREFIX_MAX + FENCE_PROXY_METHODS_MAX * FENCE_PROXY_METHOD_LEN_MAX + 8)];
+                 (FENCE_PROXY_PREFIX_MAX + FENCE_PROXY_METHODS_MAX * FENCE_PROXY_METHOD_LEN_MAX +
+                  FENCE_PROXY_NAME_MAX + 8)];
 
 static void check_routes(const uint8_t *p, size_t n)
 {
@@ -119,6 +125,7 @@ static void check_routes(const uint8_t *p, size_t n)
         FUZZ_CHECK(a.routes[k].n_methods == b.routes[k].n_methods);
         for (size_t m = 0; m < a.routes[k].n_methods; m++)
             FUZZ_CHECK(strcmp(a.routes[k].methods[m], b.routes[k].methods[m]) == 0);
+        FUZZ_CHECK(strcmp(a.routes[k].fence, b.routes[k].fence) == 0);
     }
     const fence_proxy_route *r = fence__proxy_route_match(&a, path, plen);
     FUZZ_CHECK(r != NULL);
@@ -130,9 +137,18 @@ static void check_routes(const uint8_t *p, size_t n)
             FUZZ_CHECK(o->prefix_len <= r->prefix_len || r == &a.routes[0]);
     }
     for (size_t m = 0; m < r->n_methods; m++)
-        FUZZ_CHECK(fence__proxy_route_needs_token(r, r->methods[m], strlen(r->methods[m])));
+        FUZZ_CHECK(fence__proxy_route_needs_token(&a, r, r->methods[m], strlen(r->methods[m])));
     if (r->all)
-        FUZZ_CHECK(fence__proxy_route_needs_token(r, "ANY", 3));
+        FUZZ_CHECK(fence__proxy_route_needs_token(&a, r, "ANY", 3));
+    /* Not a read: needs a token unless the route is "-". */
+    FUZZ_CHECK(fence__proxy_route_needs_token(&a, r, "put", 3) == (r->all || r->n_methods > 0));
+    char fn[FENCE_PROXY_NAME_MAX + 1];
+    size_t fl = 0;
+    if (r->prefix_len <= plen && memcmp(r->prefix, path, r->prefix_len) == 0 &&
+        fence__proxy_route_fence(r, path, plen, fn, sizeof(fn), &fl) == 0) {
+        FUZZ_CHECK(fl <= FENCE_PROXY_NAME_MAX);
+        FUZZ_CHECK(fl == 0 ? r->fence_len == 0 : fence__proxy_name_valid(fn, fl));
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

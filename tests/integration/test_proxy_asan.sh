@@ -12,7 +12,7 @@ reports=$TEST_TMP/reports
 mkdir -p "$reports"
 export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=0:abort_on_error=1"
 export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
-for t in test_proxy.py test_proxy_order.py test_proxy_crash.py; do
+for t in test_proxy.py test_proxy_order.py test_proxy_crash.py test_proxy_bypass.py; do
     out=$TEST_TMP/$t.out
     if FENCE_PROXY=$ASAN_PROXY /usr/bin/python3 "$ROOT/tests/integration/$t" >"$out" 2>&1; then
         ok "$t against the ASan/UBSan proxy ($(grep -c '^ok' "$out") checks)"

@@ -1,7 +1,8 @@
 """Shared helpers for the fence-proxy tests (imported, not run).
 
 Built on tests/lib/fencetest.py (Tap, ports, processes, temp dirs):
-- Nginx: a real nginx (Debian's, WebDAV module: dav_methods PUT DELETE) on a
+- Nginx: a real nginx (Debian's, WebDAV module: dav_methods PUT DELETE, or
+  what dav_methods= says) on a
   free 127.0.0.1 port with its own config, pid file, logs and temp paths in
   a temp dir; "daemon off; master_process off;", stopped by PID.  It checks
   no tokens.  Never the system nginx service.
@@ -64,7 +65,7 @@ def fenced_headers(lock, token):
 class Nginx:
     """One nginx with WebDAV PUT/DELETE on a free port; files under root."""
 
-    def __init__(self, tmp, name="nginx"):
+    def __init__(self, tmp, name="nginx", dav_methods="PUT DELETE"):
         self.dir = os.path.join(tmp, name)
         self.root = os.path.join(self.dir, "root")
         os.makedirs(self.root, exist_ok=True)
@@ -93,12 +94,12 @@ http {
         listen 127.0.0.1:%(port)d;
         root %(root)s;
         location / {
-            dav_methods PUT DELETE;
+            dav_methods %(dav)s;
             create_full_put_path on;
         }
     }
 }
-""" % {"d": d, "port": self.port, "root": self.root})
+""" % {"d": d, "port": self.port, "root": self.root, "dav": dav_methods})
         self.proc = None
 
     def start(self):
