@@ -40,6 +40,9 @@ if command -v redis-cli >/dev/null; then
     check "redis-cli -3: fence-store INFO has fence_store_version" \
         grep -q '^fence_store_version:' <<<"$(redis-cli -3 -p "$SP" INFO | tr -d '\r')"
     check "redis-cli -3: CLIENT INFO shows resp=3" grep -q ' resp=3 ' <<<"$(redis-cli -3 -p "$SP" CLIENT INFO)"
+    # COMMAND DOCS is a map under RESP3: redis-cli -3 still builds its help.
+    check "redis-cli -3: help LOCK from COMMAND DOCS (maps)" grep -q 'LOCK name lease \[WAIT ms\]' \
+        <<<"$(printf 'help LOCK\n' | redis-cli -3 -p "$FP" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')"
     # Plain redis-cli stays RESP2: the same commands, RESP2 nil.
     check_eq "redis-cli (RESP2): LOCK.INFO of a free lock is (nil)" "(nil)" \
         "$(redis-cli --no-raw -p "$FP" LOCK.INFO cli3)"
