@@ -560,24 +560,32 @@ size_t fence_resp_bool(char *buf, size_t cap, int v)
     return put_fixed(buf, cap, v ? "#t\r\n" : "#f\r\n", 4);
 }
 
+/* The text of v as RESP3 writes a double, into tmp (at least 40 bytes);
+ * returns its length. */
+static size_t fmt_double(char *tmp, size_t cap, double v)
+{
+    int d;
+    if (isnan(v))
+        d = snprintf(tmp, cap, "nan");
+    else if (isinf(v))
+        d = snprintf(tmp, cap, v > 0 ? "inf" : "-inf");
+    else
+        d = snprintf(tmp, cap, "%.17g", v);
+    /* "%.17g" of a double is at most 24 bytes ("-1.2345678901234567e-308"). */
+    FENCE_ASSERT(d > 0);
+    FENCE_ASSERT((size_t)d < cap);
+    return (size_t)d;
+}
+
 size_t fence_resp_double(char *buf, size_t cap, double v)
 {
     FENCE_ASSERT(buf != NULL || cap == 0);
     char tmp[40];
-    int d;
-    if (isnan(v))
-        d = snprintf(tmp, sizeof(tmp), "nan");
-    else if (isinf(v))
-        d = snprintf(tmp, sizeof(tmp), v > 0 ? "inf" : "-inf");
-    else
-        d = snprintf(tmp, sizeof(tmp), "%.17g", v);
-    /* "%.17g" of a double is at most 24 bytes ("-1.2345678901234567e-308"). */
-    FENCE_ASSERT(d > 0);
-    FENCE_ASSERT((size_t)d < sizeof(tmp));
-    size_t need = 1 + (size_t)d + 2;
+    size_t d = fmt_double(tmp, sizeof(tmp), v);
+    size_t need = 1 + d + 2;
     if (need <= cap) {
         buf[0] = ',';
-        memcpy(buf + 1, tmp, (size_t)d);
+        memcpy(buf + 1, tmp, d);
         buf[1 + d] = '\r';
         buf[2 + d] = '\n';
     }
@@ -631,6 +639,25 @@ size_t fence_resp_bool_v(char *buf, size_t cap, int v, int resp)
     FENCE_ASSERT(resp == 2 || resp == 3);
     FENCE_ASSERT(buf != NULL || cap == 0);
     return resp == 3 ? fence_resp_bool(buf, cap, v) : put_header(buf, cap, ':', v ? 1 : 0);
+}
+
+size_t fence_resp_double_v(char *buf, size_t cap, double v, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    if (resp == 3)
+        return fence_resp_double(buf, cap, v);
+    char tmp[40];
+    size_t d = fmt_double(tmp, sizeof(tmp), v);
+    return fence_resp_bulk(buf, cap, tmp, d);
+}
+
+size_t fence_resp_verbatim_v(char *buf, size_t cap, const char *fmt,
+                             const char *p, size_t n, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    if (resp == 3)
+        return fence_resp_verbatim(buf, cap, fmt, p, n);
+    return fence_resp_bulk(buf, cap, p, n);
 }
 
 size_t fence_resp_request(char *buf, size_t cap, uint32_t argc,

@@ -113,6 +113,11 @@ size_t fence_resp_nil_v(char *buf, size_t cap, int resp);            /* $-1 | _ 
 size_t fence_resp_map_v(char *buf, size_t cap, int64_t n, int resp); /* *2n | %n */
 size_t fence_resp_set_v(char *buf, size_t cap, int64_t n, int resp); /* *n | ~n */
 size_t fence_resp_bool_v(char *buf, size_t cap, int v, int resp);    /* :1/:0 | #t/#f */
+/* RESP2: a bulk string of the same text (as Redis answers a double or a
+ * verbatim string to a RESP2 client). */
+size_t fence_resp_double_v(char *buf, size_t cap, double v, int resp); /* $text | ,text */
+size_t fence_resp_verbatim_v(char *buf, size_t cap, const char *fmt,
+                             const char *p, size_t n, int resp);     /* $n | =n+4 */
 
 /* Encode a request (array of bulk strings), as a client would send it.
  * Used by tests and the fuzz round trip.  Returns bytes needed. */
