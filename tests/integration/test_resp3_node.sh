@@ -40,6 +40,19 @@ if command -v redis-cli >/dev/null; then
     check "redis-cli -3: fence-store INFO has fence_store_version" \
         grep -q '^fence_store_version:' <<<"$(redis-cli -3 -p "$SP" INFO | tr -d '\r')"
     check "redis-cli -3: CLIENT INFO shows resp=3" grep -q ' resp=3 ' <<<"$(redis-cli -3 -p "$SP" CLIENT INFO)"
+    # INFO's sections (RESP2 and RESP3 alike): # Server first; INFO <section>.
+    for port in "$FP" "$SP"; do
+        check_eq "INFO on port $port starts with # Server" "# Server" "$(redis-cli -p "$port" INFO | head -n 1 | tr -d '\r')"
+    done
+    out=$(redis-cli -p "$FP" INFO server | tr -d '\r')
+    check "fenced: INFO server has fenced_version and no # fenced section" \
+        bash -c 'grep -q "^fenced_version:" <<<"$1" && ! grep -q "^leader_ready:" <<<"$1"' _ "$out"
+    out=$(redis-cli -p "$FP" INFO fenced | tr -d '\r')
+    check "fenced: INFO fenced has leader_ready and no # Server section" \
+        bash -c 'grep -q "^leader_ready:1" <<<"$1" && ! grep -q "^redis_version:" <<<"$1"' _ "$out"
+    out=$(redis-cli -p "$FP" INFO | tr -d '\r')
+    check "fenced: INFO has # Server, # Clients, # Persistence (loading:0) and # fenced" \
+        bash -c 'for k in "# Server" "# Clients" "# Persistence" "loading:0" "# fenced" "version:"; do grep -qx -- "$k.*" <<<"$1" || exit 1; done' _ "$out"
     # COMMAND DOCS is a map under RESP3: redis-cli -3 still builds its help.
     check "redis-cli -3: help LOCK from COMMAND DOCS (maps)" grep -q 'LOCK name lease \[WAIT ms\]' \
         <<<"$(printf 'help LOCK\n' | redis-cli -3 -p "$FP" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')"
