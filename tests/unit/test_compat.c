@@ -812,6 +812,9 @@ static void build_info(const char *line)
         fence_compat_info_u64(&b, "last_token", 9);
         fence_compat_info_i64(&b, "delta", -4);
     }
+    /* A daemon's own preformatted lines go only into a wanted section. */
+    fence_compat_info_section(&b, "extra");
+    fence_compat_info_lines(&b, "pre:1\r\nformatted:2\r\n", strlen("pre:1\r\nformatted:2\r\n"));
     CHECK_EQ_I64(fence_compat_info_finish(&b, &out), 0);
     CHECK(resp_check_all(out.ptr, out.len));
     size_t k = out.len < sizeof(got) - 1 ? out.len : sizeof(got) - 1;
@@ -843,6 +846,11 @@ static void test_info_builder(void)
     CHECK(strstr(got, "# Clients") == NULL);
     build_info("INFO everything");
     CHECK(strstr(got, "# Persistence") != NULL);
+    CHECK(strstr(got, "\r\n\r\n# extra\r\npre:1\r\nformatted:2\r\n\r\n") != NULL);
+    build_info("INFO extra");
+    CHECK_STR(got, "$29\r\n# extra\r\npre:1\r\nformatted:2\r\n\r\n");
+    build_info("INFO server");
+    CHECK(strstr(got, "pre:1") == NULL);
     build_info("INFO nosuch");
     CHECK_STR(got, "$0\r\n\r\n");
     ctx.server = "fence-store";
