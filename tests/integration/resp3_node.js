@@ -2,10 +2,13 @@
 // and ioredis 5 (RESP2) against fenced and fence-store (issue 20): connect,
 // LEASE.GRANT / LOCK / UNLOCK and a busy LOCK's null, FSET / FGET and a
 // missing key's null, INFO's # Server section.  Run by test_resp3_node.sh:
+// With users (--acl-file, user alice): node-redis' username/password go in
+// HELLO 3 AUTH; a wrong password fails to connect with WRONGPASS.
 //   node resp3_node.js <node_modules dir> <fenced port> <fence-store port>
+//                      <fenced --acl-file port> <fence-store --acl-file port>
 'use strict';
 const path = require('path');
-const [modDir, fencedPort, storePort] = process.argv.slice(2);
+const [modDir, fencedPort, storePort, aclFencedPort, aclStorePort] = process.argv.slice(2);
 const IORedis = require(path.join(modDir, 'ioredis'));
 const nodeRedis = require(path.join(modDir, 'redis'));
 const nrVersion = require(path.join(modDir, 'redis', 'package.json')).version;
@@ -105,11 +108,45 @@ async function ioredisTests(name, port) {
   r.disconnect();
 }
 
+async function aclTests(name, port) {
+  const who = `node-redis ${nrVersion} (RESP3, HELLO 3 AUTH)/${name}`;
+  const c = nodeRedis.createClient({ socket: { host: '127.0.0.1', port, reconnectStrategy: false },
+                                     username: 'alice', password: 'al1ce-pw-x', name: 'nr3a' });
+  c.on('error', () => {});
+  const e = await Promise.race([c.connect().then(() => null, err => err), timeout(5000)]);
+  check(e === null, `${who}: connects with username and password`, e && e.message);
+  if (e !== null) return;
+  check(String(await c.sendCommand(['ACL', 'WHOAMI'])) === 'alice', `${who}: ACL WHOAMI is alice`);
+  check(await c.clientGetName() === 'nr3a', `${who}: named in the same HELLO`);
+  const me = String(await c.sendCommand(['CLIENT', 'INFO']));
+  check(/ resp=3 /.test(me) && / user=alice /.test(me), `${who}: CLIENT INFO resp=3 user=alice`, me);
+  if (name === 'fenced') {
+    const lease = await c.sendCommand(['LEASE.GRANT', '10000']);
+    check(typeof lease === 'number' && lease > 0, `${who}: LEASE.GRANT as alice`, lease);
+  } else {
+    check(await c.sendCommand(['FSET', 'a-f', '1', 'a-k', 'v']) === 'OK', `${who}: FSET as alice`);
+  }
+  await c.quit();
+  const bad = nodeRedis.createClient({ socket: { host: '127.0.0.1', port, reconnectStrategy: false },
+                                       username: 'alice', password: 'wrong' });
+  bad.on('error', () => {});
+  const be = await Promise.race([bad.connect().then(() => null, err => err), timeout(5000)]);
+  check(be && /WRONGPASS/.test(be.message), `${who}: a wrong password fails with WRONGPASS`,
+        be && be.message);
+  try { await bad.disconnect(); } catch (_) { /* already closed */ }
+}
+
 (async () => {
   for (const [fn, lib] of [[nodeRedisTests, 'node-redis'], [ioredisTests, 'ioredis']]) {
     for (const [name, port] of [['fenced', +fencedPort], ['fence-store', +storePort]]) {
       try { await fn(name, port); }
       catch (e) { check(false, `${lib}/${name}: crashed`, e && e.stack); }
+    }
+  }
+  if (aclFencedPort) {
+    for (const [name, port] of [['fenced', +aclFencedPort], ['fence-store', +aclStorePort]]) {
+      try { await aclTests(name, port); }
+      catch (e) { check(false, `node-redis acl/${name}: crashed`, e && e.stack); }
     }
   }
   console.log(`# ${passed} passed, ${failed} failed in resp3_node.js`);

@@ -11,6 +11,14 @@
 FP=$(free_port); SP=$(free_port)
 spawn fenced "$FENCED" --port "$FP" --data-dir "$TEST_TMP/fenced"
 spawn store "$FENCE_STORE" --port "$SP" --bind 127.0.0.1 --data-dir "$TEST_TMP/store"
+# The same daemons with users: node-redis logs in with HELLO 3 AUTH.
+printf 'user alice on >al1ce-pw-x ~* +@all\n' >"$TEST_TMP/users.acl"
+AFP=$(free_port); ASP=$(free_port)
+spawn afenced "$FENCED" --port "$AFP" --data-dir "$TEST_TMP/afenced" --acl-file "$TEST_TMP/users.acl"
+spawn astore "$FENCE_STORE" --port "$ASP" --bind 127.0.0.1 --data-dir "$TEST_TMP/astore" \
+    --acl-file "$TEST_TMP/users.acl"
+wait_port "$AFP" || { cat "$TEST_TMP/afenced.log"; not_ok "fenced --acl-file starts"; finish; }
+wait_port "$ASP" || { cat "$TEST_TMP/astore.log"; not_ok "fence-store --acl-file starts"; finish; }
 wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
 wait_port "$SP" || { cat "$TEST_TMP/store.log"; not_ok "fence-store starts"; finish; }
 for _ in $(seq 1 200); do
@@ -77,7 +85,7 @@ if [ ! -d "$NODE_DIR/node_modules/ioredis" ] || [ ! -d "$NODE_DIR/node_modules/r
         finish
     fi
 fi
-timeout 60 node "$(dirname "$0")/resp3_node.js" "$NODE_DIR/node_modules" "$FP" "$SP"
+timeout 60 node "$(dirname "$0")/resp3_node.js" "$NODE_DIR/node_modules" "$FP" "$SP" "$AFP" "$ASP"
 rc=$?
 [ "$rc" -eq 0 ] || not_ok "resp3_node.js exited with status $rc"
 finish

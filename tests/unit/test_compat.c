@@ -257,6 +257,26 @@ static void test_hello_auth_with_callback(void)
     CHECK_STR(conn.user, "ops");
 }
 
+/* HELLO 3 AUTH ... SETNAME: a wrong password keeps RESP2, the right one
+ * logs in, names the connection and switches to RESP3 in one step. */
+static void test_hello3_auth_with_callback(void)
+{
+    setup();
+    ctx.auth = fake_auth;
+    run("HELLO 3 AUTH ops nope SETNAME n3");
+    CHECK_STR(got, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    CHECK_EQ_U64(conn.resp, 2);
+    CHECK(!conn.authenticated);
+    CHECK_STR(conn.name, "");
+    run("HELLO 3 AUTH ops pw SETNAME n3");
+    CHECK(starts("%7\r\n"));
+    CHECK(strstr(got, "$5\r\nproto\r\n:3\r\n") != NULL);
+    CHECK_EQ_U64(conn.resp, 3);
+    CHECK(conn.authenticated);
+    CHECK_STR(conn.user, "ops");
+    CHECK_STR(conn.name, "n3");
+}
+
 /* ---- AUTH ------------------------------------------------------------------ */
 
 static void test_auth_without_users(void)
@@ -867,6 +887,7 @@ int main(void)
     TEST_RUN(test_hello_setname);
     TEST_RUN(test_hello_auth_without_users);
     TEST_RUN(test_hello_auth_with_callback);
+    TEST_RUN(test_hello3_auth_with_callback);
     TEST_RUN(test_auth_without_users);
     TEST_RUN(test_auth_with_callback);
     TEST_RUN(test_client_name);
