@@ -23,3 +23,6 @@ FUZZ_compat_LDLIBS := $(BUILD)/libfencecommon.a
 # fence_compat_handle before their own commands (src/server/compat_hook.c,
 # src/store/server.c).  compat_node.js is test_compat_node.sh's helper.
 INTEG_TESTS += $(sort $(wildcard tests/integration/test_compat_*))
+# RESP3 (HELLO 3) with node-redis' defaults, ioredis and redis-cli -3, and a
+# TLS client's addresses; resp3_node.js is test_resp3_node.sh's helper.
+INTEG_TESTS += $(sort $(wildcard tests/integration/test_resp3*))

@@ -21,3 +21,8 @@ UNIT_TESTS += $(BUILD)/tests/test_resp
 # Fuzz target tests/fuzz/resp_fuzz.c (see mk/fuzz.mk).
 FUZZ_TARGETS += resp
 FUZZ_resp_LIBS := $(PROTO_LIB) $(BUILD)/libfencecommon.a
+
+# Fuzz target tests/fuzz/resp3_fuzz.c: the reply encoders, RESP2 and RESP3.
+FUZZ_TARGETS += resp3
+FUZZ_resp3_LIBS := $(PROTO_LIB) $(BUILD)/libfencecommon.a
+FUZZ_resp3_LDLIBS := -lm

@@ -36,6 +36,7 @@ void fence_compat_reply_init(fence_compat_reply *r)
     r->len = 0;
     r->cap = sizeof(r->inline_buf);
     r->failed = false;
+    r->resp = 2;
 }
 
 void fence_compat_reply_reset(fence_compat_reply *r)
@@ -174,11 +175,29 @@ static void put_array(fence_compat_reply *r, int64_t n)
     put(r, buf, len);
 }
 
-/* Append "$-1". */
+/* Append "$-1" (RESP2) or "_" (RESP3). */
 static void put_nil(fence_compat_reply *r)
 {
     char buf[SMALL_MAX];
-    size_t len = fence_resp_nil(buf, sizeof(buf));
+    size_t len = fence_resp_nil_v(buf, sizeof(buf), r->resp);
+    FENCE_ASSERT(len <= sizeof(buf));
+    put(r, buf, len);
+}
+
+/* Append a map header of n pairs ("*2n" in RESP2, "%n" in RESP3). */
+static void put_map(fence_compat_reply *r, int64_t n)
+{
+    char buf[SMALL_MAX];
+    size_t len = fence_resp_map_v(buf, sizeof(buf), n, r->resp);
+    FENCE_ASSERT(len <= sizeof(buf));
+    put(r, buf, len);
+}
+
+/* Append a set header of n elements ("*n" in RESP2, "~n" in RESP3). */
+static void put_set(fence_compat_reply *r, int64_t n)
+{
+    char buf[SMALL_MAX];
+    size_t len = fence_resp_set_v(buf, sizeof(buf), n, r->resp);
     FENCE_ASSERT(len <= sizeof(buf));
     put(r, buf, len);
 }
@@ -416,7 +435,7 @@ static const fence_compat_command builtins[] = {
      "transactions", "0.1.0", "Ends a refused MULTI block with EXECABORT (transactions are "
      "not supported).", NO_ARGS, NULL, 0, CONN},
     {"HELLO", -1, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "connection", "0.1.0",
-     "Handshakes with the server (RESP2 only).", ARGS(hello_args), NULL, 0, CONN},
+     "Handshakes with the server (RESP2 or RESP3).", ARGS(hello_args), NULL, 0, CONN},
     {"MULTI", 1, FAST_CONN | FENCE_COMPAT_CMD_NOSCRIPT, "transactions", "0.1.0",
      "Refused: transactions are not supported; the commands up to EXEC or DISCARD are "
      "refused too.", NO_ARGS, NULL, 0, CONN},
@@ -495,7 +514,7 @@ static void put_cmd_flags(fence_compat_reply *r, unsigned f)
     int64_t n = 0;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         n += (f & names[i].bit) != 0;
-    put_array(r, n);
+    put_set(r, n);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (f & names[i].bit)
             put_simple(r, names[i].name);
@@ -531,7 +550,7 @@ static void put_acl_categories(fence_compat_reply *r, const fence_compat_command
     else if (strcmp(cmd->group, "transactions") == 0)
         cats[n++] = "@transaction";
     FENCE_ASSERT((size_t)n <= sizeof(cats) / sizeof(cats[0]));
-    put_array(r, n);
+    put_set(r, n);
     for (int64_t i = 0; i < n; i++)
         put_simple(r, cats[i]);
 }
@@ -558,7 +577,7 @@ static void put_cmd_info(fence_compat_reply *r, const fence_compat_command *cmd)
 static void put_arg_doc(fence_compat_reply *r, const fence_compat_arg *a)
 {
     int64_t fields = 2 + (a->token != NULL) + (a->flags != 0) + (a->n_sub > 0);
-    put_array(r, fields * 2);
+    put_map(r, fields);
     put_str(r, "name");
     put_str(r, a->name);
     put_str(r, "type");
@@ -590,7 +609,7 @@ static void put_arg_doc(fence_compat_reply *r, const fence_compat_arg *a)
 static void put_cmd_doc(fence_compat_reply *r, const fence_compat_command *cmd)
 {
     int64_t fields = 3 + (cmd->n_args > 0) + (cmd->n_subs > 0);
-    put_array(r, fields * 2);
+    put_map(r, fields);
     put_str(r, "summary");
     put_str(r, cmd->summary);
     put_str(r, "since");
@@ -605,7 +624,7 @@ static void put_cmd_doc(fence_compat_reply *r, const fence_compat_command *cmd)
     }
     if (cmd->n_subs > 0) {
         put_str(r, "subcommands");
-        put_array(r, (int64_t)cmd->n_subs * 2);
+        put_map(r, (int64_t)cmd->n_subs);
         for (size_t i = 0; i < cmd->n_subs; i++) {
             put_lower(r, cmd->subs[i].name);
             put_cmd_doc(r, &cmd->subs[i]);
@@ -693,7 +712,7 @@ static void do_command(const fence_compat_ctx *ctx, const fence_resp_msg *m,
         }
     } else if (arg_is(&m->argv[1], "DOCS")) {
         if (m->argc == 2) {
-            put_array(r, (int64_t)n * 2);
+            put_map(r, (int64_t)n);
             for (size_t i = 0; i < n; i++) {
                 put_lower(r, cmd_at(ctx, i)->name);
                 put_cmd_doc(r, cmd_at(ctx, i));
@@ -704,7 +723,7 @@ static void do_command(const fence_compat_ctx *ctx, const fence_resp_msg *m,
         int64_t found = 0;
         for (uint32_t i = 2; i < m->argc; i++)
             found += cmd_lookup(ctx, &m->argv[i]) != NULL;
-        put_array(r, found * 2);
+        put_map(r, found);
         for (uint32_t i = 2; i < m->argc; i++) {
             const fence_compat_command *c = cmd_lookup(ctx, &m->argv[i]);
             if (c != NULL) {
@@ -986,24 +1005,22 @@ static void do_auth(const fence_compat_ctx *ctx, fence_compat_conn *c,
         put_simple(r, "OK");
 }
 
-/* HELLO [protover [AUTH user pass] [SETNAME name]]. */
+/* HELLO [protover [AUTH user pass] [SETNAME name]]: protover 2 or 3
+ * switches the connection's protocol, none keeps it; the reply is the
+ * server-info map in the protocol in force after the command. */
 static void do_hello(const fence_compat_ctx *ctx, fence_compat_conn *c,
                      const fence_resp_msg *m, fence_compat_reply *r)
 {
     char w[48];
+    int64_t ver = c->resp;
     if (m->argc >= 2) {
-        int64_t ver;
         if (parse_i64(&m->argv[1], &ver) != 0) {
             put_error(r, "ERR", "Protocol version is not an integer or out of range");
             return;
         }
-        if (ver == 3) {
-            put_error(r, "NOPROTO", "this server speaks RESP2 only: HELLO 3 (RESP3) is not "
-                                    "supported; use HELLO 2 or no HELLO");
-            return;
-        }
-        if (ver != 2) {
-            put_error(r, "NOPROTO", "unsupported protocol version");
+        if (ver != 2 && ver != 3) {
+            put_error(r, "NOPROTO", "unsupported protocol version (this server speaks "
+                                    "RESP2 and RESP3: HELLO 2 or HELLO 3)");
             return;
         }
     }
@@ -1029,18 +1046,21 @@ static void do_hello(const fence_compat_ctx *ctx, fence_compat_conn *c,
                             "characters.");
         return;
     }
+    /* A refused AUTH leaves the protocol and the name as they were (Redis
+     * does the same), and its error is the same bytes in both protocols. */
     if (user != NULL && check_auth(ctx, c, user, pass, r) != 0)
         return;
     if (name != NULL)
         copy_name(c->name, sizeof(c->name), name);
-    c->resp = 2;
-    put_array(r, 14);
+    c->resp = (uint8_t)ver;
+    r->resp = c->resp;
+    put_map(r, 7);
     put_str(r, "server");
     put_str(r, ctx->server);
     put_str(r, "version");
     put_str(r, ctx->version);
     put_str(r, "proto");
-    put_int(r, 2);
+    put_int(r, c->resp);
     put_str(r, "id");
     put_int(r, (int64_t)c->id);
     put_str(r, "mode");
@@ -1102,7 +1122,9 @@ int fence_compat_handle(const fence_compat_ctx *ctx, fence_compat_conn *c,
     FENCE_ASSERT(m != NULL);
     FENCE_ASSERT(m->argc > 0);
     FENCE_ASSERT(out != NULL);
+    FENCE_ASSERT(c->resp == 2 || c->resp == 3);
     fence_compat_reply_reset(out);
+    out->resp = c->resp;
 
     if (c->tx == FENCE_COMPAT_TX_REFUSED) {
         int rc = tx_refused_step(ctx, c, m, out);
@@ -1159,6 +1181,7 @@ int fence_compat_handle(const fence_compat_ctx *ctx, fence_compat_conn *c,
         c->name[0] = '\0';
         c->db = 0;
         c->resp = 2;
+        out->resp = 2;
         c->authenticated = false;
         c->user[0] = '\0';
         put_simple(out, "RESET");
@@ -1249,6 +1272,13 @@ void fence_compat_info_i64(fence_compat_info *b, const char *key, int64_t v)
     char buf[24];
     snprintf(buf, sizeof(buf), "%" PRId64, v);
     fence_compat_info_str(b, key, buf);
+}
+
+void fence_compat_info_lines(fence_compat_info *b, const char *text, size_t n)
+{
+    FENCE_ASSERT(text != NULL || n == 0);
+    if (b->in_section)
+        put(&b->text, text, n);
 }
 
 void fence_compat_info_standard(fence_compat_info *b, const fence_compat_ctx *ctx,

@@ -12,8 +12,9 @@
  *
  * Commands handled here (docs/compat.md is the user's view):
  *   HELLO [protover [AUTH user pass] [SETNAME name]]
- *         protover 2 (or none): the RESP2 server-info array; 3 or anything
- *         else: -NOPROTO (replies are RESP2 only).
+ *         protover 2 or 3 switches the connection's protocol (c->resp);
+ *         none keeps it; anything else: -NOPROTO.  The reply is the
+ *         server-info map (a flat array in RESP2).  RESET goes back to 2.
  *   AUTH [user] pass
  *         through ctx->auth; without one (today): Redis' error for a server
  *         without passwords.
@@ -145,7 +146,9 @@ typedef struct fence_compat_conn {
     char lib_name[FENCE_COMPAT_LIB_MAX + 1]; /* CLIENT SETINFO LIB-NAME */
     char lib_ver[FENCE_COMPAT_LIB_MAX + 1];  /* CLIENT SETINFO LIB-VER */
     uint32_t db;       /* selected database: always 0 */
-    uint8_t resp;      /* protocol version: always 2 */
+    uint8_t resp;      /* protocol version: 2 (the default) or 3 after
+                          HELLO 3; the daemon encodes its own replies
+                          for it (nulls, maps) */
     uint8_t tx;        /* enum fence_compat_tx */
     uint32_t tx_refused; /* requests refused since the refused MULTI */
     bool authenticated;  /* set by ctx->auth succeeding (unused today) */
@@ -218,6 +221,9 @@ typedef struct fence_compat_reply {
     size_t cap;  /* bytes ptr can hold */
     bool failed; /* out of memory or over the limit: the reply was
                     replaced by an -ERR (ptr/len hold that error) */
+    uint8_t resp; /* the protocol it is encoded for (2 or 3): maps, sets,
+                     nulls; fence_compat_handle sets it from the
+                     connection, init sets 2 */
     char inline_buf[FENCE_COMPAT_REPLY_INLINE]; /* small replies */
 } fence_compat_reply;
 
@@ -235,7 +241,9 @@ void fence_compat_reply_free(fence_compat_reply *r);
 
 /* Look at one parsed request of connection c (m->argc > 0).  Returns
  * FENCE_COMPAT_PASS, leaving out empty and c unchanged, or
- * FENCE_COMPAT_REPLIED with exactly one RESP2 reply in out (reset first).
+ * FENCE_COMPAT_REPLIED with exactly one reply in out (reset first),
+ * encoded for c->resp as it is after the command (HELLO 3's own reply is
+ * RESP3).
  * Never fails otherwise: an allocation failure gives an -ERR reply. */
 int fence_compat_handle(const fence_compat_ctx *ctx, fence_compat_conn *c,
                         const fence_resp_msg *m, fence_compat_reply *out);
@@ -266,6 +274,9 @@ bool fence_compat_info_section(fence_compat_info *b, const char *name);
 void fence_compat_info_str(fence_compat_info *b, const char *key, const char *value);
 void fence_compat_info_u64(fence_compat_info *b, const char *key, uint64_t v);
 void fence_compat_info_i64(fence_compat_info *b, const char *key, int64_t v);
+/* Lines the daemon formatted itself ("key:value\r\n" each), appended to
+ * the current section when it is wanted. */
+void fence_compat_info_lines(fence_compat_info *b, const char *text, size_t n);
 
 /* The fields every Redis client may look for, that a daemon writes at the
  * top of INFO: # Server (redis_version: the Redis protocol level these

@@ -39,7 +39,9 @@ void fence__compat_net_list(fence_net *net, size_t compat_off,
         memset(&ci, 0, sizeof(ci));
         ci.conn = (const fence_compat_conn *)((const char *)c + compat_off);
         ci.fd = -1;
-        if (c->tr == &fence__net_tcp) {
+        /* Any transport over TCP (plain or TLS) has a peer address; only
+         * Unix-socket connections show the socket's path. */
+        if (c->h.handle.type == UV_TCP) {
             struct sockaddr_storage ss;
             int len = (int)sizeof(ss);
             int rc = uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len);

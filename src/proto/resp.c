@@ -1,4 +1,5 @@
-/* RESP2 request parser and reply encoder (see resp.h for the contract).
+/* RESP request parser and RESP2/RESP3 reply encoder (see resp.h for the
+ * contract).
  *
  * The parser is stateless: every call parses one request from the start of
  * the buffer and either consumes all of it or nothing.  It never reads past
@@ -11,7 +12,9 @@
  */
 #include "proto/resp.h"
 
+#include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/assert.h"
@@ -519,6 +522,142 @@ size_t fence_resp_array(char *buf, size_t cap, int64_t n)
     FENCE_ASSERT(buf != NULL || cap == 0);
     FENCE_ASSERT(n >= -1);
     return put_header(buf, cap, '*', n);
+}
+
+/* ---- RESP3 ---------------------------------------------------------------- */
+
+size_t fence_resp_map(char *buf, size_t cap, int64_t n)
+{
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    FENCE_ASSERT(n >= 0);
+    return put_header(buf, cap, '%', n);
+}
+
+size_t fence_resp_set(char *buf, size_t cap, int64_t n)
+{
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    FENCE_ASSERT(n >= 0);
+    return put_header(buf, cap, '~', n);
+}
+
+/* Writes the fixed reply s (with its "\r\n") when it fits. */
+static size_t put_fixed(char *buf, size_t cap, const char *s, size_t n)
+{
+    if (n <= cap)
+        memcpy(buf, s, n);
+    return n;
+}
+
+size_t fence_resp_null(char *buf, size_t cap)
+{
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    return put_fixed(buf, cap, "_\r\n", 3);
+}
+
+size_t fence_resp_bool(char *buf, size_t cap, int v)
+{
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    return put_fixed(buf, cap, v ? "#t\r\n" : "#f\r\n", 4);
+}
+
+/* The text of v as RESP3 writes a double, into tmp (at least 40 bytes);
+ * returns its length. */
+static size_t fmt_double(char *tmp, size_t cap, double v)
+{
+    int d;
+    if (isnan(v))
+        d = snprintf(tmp, cap, "nan");
+    else if (isinf(v))
+        d = snprintf(tmp, cap, v > 0 ? "inf" : "-inf");
+    else
+        d = snprintf(tmp, cap, "%.17g", v);
+    /* "%.17g" of a double is at most 24 bytes ("-1.2345678901234567e-308"). */
+    FENCE_ASSERT(d > 0);
+    FENCE_ASSERT((size_t)d < cap);
+    return (size_t)d;
+}
+
+size_t fence_resp_double(char *buf, size_t cap, double v)
+{
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    char tmp[40];
+    size_t d = fmt_double(tmp, sizeof(tmp), v);
+    size_t need = 1 + d + 2;
+    if (need <= cap) {
+        buf[0] = ',';
+        memcpy(buf + 1, tmp, d);
+        buf[1 + d] = '\r';
+        buf[2 + d] = '\n';
+    }
+    return need;
+}
+
+size_t fence_resp_verbatim(char *buf, size_t cap, const char *fmt,
+                           const char *p, size_t n)
+{
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    FENCE_ASSERT(fmt != NULL && strlen(fmt) == 3);
+    FENCE_ASSERT(p != NULL || n == 0);
+    FENCE_ASSERT(n <= (size_t)INT64_MAX - 64);
+    size_t body = 4 + n; /* "txt:" and the text */
+    size_t h = put_header(NULL, 0, '=', (int64_t)body);
+    size_t need = h + body + 2;
+    if (need <= cap) {
+        put_header(buf, cap, '=', (int64_t)body);
+        memcpy(buf + h, fmt, 3);
+        buf[h + 3] = ':';
+        if (n > 0)
+            memcpy(buf + h + 4, p, n);
+        buf[h + body] = '\r';
+        buf[h + body + 1] = '\n';
+    }
+    return need;
+}
+
+size_t fence_resp_nil_v(char *buf, size_t cap, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    return resp == 3 ? fence_resp_null(buf, cap) : fence_resp_nil(buf, cap);
+}
+
+size_t fence_resp_map_v(char *buf, size_t cap, int64_t n, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    FENCE_ASSERT(n >= 0);
+    FENCE_ASSERT(n <= INT64_MAX / 2);
+    return resp == 3 ? fence_resp_map(buf, cap, n) : fence_resp_array(buf, cap, 2 * n);
+}
+
+size_t fence_resp_set_v(char *buf, size_t cap, int64_t n, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    return resp == 3 ? fence_resp_set(buf, cap, n) : fence_resp_array(buf, cap, n);
+}
+
+size_t fence_resp_bool_v(char *buf, size_t cap, int v, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    FENCE_ASSERT(buf != NULL || cap == 0);
+    return resp == 3 ? fence_resp_bool(buf, cap, v) : put_header(buf, cap, ':', v ? 1 : 0);
+}
+
+size_t fence_resp_double_v(char *buf, size_t cap, double v, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    if (resp == 3)
+        return fence_resp_double(buf, cap, v);
+    char tmp[40];
+    size_t d = fmt_double(tmp, sizeof(tmp), v);
+    return fence_resp_bulk(buf, cap, tmp, d);
+}
+
+size_t fence_resp_verbatim_v(char *buf, size_t cap, const char *fmt,
+                             const char *p, size_t n, int resp)
+{
+    FENCE_ASSERT(resp == 2 || resp == 3);
+    if (resp == 3)
+        return fence_resp_verbatim(buf, cap, fmt, p, n);
+    return fence_resp_bulk(buf, cap, p, n);
 }
 
 size_t fence_resp_request(char *buf, size_t cap, uint32_t argc,

@@ -1,4 +1,5 @@
-/* RESP2 request parser and reply encoder: pure functions over bytes.
+/* RESP request parser and RESP2/RESP3 reply encoder: pure functions over
+ * bytes.
  *
  * No sockets, no allocation, no globals: it behaves the same under a fuzzer
  * as in the daemon.  Shared by fenced and fence-store (a codec, not lock
@@ -87,6 +88,36 @@ size_t fence_resp_uint(char *buf, size_t cap, uint64_t v);           /* :v (v <=
 size_t fence_resp_bulk(char *buf, size_t cap, const char *p, size_t n); /* $n */
 size_t fence_resp_nil(char *buf, size_t cap);                        /* $-1 */
 size_t fence_resp_array(char *buf, size_t cap, int64_t n);           /* *n header (-1: nil) */
+
+/* ---- RESP3 reply types -------------------------------------------------------
+ * Same contract as above.  A connection that sent HELLO 3 gets these where
+ * a reply is a map, a set, a null or a boolean; every other reply type
+ * (simple, error, integer, bulk, array) is the same bytes in both
+ * protocols.  A map header counts PAIRS (each followed by a key and a
+ * value); a set header counts elements. */
+size_t fence_resp_map(char *buf, size_t cap, int64_t n);             /* %n header (n >= 0) */
+size_t fence_resp_set(char *buf, size_t cap, int64_t n);             /* ~n header (n >= 0) */
+size_t fence_resp_null(char *buf, size_t cap);                       /* _ */
+size_t fence_resp_bool(char *buf, size_t cap, int v);                /* #t / #f */
+/* ,v for a finite double: "%.17g" (shortest exact text for every finite
+ * value), "inf" / "-inf" for the infinities; a NaN is written "nan".  */
+size_t fence_resp_double(char *buf, size_t cap, double v);
+/* =len\r\nfmt:text\r\n: a verbatim string; fmt is exactly 3 bytes
+ * ("txt" or "mkd"). */
+size_t fence_resp_verbatim(char *buf, size_t cap, const char *fmt,
+                           const char *p, size_t n);
+
+/* ---- Protocol-aware helpers: resp is the connection's protocol (2 or 3).
+ * RESP2 writes the type a RESP2 client has always received. */
+size_t fence_resp_nil_v(char *buf, size_t cap, int resp);            /* $-1 | _ */
+size_t fence_resp_map_v(char *buf, size_t cap, int64_t n, int resp); /* *2n | %n */
+size_t fence_resp_set_v(char *buf, size_t cap, int64_t n, int resp); /* *n | ~n */
+size_t fence_resp_bool_v(char *buf, size_t cap, int v, int resp);    /* :1/:0 | #t/#f */
+/* RESP2: a bulk string of the same text (as Redis answers a double or a
+ * verbatim string to a RESP2 client). */
+size_t fence_resp_double_v(char *buf, size_t cap, double v, int resp); /* $text | ,text */
+size_t fence_resp_verbatim_v(char *buf, size_t cap, const char *fmt,
+                             const char *p, size_t n, int resp);     /* $n | =n+4 */
 
 /* Encode a request (array of bulk strings), as a client would send it.
  * Used by tests and the fuzz round trip.  Returns bytes needed. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/assert.h"
 #include "server/cluster.h"
@@ -188,11 +189,11 @@ static void reply_uint(fence_slot *slot, uint64_t v)
     fence__slot_reply(slot, buf, n);
 }
 
-/* Reply nil. */
+/* Reply nil ("$-1", or RESP3's null "_" after HELLO 3). */
 static void reply_nil(fence_slot *slot)
 {
     char buf[8];
-    size_t n = fence_resp_nil(buf, sizeof(buf));
+    size_t n = fence_resp_nil_v(buf, sizeof(buf), slot->resp);
     FENCE_ASSERT(n <= sizeof(buf));
     fence__slot_reply(slot, buf, n);
 }
@@ -356,11 +357,13 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
     reply_uints(slot, v, 4);
 }
 
-/* Build the INFO text and reply with it as one bulk string. */
-static void reply_info(fence_server *s, fence_slot *slot)
+/* Build the INFO text and reply with it as one bulk string: the sections
+ * every Redis client may read (# Server with redis_version, # Clients,
+ * # Persistence: fence_compat_info_standard), then # fenced; INFO with
+ * section names (INFO server, INFO fenced) gives only those. */
+static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *m)
 {
     char text[4096];
-    char buf[4200];
     fence_fsm_stats st;
     fence_fsm_stats_get(s->fsm, &st);
     fence_leader_stats ls;
@@ -375,7 +378,6 @@ static void reply_info(fence_server *s, fence_slot *slot)
     bool healthy = fence__srv_health(&s->metrics, why, sizeof(why));
     int n = snprintf(
         text, sizeof(text),
-        "# fenced\r\n"
         "version:%s\r\n"
         "role:%s\r\n"
         "leader_ready:%d\r\n"
@@ -439,9 +441,26 @@ static void reply_info(fence_server *s, fence_slot *slot)
         FENCE_ASSERT((size_t)k < sizeof(text) - (size_t)n);
         n += k;
     }
-    size_t len = fence_resp_bulk(buf, sizeof(buf), text, (size_t)n);
-    FENCE_ASSERT(len <= sizeof(buf));
-    fence__slot_reply(slot, buf, len);
+    fence_compat_info b;
+    fence_compat_info_begin(&b, m);
+    fence_compat_info_std std = {
+        .process_id = (uint64_t)getpid(),
+        .tcp_port = s->cfg->port,
+        .uptime_s = (mono - s->start_ms) / 1000,
+        .connected_clients = s->net.n_conns,
+        .max_clients = s->cfg->max_clients,
+        .loading = false, /* a node that is not ready answers TRYAGAIN */
+    };
+    fence_compat_info_standard(&b, &s->compat, &std);
+    fence_compat_info_section(&b, "fenced");
+    fence_compat_info_lines(&b, text, (size_t)n);
+    fence_compat_reply out;
+    fence_compat_reply_init(&out);
+    if (fence_compat_info_finish(&b, &out) != 0)
+        fence__slot_error(slot, "ERR", "out of memory building INFO");
+    else
+        fence__slot_reply(slot, out.ptr, out.len);
+    fence_compat_reply_free(&out);
 }
 
 /* Handle one parsed request: find the command, check arity and arguments,
@@ -502,7 +521,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         return;
     }
     case OP_INFO:
-        reply_info(s, slot);
+        reply_info(s, slot, m);
         return;
     case OP_LIST:
         if (m->argv[0].len == 9) /* LOCK.LIST; LEASE.LIST is 10 bytes */

@@ -26,6 +26,7 @@ fence_slot *fence__slot_new(fence_conn *c, const fence_compat_command *def)
     slot->op = def != NULL ? def->op : OP_PING;
     slot->def = def;
     slot->state = SLOT_NEW;
+    slot->resp = c->compat.resp;
     slot->t0_ns = uv_hrtime();
     return slot;
 }

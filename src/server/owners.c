@@ -62,7 +62,7 @@ static void compact(fence_server *s)
 static void peer_text(fence_conn *c, char *out, size_t cap)
 {
     snprintf(out, cap, "unix");
-    if (c->base.tr != &fence__net_tcp)
+    if (c->base.h.handle.type != UV_TCP) /* TCP or TLS over TCP: an address */
         return;
     struct sockaddr_storage ss;
     int len = (int)sizeof(ss);

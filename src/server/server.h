@@ -87,6 +87,8 @@ struct fence_slot {
     const fence_compat_command *def; /* its row of fence__server_commands,
                               NULL for an unknown command */
     uint8_t state;         /* enum fence_slot_state */
+    uint8_t resp;          /* the connection's protocol (2 or 3) when the
+                              request arrived: how nil and maps are encoded */
     uint64_t t0_ns;        /* when the request was parsed (latency metric) */
     const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
                             * to sign the grant with (the server's), else NULL */

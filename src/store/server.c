@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "common/assert.h"
@@ -87,6 +88,7 @@ typedef struct server {
     fence_signtok_verifier *verifier; /* --token-verify-keys, or NULL */
     fence_acl_srv acl;             /* users and permissions (acl_srv.h) */
     fence_acl_conns acl_conns;     /* connections per user, maxconns (acl_conns.h) */
+    uint64_t start_ns;             /* uv_hrtime() at start (INFO uptime) */
 } server;
 
 /* One client connection: the layer's and its Redis-client state. */
@@ -149,6 +151,8 @@ typedef struct sink {
     char *buf;         /* c == NULL: the reply bytes (malloc) */
     size_t len;        /* bytes in buf */
     bool nomem;        /* c == NULL: a realloc failed */
+    uint8_t resp;      /* the connection's protocol when the request
+                          arrived (3 after HELLO 3: nil is "_") */
 } sink;
 
 /* A request of the open batch. */
@@ -222,10 +226,11 @@ static void reply_bulk(sink *c, const char *p, size_t n)
         REPLY(c, fence_resp_bulk, p, n);
         return;
     }
-    size_t need = fence_resp_nil(NULL, 0);
+    int resp = c->resp == 3 ? 3 : 2;
+    size_t need = fence_resp_nil_v(NULL, 0, resp);
     char *out = sink_buf(c, need);
     if (out != NULL)
-        fence_resp_nil(out, need);
+        fence_resp_nil_v(out, need, resp);
 }
 
 /* Append the reply for a FGET value (called inside the read txn). */
@@ -234,14 +239,16 @@ static void on_value(void *ctx, const char *p, size_t n)
     reply_bulk(ctx, p, n);
 }
 
-/* Build the INFO text. */
+/* Build the INFO text: the sections every Redis client may read (# Server
+ * with redis_version and fence_store_version, # Clients, # Persistence:
+ * fence_compat_info_standard), then # fence-store.  Every section, whatever
+ * INFO's arguments (the request may wait in a batch, without its words). */
 static void reply_info(server *s, sink *c)
 {
     fence_store_db_stats st;
     fence__store_db_stats_get(s->db, &st);
     char text[1024];
     int n = snprintf(text, sizeof(text),
-                     "# fence-store\r\n"
                      "keys:%" PRIu64 "\r\n"
                      "fences:%" PRIu64 "\r\n"
                      "admitted:%" PRIu64 "\r\n"
@@ -282,7 +289,29 @@ static void reply_info(server *s, sink *c)
                      st.lmdb_pending_ops);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
-    reply_bulk(c, text, (size_t)n);
+    fence_compat_info b;
+    fence_compat_info_begin(&b, NULL);
+    fence_compat_info_std std = {
+        .process_id = (uint64_t)getpid(),
+        .tcp_port = s->cfg->port,
+        .uptime_s = (uv_hrtime() - s->start_ns) / 1000000000u,
+        .connected_clients = s->net.n_conns,
+        .max_clients = s->cfg->max_clients,
+        .loading = false,
+    };
+    fence_compat_info_standard(&b, &s->compat, &std);
+    fence_compat_info_section(&b, "fence-store");
+    fence_compat_info_lines(&b, text, (size_t)n);
+    fence_compat_reply out;
+    fence_compat_reply_init(&out);
+    if (fence_compat_info_finish(&b, &out) != 0) {
+        sink_error(c, "ERR", "out of memory building INFO");
+    } else {
+        char *p = sink_buf(c, out.len);
+        if (p != NULL)
+            memcpy(p, out.ptr, out.len);
+    }
+    fence_compat_reply_free(&out);
 }
 
 /* The reply to a write that was refused or failed (r != FENCE_STORE_OK). */
@@ -469,7 +498,9 @@ static void batch_flush(server *s)
         batch_item *it = s->items[i];
         if (rc != 0) {
             free(it->reply.buf);
+            uint8_t resp = it->reply.resp;
             memset(&it->reply, 0, sizeof(it->reply));
+            it->reply.resp = resp;
             execute(s, &it->reply, &it->cmd); /* alone: own txn and sync */
         }
         if (it->reply.nomem)
@@ -527,6 +558,7 @@ static void batch_add(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
     }
     memset(it, 0, sizeof(*it));
     it->slot = slot;
+    it->reply.resp = ((store_conn *)c)->compat.resp;
     it->cmd = *cmd;
     char *at = it->bytes;
     copy_arg(&at, &it->cmd.fence, cmd->fence, cmd->fence_len);
@@ -599,7 +631,7 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     switch (cmd.op) {
     case FENCE_STORE_OP_PING:
     case FENCE_STORE_OP_QUIT: {
-        sink k = {.c = c};
+        sink k = {.c = c, .resp = ((store_conn *)c)->compat.resp};
         execute(s, &k, &cmd);
         break;
     }
@@ -695,6 +727,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     s->cfg = cfg;
     s->db = db;
     s->loop = uv_default_loop();
+    s->start_ns = uv_hrtime();
     if (cfg->token_verify_keys[0] != '\0') {
         char kerr[1300];
         if (fence_signtok_verifier_load(cfg->token_verify_keys, 0, &s->verifier,

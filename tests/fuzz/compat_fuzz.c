@@ -5,7 +5,14 @@
  * is a client's byte stream, parsed request by request and handed to
  * fence_compat_handle with one connection state.  For every request:
  *   - PASS leaves the reply empty and the state unchanged; REPLIED gives
- *     exactly one well-formed RESP2 reply;
+ *     exactly one well-formed reply in the connection's protocol after the
+ *     command (RESP2, or RESP3 after HELLO 3), and the protocol follows a
+ *     reference model (a successful HELLO 2/3 sets it, RESET sets 2);
+ *   - a shadow connection kept in RESP3 gets every request too: its reply
+ *     is well-formed RESP3 and, types mapped back (map -> array, null ->
+ *     $-1, ...: tests/lib/resp3_check.h), the very bytes of the RESP2 reply
+ *     (HELLO, whose proto field differs, and CLIENT, whose resp= does,
+ *     excepted);
  *   - while the connection is in a refused MULTI, nothing but QUIT ever
  *     passes to the daemon (all-or-nothing refusal);
  *   - the transaction state follows a reference model (MULTI enters it;
@@ -22,6 +29,9 @@
 #include "server/commands_table.h"
 #include "store/commands_table.h"
 #include "../lib/resp_check.h"
+#include "../lib/resp3_check.h"
+
+#include <stdlib.h>
 
 /* Messages are large (FENCE_INLINE_MAX of scratch): keep them static. */
 static fence_resp_msg msg;
@@ -104,6 +114,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     list_self = &c;
     fence_compat_reply out;
     fence_compat_reply_init(&out);
+    /* The shadow: the same requests on a connection in RESP3. */
+    fence_compat_conn c3;
+    fence_compat_conn_init(&c3, 1 + (opts >> 4));
+    fence_compat_reply out3;
+    fence_compat_reply_init(&out3);
     fence_resp_limits lim;
     fence_resp_limits_default(&lim);
 
@@ -129,7 +144,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(!is(name, builtins[i].name));
         } else {
             FUZZ_CHECK(rc == FENCE_COMPAT_REPLIED);
-            FUZZ_CHECK(resp_check_all(out.ptr, out.len));
+            if (c.resp == 3)
+                FUZZ_CHECK(resp3_check_all(out.ptr, out.len));
+            else
+                FUZZ_CHECK(resp_check_all(out.ptr, out.len));
+        }
+        /* The reference model of the protocol. */
+        uint8_t want_resp = before.resp;
+        if (is(name, "RESET") && msg.argc == 1) {
+            want_resp = 2;
+        } else if (rc == FENCE_COMPAT_REPLIED && is(name, "HELLO") && msg.argc >= 2 &&
+                   out.len > 0 && out.ptr[0] != '-') {
+            char v[24];
+            size_t k = msg.argv[1].len < sizeof(v) - 1 ? msg.argv[1].len : sizeof(v) - 1;
+            memcpy(v, msg.argv[1].ptr, k);
+            v[k] = '\0';
+            want_resp = (uint8_t)strtol(v, NULL, 10);
+            FUZZ_CHECK(want_resp == 2 || want_resp == 3);
+        }
+        FUZZ_CHECK(c.resp == want_resp);
+        /* The shadow in RESP3 answers the same, in RESP3's types. */
+        c3.resp = 3;
+        list_self = &c3;
+        int rc3 = fence_compat_handle(&ctx, &c3, &msg, &out3);
+        list_self = &c;
+        FUZZ_CHECK(rc3 == rc);
+        if (rc3 == FENCE_COMPAT_REPLIED) {
+            if (c3.resp == 3)
+                FUZZ_CHECK(resp3_check_all(out3.ptr, out3.len));
+            else
+                FUZZ_CHECK(resp_check_all(out3.ptr, out3.len));
+            if (before.resp == 2 && c.resp == 2 && c3.resp == 3 && !is(name, "HELLO") &&
+                !is(name, "CLIENT") && !is(name, "TIME") && !out.failed && !out3.failed) {
+                size_t cap = out3.len * 2 + 64;
+                char *conv = malloc(cap);
+                FUZZ_CHECK(conv != NULL);
+                long k = resp3_to_resp2(out3.ptr, out3.len, conv, cap);
+                FUZZ_CHECK(k > 0);
+                FUZZ_CHECK((size_t)k == out.len && memcmp(conv, out.ptr, out.len) == 0);
+                free(conv);
+            }
         }
         /* The reference model of the transaction state. */
         uint8_t want = before.tx;
@@ -142,7 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(c.tx == want);
         FUZZ_CHECK(c.id == before.id);
         FUZZ_CHECK(c.db == 0);
-        FUZZ_CHECK(c.resp == 2);
+        FUZZ_CHECK(c.resp == 2 || c.resp == 3);
         FUZZ_CHECK(c.name[0] == '\0' || name_sane(c.name, sizeof(c.name)));
         FUZZ_CHECK(c.lib_name[0] == '\0' || name_sane(c.lib_name, sizeof(c.lib_name)));
         FUZZ_CHECK(c.lib_ver[0] == '\0' || name_sane(c.lib_ver, sizeof(c.lib_ver)));
@@ -150,5 +204,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(ctx.auth != NULL || !c.authenticated);
     }
     fence_compat_reply_free(&out);
+    fence_compat_reply_free(&out3);
     return 0;
 }

@@ -9,7 +9,7 @@ Checks, for each daemon:
 - Redis(client_name=..., db=0) connects; CLIENT GETNAME/ID/LIST/SETINFO,
   HELLO 2, ECHO, TIME, COMMAND COUNT/INFO/DOCS, RESET answer;
 - db=1 fails with a clear error; password= fails with AuthenticationError;
-  HELLO 3 answers NOPROTO;
+  HELLO 4 answers NOPROTO (HELLO 3 is RESP3: test_resp3_node.sh);
 - pipeline(transaction=True) raises, and NONE of its commands ran (no lease
   granted, no lock taken, no key written); the connection works afterwards;
 - MULTI/DISCARD by hand; pipeline(transaction=False) still works;
@@ -59,8 +59,9 @@ def handshakes(name, port, own_cmd):
     tap.check(isinstance(hello, list) and "proto" in hello and
               hello[hello.index("server") + 1] == name,
               "%s: HELLO 2 answers the server array" % name, hello)
-    tap.check(expect_error(lambda: r.execute_command("HELLO", "3"), "NOPROTO") is not None,
-              "%s: HELLO 3 answers NOPROTO" % name)
+    # HELLO 3 switches to RESP3, which redis-py 4 cannot read: test_resp3_*.
+    tap.check(expect_error(lambda: r.execute_command("HELLO", "4"), "NOPROTO") is not None,
+              "%s: HELLO 4 answers NOPROTO" % name)
     tap.eq("hi there", r.echo("hi there"), "%s: ECHO" % name)
     t = r.time()
     tap.check(abs(t[0] - time.time()) < 60, "%s: TIME is the wall clock" % name, t)

@@ -33,13 +33,15 @@ static inline bool resp_check__int(const char *b, size_t p, size_t e, int64_t *v
         p++;
     if (p == e || e - p > 19)
         return false;
-    int64_t x = 0;
+    uint64_t x = 0; /* 19 digits fit; INT64_MIN's magnitude too */
     for (; p < e; p++) {
         if (b[p] < '0' || b[p] > '9')
             return false;
-        x = x * 10 + (b[p] - '0');
+        x = x * 10 + (uint64_t)(b[p] - '0');
     }
-    *v = neg ? -x : x;
+    if (x > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
+        return false;
+    *v = neg ? (int64_t)(0 - x) : (int64_t)x;
     return true;
 }
 

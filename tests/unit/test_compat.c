@@ -15,6 +15,7 @@
 #include "server/commands_table.h"
 #include "store/commands_table.h"
 #include "../lib/resp_check.h"
+#include "../lib/resp3_check.h"
 #include "../lib/test.h"
 
 /* Messages are large (FENCE_INLINE_MAX of scratch): share static ones. */
@@ -61,7 +62,11 @@ static int run(const char *line)
     got[k] = '\0';
     if (rc == FENCE_COMPAT_REPLIED) {
         CHECK(out.len > 0);
-        CHECK(resp_check_all(out.ptr, out.len));
+        /* The reply is in the protocol in force after the command. */
+        if (conn.resp == 3)
+            CHECK(resp3_check_all(out.ptr, out.len));
+        else
+            CHECK(resp_check_all(out.ptr, out.len));
     } else {
         CHECK_EQ_U64(rc, FENCE_COMPAT_PASS);
         CHECK_EQ_U64(out.len, 0);
@@ -107,11 +112,9 @@ static void test_hello(void)
                    "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n");
     run("hello 2");
     CHECK(starts("*14\r\n"));
-    run("HELLO 3");
-    CHECK(starts("-NOPROTO "));
-    CHECK(strstr(got, "RESP2") != NULL);
     run("HELLO 1");
-    CHECK_STR(got, "-NOPROTO unsupported protocol version\r\n");
+    CHECK_STR(got, "-NOPROTO unsupported protocol version (this server speaks RESP2 and "
+                   "RESP3: HELLO 2 or HELLO 3)\r\n");
     run("HELLO 4 SETNAME x");
     CHECK(starts("-NOPROTO"));
     CHECK_STR(conn.name, "");
@@ -123,6 +126,89 @@ static void test_hello(void)
     CHECK(starts("-ERR Syntax error"));
     run("HELLO 2 AUTH onlyuser");
     CHECK(starts("-ERR Syntax error"));
+    CHECK_EQ_U64(conn.resp, 2);
+}
+
+/* HELLO 3 switches the connection to RESP3: its own reply is a map, nil is
+ * "_", COMMAND DOCS are maps and COMMAND INFO's flags sets, and every
+ * RESP3 reply reads as the RESP2 one once its types are mapped back;
+ * HELLO 2 and RESET switch back, HELLO without a version keeps it. */
+static void test_hello3(void)
+{
+    setup();
+    static char conv[1 << 17];
+    const char *same[] = {"CLIENT GETNAME", "COMMAND INFO lock nope", "COMMAND DOCS",
+                          "COMMAND DOCS lock client", "COMMAND", "ECHO hi", "SELECT 1",
+                          "CLIENT ID", "TIME", "AUTH x", "MULTI", "PING", "EXEC"};
+    static char r2[sizeof(same) / sizeof(same[0])][1 << 17];
+    size_t n2[sizeof(same) / sizeof(same[0])];
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        run(same[i]);
+        REQUIRE(out.len < sizeof(r2[i]));
+        n2[i] = out.len;
+        memcpy(r2[i], out.ptr, n2[i]);
+    }
+    CHECK_EQ_U64(run("HELLO 3 SETNAME w3"), FENCE_COMPAT_REPLIED);
+    CHECK_STR(got, "%7\r\n$6\r\nserver\r\n$6\r\nfenced\r\n$7\r\nversion\r\n$5\r\n0.1.0\r\n"
+                   "$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:7\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
+                   "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n");
+    CHECK_EQ_U64(conn.resp, 3);
+    CHECK_STR(conn.name, "w3");
+    run("CLIENT SETNAME \"\"");
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        run(same[i]);
+        CHECK(resp3_check_all(out.ptr, out.len));
+        long k = resp3_to_resp2(out.ptr, out.len, conv, sizeof(conv));
+        CHECK(k > 0);
+        if (n2[i] > 0 && k > 0 && strcmp(same[i], "TIME") != 0) {
+            CHECK_EQ_U64((uint64_t)k, n2[i]);
+            CHECK(memcmp(conv, r2[i], n2[i]) == 0);
+        }
+    }
+    run("CLIENT GETNAME");
+    CHECK_STR(got, "_\r\n");
+    run("COMMAND INFO nope");
+    CHECK_STR(got, "*1\r\n_\r\n");
+    run("COMMAND DOCS echo");
+    CHECK(starts("%1\r\n$4\r\necho\r\n%4\r\n$7\r\nsummary\r\n"));
+    run("COMMAND INFO echo");
+    CHECK(starts("*1\r\n*10\r\n$4\r\necho\r\n:2\r\n~3\r\n+fast\r\n"));
+    run("HELLO");
+    CHECK(starts("%7\r\n"));
+    CHECK_EQ_U64(conn.resp, 3);
+    run("HELLO 4");
+    CHECK(starts("-NOPROTO"));
+    CHECK_EQ_U64(conn.resp, 3);
+    run("HELLO 2");
+    CHECK(starts("*14\r\n"));
+    CHECK_EQ_U64(conn.resp, 2);
+    run("CLIENT GETNAME");
+    CHECK_STR(got, "$-1\r\n");
+    run("HELLO 3");
+    CHECK_EQ_U64(conn.resp, 3);
+    run("RESET");
+    CHECK_STR(got, "+RESET\r\n");
+    CHECK_EQ_U64(conn.resp, 2);
+    run("CLIENT GETNAME");
+    CHECK_STR(got, "$-1\r\n");
+}
+
+/* A refused HELLO 3 (bad AUTH, bad name, bad option) leaves the protocol. */
+static void test_hello3_refused(void)
+{
+    setup();
+    run("HELLO 3 AUTH u p");
+    CHECK(starts("-ERR AUTH <username> <password> called"));
+    CHECK_EQ_U64(conn.resp, 2);
+    run("HELLO 3 SETNAME \"a b\"");
+    CHECK(starts("-ERR Client names"));
+    CHECK_EQ_U64(conn.resp, 2);
+    run("HELLO 3 BOGUS");
+    CHECK(starts("-ERR Syntax error"));
+    CHECK_EQ_U64(conn.resp, 2);
+    run("MULTI");
+    run("HELLO 3");
+    CHECK(starts("-ERR not executed"));
     CHECK_EQ_U64(conn.resp, 2);
 }
 
@@ -169,6 +255,26 @@ static void test_hello_auth_with_callback(void)
     CHECK_STR(conn.name, "n1");
     CHECK(conn.authenticated);
     CHECK_STR(conn.user, "ops");
+}
+
+/* HELLO 3 AUTH ... SETNAME: a wrong password keeps RESP2, the right one
+ * logs in, names the connection and switches to RESP3 in one step. */
+static void test_hello3_auth_with_callback(void)
+{
+    setup();
+    ctx.auth = fake_auth;
+    run("HELLO 3 AUTH ops nope SETNAME n3");
+    CHECK_STR(got, "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    CHECK_EQ_U64(conn.resp, 2);
+    CHECK(!conn.authenticated);
+    CHECK_STR(conn.name, "");
+    run("HELLO 3 AUTH ops pw SETNAME n3");
+    CHECK(starts("%7\r\n"));
+    CHECK(strstr(got, "$5\r\nproto\r\n:3\r\n") != NULL);
+    CHECK_EQ_U64(conn.resp, 3);
+    CHECK(conn.authenticated);
+    CHECK_STR(conn.user, "ops");
+    CHECK_STR(conn.name, "n3");
 }
 
 /* ---- AUTH ------------------------------------------------------------------ */
@@ -726,6 +832,9 @@ static void build_info(const char *line)
         fence_compat_info_u64(&b, "last_token", 9);
         fence_compat_info_i64(&b, "delta", -4);
     }
+    /* A daemon's own preformatted lines go only into a wanted section. */
+    fence_compat_info_section(&b, "extra");
+    fence_compat_info_lines(&b, "pre:1\r\nformatted:2\r\n", strlen("pre:1\r\nformatted:2\r\n"));
     CHECK_EQ_I64(fence_compat_info_finish(&b, &out), 0);
     CHECK(resp_check_all(out.ptr, out.len));
     size_t k = out.len < sizeof(got) - 1 ? out.len : sizeof(got) - 1;
@@ -757,6 +866,11 @@ static void test_info_builder(void)
     CHECK(strstr(got, "# Clients") == NULL);
     build_info("INFO everything");
     CHECK(strstr(got, "# Persistence") != NULL);
+    CHECK(strstr(got, "\r\n\r\n# extra\r\npre:1\r\nformatted:2\r\n\r\n") != NULL);
+    build_info("INFO extra");
+    CHECK_STR(got, "$29\r\n# extra\r\npre:1\r\nformatted:2\r\n\r\n");
+    build_info("INFO server");
+    CHECK(strstr(got, "pre:1") == NULL);
     build_info("INFO nosuch");
     CHECK_STR(got, "$0\r\n\r\n");
     ctx.server = "fence-store";
@@ -768,9 +882,12 @@ int main(void)
 {
     TEST_RUN(test_daemon_commands_pass);
     TEST_RUN(test_hello);
+    TEST_RUN(test_hello3);
+    TEST_RUN(test_hello3_refused);
     TEST_RUN(test_hello_setname);
     TEST_RUN(test_hello_auth_without_users);
     TEST_RUN(test_hello_auth_with_callback);
+    TEST_RUN(test_hello3_auth_with_callback);
     TEST_RUN(test_auth_without_users);
     TEST_RUN(test_auth_with_callback);
     TEST_RUN(test_client_name);

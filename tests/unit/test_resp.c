@@ -529,6 +529,35 @@ static void test_inline_single_quotes(void)
         free(buf);                                                         \
     } while (0)
 
+/* RESP3 types and the protocol-aware helpers (RESP2 bytes unchanged). */
+static void test_encode_resp3(void)
+{
+    CHECK_ENC("%0\r\n", fence_resp_map(buf, cap, 0));
+    CHECK_ENC("%7\r\n", fence_resp_map(buf, cap, 7));
+    CHECK_ENC("~3\r\n", fence_resp_set(buf, cap, 3));
+    CHECK_ENC("_\r\n", fence_resp_null(buf, cap));
+    CHECK_ENC("#t\r\n", fence_resp_bool(buf, cap, 1));
+    CHECK_ENC("#f\r\n", fence_resp_bool(buf, cap, 0));
+    CHECK_ENC(",1.5\r\n", fence_resp_double(buf, cap, 1.5));
+    CHECK_ENC(",-0\r\n", fence_resp_double(buf, cap, -0.0));
+    CHECK_ENC(",0.10000000000000001\r\n", fence_resp_double(buf, cap, 0.1));
+    CHECK_ENC(",inf\r\n", fence_resp_double(buf, cap, 1.0 / 0.0));
+    CHECK_ENC(",-inf\r\n", fence_resp_double(buf, cap, -1.0 / 0.0));
+    CHECK_ENC(",nan\r\n", fence_resp_double(buf, cap, 0.0 / 0.0));
+    CHECK_ENC(",-1.7976931348623157e+308\r\n", fence_resp_double(buf, cap, -1.7976931348623157e308));
+    CHECK_ENC("=8\r\ntxt:a\r\nb\r\n", fence_resp_verbatim(buf, cap, "txt", "a\r\nb", 4));
+    CHECK_ENC("=4\r\nmkd:\r\n", fence_resp_verbatim(buf, cap, "mkd", "", 0));
+    CHECK_ENC("$-1\r\n", fence_resp_nil_v(buf, cap, 2));
+    CHECK_ENC("_\r\n", fence_resp_nil_v(buf, cap, 3));
+    CHECK_ENC("*14\r\n", fence_resp_map_v(buf, cap, 7, 2));
+    CHECK_ENC("%7\r\n", fence_resp_map_v(buf, cap, 7, 3));
+    CHECK_ENC("*2\r\n", fence_resp_set_v(buf, cap, 2, 2));
+    CHECK_ENC("~2\r\n", fence_resp_set_v(buf, cap, 2, 3));
+    CHECK_ENC(":1\r\n", fence_resp_bool_v(buf, cap, 5, 2));
+    CHECK_ENC(":0\r\n", fence_resp_bool_v(buf, cap, 0, 2));
+    CHECK_ENC("#t\r\n", fence_resp_bool_v(buf, cap, 5, 3));
+}
+
 static void test_encode_simple_error(void)
 {
     CHECK_ENC("+OK\r\n", fence_resp_simple(buf, cap, "OK"));
@@ -673,6 +702,7 @@ int main(void)
     TEST_RUN(test_inline_single_quotes);
     TEST_RUN(test_encode_simple_error);
     TEST_RUN(test_encode_numbers);
+    TEST_RUN(test_encode_resp3);
     TEST_RUN(test_encode_bulk_nil_array);
     TEST_RUN(test_encode_request);
     TEST_RUN(test_round_trip);
