@@ -10,6 +10,7 @@
 #include <hiredis/hiredis.h>
 
 #include "client/pure.h"
+#include "client/testhook.h"
 #include "client/wire.h"
 #include "fence.h"
 
@@ -50,6 +51,14 @@ struct fence_client {
                                 * idle thread sleeps, so that a lock
                                 * registered after it went to sleep is due
                                 * after it wakes anyway (no wake-up needed) */
+    uint64_t ka_sleeps;        /* times the keepalive thread went to sleep
+                                * (fence__ka_sync waits for the next one) */
+
+    /* The lease clock (valid-until, renew times, the keepalive schedule):
+     * fence_monotonic_ms when NULL, else a unit test's (set before the
+     * keepalive thread starts, never changed after). */
+    fence__clock_fn clock;
+    void *clock_arg;
 };
 
 struct fence_lock {
@@ -105,6 +114,9 @@ void fence__conn_drop(fence__conn *k);
 /* Stop and join the keepalive thread (lock.c; called by
  * fence_client_close). */
 void fence__ka_stop(fence_client *c);
+
+/* Now on c's lease clock (fence_monotonic_ms unless a test set its own). */
+uint64_t fence__lease_now(const fence_client *c);
 
 /* Run command on the connection with SIGPIPE blocked in this thread. */
 redisReply *fence__command(redisContext *ctx, int argc, const char **argv,
