@@ -17,6 +17,7 @@ certificates made here with openssl (tls_certs.py).
 - option mistakes raise ValueError;
 - fenced-lock --tls --cacert --user with $FENCE_PASSWORD.
 """
+# serial: timing-bound (a lock held past its TTL: time passing is the thing tested).
 import asyncio
 import os
 import shutil
