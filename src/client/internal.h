@@ -10,6 +10,7 @@
 #include <hiredis/hiredis.h>
 
 #include "client/pure.h"
+#include "client/testhook.h"
 #include "client/wire.h"
 #include "fence.h"
 
@@ -56,6 +57,14 @@ struct fence_client {
      * any call; NULL: nothing is told. */
     void (*notice)(void *arg, const char *msg);
     void *notice_arg;
+    uint64_t ka_sleeps;        /* times the keepalive thread went to sleep
+                                * (fence__ka_sync waits for the next one) */
+
+    /* The lease clock (valid-until, renew times, the keepalive schedule):
+     * fence_monotonic_ms when NULL, else a unit test's (set before the
+     * keepalive thread starts, never changed after). */
+    fence__clock_fn clock;
+    void *clock_arg;
 };
 
 /* After a call's connection was lost, how long refusals from every known
@@ -121,6 +130,9 @@ void fence__conn_drop(fence__conn *k);
 /* Stop and join the keepalive thread (lock.c; called by
  * fence_client_close). */
 void fence__ka_stop(fence_client *c);
+
+/* Now on c's lease clock (fence_monotonic_ms unless a test set its own). */
+uint64_t fence__lease_now(const fence_client *c);
 
 /* Run command on the connection with SIGPIPE blocked in this thread. */
 redisReply *fence__command(redisContext *ctx, int argc, const char **argv,

@@ -49,6 +49,35 @@ static int check_ttl(uint64_t ttl_ms)
 
 /* ---- Keepalive thread -------------------------------------------------- */
 
+/* Now on c's lease clock. */
+uint64_t fence__lease_now(const fence_client *c)
+{
+    return c->clock != NULL ? c->clock(c->clock_arg) : fence_monotonic_ms();
+}
+
+/* See testhook.h. */
+void fence__client_set_clock(fence_client *c, fence__clock_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->mu);
+    FENCE_ASSERT(!c->ka_started);
+    c->clock = fn;
+    c->clock_arg = arg;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* See testhook.h. */
+void fence__ka_sync(fence_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->ka_started) {
+        uint64_t seen = c->ka_sleeps;
+        pthread_cond_broadcast(&c->ka_cv);
+        while (c->ka_sleeps == seen && !c->ka_stop)
+            pthread_cond_wait(&c->ka_done_cv, &c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* Mark l lost (under c->mu). */
 static void mark_lost(struct fence_lock *l, int rc)
 {
@@ -81,7 +110,7 @@ static void renew_one(fence_client *c, struct fence_lock *l)
     uint64_t valid_until = l->valid_until_ms;
     pthread_mutex_unlock(&c->mu);
 
-    uint64_t now = fence_monotonic_ms();
+    uint64_t now = fence__lease_now(c);
     if (now >= valid_until) {
         pthread_mutex_lock(&c->mu);
         mark_lost(l, FENCE_ELEASELOST);
@@ -89,15 +118,17 @@ static void renew_one(fence_client *c, struct fence_lock *l)
         return;
     }
     /* Never wait past valid-until for the reply: by then the lease counts
-     * as lost, and the owner must hear about it on time. */
-    uint64_t deadline = now + c->opts.timeout_ms;
-    if (deadline > valid_until)
-        deadline = valid_until;
+     * as lost, and the owner must hear about it on time.  (The lease clock
+     * says how long is left; the network deadline is on CLOCK_MONOTONIC.) */
+    uint64_t wait = valid_until - now;
+    if (wait > c->opts.timeout_ms)
+        wait = c->opts.timeout_ms;
+    uint64_t deadline = fence_monotonic_ms() + wait;
     char lease_s[U64_BUF];
     snprintf(lease_s, sizeof(lease_s), "%" PRIu64, l->lease);
     const char *argv[] = {"LEASE.KEEPALIVE", lease_s};
     size_t lens[] = {strlen(argv[0]), strlen(lease_s)};
-    uint64_t sent = fence_monotonic_ms();
+    uint64_t sent = fence__lease_now(c);
     redisReply *r = NULL;
     int rc = fence__call(c, &c->ka_conn, deadline, 2, argv, lens, &r);
     uint64_t ttl = 0;
@@ -120,7 +151,7 @@ static void renew_one(fence_client *c, struct fence_lock *l)
     } else {
         /* Transient: try again soon, but never later than valid-until,
          * when the lease counts as lost. */
-        uint64_t retry = fence_monotonic_ms() + (l->ttl_ms / 20 > 10 ? l->ttl_ms / 20 : 10);
+        uint64_t retry = fence__lease_now(c) + (l->ttl_ms / 20 > 10 ? l->ttl_ms / 20 : 10);
         l->renew_at_ms = retry < l->valid_until_ms ? retry : l->valid_until_ms;
     }
     pthread_mutex_unlock(&c->mu);
@@ -133,7 +164,7 @@ static void *ka_main(void *arg)
     fence_client *c = arg;
     pthread_mutex_lock(&c->mu);
     while (!c->ka_stop) {
-        uint64_t now = fence_monotonic_ms();
+        uint64_t now = fence__lease_now(c);
         struct fence_lock *due = NULL;
         uint64_t next = UINT64_MAX;
         for (struct fence_lock *l = c->locks; l != NULL; l = l->next) {
@@ -163,11 +194,15 @@ static void *ka_main(void *arg)
             if (next == UINT64_MAX && c->locks == NULL && c->ka_idle_ms > 0)
                 next = now + c->ka_idle_ms;
             c->ka_wake_ms = next;
+            c->ka_sleeps++;
+            pthread_cond_broadcast(&c->ka_done_cv); /* fence__ka_sync */
             if (next == UINT64_MAX) {
                 pthread_cond_wait(&c->ka_cv, &c->mu);
             } else {
-                struct timespec ts = {(time_t)(next / 1000),
-                                      (long)(next % 1000) * 1000000L};
+                /* next is on the lease clock, ka_cv on CLOCK_MONOTONIC. */
+                uint64_t at = fence_monotonic_ms() + (next - now);
+                struct timespec ts = {(time_t)(at / 1000),
+                                      (long)(at % 1000) * 1000000L};
                 pthread_cond_timedwait(&c->ka_cv, &c->mu, &ts);
             }
             c->ka_wake_ms = 0;
@@ -223,7 +258,7 @@ static int ka_register(fence_client *c, struct fence_lock *l)
         l->registered = true;
         uint64_t at = l->renew_at_ms < l->valid_until_ms ? l->renew_at_ms
                                                           : l->valid_until_ms;
-        uint64_t now = fence_monotonic_ms();
+        uint64_t now = fence__lease_now(c);
         c->ka_idle_ms = at > now ? at - now : 0;
         /* Wake the thread only if it sleeps past this lock's due time (an
          * awake thread, ka_wake_ms 0, rescans the list anyway). */
@@ -710,7 +745,7 @@ int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
     uint64_t margin = fence__margin_ms(ttl_ms, c->opts.margin_ms);
 
     if (fence__use_acquire(ttl_ms, wait_ms)) {
-        uint64_t sent = fence_monotonic_ms();
+        uint64_t sent = fence__lease_now(c);
         rc = acquire_raw(c, name, ttl_ms, wait_ms, &l->token, &l->lease, sbuf,
                          FENCE_SIGNED_TOKEN_BUF_SIZE);
         if (rc != 0)
@@ -725,7 +760,7 @@ int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
         return 0;
     }
 
-    uint64_t sent = fence_monotonic_ms();
+    uint64_t sent = fence__lease_now(c);
     rc = fence_lease_grant(c, ttl_ms, &l->lease);
     if (rc != 0)
         goto out_free_lock;
@@ -900,5 +935,5 @@ uint64_t fence_lock_valid_until(const fence_lock *l)
 /* Not lost and valid-until in the future.  Liveness only. */
 bool fence_lock_valid(const fence_lock *l)
 {
-    return fence_monotonic_ms() < fence_lock_valid_until(l);
+    return fence__lease_now(l->c) < fence_lock_valid_until(l);
 }

@@ -30,7 +30,8 @@ leader() {
     done
 }
 L=
-for _ in $(seq 1 100); do L=$(leader); [ -n "$L" ] && break; sleep 0.1; done
+found_leader() { L=$(leader); [ -n "$L" ]; }
+wait_for 30 found_leader
 check "a leader is elected" [ -n "$L" ] || finish
 follower=$(( L % 3 + 1 ))
 
@@ -43,20 +44,35 @@ check_eq "release through the follower" released \
     "$("$F" --server "127.0.0.1:${cport[$follower]}" release c.redirect "$tok")"
 
 # ---- the lock survives a kill -9 of the leader --------------------------------
-rm -f "$T/sig" "$T/tok1"
+rm -f "$T/sig" "$T/tok1" "$T/done"
+# The command holds until the test says done (at most 60 s).
 spawn holder "$F" --server "$all" lock c.failover --ttl 8000 -- sh -c '
     trap "echo TERM >>\"$0/sig\"; exit 1" TERM
-    echo "$FENCE_TOKEN" >"$0/tok1"; sleep 5' "$T"
-for _ in $(seq 1 100); do [ -s "$T/tok1" ] && break; sleep 0.05; done
+    echo "$FENCE_TOKEN" >"$0/tok1"
+    i=0; while [ ! -e "$0/done" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done' "$T"
+wait_for 30 test -s "$T/tok1"
 tok1=$(cat "$T/tok1" 2>/dev/null)
 check "the holder got a token" [ -n "$tok1" ]
-sleep 0.5
+# remaining NODE: the lock's lease's remaining_ms as NODE reports it.
+remaining() {
+    "$F" --server "127.0.0.1:${cport[$1]}" --timeout 500 info c.failover 2>/dev/null |
+        sed -n 's/.* remaining_ms=\([0-9]*\).*/\1/p'
+}
+renewed_on() { local r; r=$(remaining "$1"); [ -n "$r" ] && [ "$r" -gt "$2" ]; }
+# One renewal on the old leader first (the keepalive runs).
+r0=$(remaining "$L")
+wait_for 30 renewed_on "$L" "${r0:-99999}"
 stop "node$L" KILL
 t0=$(date +%s%N)
 N=
-for _ in $(seq 1 100); do N=$(leader); [ -n "$N" ] && break; sleep 0.1; done
+found_new() { N=$(leader); [ -n "$N" ]; }
+wait_for 30 found_new
 echo "# new leader node $N after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 check "a new leader is elected" [ -n "$N" ]
+# The keepalive follows the new leader: the lease is renewed there.
+r1=$(remaining "$N")
+wait_for 30 renewed_on "$N" "${r1:-99999}"
+touch "$T/done"
 wait "$(pid_of holder)"; rc=$?
 unset "_pids[holder]"
 check_eq "fencectl lock kept the lock through the failover (exit 0)" 0 "$rc"

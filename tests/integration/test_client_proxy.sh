@@ -23,13 +23,24 @@ F=$FENCECTL
 D=127.0.0.1:$port
 P=127.0.0.1:$pport
 T=$TEST_TMP
+resets=0
+# reset: tell the proxy to reset every connection; wait until it has.
+reset() {
+    echo reset >&7
+    resets=$((resets + 1))
+    wait_log "$T/proxy.log" '^ok reset$' 30 "$resets"
+}
+# info_field NAME FIELD: a field of `fencectl info NAME` (direct to fenced).
+info_field() { "$F" --server "$D" info "$1" 2>/dev/null | sed -n "s/.* $2=\([0-9]*\).*/\1/p"; }
+waiters_are() { [ "$(info_field "$1" waiters)" = "$2" ]; }
+renewed_since() { local r; r=$(info_field "$1" remaining_ms); [ -n "$r" ] && [ "$r" -gt "$2" ]; }
 
 # ---- reset while queued -------------------------------------------------------
 read -r tok _ < <("$F" --server "$D" acquire q.lock --ttl 5000 --wait 0)
 spawn waiter sh -c "'$F' --server '$P' acquire q.lock --ttl 10000 --wait 8000 >'$T/waited'"
-sleep 0.5
-echo reset >&7
-sleep 0.5
+wait_for 30 waiters_are q.lock 1   # queued
+reset
+wait_for 30 waiters_are q.lock 1   # queued again (or not yet seen to go)
 "$F" --server "$D" release q.lock "$tok" >/dev/null
 wait "$(pid_of waiter)"; rc=$?
 unset "_pids[waiter]"
@@ -39,10 +50,21 @@ check "with a higher token (${tok2:-none} > $tok)" [ "${tok2:-0}" -gt "$tok" ]
 "$F" --server "$D" release q.lock "${tok2:-0}" >/dev/null 2>&1
 
 # ---- resets while fencectl lock holds ------------------------------------------
-rm -f "$T/sig"
+rm -f "$T/sig" "$T/held" "$T/done"
+# The command runs until the test says done (at most 30 s).
 spawn holder "$F" --server "$P" lock k.lock --ttl 1500 -- sh -c '
-    trap "echo TERM >>\"$0/sig\"; exit 1" TERM; sleep 3' "$T"
-for _ in 1 2 3 4 5; do sleep 0.5; echo reset >&7; done
+    trap "echo TERM >>\"$0/sig\"; exit 1" TERM; echo held >"$0/held"
+    i=0; while [ ! -e "$0/done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done' "$T"
+wait_for 30 test -s "$T/held"
+# Five resets, each followed by a renewal over a new connection (the
+# lease's remaining time goes up again), so the lock is held through
+# more than one TTL of resets.
+for _ in 1 2 3 4 5; do
+    reset
+    r0=$(info_field k.lock remaining_ms)
+    wait_for 30 renewed_since k.lock "${r0:-99999}"
+done
+touch "$T/done"
 wait "$(pid_of holder)"; rc=$?
 unset "_pids[holder]"
 check_eq "fencectl lock kept its lock through 5 connection resets (exit 0)" 0 "$rc"

@@ -16,12 +16,15 @@ load from 16 clients, and check that
   full TTL (the new leader restarts lease deadlines at the full TTL), and
   then the lock goes to a waiting contender.
 """
+# serial: timing-bound (the dead holder's lease ages LOAD_S under the old
+# leader before the kill, so that a deadline not restarted would show).
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_cluster_lib import CLUSTERS, Client, Cluster, Load, Tap, run_main  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 LOAD_S = float(os.environ.get("FENCE_CLUSTER_LOAD_S", "2.0"))
 DEAD_TTL_MS = 3000  # TTL of the holder that stops renewing before the kill
@@ -37,13 +40,13 @@ def main():
     t.note("leader: node %d" % ldr.id)
 
     # Every node names the same leader; a follower redirects writes to it.
-    end = time.monotonic() + 10
-    while True:  # followers learn the leader from its first heartbeat
-        views = {n.id: n.cinfo()[0] for n in cl.live()}
-        if all(v and v["leader_id"] == str(ldr.id) for v in views.values()) or \
-                time.monotonic() > end:
-            break
-        time.sleep(0.05)
+    views = {}
+
+    def all_name_leader():  # followers learn the leader from its first heartbeat
+        views.clear()
+        views.update({n.id: n.cinfo()[0] for n in cl.live()})
+        return all(v and v["leader_id"] == str(ldr.id) for v in views.values())
+    wait_for(all_name_leader)
     t.check(all(v and v["leader_id"] == str(ldr.id) for v in views.values()),
             "CLUSTER.INFO on every node names the same leader", views)
     t.check(all(v and v["voters"] == "3" for v in views.values()),
@@ -64,7 +67,7 @@ def main():
     dead_lease = dead.call("LEASE.GRANT", DEAD_TTL_MS)
     dead_tok = int(dead.call("LOCK", "dead.lock", dead_lease))
     dead.close()
-    time.sleep(LOAD_S)
+    time.sleep(LOAD_S)  # the thing under test: the dead lease ages before the kill
     with load.lock:
         before_ops = load.ops
         before_max = max((g[0] for g in load.grants), default=0)
@@ -94,7 +97,7 @@ def main():
 
     with load.lock:
         ops_at_failover = load.ops
-    time.sleep(LOAD_S)
+    wait_for(lambda: load.ops >= ops_at_failover + 50)  # the clients carry on
     load.stop()
     t.check(not load.errors, "no client saw an unexpected error", "\n".join(load.errors[:10]))
     t.check(not load.lost_leases, "no client lease was lost across the failover",

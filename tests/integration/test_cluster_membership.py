@@ -19,6 +19,8 @@
   granting (before the floor, these removals left zero voters, no leader
   and terms climbing forever).
 """
+# serial: timing-bound (the voter floor reads contact flags that fenced does not
+# show: the test lets election timeouts pass, and then checks that nothing moved).
 import os
 import sys
 import time
@@ -189,6 +191,7 @@ def voter_floor(t):
     dead.kill()
     # The leader's contact flags are cleared once per election timeout
     # (400 ms): wait until the dead node no longer counts as heard from.
+    # (fenced does not show the flags: this sleep is the thing under test.)
     time.sleep(1.5)
     r = str(raw(ldr, "CLUSTER.REMOVE", str(live.id)))
     t.check(r.startswith("ERROR refused") and "quorum needs 2" in r,
@@ -213,7 +216,7 @@ def voter_floor(t):
     r = str(raw(live, "CLUSTER.REMOVE", str(live.id)))
     t.check(r.startswith("ERROR refused") and "last voter" in r,
             "floor: removing the last voter is refused", r)
-    time.sleep(1.0)
+    time.sleep(1.0)  # nothing happens later either (absence: a sleep)
     f, _ = live.cinfo()
     t.check(f is not None and f["voters"] == "1" and f["role"] == "leader"
             and f["leader_ready"] == "1",

@@ -23,11 +23,11 @@ import ssl
 import struct
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_cluster_lib import (CLUSTERS, FENCED, TMP, Client, Cluster, Load, Tap,  # noqa: E402
                               read_log, run_main)
+from fencetest import wait_for  # noqa: E402
 
 
 def openssl(*args):
@@ -174,15 +174,16 @@ def main():
     for n in cl.live():
         cl.wait_caught_up(n)
     load = Load(cl.addrs(), n=8, ttl_ms=8000).start()
-    time.sleep(1.0)
+    wait_for(lambda: load.ops >= 8)  # the clients are at work
 
     # Stable state before the attacks: every node names the leader.
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
-        v0 = views(cl)
-        if all(x and x[0] == str(ldr.id) for x in v0.values()):
-            break
-        time.sleep(0.05)
+    v0 = {}
+
+    def stable():
+        v0.clear()
+        v0.update(views(cl))
+        return all(x and x[0] == str(ldr.id) for x in v0.values())
+    wait_for(stable)
     term0 = v0[ldr.id][1]
     before = {n.id: refusals(n) for n in cl.live()}
 
@@ -202,15 +203,17 @@ def main():
             if rnd == 0 and n is ldr:
                 t.eq(b"", got_nocert, "a TLS client without a certificate gets no bytes")
                 t.eq(b"", got_evil, "a TLS client with another CA's certificate gets no bytes")
-        time.sleep(0.3)
+        # The next round once this one's refusals are logged everywhere.
+        wait_for(lambda: all(refusals(n) - before[n.id] >= 7 * (rnd + 1) for n in cl.live()))
 
     # Refusals are logged (each attempt once, on the node attacked).
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
-        got = {n.id: refusals(n) - before[n.id] for n in cl.live()}
-        if all(g >= 21 for g in got.values()):
-            break
-        time.sleep(0.1)
+    got = {}
+
+    def all_logged():
+        got.clear()
+        got.update({n.id: refusals(n) - before[n.id] for n in cl.live()})
+        return all(g >= 21 for g in got.values())
+    wait_for(all_logged)
     t.check(all(g >= 21 for g in got.values()),
             "every node logs each of its 21 refused connections", got)
     text = read_log(ldr.log)
@@ -227,7 +230,7 @@ def main():
     t.eq(v0, v1, "leader and term unchanged by the attacks (term %s)" % term0)
     with load.lock:
         ops_mid = load.ops
-    time.sleep(0.5)
+    wait_for(lambda: load.ops > ops_mid, timeout=10)
     with load.lock:
         ops_after = load.ops
     t.check(ops_after > ops_mid, "clients keep making progress (%d -> %d ops)"
@@ -241,7 +244,8 @@ def main():
     new = cl.wait_leader(30, among=cl.live())
     t.check(new is not None and new.id != ldr.id,
             "kill -9 of the leader: a new leader is elected over TLS")
-    time.sleep(1.0)
+    ops_fail = load.ops
+    wait_for(lambda: load.ops >= ops_fail + 8)  # the clients go on after it
     load.stop()
     t.eq([], load.errors, "no client errors through attacks and failover")
     t.check(load.ops > 0, "%d lock operations done" % load.ops)
@@ -256,8 +260,11 @@ def main():
     r_before = {n.id: refusals(n) for n in cl.live()}
     ldr.args = tls_flags(evil_cert[ldr.id], evil)
     ldr.start()
-    time.sleep(4.0)  # several of its election timeouts
     survivors = [n for n in cl.live() if n is not ldr]
+    # Several of its election timeouts: each survivor refused it 3 times
+    # (pre-vote: its term does not move, its attempts do), and it refused them.
+    wait_for(lambda: all(refusals(n) >= r_before[n.id] + 3 for n in survivors)
+             and ldr.log_since_start().count("refused:") > 0)
     t.check(all(refusals(n) > r_before[n.id] for n in survivors),
             "the survivors refuse the node with another CA's certificate")
     t.check(refusals(ldr) > 0, "that node refuses the survivors too")

@@ -26,6 +26,7 @@ HELLO/AUTH) and redis-cli (--user/--pass):
 """
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -37,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 from fencetest import (Tap, binary, free_port, make_tmp, need_module, read_log,  # noqa: E402
-                       spawn, stop_process, wait_up)
+                       spawn, stop_process, wait_for, wait_up)
 
 redis = need_module("redis", "python3-redis")
 FENCED = binary("fenced", env="FENCED")
@@ -103,19 +104,15 @@ def user(port, name, pw):
 
 
 def wait_leader(port):
-    end = time.monotonic() + 15
-    while time.monotonic() < end:
+    def ready():
         try:
             info = user(port, "admin", "adm1n-pw-x").execute_command("INFO")
-            if isinstance(info, dict):  # redis-py parses INFO itself
-                if str(info.get("leader_ready")) == "1":
-                    return True
-            elif "leader_ready:1" in info:
-                return True
-        except Exception:
-            pass
-        time.sleep(0.05)
-    return False
+        except Exception:  # noqa: BLE001 - not up yet
+            return False
+        if isinstance(info, dict):  # redis-py parses INFO itself
+            return str(info.get("leader_ready")) == "1"
+        return "leader_ready:1" in info
+    return bool(wait_for(ready))
 
 
 acl_path = os.path.join(TMP, "users.acl")
@@ -258,8 +255,16 @@ t.eq("OK", cli(port, "admin", "adm1n-pw-x", "LEASE.REVOKE", l2), "an @admin may 
 # HELLO 2 AUTH, by hand.
 s = socket.create_connection(("127.0.0.1", port))
 s.sendall(b"HELLO 2 AUTH bob b0b-pw-x\r\nACL WHOAMI\r\n")
-time.sleep(0.3)
-data = s.recv(65536)
+s.settimeout(30)
+data = b""
+while not data.endswith(b"\r\nbob\r\n"):  # both replies, or EOF
+    try:
+        d = s.recv(65536)
+    except socket.timeout:
+        break
+    if not d:
+        break
+    data += d
 s.close()
 t.check(b"fenced" in data and data.endswith(b"$3\r\nbob\r\n"), "HELLO 2 AUTH user pass logs in",
         data)
@@ -282,13 +287,7 @@ t.eq("bob", user(port, "bob", "newpass-x").execute_command("ACL", "WHOAMI"),
 with open(acl_path, "w") as f:
     f.write(ACL.replace("user alice on", "user alice off"))
 os.kill(proc.pid, signal.SIGHUP)
-end = time.monotonic() + 10
-e = None
-while time.monotonic() < end:
-    e = err_of(lambda: user(port, "alice", "al1ce-pw-x").ping())
-    if e is not None:
-        break
-    time.sleep(0.1)
+e = wait_for(lambda: err_of(lambda: user(port, "alice", "al1ce-pw-x").ping()))
 t.check(e is not None and "invalid" in e, "SIGHUP reloads: alice turned off", e)
 e = err_of(lambda: alice.execute_command("LEASE.GRANT", 5000))
 t.check(e is not None and "Authentication required" in e,
@@ -358,7 +357,9 @@ for _ in range(8):
     except OSError:
         refused += 1
     big.append(s)
-time.sleep(1.0)
+# Until the server has refused one (an error or EOF to read); the rest are
+# then read with a timeout each, as before.
+wait_for(lambda: select.select(big, [], [], 0)[0])
 for s in big:
     s.settimeout(2)
     try:

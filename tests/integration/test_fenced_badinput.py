@@ -14,10 +14,10 @@ import random
 import socket
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import Fenced, Tap  # noqa: E402
+from fencetest import info_field, wait_for  # noqa: E402
 
 t = Tap()
 srv = Fenced("bad", args=["--max-clients", "8", "--max-obuf", "65536"]).start()
@@ -27,6 +27,32 @@ def conn():
     """A raw socket to the server."""
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
     return s
+
+
+def field(name):
+    """An INFO field of the server as an int (one raw INFO, one command)."""
+    return int(info_field(srv.port, name))
+
+
+def start_count():
+    """Starts counting the commands the server processes besides the INFOs
+    that count them; returns a function that waits until n were."""
+    base = field("commands_processed")
+    polls = [0]
+
+    def wait(n):
+        def done():
+            polls[0] += 1  # this INFO counts itself
+            return field("commands_processed") - base - polls[0] >= n
+        return wait_for(done)
+    return wait
+
+
+def barrier():
+    """A write through the log: once it is answered, every request the
+    server had taken before it (a LOCK, a closed connection's cancel) is
+    applied."""
+    c.execute_command("LEASE.GRANT", 1000)
 
 
 def read_all_until_close(s, limit=1 << 20):
@@ -116,7 +142,8 @@ t.check(data.startswith(b"-LIMIT max number of clients reached") and closed,
 s.close()
 for h in held:
     h.close()
-time.sleep(0.2)
+# The slots are free again: c and this INFO's own connection remain.
+wait_for(lambda: field("connections") <= 2)
 
 # Slow reader: ask for a lot of output and never read it.
 s = conn()
@@ -136,13 +163,7 @@ def flood():
 
 th = threading.Thread(target=flood)
 th.start()
-closed_slow = False
-end = time.monotonic() + 20
-while time.monotonic() < end:
-    if int(srv.info()["slow_readers_closed"]) >= 1:
-        closed_slow = True
-        break
-    time.sleep(0.05)
+closed_slow = bool(wait_for(lambda: int(srv.info()["slow_readers_closed"]) >= 1))
 s.close()
 th.join(20)
 t.check(closed_slow, "slow reader disconnected once --max-obuf is exceeded")
@@ -154,14 +175,10 @@ c.execute_command("LOCK", "q", owner)
 ws = conn()
 wl = c.execute_command("LEASE.GRANT", 30000)
 ws.sendall(("LOCK q %d WAIT 60000\r\n" % wl).encode())
-end = time.monotonic() + 5
-while time.monotonic() < end and c.execute_command("LOCK.INFO", "q")[3] != 1:
-    time.sleep(0.02)
+wait_for(lambda: c.execute_command("LOCK.INFO", "q")[3] == 1)
 t.eq(1, c.execute_command("LOCK.INFO", "q")[3], "queued waiter visible in LOCK.INFO")
 ws.close()
-end = time.monotonic() + 5
-while time.monotonic() < end and c.execute_command("LOCK.INFO", "q")[3] != 0:
-    time.sleep(0.02)
+wait_for(lambda: c.execute_command("LOCK.INFO", "q")[3] == 0)
 t.eq(0, c.execute_command("LOCK.INFO", "q")[3], "disconnected waiter's wait is cancelled")
 t.check(c.execute_command("UNLOCK", "q", c.execute_command("LOCK.INFO", "q")[0]) == 1 and
         c.execute_command("LOCK.INFO", "q") is None,
@@ -174,21 +191,25 @@ owner = c.execute_command("LEASE.GRANT", 30000)
 otok = c.execute_command("LOCK", "dup", owner)
 dl = c.execute_command("LEASE.GRANT", 30000)
 ds = conn()
+processed = start_count()
 ds.sendall(("LOCK dup %d WAIT 60000\r\nLOCK dup %d WAIT 60000\r\n" % (dl, dl)).encode())
-time.sleep(0.2)
+processed(2)  # both LOCKs reached the server
+barrier()  # and are through the log: the wait is queued
 ds.close()
-end = time.monotonic() + 5
-while time.monotonic() < end and c.execute_command("LOCK.INFO", "dup")[3] != 0:
-    time.sleep(0.02)
+wait_for(lambda: c.execute_command("LOCK.INFO", "dup")[3] == 0)
 t.eq(0, c.execute_command("LOCK.INFO", "dup")[3],
      "two pipelined waits of one lease, connection closed: server survives, wait cancelled")
 a, b = conn(), conn()
 a.sendall(("LOCK dup %d WAIT 20000\r\n" % dl).encode())
-time.sleep(0.1)
+wait_for(lambda: c.execute_command("LOCK.INFO", "dup")[3] == 1)
+processed = start_count()
 b.sendall(("LOCK dup %d WAIT 20000\r\n" % dl).encode())
-time.sleep(0.1)
+processed(1)  # b's LOCK reached the server
+barrier()  # and joined the wait
+conns = field("connections")
 a.close()
-time.sleep(0.2)
+wait_for(lambda: field("connections") < conns)  # the server saw a go
+barrier()  # whatever the close proposed is applied: a cancel would show
 t.eq(1, c.execute_command("LOCK.INFO", "dup")[3],
      "one of two connections sharing a wait leaves: the wait stays for the other")
 c.execute_command("UNLOCK", "dup", otok)

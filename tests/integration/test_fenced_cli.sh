@@ -8,14 +8,7 @@ command -v redis-cli >/dev/null || skip_all "redis-cli is not installed"
 [ -x "$FENCED" ] || skip_all "$FENCED is not built"
 
 # ready PORT: wait until the server on PORT serves writes.
-ready() {
-    local i
-    for i in $(seq 1 200); do
-        redis-cli -p "$1" INFO 2>/dev/null | grep -q '^leader_ready:1' && return 0
-        sleep 0.05
-    done
-    return 1
-}
+ready() { wait_ready "$1"; }
 # inline PORT TEXT: send raw bytes, print the raw reply (connection closed by QUIT).
 inline() {
     exec 3<>"/dev/tcp/127.0.0.1/$1"
@@ -133,11 +126,12 @@ check_eq "TRYAGAIN while no leader is elected" "TRYAGAIN" \
 spawn n2 "$FENCED" --port "$pb" --data-dir "$TEST_TMP/n2" --node-id 2 --peers "$peers"
 wait_port "$pb"
 leader=""
-for i in $(seq 1 200); do
-    redis-cli -p "$pa" INFO | grep -q '^leader_ready:1' && { leader=$pa; follower=$pb; break; }
-    redis-cli -p "$pb" INFO | grep -q '^leader_ready:1' && { leader=$pb; follower=$pa; break; }
-    sleep 0.05
-done
+find_leader() {
+    redis-cli -p "$pa" INFO | grep -q '^leader_ready:1' && { leader=$pa; follower=$pb; return 0; }
+    redis-cli -p "$pb" INFO | grep -q '^leader_ready:1' && { leader=$pb; follower=$pa; return 0; }
+    return 1
+}
+wait_for 30 find_leader
 check "a leader is elected with two of three nodes" test -n "$leader"
 if [ -n "$leader" ]; then
     check_eq "NOTLEADER names the leader's client address" "NOTLEADER 127.0.0.1:$leader" \

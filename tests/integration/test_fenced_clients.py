@@ -7,6 +7,8 @@ flow (token N, the paused holder's lease expires, N+1 to the next client,
 the stale holder's UNLOCK refused) and lock-delay.  One fenced per test
 file (two for the --lock-delay-ms default), free ports, temp dirs.
 """
+# serial: timing-bound (a lease kept alive by KEEPALIVEs 0.3 s apart past
+# its 1 s TTL: time passing is the thing tested).
 import os
 import sys
 import threading
@@ -15,6 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis  # noqa: E402
 from test_fenced_lib import Fenced, Tap, run_threads  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 t = Tap()
 srv = Fenced("main").start()
@@ -121,9 +124,7 @@ for k in range(N_WAIT):
     th = threading.Thread(target=waiter, args=(k, le))
     th.start()
     wthreads.append(th)
-    end = time.monotonic() + 10
-    while time.monotonic() < end and c.execute_command("LOCK.INFO", "fifo")[3] < k + 1:
-        time.sleep(0.01)
+    wait_for(lambda: c.execute_command("LOCK.INFO", "fifo")[3] >= k + 1)
 t.eq(N_WAIT, c.execute_command("LOCK.INFO", "fifo")[3], "LOCK.INFO counts %d waiters" % N_WAIT)
 c.execute_command("UNLOCK", "fifo", first)
 for th in wthreads:
@@ -164,7 +165,7 @@ got = []
 th = threading.Thread(target=lambda: got.append(
     srv.client().execute_command("ACQUIRE", "acq2", 5000, "WAIT", 10000)))
 th.start()
-time.sleep(0.2)
+wait_for(lambda: c.execute_command("LOCK.INFO", "acq2")[3] == 1)  # queued
 c.execute_command("UNLOCK", "acq2", tok_h)
 th.join(20)
 t.check(got and got[0] and got[0][0] > tok_h, "queued ACQUIRE granted on release", got)
@@ -204,7 +205,7 @@ t.eq(n1_tok, c.execute_command("LOCK.INFO", "storage")[0], "seed flow: N+1 holds
 kl = c.execute_command("LEASE.GRANT", 1000)
 kept = []
 for _ in range(4):
-    time.sleep(0.3)
+    time.sleep(0.3)  # the thing under test: 1.2 s of a 1 s lease
     kept.append(c.execute_command("LEASE.KEEPALIVE", kl))
 t.eq([1000] * 4, kept, "KEEPALIVE returns the TTL")
 t.eq(1000, c.execute_command("LEASE.INFO", kl)[0], "lease kept alive past its TTL")
@@ -213,7 +214,7 @@ t.eq(1000, c.execute_command("LEASE.INFO", kl)[0], "lease kept alive past its TT
 dl = c.execute_command("LEASE.GRANT", 200, "LOCKDELAY", 1500)
 dtok = c.execute_command("LOCK", "delayed", dl)
 other = c.execute_command("LEASE.GRANT", 30000)
-time.sleep(0.35)
+wait_for(lambda: err_of(lambda: c.execute_command("LEASE.INFO", dl)))  # expired
 t.eq(None, c.execute_command("LOCK", "delayed", other),
      "lock-delay: lock unavailable right after its holder's lease expired")
 got = c.execute_command("LOCK", "delayed", other, "WAIT", 6000)
@@ -232,7 +233,7 @@ c = srv2.client()
 dl = c.execute_command("LEASE.GRANT", 200)
 c.execute_command("LOCK", "d", dl)
 other = c.execute_command("LEASE.GRANT", 30000)
-time.sleep(0.35)
+wait_for(lambda: err_of(lambda: c.execute_command("LEASE.INFO", dl)))  # expired
 t.eq(None, c.execute_command("LOCK", "d", other), "--lock-delay-ms is the default lock-delay")
 t.check(c.execute_command("LOCK", "d", other, "WAIT", 6000) is not None,
         "--lock-delay-ms: granted after the delay")

@@ -12,6 +12,8 @@ takes a snapshot every 32 entries, so its restarts go through snapshot
 restore plus log replay.  FENCE_CRASH_ROUNDS (default 2) sets the number of
 kill/restart rounds per server.
 """
+# serial: timing-bound (a lease must age 1.5 s before the kill for the
+# restart's rebase of its TTL to show).
 import os
 import signal
 import sys
@@ -20,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import Fenced, Tap  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 t = Tap()
 ROUNDS = int(os.environ.get("FENCE_CRASH_ROUNDS", "2"))
@@ -43,6 +46,7 @@ class Client(threading.Thread):
         self.state = {}
         self.leases = [self.lease]  # acknowledged leases
         self.stop = False
+        self.ops = 0  # LOCK/UNLOCKs answered
 
     def run(self):
         global max_token
@@ -73,6 +77,7 @@ class Client(threading.Thread):
                     with max_lock:
                         max_token = max(max_token, tok)
                     self.state[n] = ("held", tok)
+                self.ops += 1
             except AssertionError as e:
                 errors.append("client %d: %r" % (self.k, e))
                 return
@@ -90,7 +95,11 @@ def crash_rounds(tag):
         t_probe = time.monotonic()
         for cl in clients:
             cl.start()
-        time.sleep(1.5)
+        # Killed under load: once every client has been answered 20 times.
+        wait_for(lambda: all(cl.ops >= 20 or not cl.is_alive() for cl in clients))
+        # The probe lease must have aged (1.5 s) for its rebase to show:
+        # this sleep is the thing under test.
+        time.sleep(max(0.0, 1.5 - (time.monotonic() - t_probe)))
         before = srv.info()
         srv.stop(signal.SIGKILL)
         for cl in clients:

@@ -9,21 +9,14 @@ command -v redis-cli >/dev/null || skip_all "redis-cli is not installed"
 [ -x "$FENCED" ] || skip_all "$FENCED is not built"
 ulimit -c 0  # the aborts are expected: no core files
 
-ready() {
-    local i
-    for i in $(seq 1 200); do
-        redis-cli -p "$1" INFO 2>/dev/null | grep -q '^leader_ready:1' && return 0
-        sleep 0.05
-    done
-    return 1
-}
+ready() { wait_ready "$1"; }
 # exit_status NAME: wait for the spawned process; its status goes to
 # $status.  It must run in this shell, not in a $(...) subshell: only the
 # shell that started the process can wait for it, and a subshell forked
 # before the process died gets no status at all (a flaky -1 under load).
 exit_status() {
     local pid; pid=$(pid_of "$1")
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    wait_exit "$pid"
     wait "$pid" 2>/dev/null
     status=$?
 }

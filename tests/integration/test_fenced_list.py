@@ -7,7 +7,6 @@ shows the contended lock."""
 import os
 import re
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import Fenced, Tap, redis  # noqa: E402
@@ -84,10 +83,10 @@ for args, what in ((["COUNT", 0], "COUNT 0"), (["COUNT", 1001], "COUNT above 100
 # fencectl top: a frame with the contended lock, grants, health.
 import subprocess  # noqa: E402
 import threading  # noqa: E402
-from fencetest import binary  # noqa: E402
+from fencetest import binary, wait_for  # noqa: E402
 w = threading.Thread(target=lambda: f.client().execute_command("LOCK", "job:07", l2, "WAIT", 3000))
 w.start()
-time.sleep(0.3)
+wait_for(lambda: c.execute_command("LOCK.INFO", "job:07")[3] == 1)  # queued
 p = subprocess.run([binary("fencectl"), "--server", "127.0.0.1:%d" % f.port, "top",
                     "--iterations", "2", "--interval", "100"], capture_output=True, timeout=30)
 out = p.stdout.decode()

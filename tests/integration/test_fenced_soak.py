@@ -21,6 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis  # noqa: E402
 from test_fenced_lib import Fenced, Tap  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 t = Tap()
 SECONDS = float(os.environ.get("FENCE_SOAK_SECONDS", "4"))
@@ -143,13 +144,16 @@ t.check(len(tokens) > 50, "soak granted %d locks" % len(tokens))
 t.eq(len(tokens), len(set(tokens)), "no token was handed out twice")
 # Every lease is at most MAX_TTL long: after that (and the waits' 5 s), the
 # state must be empty.
-deadline = time.monotonic() + 15
-info = srv.info()
-while time.monotonic() < deadline:
-    info = srv.info()
-    if info["leases"] == "0" and info["locks"] == "0" and info["waiters"] == "0":
-        break
-    time.sleep(0.1)
+info = {}
+
+
+def all_gone():
+    info.clear()
+    info.update(srv.info())
+    return info["leases"] == "0" and info["locks"] == "0" and info["waiters"] == "0"
+
+
+wait_for(all_gone)
 t.eq(("0", "0", "0"), (info["leases"], info["locks"], info["waiters"]),
      "afterwards: no leases, locks or waiters left")
 t.check(int(info["last_token"]) >= max(tokens or [0]), "last_token covers every token")

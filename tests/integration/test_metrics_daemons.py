@@ -58,7 +58,7 @@ while True:
     except redis.ResponseError as e:
         print("refused", str(e).split()[0], flush=True)
         break
-    time.sleep(0.1)
+    time.sleep(0.1)  # the holder's pace of work
 '''
 
 
@@ -214,7 +214,10 @@ def main():
     first = holder.stdout.readline().decode()
     tap.check(first.startswith("token"), "the holder took the lock", first)
     old_token = int(first.split()[1]) if first.startswith("token") else 0
-    time.sleep(0.3)
+    # Pause it once it has written under its token (or it has ended).
+    line = first
+    while line and not line.startswith("wrote"):
+        line = holder.stdout.readline().decode()
     holder.send_signal(signal.SIGSTOP)
     c = fenced.client()
     lease = c.execute_command("LEASE.GRANT", 30000)

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from fencetest import (ROOT, Tap, exit_on_sigterm, free_port, make_tmp,  # noqa: E402
-                       need_module, run_group, run_threads, skip, spawn, wait_up)
+                       need_module, run_group, run_threads, skip, spawn, wait_for, wait_up)
 
 SQL = os.path.join(ROOT, "adapters", "postgres", "fence.sql")
 PGBIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
@@ -298,13 +298,13 @@ def test_validation(pg):
 
 def wait_until_blocked(admin, pid, timeout=30):
     """Wait until backend pid waits on a lock; returns whether it did."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if one(admin, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
-               (pid,)):
-            return True
-        time.sleep(0.02)
-    return False
+    return bool(wait_for(lambda: blocked(admin, pid), timeout))
+
+
+def blocked(admin, pid):
+    """Whether backend pid waits on a lock now."""
+    return bool(one(admin, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND "
+                    "wait_event_type = 'Lock'", (pid,)))
 
 
 def run_in_thread(fn, res=None):
@@ -541,13 +541,26 @@ def test_key_binding(pg):
     c.rollback()
     # Two first claims of one key race: exactly one fence wins.
     results = {}
+    pids = {}
+    guard = threading.Lock()  # admin is shared by the two threads' polls
+
+    def other_blocked_or_done(other):
+        if other in results:
+            return True
+        if other not in pids:
+            return False
+        with guard:
+            return blocked(admin, pids[other])
 
     def claimer(fence_name):
         conn = pg.connect()
+        other = "race-b" if fence_name == "race-a" else "race-a"
         try:
+            pids[fence_name] = conn.get_backend_pid()
             sql(conn, "SELECT fence.admit(%s, 1)", (fence_name,))
             sql(conn, "INSERT INTO accounts VALUES (50, 0)")
-            time.sleep(0.2)
+            # Commit once the other claim is waiting on this one (or over).
+            wait_for(lambda: other_blocked_or_done(other))
             conn.commit()
             results[fence_name] = "ok"
         except psycopg2.Error as e:

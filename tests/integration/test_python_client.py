@@ -16,6 +16,8 @@ fenced and fence-store processes, imported from the source tree.
   once, not after the whole timeout;
 - fenced-lock: CMD sees FENCE_TOKEN, exit statuses 0/CMD's/75/69/79.
 """
+# serial: timing-bound (leases renewed while queued and while held, for more
+# than three TTLs: time passing is the thing tested).
 import os
 import signal
 import socket
@@ -28,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_fenced_lib import TMP, Fenced, Tap, free_port, redis  # noqa: E402,F401
 import test_store_helpers as sh  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 PYSRC = os.path.join(HERE, "..", "..", "clients", "python", "src")
 sys.path.insert(0, PYSRC)
@@ -303,12 +306,7 @@ def lock_command(f):
     # Lost: the lease is revoked from outside while CMD runs.
     p = subprocess.Popen(cmd + ["py-cli", "--ttl", "600", "--", "sleep", "30"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    info = None
-    for _ in range(100):
-        info = c.lock_info("py-cli")
-        if info:
-            break
-        time.sleep(0.05)
+    info = wait_for(lambda: c.lock_info("py-cli"))
     if info:
         c.lease_revoke(info.lease)
     try:

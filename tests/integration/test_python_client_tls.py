@@ -17,6 +17,7 @@ certificates made here with openssl (tls_certs.py).
 - option mistakes raise ValueError;
 - fenced-lock --tls --cacert --user with $FENCE_PASSWORD.
 """
+# serial: timing-bound (a lock held past its TTL: time passing is the thing tested).
 import asyncio
 import os
 import shutil
@@ -104,10 +105,12 @@ def main():
     try:
         tls = dict(tls=True, tls_ca_file=certs["ca.crt"], username="app", password=SECRET)
         c = fenced.Client("127.0.0.1:%d" % ftls, **tls)
-        with c.lock("py-tls", ttl_ms=1500) as lk:
+        # 4 s TTL held for 5 s: renewals every 1.3 s, each with 3.6 s to land
+        # (1.5 s failed under two CPU hogs at load average 20).
+        with c.lock("py-tls", ttl_ms=4000) as lk:
             tok = lk.token
             import time
-            time.sleep(2.0)  # past the TTL: the keepalive thread renews over TLS
+            time.sleep(5.0)  # past the TTL: the keepalive thread renews over TLS
             t.check(lk.held and c.lock_info("py-tls").token == tok,
                     "Client over TLS with a login: a lock held past its TTL (renewed over TLS)")
         t.eq(None, c.lock_info("py-tls"), "and released at the end of the block")

@@ -28,10 +28,7 @@ check "the package carries py.typed" test -f "$where/py.typed"
 PORT=$(free_port)
 spawn fenced "$FENCED" --port "$PORT" --data-dir "$TEST_TMP/data"
 wait_port "$PORT" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
-for _ in $(seq 1 100); do
-    redis-cli -p "$PORT" INFO 2>/dev/null | grep -q '^leader_ready:1' && break
-    sleep 0.05
-done
+wait_ready "$PORT"
 out=$(cd / && "$V/fenced-lock" inst --server "127.0.0.1:$PORT" -- sh -c 'echo "token=$FENCE_TOKEN"')
 check "the installed fenced-lock holds a lock and runs CMD ($out)" grep -qx 'token=[1-9][0-9]*' <<<"$out"
 tok=$(cd / && "$V/python" -c "

@@ -153,8 +153,22 @@ PYEOF
 
 # ---- slow reader: pipelined FGETs never read are cut off ------------------
 "$PY" - "$P" <<'PYEOF' && ok "a slow reader is disconnected; others unaffected" || not_ok "a slow reader is disconnected"
-import socket, sys, time
+import re, socket, sys, time
 port = int(sys.argv[1])
+def slow_closed():
+    """INFO's slow_readers_closed, over a connection of its own."""
+    u = socket.create_connection(("127.0.0.1", port), timeout=5)
+    u.sendall(b"INFO\r\n")
+    buf = b""
+    while not re.search(rb"slow_readers_closed:(\d+)\r\n", buf):
+        d = u.recv(65536)
+        if not d:
+            break
+        buf += d
+    u.close()
+    m = re.search(rb"slow_readers_closed:(\d+)\r\n", buf)
+    return int(m.group(1)) if m else -1
+before = slow_closed()
 s = socket.create_connection(("127.0.0.1", port), timeout=5)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.sendall(b"*5\r\n$4\r\nFSET\r\n$1\r\nf\r\n$1\r\n1\r\n$2\r\nbv\r\n$1000\r\n" + b"x" * 1000 + b"\r\n")
@@ -164,7 +178,9 @@ try:
     s.sendall(req)
 except OSError:
     pass
-time.sleep(0.5)
+end = time.monotonic() + 30   # until fence-store has cut it off (a bound on a hang)
+while slow_closed() <= before and time.monotonic() < end:
+    time.sleep(0.05)
 t = socket.create_connection(("127.0.0.1", port), timeout=5)
 t.sendall(b"PING\r\n"); assert t.recv(100) == b"+PONG\r\n"
 # the slow connection must be closed by now: reading drains then hits EOF/reset

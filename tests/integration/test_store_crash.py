@@ -34,6 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_store_helpers import Store, Tap, TempDir, need_store, stale_tokens  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 redis = need_store()
 
@@ -143,7 +144,7 @@ def main():
             ws = [Writer(s.port, i, starts[i]) for i in range(WRITERS)]
             for w in ws:
                 w.start()
-            time.sleep(0.3 + rnd.random() * 0.7)
+            time.sleep(0.3 + rnd.random() * 0.7)  # killed at a random moment of the load
             info = r.info()
             batched_more = batched_more or \
                 info.get("batched_requests", 0) > info.get("batches", 0)
@@ -152,7 +153,9 @@ def main():
                 snap = os.path.join(tmp, "snap%d" % rnd_i)
                 os.mkdir(snap)
                 subprocess.run([MDB_COPY, s.dir, snap], check=True)
-                time.sleep(0.1)  # batches after the copy
+                # Batches after the copy (the WAL has more than the copy).
+                b0 = int(r.info().get("batches", 0))
+                wait_for(lambda: int(r.info().get("batches", 0)) > b0)
             s.kill(signal.SIGKILL)
             for w in ws:
                 w.join(15)

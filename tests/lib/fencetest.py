@@ -21,10 +21,17 @@ business; need_module() imports them or skips):
   probe until the process serves, exits or time runs out; read_log().
 - free_port(), wait_port() and encode_command() (a RESP2 command), from
   fenceproto.py beside this file, which the torture tools use too.
+- Waiting on conditions, never on the clock: wait_for(pred) polls until
+  pred() holds, wait_log(path, regex) until a log line appears,
+  wait_info(port, field, value) until fenced's INFO says so, wait_exit(proc)
+  until a process has exited.  Their timeouts only bound a hang (generous,
+  30 s): they return the value (or None / False) and the caller's check
+  decides, so a slow machine makes a test slower, not red.
 """
 import atexit
 import importlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,7 +46,7 @@ if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fenceproto import encode_command, free_port, wait_port  # noqa: E402,F401
+from fenceproto import Resp, RespError, encode_command, free_port, wait_port  # noqa: E402,F401
 
 _procs = []       # every process spawned or tracked, killed by PID at exit
 _exit_hooks = []  # functions to run at exit, after the kill, last first
@@ -230,6 +237,71 @@ def wait_up(proc, probe, secs, step, errors=(OSError,)):
         except errors:
             time.sleep(step)
     return "timeout"
+
+
+WAIT_S = 30.0  # what a wait allows before it gives up: bounds a hang only
+
+
+def wait_for(pred, timeout=WAIT_S, step=0.02, errors=(OSError, RespError, ConnectionError)):
+    """Calls pred() every step seconds until it returns a true value, and
+    returns that value; the last (false) value after timeout seconds.  A
+    call that raises one of errors counts as false."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            v = pred()
+        except errors:
+            v = None
+        if v or time.monotonic() >= end:
+            return v
+        time.sleep(step)
+
+
+def wait_log(path, regex, timeout=WAIT_S, start=0, count=1):
+    """Waits until the file path holds count lines matching regex (from
+    character start on); returns the last match, None on timeout."""
+    rx = re.compile(regex, re.M)
+
+    def found():
+        ms = list(rx.finditer(read_log(path)[start:]))
+        return ms[count - 1] if len(ms) >= count else None
+    return wait_for(found, timeout)
+
+
+def info_field(port, field, host="127.0.0.1"):
+    """The value (a str) of field in fenced's INFO on port, None when it
+    is not there."""
+    r = Resp(host, port, timeout=5)
+    try:
+        text = r.call("INFO")
+    finally:
+        r.close()
+    text = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep and k == field:
+            return v.strip()
+    return None
+
+
+def wait_info(port, field, value, timeout=WAIT_S, host="127.0.0.1"):
+    """Waits until INFO's field on port equals value (compared as str) or,
+    when value is callable, until value(field's str) is true; returns
+    whether it did."""
+    def ok():
+        v = info_field(port, field, host)
+        if v is None:
+            return False
+        return value(v) if callable(value) else v == str(value)
+    return bool(wait_for(ok, timeout))
+
+
+def wait_exit(proc, timeout=WAIT_S):
+    """Waits until proc (a Popen) has exited; its status, None on timeout."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def read_log(path, tail=None):

@@ -6,6 +6,9 @@
 # - spawn NAME CMD... starts a process in the background, remembers its PID;
 #   every process spawned is killed (by PID) when the script exits.
 # - TEST_TMP is a temporary directory removed at exit (kept if KEEP_TMP=1).
+# - Waits on conditions, never on the clock: wait_port, wait_for, wait_log,
+#   wait_exit.  Their time limits only bound a hang (generous: 30 s by
+#   default); they return non-zero then and the caller's check fails.
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 BUILD=${BUILD:-$ROOT/build/release}
@@ -79,4 +82,38 @@ wait_port() {
         sleep 0.05
     done
     return 1
+}
+
+# wait_for SECONDS CMD...: run CMD every 0.05 s until it succeeds; 1 if it
+# has not after SECONDS (a bound on a hang, not a delay).
+wait_for() {
+    local secs=$1; shift
+    local end=$((SECONDS + secs + 1))
+    while :; do
+        "$@" && return 0
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.05
+    done
+}
+
+# wait_log FILE REGEX [SECONDS] [COUNT]: wait until FILE has COUNT (default
+# 1) lines matching the extended REGEX.
+wait_log() {
+    local file=$1 rx=$2 secs=${3:-30} count=${4:-1}
+    _log_has() { [ "$(grep -Ec -- "$2" "$1" 2>/dev/null)" -ge "$3" ]; }
+    wait_for "$secs" _log_has "$file" "$rx" "$count"
+}
+
+# wait_exit PID [SECONDS]: wait until process PID has exited.
+wait_exit() {
+    local pid=$1 secs=${2:-30}
+    _gone() { ! kill -0 "$1" 2>/dev/null; }
+    wait_for "$secs" _gone "$pid"
+}
+
+# wait_ready PORT [SECONDS]: wait until fenced on PORT says leader_ready:1.
+wait_ready() {
+    local port=$1 secs=${2:-30}
+    _ready() { redis-cli -p "$1" INFO 2>/dev/null | grep -q '^leader_ready:1'; }
+    wait_for "$secs" _ready "$port"
 }
