@@ -58,6 +58,7 @@ static void fuzz_gate(const char *p, size_t n)
         char err[128];
         FUZZ_CHECK(fence_acl_parse(text, sizeof(text) - 1, "gate", &acl, err, sizeof(err)) == 0);
         gate_srv.acl = acl;
+        fence__acl_srv_set_commands(&gate_srv, fence__server_commands, fence__server_commands_n);
         gate_srv.path = NULL;
         gate_srv.loads = 1;
         gate_ready = true;
