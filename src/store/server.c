@@ -529,7 +529,7 @@ static void batch_add(server *s, fence_net_conn *c, const fence_store_cmd *cmd)
         execute(s, &it->reply, &it->cmd);
 }
 
-/* Timer: LMDB commits the batches logged since its last commit (db.c,
+/* Timer: LMDB commits the batches logged since its last commit (db_defer.c,
  * "Deferred commits"), then a due checkpoint starts. */
 static void on_flush_timer(uv_timer_t *h)
 {
