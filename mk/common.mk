@@ -1,6 +1,8 @@
-# src/common: parts shared by every daemon and library (assertions, and the
-# connection layer, options, log, numbers, crc32c and fs helpers as they
-# land).  One static library; every program links it after its own objects.
+# src/common: parts shared by every daemon and library (assertions,
+# numbers, bytes, hashing, limits, log, fs, crc32c; the connection layer,
+# its guards and TLS; options; ACL; signed tokens; metrics; Redis-client
+# compatibility).  One static library; every program links it after its
+# own objects.
 # -fPIC: the guard's shared library takes crc32c.o from here.
 CFLAGS_src_common_ := -fPIC $(shell pkg-config --cflags libuv 2>/dev/null)
 COMMON_SRC := $(wildcard src/common/*.c)

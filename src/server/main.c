@@ -1,6 +1,7 @@
 /* fenced: the lock service daemon.  Parses the options, starts logging,
  * raft and the listeners, runs the loop until SIGTERM/SIGINT, exits 0.
- * SIGHUP reopens the --log-file (logrotate) and nothing else. */
+ * SIGHUP reopens the --log-file (logrotate) and reloads the --acl-file (a
+ * bad file keeps the old users). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +20,12 @@ static fence_config config;
 static fence_server server;
 /* The token signing key (--token-signing-key), when one is given. */
 static fence_signtok_signer signer;
-/* SIGHUP: reopen the log file (unreferenced: it never keeps the loop up). */
+/* SIGHUP: reopen the log file, reload the ACL file (unreferenced: it never
+ * keeps the loop up). */
 static uv_signal_t sighup;
 
-/* logrotate moved the log file: write to a fresh one at the same path. */
+/* logrotate moved the log file: write to a fresh one at the same path;
+ * and read the --acl-file again. */
 static void on_sighup(uv_signal_t *sig, int signum)
 {
     (void)sig;

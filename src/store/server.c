@@ -29,7 +29,8 @@
  * "-LIMIT" and are closed.
  *
  * Signals: SIGINT and SIGTERM stop the server; SIGHUP reopens the
- * --log-file (logrotate). */
+ * --log-file (logrotate) and reloads the --acl-file (a bad file keeps the
+ * old users). */
 #include "store/server.h"
 
 #include <inttypes.h>
@@ -61,7 +62,7 @@ typedef struct server {
     fence_net net;                 /* listeners and connections */
     uv_signal_t sigint;            /* SIGINT: stop */
     uv_signal_t sigterm;           /* SIGTERM: stop */
-    uv_signal_t sighup;            /* SIGHUP: reopen the log file */
+    uv_signal_t sighup;            /* SIGHUP: reopen the log, reload the ACL */
     char refuse[128];              /* -LIMIT text for a refused client */
     uv_check_t check;              /* end of a loop turn: commit the batch */
     uv_idle_t idle;                /* keeps poll from blocking while a batch
@@ -646,7 +647,8 @@ static void on_stop_signal(uv_signal_t *sig, int signum)
     close_signals(s);
 }
 
-/* SIGHUP: logrotate moved the log file; write to a new one. */
+/* SIGHUP: logrotate moved the log file, write to a new one; and read the
+ * --acl-file again. */
 static void on_sighup(uv_signal_t *sig, int signum)
 {
     (void)signum;
