@@ -25,5 +25,5 @@ COMMON_TEST_SRC := $(wildcard tests/unit/test_common_*.c)
 COMMON_TESTS    := $(COMMON_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 $(COMMON_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(COMMON_LIB) $(BUILD)/libfenceproto.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(COMMON_LIB) $(LDFLAGS) $(shell pkg-config --libs libuv 2>/dev/null) $(SODIUM_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(COMMON_LIB) $(LDFLAGS) $(shell pkg-config --libs libuv 2>/dev/null) $(SODIUM_LIBS) $(TLS_LIBS)
 UNIT_TESTS += $(COMMON_TESTS)
