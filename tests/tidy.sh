@@ -152,6 +152,17 @@ fnv_copy() {
     done
 }
 
+# hex_copy FILE...: files other than common/hex.h that decode a hex digit
+# by hand (c - 'a' + 10; use common/hex.h's fence__hexval).
+HEX_RE="-[[:space:]]*'[aA]'[[:space:]]*\\+[[:space:]]*10([^0-9]|$)"
+hex_copy() {
+    local f
+    for f in "$@"; do
+        case $f in */src/common/hex.h) continue ;; esac
+        strip_file "$f" | grep -Eq -- "$HEX_RE" && rel "$f"
+    done
+}
+
 # too_long FILE...: .c files of 1,000 lines or more that are not in LONG_OK.
 # LONG_OK lists the files issue 19 found too long and that are being split;
 # remove a line when its file is; never add one.
@@ -167,14 +178,15 @@ too_long() {
 }
 
 # unprefixed OBJECT...: global symbols an object defines that do not start
-# with fence_ (fence__ for internal ones) or FENCE_.  Allowed: main, and
-# aio_reap.o's syscall (it interposes glibc's, see src/server/aio_reap.c).
+# with fence_ (fence__ for internal ones), FENCE_, or fencectl_ (the CLI's
+# own files).  Allowed: main, and aio_reap.o's syscall (it interposes
+# glibc's, see src/server/aio_reap.c).
 unprefixed() {
     local o
     for o in "$@"; do
         nm -g --defined-only "$o" 2>/dev/null |
             awk '$2 ~ /^[A-Z]$/ && $2 != "U" && $2 != "W" && $2 != "V" {print $3}' |
-            grep -vE '^(fence_|FENCE_|main$)' |
+            grep -vE '^(fence_|fencectl_|FENCE_|main$)' |
             while read -r sym; do
                 case "$(basename "$o"):$sym" in aio_reap.o:syscall) continue ;; esac
                 echo "$(rel "$o"):$sym"
@@ -199,6 +211,7 @@ verdict "src/ uses FENCE_ASSERT, not assert() or <assert.h>" "$(raw_assert $src_
 verdict "every header has a FENCE* include guard" "$(bad_guard $headers)"
 verdict "the libraries (client, guard, proto, core) do not log" "$(logging $libs)"
 verdict "FNV-1a lives in src/common/hash.h only" "$(fnv_copy $src_ch)"
+verdict "hex digits are decoded by src/common/hex.h only" "$(hex_copy $src_ch)"
 verdict "no new .c file of 1,000 lines or more" "$(too_long $src_c)"
 }
 objs=$(find "$BUILD/src" -name '*.o' 2>/dev/null | sort)
@@ -221,6 +234,8 @@ printf '#include "common/log.h"\nvoid h(void) { FENCE_LOG_I("x"); }\n' >"$pd/c.c
 printf 'unsigned long long k(unsigned long long h) { return h * 1099511628211ULL; }\n' >"$pd/d.c"
 printf 'unsigned k32(unsigned h) { return h * 0x01000193u; }\n' >"$pd/d2.c"
 printf '#define FENCE_FNV64_PRIME 1099511628211ULL\n' >"$pd/src/common/hash.h"
+printf 'int hv(char c) { return c >= %sa%s ? c - %sa%s + 10 : c - %s0%s; }\n' "'" "'" "'" "'" "'" "'" >"$pd/h.c"
+printf 'char up(char c) { return (char)(c - %sa%s + %sA%s); }\nint b64(char c) { return c - %sa%s + 26; }\n' "'" "'" "'" "'" "'" "'" >"$pd/h_ok.c"
 seq 1000 | sed 's|.*|/* line */|' >"$pd/e.c"
 printf 'int fence_ok_sym(void) { return 0; }\nint stray_sym(void) { return 1; }\nstatic int quiet(void) { return 2; }\nint fence__also_ok(void) { return quiet(); }\n' >"$pd/f.c"
 planted_ok=true
@@ -235,6 +250,7 @@ expect "raw assert" "$(raw_assert "$pd/a.c" "$pd/a_ok.c" | tr '\n' ' ')" "a.c "
 expect "include guard" "$(bad_guard "$pd/b.h" "$pd/b2.h" "$pd/b_ok.h" | tr '\n' ' ')" "b.h b2.h "
 expect "logging library" "$(logging "$pd/c.c" "$pd/a_ok.c" | tr '\n' ' ')" "c.c "
 expect "FNV copy" "$(fnv_copy "$pd/d.c" "$pd/d2.c" "$pd/src/common/hash.h" "$pd/a_ok.c" | tr '\n' ' ')" "d.c d2.c "
+expect "hex copy" "$(hex_copy "$pd/h.c" "$pd/h_ok.c" | tr '\n' ' ')" "h.c "
 expect "long file" "$(too_long "$pd/e.c" "$pd/a.c" | tr '\n' ' ')" "e.c(1000) "
 if command -v nm >/dev/null && ${CC:-cc} -c -o "$pd/f.o" "$pd/f.c" 2>/dev/null; then
     expect "unprefixed symbol" "$(unprefixed "$pd/f.o" | tr '\n' ' ')" "f.o:stray_sym "
