@@ -194,6 +194,32 @@ unprefixed() {
     done
 }
 
+# stale_names FILE...: fence_*/FENCE_* names that a comment in FILE cites
+# and no code among FILE... defines or uses (a comment left behind by a
+# rename).  Names ending in _ are prefixes ("fence_store_*"), not names;
+# a name that code spells as a string counts as existing.  STALE_OK lists
+# names built at run time (compat.c's INFO field "<server>_version").
+STALE_OK="fence_store_version"
+stale_names() {
+    STALE_OK=$STALE_OK python3 - "$@" <<'PY'
+import os, re, sys
+code_ids, refs = set(), []
+ok = set(os.environ.get("STALE_OK", "").split())
+for f in sys.argv[1:]:
+    s = open(f, errors="replace").read()
+    for c in re.findall(r"/\*.*?\*/|//[^\n]*", s, re.S):
+        refs += [(f, m) for m in re.findall(r"\b(fence_[a-z0-9_]+|FENCE_[A-Z0-9_]+)\b", c)]
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", s, flags=re.S)
+    code_ids |= set(re.findall(r"\b(fence_[A-Za-z0-9_]+|FENCE_[A-Z0-9_]+)\b", code))
+seen = set()
+for f, m in refs:
+    if m in code_ids or m.endswith("_") or m in ok or (f, m) in seen:
+        continue
+    seen.add((f, m))
+    print("%s:%s" % (f, m))
+PY
+}
+
 # verdict WHAT HITS: ok when HITS is empty.
 verdict() {
     if [ -z "$2" ]; then ok "$1"; else not_ok "$1:$(echo "$2" | tr '\n' ' ')"; fi
@@ -212,6 +238,12 @@ verdict "every header has a FENCE* include guard" "$(bad_guard $headers)"
 verdict "the libraries (client, guard, proto, core) do not log" "$(logging $libs)"
 verdict "FNV-1a lives in src/common/hash.h only" "$(fnv_copy $src_ch)"
 verdict "hex digits are decoded by src/common/hex.h only" "$(hex_copy $src_ch)"
+if command -v python3 >/dev/null; then
+    all_ch=$(find "$SRC" "$INC" "$SIM" -name '*.[ch]' | sort)
+    verdict "comments cite only fence_*/FENCE_* names that exist" "$(stale_names $all_ch | sed "s|$ROOT/||")"
+else
+    echo "# no python3; stale-name check skipped"
+fi
 verdict "no new .c file of 1,000 lines or more" "$(too_long $src_c)"
 }
 objs=$(find "$BUILD/src" -name '*.o' 2>/dev/null | sort)
@@ -251,6 +283,10 @@ expect "include guard" "$(bad_guard "$pd/b.h" "$pd/b2.h" "$pd/b_ok.h" | tr '\n' 
 expect "logging library" "$(logging "$pd/c.c" "$pd/a_ok.c" | tr '\n' ' ')" "c.c "
 expect "FNV copy" "$(fnv_copy "$pd/d.c" "$pd/d2.c" "$pd/src/common/hash.h" "$pd/a_ok.c" | tr '\n' ' ')" "d.c d2.c "
 expect "hex copy" "$(hex_copy "$pd/h.c" "$pd/h_ok.c" | tr '\n' ' ')" "h.c "
+if command -v python3 >/dev/null; then
+    printf '/* See fence_gone_away() and FENCE_NO_SUCH; fence_here is fine. */\nint fence_here(void);\n' >"$pd/g.h"
+    expect "stale name" "$(stale_names "$pd/g.h" | sed "s|$pd/||" | tr '\n' ' ')" "g.h:fence_gone_away g.h:FENCE_NO_SUCH "
+fi
 expect "long file" "$(too_long "$pd/e.c" "$pd/a.c" | tr '\n' ' ')" "e.c(1000) "
 if command -v nm >/dev/null && ${CC:-cc} -c -o "$pd/f.o" "$pd/f.c" 2>/dev/null; then
     expect "unprefixed symbol" "$(unprefixed "$pd/f.o" | tr '\n' ' ')" "f.o:stray_sym "
