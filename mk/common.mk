@@ -1,6 +1,8 @@
-# src/common: parts shared by every daemon and library (assertions, and the
-# connection layer, options, log, numbers, crc32c and fs helpers as they
-# land).  One static library; every program links it after its own objects.
+# src/common: parts shared by every daemon and library (assertions,
+# numbers, bytes, hashing, limits, log, fs, crc32c; the connection layer,
+# its guards and TLS; options; ACL; signed tokens; metrics; Redis-client
+# compatibility).  One static library; every program links it after its
+# own objects.
 # -fPIC: the guard's shared library takes crc32c.o from here.
 CFLAGS_src_common_ := -fPIC $(shell pkg-config --cflags libuv 2>/dev/null)
 COMMON_SRC := $(wildcard src/common/*.c)
@@ -23,5 +25,5 @@ COMMON_TEST_SRC := $(wildcard tests/unit/test_common_*.c)
 COMMON_TESTS    := $(COMMON_TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 $(COMMON_TESTS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(COMMON_LIB) $(BUILD)/libfenceproto.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(COMMON_LIB) $(LDFLAGS) $(shell pkg-config --libs libuv 2>/dev/null)
+	$(CC) $(CFLAGS) -o $@ $^ $(COMMON_LIB) $(LDFLAGS) $(shell pkg-config --libs libuv 2>/dev/null) $(SODIUM_LIBS) $(TLS_LIBS)
 UNIT_TESTS += $(COMMON_TESTS)

@@ -22,7 +22,7 @@ CFLAGS_src_common_ += $(SODIUM_CFLAGS) -fPIC
 SIGNTOK_OBJ := $(BUILD)/src/common/signtok.o $(BUILD)/src/common/signtok_file.o \
                $(BUILD)/src/common/assert.o
 
-# libfence-guard: the guard's verify path (src/guard/verify.c) uses them.
+# libfence-guard: the guard's signed-token check (src/guard/guard.c, verify_keys_path) uses them.
 $(GUARD_LIB) $(GUARD_SO): $(SIGNTOK_OBJ)
 $(GUARD_SO): LDFLAGS += $(SODIUM_LIBS)
 $(GUARD_TESTS) $(BUILD)/guard-bench: LDFLAGS += $(SODIUM_LIBS)

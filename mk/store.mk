@@ -1,7 +1,8 @@
 # src/store: fence-store, the fenced key/value server on LMDB (the reference
 # resource).  Uses the RESP codec (libfenceproto.a) and the shared parts
 # (libfencecommon.a: connection layer, options, log); links no lock-service
-# code.
+# code.  Every src/store/*.c is linked: the LMDB layer is db*.c, one
+# concern a file (listed in src/store/db_int.h).
 CFLAGS_src_store_ := $(shell pkg-config --cflags libuv lmdb 2>/dev/null)
 STORE_SRC := $(wildcard src/store/*.c)
 STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/%.o)

@@ -13,6 +13,8 @@
 #include <sodium.h>
 
 #include "common/assert.h"
+#include "common/hash.h"
+#include "common/hex.h"
 
 /* One +/- rule: a category set, or one command by name. */
 typedef struct acl_rule {
@@ -190,18 +192,6 @@ static bool name_ok(const char *name, size_t len)
     return true;
 }
 
-/* Value of one hex digit, or -1. */
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* ---- Parser ------------------------------------------------------------------- */
 
 /* Parser state for one file. */
@@ -336,7 +326,7 @@ static int apply_rule(parser *ps, fence_acl_user *u, const char *w, size_t len, 
             return perr(ps, "word %zu: more than %d passwords", wordno, FENCE_ACL_PASSWORDS_MAX);
         uint8_t h[FENCE_ACL_HASH_LEN];
         for (size_t i = 0; i < FENCE_ACL_HASH_LEN; i++) {
-            int hi = hexval(w[1 + 2 * i]), lo = hexval(w[2 + 2 * i]);
+            int hi = fence__hexval(w[1 + 2 * i]), lo = fence__hexval(w[2 + 2 * i]);
             if (hi < 0 || lo < 0)
                 return perr(ps, "word %zu: '#' must be followed by 64 hex digits (a SHA-256)",
                             wordno);
@@ -687,11 +677,7 @@ uint64_t fence_acl_owner_id(const char *name)
 {
     if (strcmp(name, "default") == 0)
         return 0;
-    uint64_t h = 14695981039346656037ULL;
-    for (const char *p = name; *p != '\0'; p++) {
-        h ^= (unsigned char)*p;
-        h *= 1099511628211ULL;
-    }
+    uint64_t h = fence__fnv1a64(name, strlen(name));
     return h != 0 ? h : 1;
 }
 

@@ -57,7 +57,7 @@
  * Pure code apart from fence_acl_load_file: no sockets, no clock, no
  * globals; hashing is libsodium's crypto_hash_sha256 and every secret
  * comparison is sodium_memcmp (constant time).  Passwords never leave this
- * module: not in errors, not in fence_acl_list.
+ * module: not in errors, not in ACL LIST lines (fence_acl_user_describe).
  */
 #ifndef FENCE_COMMON_ACL_H
 #define FENCE_COMMON_ACL_H

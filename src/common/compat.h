@@ -198,8 +198,9 @@ typedef struct fence_compat_ctx {
     /* Wall-clock time in microseconds since the epoch, for TIME.  NULL:
      * TIME answers an error. */
     uint64_t (*wall_us)(void *arg);
-    /* Credentials check; NULL (today): no users or passwords exist, and
-     * AUTH gets Redis' answer for a server without a password. */
+    /* Credentials check, set when an --acl-file is loaded (the daemons'
+     * ACL set-up, acl_srv.h); NULL: AUTH gets Redis' answer for a server
+     * without a password. */
     fence_compat_auth_fn auth;
     /* Whether connection c may see every connection in CLIENT LIST (an
      * @admin user); otherwise it sees only the connections logged in as

@@ -89,7 +89,7 @@ void fence__compat_ctx_init(fence_compat_ctx *ctx, const char *server,
     ctx->n_commands = n_commands;
     ctx->list = list;
     ctx->wall_us = fence__compat_wall_us;
-    ctx->auth = NULL; /* no users or passwords (yet) */
+    ctx->auth = NULL; /* set by the daemon when an --acl-file is loaded */
     ctx->arg = arg;
 }
 

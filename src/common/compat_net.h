@@ -21,7 +21,8 @@ uint64_t fence__compat_wall_us(void *arg);
 
 /* Fill ctx for daemon server ("fenced", "fence-store"): FENCE_VERSION,
  * its command table, list for CLIENT LIST, the wall clock, no AUTH
- * callback (no users yet); arg goes to list. */
+ * callback (the daemon's ACL set-up adds one, acl_srv.h); arg goes to
+ * list. */
 void fence__compat_ctx_init(fence_compat_ctx *ctx, const char *server,
                             const fence_compat_command *commands,
                             size_t n_commands,

@@ -121,12 +121,12 @@ _Static_assert(FENCE_LAG_PERIOD_MS >= 1, "a lag tick of at least 1 ms");
  * LMDB's last commit stay in one open LMDB write transaction, committed
  * (without a sync) once they hold this many operations or bytes, or after
  * FENCE_STORE_FLUSH_MS, so that a leaf page several batches write is
- * copied and written once (src/store/db.c). */
+ * copied and written once (src/store/db_defer.c). */
 #define FENCE_STORE_FLUSH_OPS 16384
 #define FENCE_STORE_FLUSH_BYTES (16 * 1024 * 1024)
 #define FENCE_STORE_FLUSH_MS 1000
 /* fence-store checkpoints: LMDB growth since the last checkpoint that
- * starts one: map size / DIV, at most MAX bytes (src/store/db.c). */
+ * starts one: map size / DIV, at most MAX bytes (src/store/db_defer.c). */
 /* fence-store checkpoints write LMDB's dirty pages back in pieces of this
  * many bytes before their fdatasync (src/store/ckpt.c). */
 #define FENCE_STORE_CKPT_CHUNK (2 * 1024 * 1024)

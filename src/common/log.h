@@ -16,7 +16,8 @@
  * Destination: stderr, or the --log-file (opened in append mode, created
  * 0644).  fence__log_reopen() opens the same path again, for logrotate's
  * "mv the file, kill -HUP": the daemon's SIGHUP handler calls it.  Only
- * daemons and the CLI log; libraries return codes (CONVENTIONS.md, 10).
+ * daemons and the CLI log; libraries return codes (docs/conventions.md,
+ * "Logging").
  *
  * Single-threaded use: the level and the descriptor are process globals
  * set at start-up and changed only from the event loop. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/hash.h"
 #include "common/limits.h"
 
 /* One series: a label value and its value(s). */
@@ -288,16 +289,6 @@ fence_metric *fence_metrics_histogram(fence_metrics *m, const char *name,
                              n_bounds);
 }
 
-/* FNV-1a over len bytes. */
-static uint32_t fnv1a(const char *p, size_t len) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (uint8_t)p[i];
-        h *= 16777619u;
-    }
-    return h;
-}
-
 /* The index of value among the first n published series, or n. */
 static uint32_t series_find(const fence_metric *f, uint32_t from, uint32_t n,
                             uint32_t hash, const char *value, size_t len) {
@@ -317,7 +308,7 @@ fence_metric_series *fence_metric_with(fence_metric *f, const char *value, size_
     FENCE_ASSERT(value != NULL || len == 0);
     if (len > FENCE_METRIC_LABEL_MAX)
         len = FENCE_METRIC_LABEL_MAX;
-    uint32_t hash = fnv1a(value, len);
+    uint32_t hash = fence__fnv1a32(value, len);
     uint32_t n = atomic_load_explicit(&f->n_series, memory_order_acquire);
     uint32_t i = series_find(f, 0, n, hash, value, len);
     if (i < n)

@@ -134,8 +134,9 @@ typedef struct fence_metrics_text {
 int fence_metrics_render(fence_metrics *m, fence_metrics_text *out);
 
 /* Bucket bounds for the common cases, in seconds and counts.
- * FENCE_METRIC_LATENCY: 50us .. 10s; FENCE_METRIC_WAIT: 1ms .. 60s
- * (lock waits); FENCE_METRIC_SIZES: 1 .. 4096 (batch sizes, powers of 4). */
+ * fence_metric_latency_bounds: 50us .. 10s; fence_metric_wait_bounds: 1ms
+ * .. 60s (lock waits); fence_metric_size_bounds: 1 .. 4096 (batch sizes,
+ * powers of 4); each with its count in the _n beside it. */
 extern const double fence_metric_latency_bounds[];
 extern const uint32_t fence_metric_latency_n;
 extern const double fence_metric_wait_bounds[];

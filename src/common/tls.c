@@ -1,7 +1,8 @@
 /* The TLS transport for client connections (see tls.h).
  *
  * Per connection: an SSL object over a read BIO (ciphertext from the
- * socket) and a write BIO (ciphertext for the socket), both memory BIOs.
+ * socket) and a write BIO (ciphertext for the socket), both memory BIOs
+ * (the pump, tls_pump.h, which the raft peers' TLS shares).
  * Socket reading is on while the handshake runs, and afterwards while the
  * layer wants input; when the layer pauses (pipeline full), plaintext that
  * OpenSSL already holds stays there, and a later read_start delivers it
@@ -28,6 +29,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/tls_int.h"
+#include "common/tls_pump.h"
 
 typedef struct tls_conn tls_conn;
 
@@ -52,9 +54,7 @@ typedef struct fence_tls {
 struct tls_conn {
     fence_net_conn *c;       /* the layer's connection */
     fence_tls *t;            /* the listener (valid while c is open) */
-    SSL *ssl;                /* OpenSSL's connection (owns both BIOs) */
-    BIO *rbio;               /* ciphertext in */
-    BIO *wbio;               /* ciphertext out */
+    fence_tls_pump pump;     /* OpenSSL's connection over its two BIOs */
     bool want_input;         /* the layer asked for input (read_start) */
     bool sock_reading;       /* uv_read_start is on */
     bool established;        /* handshake finished */
@@ -74,14 +74,6 @@ struct tls_conn {
     int verify_depth;        /* its depth in the chain */
     char verify_subject[160]; /* its certificate's subject (printable) */
 };
-
-/* A ciphertext write in flight. */
-typedef struct tls_wreq {
-    uv_write_t req;          /* libuv request */
-    fence_net_conn *c;       /* the connection (valid until its close cb) */
-    char *buf;               /* ciphertext (owned) */
-    size_t plain;            /* plaintext bytes of the layer's it carries */
-} tls_wreq;
 
 static void pump(tls_conn *tc);
 
@@ -131,14 +123,12 @@ static void drain_remove(tls_conn *tc)
 
 /* ---- output ----------------------------------------------------------- */
 
-/* A ciphertext write finished: report the plaintext it carried. */
-static void wreq_cb(uv_write_t *req, int status)
+/* A ciphertext write finished (fence_tls_pump_sent_fn; arg is the
+ * connection, valid until its close callback, and tag the plaintext bytes
+ * of the layer's it carried): report them. */
+static void wreq_sent(void *arg, size_t plain, int status)
 {
-    tls_wreq *w = (tls_wreq *)req;
-    fence_net_conn *c = w->c;
-    size_t plain = w->plain;
-    free(w->buf);
-    free(w);
+    fence_net_conn *c = arg;
     if (plain > 0 || status != 0)
         fence__net_conn_written(c, plain, status);
 }
@@ -152,53 +142,19 @@ static void wreq_cb(uv_write_t *req, int status)
  * a libuv error (nothing will be reported then). */
 static int flush_wbio(tls_conn *tc, size_t plain)
 {
-    size_t n = BIO_ctrl_pending(tc->wbio);
-    if (n == 0) {
+    if (fence__tls_pump_output(&tc->pump) == 0) {
         FENCE_ASSERT(plain == 0);
         return 0;
     }
     if (tc->c->closing) {
-        (void)BIO_reset(tc->wbio);
+        fence__tls_pump_discard(&tc->pump);
         return UV_ECANCELED;
     }
-    const char *src = NULL; /* the ciphertext still to queue, if read */
-    if (n <= sizeof(tc->t->wbuf)) {
-        int got = BIO_read(tc->wbio, tc->t->wbuf, (int)n);
-        FENCE_ASSERT(got == (int)n);
-        uv_buf_t b = uv_buf_init(tc->t->wbuf, (unsigned)n);
-        int k = uv_try_write(&tc->c->h.stream, &b, 1);
-        if (k == (int)n) {
-            if (plain > 0)
-                fence__net_conn_written(tc->c, plain, 0);
-            return 0;
-        }
-        size_t done = k > 0 ? (size_t)k : 0;
-        src = tc->t->wbuf + done;
-        n -= done;
-    }
-    tls_wreq *w = malloc(sizeof(*w));
-    if (w == NULL)
-        return UV_ENOMEM;
-    w->buf = malloc(n);
-    if (w->buf == NULL) {
-        free(w);
-        return UV_ENOMEM;
-    }
-    if (src != NULL) {
-        memcpy(w->buf, src, n);
-    } else {
-        int got = BIO_read(tc->wbio, w->buf, (int)n);
-        FENCE_ASSERT(got == (int)n);
-    }
-    w->c = tc->c;
-    w->plain = plain;
-    uv_buf_t b = uv_buf_init(w->buf, (unsigned)n);
-    int rc = uv_write(&w->req, &tc->c->h.stream, &b, 1, wreq_cb);
-    if (rc != 0) {
-        free(w->buf);
-        free(w);
-    }
-    return rc;
+    int rc = fence__tls_pump_send(&tc->pump, &tc->c->h.stream, tc->t->wbuf,
+                                  sizeof(tc->t->wbuf), wreq_sent, tc->c, plain);
+    if (rc == 0 && plain > 0) /* the kernel took it all */
+        fence__net_conn_written(tc->c, plain, 0);
+    return rc < 0 ? rc : 0;
 }
 
 /* Encrypt buf[0..len) and queue it. */
@@ -208,13 +164,13 @@ static int encrypt_out(tls_conn *tc, const char *buf, size_t len)
     for (size_t off = 0; off < len;) {
         size_t part = len - off > (1u << 30) ? (1u << 30) : len - off;
         ERR_clear_error();
-        int n = SSL_write(tc->ssl, buf + off, (int)part);
+        int n = SSL_write(tc->pump.ssl, buf + off, (int)part);
         if (n <= 0 || (size_t)n != part) {
             char why[128];
             fence__tls_reason(why, sizeof(why), "encryption failed");
             FENCE_LOG_D("conn %" PRIu64 " (%s): TLS write: %s", tc->c->id,
                         tc->peer, why);
-            (void)BIO_reset(tc->wbio);
+            fence__tls_pump_discard(&tc->pump);
             return UV_EPROTO;
         }
         off += part;
@@ -288,8 +244,8 @@ static bool handshake_done(tls_conn *tc)
     hs_remove(tc);
     tc->established = true;
     tc->t->stats.handshakes++;
-    X509 *peer = SSL_get0_peer_certificate(tc->ssl);
-    if (peer != NULL && SSL_get_verify_result(tc->ssl) == X509_V_OK &&
+    X509 *peer = SSL_get0_peer_certificate(tc->pump.ssl);
+    if (peer != NULL && SSL_get_verify_result(tc->pump.ssl) == X509_V_OK &&
         tc->t->auth != FENCE_TLS_AUTH_NO) {
         X509_NAME *name = X509_get_subject_name(peer);
         int i = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
@@ -325,7 +281,7 @@ static bool handshake_done(tls_conn *tc)
     snprintf(cn_log, sizeof(cn_log), "%s", tc->have_cn ? tc->cn : "-");
     printable(cn_log);
     FENCE_LOG_D("conn %" PRIu64 " (%s): TLS %s %s, client CN %s", c->id,
-                tc->peer, SSL_get_version(tc->ssl), SSL_get_cipher_name(tc->ssl),
+                tc->peer, SSL_get_version(tc->pump.ssl), SSL_get_cipher_name(tc->pump.ssl),
                 cn_log);
     if (tc->pend_len > 0) {
         char *p = tc->pend;
@@ -348,7 +304,7 @@ static bool handshake_done(tls_conn *tc)
 static bool advance_handshake(tls_conn *tc)
 {
     ERR_clear_error();
-    int r = SSL_do_handshake(tc->ssl);
+    int r = SSL_do_handshake(tc->pump.ssl);
     if (r == 1) {
         if (flush_wbio(tc, 0) != 0) {
             fence__net_conn_close(tc->c);
@@ -356,7 +312,7 @@ static bool advance_handshake(tls_conn *tc)
         }
         return handshake_done(tc);
     }
-    int e = SSL_get_error(tc->ssl, r);
+    int e = SSL_get_error(tc->pump.ssl, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         if (flush_wbio(tc, 0) != 0)
             fence__net_conn_close(tc->c);
@@ -385,12 +341,12 @@ static void pump(tls_conn *tc)
         if (room > INT32_MAX)
             room = INT32_MAX;
         ERR_clear_error();
-        int n = SSL_read(tc->ssl, p, (int)room);
+        int n = SSL_read(tc->pump.ssl, p, (int)room);
         if (n > 0) {
             fence__net_conn_input(c, (size_t)n);
             continue;
         }
-        int e = SSL_get_error(tc->ssl, n);
+        int e = SSL_get_error(tc->pump.ssl, n);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
             break;
         if (e == SSL_ERROR_ZERO_RETURN) { /* close_notify */
@@ -430,8 +386,7 @@ static void sock_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         fence__net_conn_eof(c, (int)nread);
         return;
     }
-    int w = BIO_write(tc->rbio, buf->base, (int)nread);
-    if (w != (int)nread) {
+    if (fence__tls_pump_feed(&tc->pump, buf->base, (size_t)nread) != 0) {
         FENCE_LOG_E("conn %" PRIu64 ": out of memory for TLS input; closing",
                     c->id);
         fence__net_conn_close(c);
@@ -503,7 +458,7 @@ static int tls_read_start(fence_net_conn *c)
     tc->want_input = true;
     sock_update(tc);
     if (tc->established && !tc->on_drain &&
-        (SSL_pending(tc->ssl) > 0 || BIO_ctrl_pending(tc->rbio) > 0)) {
+        (SSL_pending(tc->pump.ssl) > 0 || fence__tls_pump_input(&tc->pump) > 0)) {
         tc->on_drain = true;
         tc->drain_next = tc->t->drain;
         tc->t->drain = tc;
@@ -562,7 +517,7 @@ static int tls_shutdown(fence_net_conn *c)
     tls_conn *tc = c->tr_data;
     if (tc != NULL && tc->established) {
         ERR_clear_error();
-        (void)SSL_shutdown(tc->ssl);
+        (void)SSL_shutdown(tc->pump.ssl);
         ERR_clear_error();
         int rc = flush_wbio(tc, 0);
         if (rc != 0)
@@ -591,7 +546,7 @@ static void tls_closed(uv_handle_t *h)
     fence_net_conn *c = h->data;
     tls_conn *tc = c->tr_data;
     if (tc != NULL) {
-        SSL_free(tc->ssl);
+        fence__tls_pump_free(&tc->pump);
         free(tc->pend);
         free(tc);
         c->tr_data = NULL;
@@ -626,20 +581,9 @@ static int tls_open(fence_net_conn *c)
         goto out_nomem;
     tc->c = c;
     tc->t = t;
-    tc->ssl = SSL_new(t->ctx);
-    if (tc->ssl == NULL)
+    if (fence__tls_pump_init(&tc->pump, t->ctx, true) != 0)
         goto out_free_tc;
-    tc->rbio = BIO_new(BIO_s_mem());
-    if (tc->rbio == NULL)
-        goto out_free_ssl;
-    tc->wbio = BIO_new(BIO_s_mem());
-    if (tc->wbio == NULL)
-        goto out_free_rbio;
-    BIO_set_mem_eof_return(tc->rbio, -1); /* empty: retry, not EOF */
-    BIO_set_mem_eof_return(tc->wbio, -1);
-    SSL_set_bio(tc->ssl, tc->rbio, tc->wbio); /* the SSL owns them now */
-    SSL_set_accept_state(tc->ssl);
-    SSL_set_app_data(tc->ssl, tc);
+    SSL_set_app_data(tc->pump.ssl, tc);
 
     struct sockaddr_storage ss;
     int len = sizeof(ss);
@@ -670,10 +614,6 @@ static int tls_open(fence_net_conn *c)
     sock_update(tc);
     return 0;
 
-out_free_rbio:
-    BIO_free(tc->rbio);
-out_free_ssl:
-    SSL_free(tc->ssl);
 out_free_tc:
     free(tc);
 out_nomem:

@@ -16,7 +16,7 @@
 #include "common/tls.h"
 #include "common/tls_int.h"
 
-/* OpenSSL's reason for the most recent error (see tls_int.h). */
+/* OpenSSL's reason for the most recent error (see tls_pump.h). */
 void fence__tls_reason(char *buf, size_t cap, const char *fallback)
 {
     unsigned long e = ERR_peek_last_error();

@@ -1,5 +1,7 @@
 /* Private to src/common/tls*.c: the OpenSSL context builder shared by the
- * client-TLS transport (tls.c) and fence__tls_server_ctx (tls_ctx.c). */
+ * client-TLS transport (tls.c) and fence__tls_server_ctx (tls_ctx.c).
+ * Code outside src/common uses tls.h and tls_pump.h (the memory-BIO
+ * session and fence__tls_reason), never this header. */
 #ifndef FENCE_COMMON_TLS_INT_H
 #define FENCE_COMMON_TLS_INT_H
 
@@ -7,6 +9,7 @@
 #include <stddef.h>
 
 #include "common/tls.h"
+#include "common/tls_pump.h"
 
 /* A server SSL_CTX: TLS 1.2+, no renegotiation or compression, released
  * buffers, no passphrase prompt; o->cert's chain and o->key loaded and
@@ -17,9 +20,5 @@
 SSL_CTX *fence__tls_ctx_new(const fence_tls_opts *o,
                             int (*verify)(int, X509_STORE_CTX *), char *err,
                             size_t cap);
-
-/* OpenSSL's reason for the most recent error, or fallback, into
- * buf[0..cap); clears the thread's error queue. */
-void fence__tls_reason(char *buf, size_t cap, const char *fallback);
 
 #endif /* FENCE_COMMON_TLS_INT_H */

@@ -3,6 +3,7 @@
  * Records are kept by age and the oldest evicted past dedup_max. */
 #include <string.h>
 
+#include "common/hash.h"
 #include "core/fsm_int.h"
 
 /* The table hash of key (req_id, owner).  Owner 0 (the default user, and
@@ -98,22 +99,14 @@ void fence__dedup_trim(fence_fsm *f, uint32_t max)
  * deterministic on every replica (unlike the hash tables' seed). */
 uint64_t fence__cmd_fp(const fence_cmd *cmd)
 {
-    uint64_t h = 14695981039346656037ULL;
+    uint64_t h = FENCE_FNV64_INIT;
     const uint64_t fields[] = {cmd->type,    cmd->lease,   cmd->token,
                                cmd->wait_id, cmd->ttl_ms,  cmd->wait_ms,
                                cmd->lock_delay_ms, cmd->name_len};
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        for (int b = 0; b < 64; b += 8) {
-            h ^= (fields[i] >> b) & 0xff;
-            h *= 1099511628211ULL;
-        }
-    }
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        h = fence__fnv1a64_add_u64(h, fields[i]);
     FENCE_ASSERT(cmd->name_len == 0 || cmd->name != NULL);
-    for (uint16_t i = 0; i < cmd->name_len; i++) {
-        h ^= cmd->name[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return fence__fnv1a64_add(h, cmd->name, cmd->name_len);
 }
 
 /* Add a record as the newest (restore uses it). */

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/assert.h"
+#include "common/hash.h"
 #include "common/signtok.h"
 #include "guard/format.h"
 
@@ -111,12 +112,7 @@ static int fail_io(fence_guard *g, const char *what, int err)
 /* FNV-1a over the name: cheap and good enough for a chained table. */
 static uint64_t hash_name(const char *name, size_t len)
 {
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)name[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    return fence__fnv1a64(name, len);
 }
 
 /* Find the entry for name, or NULL. */

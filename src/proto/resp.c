@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/hex.h"
 #include "common/num.h"
 
 /* Error texts.  They follow Redis' wording where Redis has one, so that
@@ -232,18 +233,6 @@ static bool is_sep(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* Returns the value of hex digit c, or -1. */
-static int hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Splits one inline line p[0..n) into words, as redis-cli and Redis'
  * sdssplitargs do: words are separated by whitespace; "..." quotes with
  * the escapes \xHH \n \r \t \b \a and \<any> for that character; '...'
@@ -274,9 +263,9 @@ static ssize_t split_inline(const char *p, size_t n, uint32_t args_max,
                 if (i == n)
                     return fail(out, FENCE_RESP_EPROTO, ERR_QUOTES);
                 if (p[i] == '\\' && i + 3 < n && p[i + 1] == 'x' &&
-                    hex_val(p[i + 2]) >= 0 && hex_val(p[i + 3]) >= 0) {
-                    dst[w++] = (char)(hex_val(p[i + 2]) * 16 +
-                                      hex_val(p[i + 3]));
+                    fence__hexval(p[i + 2]) >= 0 && fence__hexval(p[i + 3]) >= 0) {
+                    dst[w++] = (char)(fence__hexval(p[i + 2]) * 16 +
+                                      fence__hexval(p[i + 3]));
                     i += 4;
                 } else if (p[i] == '\\' && i + 1 < n) {
                     char c = p[i + 1];

@@ -19,6 +19,7 @@
 
 #include "common/assert.h"
 #include "common/fs.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/num.h"
 #include "proxy/bindlog.h"
@@ -328,12 +329,7 @@ static h2o_req_t *detach(fp_req *fr)
 /* FNV-1a of the name. */
 static uint64_t name_hash(const char *p, size_t n)
 {
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return fence__fnv1a64(p, n);
 }
 
 /* The fence called name[0..n), created if new.  Returns NULL with a

@@ -14,8 +14,10 @@ static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
     fence__compat_net_list(&s->net, offsetof(fence_conn, compat), emit, emit_arg);
 }
 
-/* Fill s->compat (once, before the listeners open).  AUTH stays without a
- * callback: fenced has no users (yet). */
+/* Fill s->compat (once, before the listeners open), without an AUTH
+ * callback: fence__server_acl_init (acl_hook.c) sets one when an
+ * --acl-file names users; until then AUTH gets Redis' answer for a server
+ * without a password. */
 void fence__server_compat_init(fence_server *s)
 {
     fence__compat_ctx_init(&s->compat, "fenced", fence__server_commands,

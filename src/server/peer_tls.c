@@ -1,5 +1,6 @@
 /* The mutual-TLS raft transport: a socketpair per peer connection, pumped
- * through OpenSSL memory BIOs to the TCP socket.  See peer_tls.h. */
+ * through OpenSSL memory BIOs (common/tls_pump.h) to the TCP socket.  See
+ * peer_tls.h. */
 #include "server/peer_tls.h"
 
 #include <arpa/inet.h>
@@ -15,7 +16,7 @@
 
 #include "common/assert.h"
 #include "common/limits.h"
-#include "common/tls_int.h"
+#include "common/tls_pump.h"
 #include "server/log.h"
 #include "server/peer_hello.h"
 
@@ -75,9 +76,7 @@ struct pconn {
     unsigned handles;                   /* handles not yet closed */
     uv_connect_t creq;                  /* TCP connect request */
     struct raft_uv_connect *req;        /* raft's request until its cb */
-    SSL *ssl;                           /* the TLS session */
-    BIO *rbio;                          /* network -> SSL */
-    BIO *wbio;                          /* SSL -> network */
+    fence_tls_pump pump;                /* the TLS session over its BIOs */
     raft_id id;                         /* target id, or the hello's id */
     uint8_t hello[FENCE_PEER_HELLO_MAX]; /* hello bytes (peer_hello.h) */
     size_t hello_len;                   /* bytes of hello read */
@@ -137,7 +136,7 @@ static void conn_handle_closed(uv_handle_t *h)
         pt->conns = pc->next;
     if (pc->next != NULL)
         pc->next->prev = pc->prev;
-    SSL_free(pc->ssl); /* frees both BIOs */
+    fence__tls_pump_free(&pc->pump);
     free(pc);
     maybe_closed(pt);
 }
@@ -214,12 +213,12 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = buf->base != NULL ? PUMP_CHUNK : 0;
 }
 
-/* A TCP write finished: resume reading raft's bytes if we paused. */
-static void tcp_written(uv_write_t *req, int status)
+/* A TCP write finished (fence_tls_pump_sent_fn, arg the connection):
+ * resume reading raft's bytes if we paused. */
+static void tcp_sent(void *arg, size_t tag, int status)
 {
-    pbytes *w = (pbytes *)req;
-    pconn *pc = req->data;
-    free(w);
+    pconn *pc = arg;
+    (void)tag;
     if (pc->state == PC_CLOSING)
         return;
     if (status != 0) {
@@ -251,25 +250,14 @@ static int stream_write(pconn *pc, uv_stream_t *s, const char *data, size_t len,
     return 0;
 }
 
-/* Send whatever OpenSSL has written to the network BIO.  0 or -1. */
+/* Send whatever OpenSSL has written to the network BIO, always through a
+ * queued write (tcp.write_queue_size is the flow control's measure).  0 or
+ * -1. */
 static int flush_tls(pconn *pc)
 {
-    size_t n;
-    while ((n = BIO_ctrl_pending(pc->wbio)) > 0) {
-        pbytes *w = malloc(sizeof(*w) + n);
-        if (w == NULL)
-            return -1;
-        int got = BIO_read(pc->wbio, w->data, (int)n);
-        FENCE_ASSERT(got == (int)n);
-        w->len = n;
-        w->req.data = pc;
-        uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
-        if (uv_write(&w->req, (uv_stream_t *)&pc->tcp, &b, 1, tcp_written) != 0) {
-            free(w);
-            return -1;
-        }
-    }
-    return 0;
+    int rc = fence__tls_pump_send(&pc->pump, (uv_stream_t *)&pc->tcp, NULL, 0,
+                                  tcp_sent, pc, 0);
+    return rc < 0 ? -1 : 0;
 }
 
 /* A pipe write (toward raft) finished: resume TCP reads if paused. */
@@ -305,8 +293,12 @@ static void tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread > 0 && pc->state != PC_CLOSING) {
         pc->got_bytes = true;
-        int put = BIO_write(pc->rbio, buf->base, (int)nread);
-        FENCE_ASSERT(put == (int)nread); /* memory BIOs grow */
+        if (fence__tls_pump_feed(&pc->pump, buf->base, (size_t)nread) != 0) {
+            free(buf->base);
+            LOG_WARN("raft peer %s: out of memory for TLS input", pc->peer);
+            conn_close(pc, RAFT_NOCONNECTION);
+            return;
+        }
     }
     free(buf->base);
     if (nread > 0)
@@ -324,7 +316,7 @@ static void pipe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread > 0 && pc->state == PC_OPEN) {
-        int n = SSL_write(pc->ssl, buf->base, (int)nread);
+        int n = SSL_write(pc->pump.ssl, buf->base, (int)nread);
         free(buf->base);
         if (n != (int)nread || flush_tls(pc) != 0) {
             char why[256];
@@ -344,7 +336,7 @@ static void pipe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 /* Check that the peer certificate names node id (CN "node-<id>"). */
 static bool cert_names(pconn *pc, raft_id id, char *why, size_t cap)
 {
-    X509 *cert = SSL_get0_peer_certificate(pc->ssl);
+    X509 *cert = SSL_get0_peer_certificate(pc->pump.ssl);
     if (cert == NULL) {
         snprintf(why, cap, "%s", "no peer certificate");
         return false;
@@ -457,7 +449,7 @@ static int send_hello(pconn *pc)
     uint8_t h[FENCE_PEER_HELLO_MAX];
     long n = fence__peer_hello_encode(pc->pt->id, pc->pt->address, h, sizeof(h));
     FENCE_ASSERT(n > 0); /* tls_init checked the address's length */
-    if (SSL_write(pc->ssl, h, (int)n) != (int)n)
+    if (SSL_write(pc->pump.ssl, h, (int)n) != (int)n)
         return -1;
     return flush_tls(pc);
 }
@@ -547,9 +539,9 @@ static bool read_hello(pconn *pc)
         if (rc != FENCE_PEER_HELLO_PARTIAL)
             break;
         FENCE_ASSERT(need > pc->hello_len && need <= sizeof(pc->hello));
-        int n = SSL_read(pc->ssl, pc->hello + pc->hello_len, (int)(need - pc->hello_len));
+        int n = SSL_read(pc->pump.ssl, pc->hello + pc->hello_len, (int)(need - pc->hello_len));
         if (n <= 0) {
-            int e = SSL_get_error(pc->ssl, n);
+            int e = SSL_get_error(pc->pump.ssl, n);
             if (e == SSL_ERROR_WANT_READ)
                 return false;
             conn_refuse(pc, "hello", e == SSL_ERROR_ZERO_RETURN ? "closed before the hello"
@@ -581,16 +573,16 @@ static void conn_drive(pconn *pc)
 {
     char why[256];
     if (pc->state == PC_HANDSHAKE) {
-        int rv = SSL_do_handshake(pc->ssl);
+        int rv = SSL_do_handshake(pc->pump.ssl);
         if (flush_tls(pc) != 0) {
             conn_close(pc, RAFT_NOCONNECTION);
             return;
         }
         if (rv != 1) {
-            int e = SSL_get_error(pc->ssl, rv);
+            int e = SSL_get_error(pc->pump.ssl, rv);
             if (e == SSL_ERROR_WANT_READ)
                 return;
-            long vr = SSL_get_verify_result(pc->ssl);
+            long vr = SSL_get_verify_result(pc->pump.ssl);
             if (vr != X509_V_OK) {
                 snprintf(why, sizeof(why), "certificate: %s",
                          X509_verify_cert_error_string(vr));
@@ -627,9 +619,9 @@ static void conn_drive(pconn *pc)
     }
     char buf[PUMP_CHUNK];
     for (;;) {
-        int n = SSL_read(pc->ssl, buf, sizeof(buf));
+        int n = SSL_read(pc->pump.ssl, buf, sizeof(buf));
         if (n <= 0) {
-            int e = SSL_get_error(pc->ssl, n);
+            int e = SSL_get_error(pc->pump.ssl, n);
             if (flush_tls(pc) != 0) {
                 conn_close(pc, RAFT_NOCONNECTION);
                 return;
@@ -685,21 +677,8 @@ static pconn *conn_new(ptls *pt, bool outgoing)
         return NULL;
     pc->pt = pt;
     pc->outgoing = outgoing;
-    pc->ssl = SSL_new(pt->ctx);
-    if (pc->ssl == NULL)
+    if (fence__tls_pump_init(&pc->pump, pt->ctx, !outgoing) != 0)
         goto out_free;
-    pc->rbio = BIO_new(BIO_s_mem());
-    pc->wbio = BIO_new(BIO_s_mem());
-    if (pc->rbio == NULL || pc->wbio == NULL) {
-        BIO_free(pc->rbio);
-        BIO_free(pc->wbio);
-        goto out_free_ssl;
-    }
-    SSL_set_bio(pc->ssl, pc->rbio, pc->wbio);
-    if (outgoing)
-        SSL_set_connect_state(pc->ssl);
-    else
-        SSL_set_accept_state(pc->ssl);
     uv_tcp_init(pt->loop, &pc->tcp);
     uv_timer_init(pt->loop, &pc->timer);
     pc->tcp.data = pc;
@@ -720,8 +699,6 @@ static pconn *conn_new(ptls *pt, bool outgoing)
                    outgoing ? FENCE_PEER_TLS_HANDSHAKE_MS : FENCE_PEER_TLS_FIRST_BYTE_MS, 0);
     return pc;
 
-out_free_ssl:
-    SSL_free(pc->ssl);
 out_free:
     free(pc);
     return NULL;

@@ -3,8 +3,8 @@
  * libraft 0.15's raft_uv talks to its peers through a struct
  * raft_uv_transport that hands it plain uv_stream_t handles.  This
  * transport gives raft one end of a Unix socketpair per peer connection and
- * pumps the other end through OpenSSL (memory BIOs, so libuv keeps owning
- * the TCP socket) to the real TCP connection.
+ * pumps the other end through OpenSSL (memory BIOs, common/tls_pump.h, so
+ * libuv keeps owning the TCP socket) to the real TCP connection.
  *
  * Connection setup, in order, before raft ever sees a byte:
  *   1. TCP connect / accept on the raft address;

@@ -1,6 +1,6 @@
 /* fence-store commands: turning a parsed RESP request into a checked
  * command.  Pure code (no I/O, no allocation), fuzzed by
- * tests/fuzz/fence_store_fuzz.c. */
+ * tests/fuzz/store_fuzz.c. */
 #ifndef FENCE_STORE_CMD_H
 #define FENCE_STORE_CMD_H
 

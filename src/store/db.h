@@ -11,17 +11,25 @@
  * (a deleted key cannot be recreated through another fence).
  * --ignore-tokens turns this check off along with the token check.
  *
- * Durability: a write-ahead log (wal.h) in front of LMDB.  Each batch is
- * committed to LMDB without a sync (MDB_NOSYNC), with its LSN in the same
- * transaction, then appended to the log as one record and fdatasynced:
- * one sync per batch.  When the log moves to its other file, a checkpoint
- * (fence__store_db_ckpt_*: mdb_env_sync on a worker thread) makes LMDB
- * durable so the file left behind can be reused.  At open, every record
- * above LMDB's LSN is re-applied.  See docs/fence-store.md, "Durability".
+ * Durability: a write-ahead log (wal.h) in front of LMDB.  Each batch's
+ * writes go into LMDB's one open write transaction, with its LSN, and the
+ * batch is appended to the log as one record and fdatasynced: one sync per
+ * batch, and the batch is durable (may be answered) then.  LMDB commits
+ * the open transaction later, without a sync (MDB_NOSYNC), holding many
+ * batches ("Deferred commits" in db_defer.c: fence__store_db_flush, a size
+ * bound, before a checkpoint, at close).  When the log moves to its other
+ * file, a checkpoint (fence__store_db_ckpt_*: mdb_env_sync on a worker
+ * thread) makes LMDB durable so the file left behind can be reused.  At
+ * open, every record above LMDB's LSN is re-applied.  See
+ * docs/fence-store.md, "Durability"; the implementation's files are listed
+ * in db_int.h.
  *
  * Disk full: LMDB's MDB_MAP_FULL (the map is full) and ENOSPC (the file
- * system is full) abort the transaction, nothing written, and are reported
- * (FENCE_STORE_FULL, FENCE_STORE_NOSPACE) and logged as such.  Any other
+ * system is full) are reported (FENCE_STORE_FULL, FENCE_STORE_NOSPACE) and
+ * logged as such.  A write whose put finds no room is refused, nothing of
+ * it written; when LMDB's deferred commit of batches already answered
+ * finds no room, they stay in the log and in memory (reads see them) and
+ * every write is refused until a commit succeeds.  Any other
  * LMDB error, and any failed WAL write, fdatasync or checkpoint sync, is
  * fatal (log + abort): after a failed write or sync we cannot know what is
  * on disk, so the process stops instead of acknowledging anything more. */
@@ -110,7 +118,7 @@ void fence__store_db_close(fence_store_db *db);
  * caller runs every request of the batch again, in order, outside a
  * batch, which gives each one the outcome a serial execution gives (only
  * the write that does not fit fails).  While LMDB cannot take the writes
- * already answered (a full map or disk, see "Deferred commits" in db.c),
+ * already answered (a full map or disk, see "Deferred commits" in db_defer.c),
  * every write is refused with FENCE_STORE_FULL or _NOSPACE. */
 fence_store_result fence__store_db_write(fence_store_db *db,
                                          const fence_store_cmd *c,

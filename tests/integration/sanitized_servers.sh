@@ -18,7 +18,7 @@ export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1
 for t in test_fenced_clients.py test_fenced_badinput.py test_fenced_review.py \
          test_fenced_crash.py test_fenced_logs.sh test_store.sh test_store_py.py test_store_crash.py \
          test_store_keys.py test_store_logs.sh test_fenced_list.py test_store_batch.py \
-         test_store_wal.py test_store_upgrade.py \
+         test_store_wal.py test_store_upgrade.py test_store_pipeline_timer.py \
          test_tls.py test_fenced_authfail.py; do
     out=$TEST_TMP/$t.out
     if FENCED=$ASAN_FENCED FENCE_STORE=$ASAN_STORE "$ROOT/tests/integration/$t" >"$out" 2>&1; then

@@ -104,7 +104,7 @@ if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2>/dev/null;
     stop full TERM
 
     # Small writes on a full disk: each batch's log record fits, and LMDB's
-    # deferred commit of the answered batches is what finds no room (db.c,
+    # deferred commit of the answered batches is what finds no room (db_defer.c,
     # "Deferred commits"). They stay readable, writes are refused, and once
     # space is freed (a file in the same tmpfs, seen through the server's
     # mount namespace) writes are accepted again.

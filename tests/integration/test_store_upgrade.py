@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""fence-store opens a format-1 store and upgrades it in place (db.c,
+"""fence-store opens a format-1 store and upgrades it in place (db_layout.c,
 migrate): the store is generated here, by code, with mdb_load
 (lmdb-utils) from a dump this test writes: format 1 kept each value bare
 in "data" and every key's fence in "owners", and had no "meta" database.

@@ -146,7 +146,7 @@ def test_replay(tap, tmp):
 
 
 def test_deferred(tap, tmp):
-    """The batches logged since LMDB's last commit (db.c, "Deferred
+    """The batches logged since LMDB's last commit (db_defer.c, "Deferred
     commits"): readable at once, committed to LMDB by the timer, and
     replayed after kill -9."""
     s = Store(tmp, "deferred")

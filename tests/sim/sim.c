@@ -32,6 +32,7 @@
 #include <raft.h>
 #include <raft/fixture.h>
 
+#include "common/hash.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
@@ -76,27 +77,19 @@ static bool rng_pct(uint64_t *state, unsigned pct)
     return rng_next(state) % 100 < pct;
 }
 
-/* Feed bytes into a 64-bit FNV-1a hash; used to compare entries, results
- * and snapshots across nodes without keeping copies. */
+/* Feed bytes into a 64-bit FNV-1a hash (common/hash.h); used to compare
+ * entries, results and snapshots across nodes without keeping copies. */
 static uint64_t fnv(uint64_t h, const void *data, size_t len)
 {
-    const uint8_t *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return fence__fnv1a64_add(h, data, len);
 }
 
-#define FNV_INIT 0xcbf29ce484222325ULL
+#define FNV_INIT FENCE_FNV64_INIT
 
 /* Feed one integer into a hash, independent of padding and endianness. */
 static uint64_t fnv_u64(uint64_t h, uint64_t v)
 {
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    return fnv(h, b, sizeof b);
+    return fence__fnv1a64_add_u64(h, v);
 }
 
 struct sim;
