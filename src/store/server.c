@@ -96,13 +96,6 @@ typedef struct store_conn {
     uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
 } store_conn;
 
-/* A connection is closing: it leaves its user's maxconns count. */
-static void on_close(void *ctx, fence_net_conn *c)
-{
-    server *s = ctx;
-    fence__acl_conns_closed(&s->acl_conns, &((store_conn *)c)->quota_mark);
-}
-
 /* A connection was accepted: fresh compat state. */
 static void on_open(void *ctx, fence_net_conn *c)
 {
@@ -113,11 +106,12 @@ static void on_open(void *ctx, fence_net_conn *c)
     fence__store_metrics_connections(&s->metrics, s->net.n_conns + 1);
 }
 
-/* A connection is closing (the layer counts it until it returns). */
+/* A connection is closing (the layer counts it until it returns): it
+ * leaves its user's maxconns count and the connections gauge. */
 static void on_close(void *ctx, fence_net_conn *c)
 {
     server *s = ctx;
-    (void)c;
+    fence__acl_conns_closed(&s->acl_conns, &((store_conn *)c)->quota_mark);
     FENCE_ASSERT(s->net.n_conns > 0);
     fence__store_metrics_connections(&s->metrics, s->net.n_conns - 1);
 }
