@@ -496,14 +496,15 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     fence__node_set_peer_refusals(&s->node, s->metrics.peer_refusals);
     if (fence__listen(s) != 0)
         return -1;
-    if (cfg->metrics_port != 0) {
-        if (fence__srv_metrics_listen(&s->metrics, cfg->bind, (int)cfg->metrics_port, merr,
+    if (cfg->daemon.metrics_port != 0) {
+        if (fence__srv_metrics_listen(&s->metrics, cfg->daemon.bind,
+                                      (int)cfg->daemon.metrics_port, merr,
                                       sizeof(merr)) != 0) {
             LOG_ERROR("metrics-port: %s", merr);
             return -1;
         }
-        LOG_INFO("metrics on http://%s:%llu/metrics", cfg->bind,
-                 (unsigned long long)cfg->metrics_port);
+        LOG_INFO("metrics on http://%s:%llu/metrics", cfg->daemon.bind,
+                 (unsigned long long)cfg->daemon.metrics_port);
     }
     return 0;
 }

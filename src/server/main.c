@@ -1,7 +1,9 @@
 /* fenced: the lock service daemon.  Parses the options, starts logging,
  * raft and the listeners, runs the loop until SIGTERM/SIGINT, exits 0.
  * SIGHUP reopens the --log-file (logrotate) and reads the --acl-file and
- * the --token-signing-key again (a bad file keeps what was in force). */
+ * the --token-signing-key again (a bad file keeps what was in force): the
+ * listeners, the shared options, AUTH/HELLO/CLIENT, the ACL and SIGHUP are
+ * the RESP daemon skeleton's (src/common/daemon.h), as in fence-store. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +12,7 @@
 #include <uv.h>
 
 #include "common/acl_srv.h"
-#include "common/startup_warn.h"
+#include "common/daemon.h"
 #include "common/version.h"
 #include "server/aio_reap.h"
 #include "server/config.h"
@@ -22,8 +24,6 @@ static fence_config config;
 static fence_server server;
 /* The token signing key (--token-signing-key), when one is given. */
 static fence_signtok_signer signer;
-/* SIGHUP: reopen the log, reload files (unreferenced: never keeps the loop up). */
-static uv_signal_t sighup;
 
 /* Read --token-signing-key again.  Grants are signed on the loop thread
  * (this handler's thread), and a slot points at this one static signer,
@@ -46,15 +46,11 @@ static void reload_signer(void)
              fence_signtok_scheme_name(signer.key.scheme));
 }
 
-/* logrotate moved the log file: write to a fresh one at the same path;
- * read the ACL file and the signing key again. */
-static void on_sighup(uv_signal_t *sig, int signum)
+/* SIGHUP, after the skeleton reopened the log and reloaded the ACL
+ * (common/daemon.h): the signing key, when there is one. */
+static void reload_keys(void *arg)
 {
-    (void)sig;
-    (void)signum;
-    if (fence__log_reopen() == 0)
-        LOG_INFO("SIGHUP: log file reopened");
-    fence__server_acl_reload(&server);
+    (void)arg;
     if (server.signer != NULL)
         reload_signer();
 }
@@ -87,15 +83,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "fenced: %s\n", err);
         return 2;
     }
-    fence__log_format_set(config.log_format);
-    rv = fence__log_open(config.log_level_num, config.log_file);
-    if (rv != 0) {
-        fprintf(stderr, "fenced: log-file %s: cannot open: %s\n", config.log_file,
-                strerror(rv));
+    if (fence__daemon_log_start(&config.daemon, "fenced") != 0)
         return 2;
-    }
     signal(SIGPIPE, SIG_IGN);
-    raise_fd_limit(config.max_clients);
+    raise_fd_limit(config.daemon.max_clients);
 
     if (config.token_signing_key[0] != '\0') {
         char kerr[1024];
@@ -114,16 +105,11 @@ int main(int argc, char **argv)
         LOG_WARN("cannot start the io_destroy thread: each snapshot stalls the loop "
                  "while raft closes a log segment (server/aio_reap.h)");
     uv_loop_t *loop = uv_default_loop();
-    uv_signal_init(loop, &sighup);
-    uv_signal_start(&sighup, on_sighup, SIGHUP);
-    uv_unref((uv_handle_t *)&sighup);
+    fence__daemon_signals_start(&server.daemon, loop, reload_keys, NULL);
     /* Before anything listens: say what is exposed. */
-    fence__startup_warn_auth("fenced", config.bind, config.acl_file[0] != '\0',
-                             fence__acl_srv_tls_only(config.port, config.tls_port,
-                                                     config.tls_cert, config.tls_key),
-                             config.insecure);
+    fence__daemon_startup_warn(&config.daemon, "fenced");
     const fence_peer *self = fence__config_peer(&config, config.node_id);
-    if (config.insecure && config.n_peers > 1 && self != NULL &&
+    if (config.daemon.insecure && config.n_peers > 1 && self != NULL &&
         config.peer_tls_cert[0] == '\0' && !fence__acl_srv_is_loopback(self->host))
         for (int i = 0; i < 3; i++)
             LOG_WARN("!!! --insecure: the raft port %s:%u is NOT on a loopback address and has "
@@ -139,7 +125,7 @@ int main(int argc, char **argv)
     LOG_INFO("fenced %s started: node %llu, data-dir %s", FENCE_VERSION,
              (unsigned long long)config.node_id, config.data_dir);
     uv_run(loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&sighup, NULL);
+    fence__daemon_signals_close(&server.daemon);
     uv_run(loop, UV_RUN_NOWAIT);
     fence__server_free(&server);
     uv_loop_close(loop);
