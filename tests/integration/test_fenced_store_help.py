@@ -19,8 +19,9 @@ What may differ is listed here, with the reason:
                fenced never did (checked by running both).
 
 Every other option the two have in common (data-dir) is a daemon's own row
-with its own default, listed as such.  No server is started: only --help
-and a refused flag.
+with its own default, listed as such.  fence-proxy's --log-level goes
+through the same parser (a bad directive names its file and line).  No
+server is started: only --help and refused flags.
 """
 import os
 import re
@@ -33,6 +34,8 @@ from fencetest import Tap, binary  # noqa: E402
 
 FENCED = binary("fenced", env="FENCED")
 FENCE_STORE = binary("fence-store", env="FENCE_STORE")
+FENCE_PROXY = os.environ.get("FENCE_PROXY") or os.path.join(
+    os.path.dirname(FENCED), "fence-proxy")
 
 SHARED = ["port", "metrics-port", "bind", "unix-socket", "tls-port", "tls-cert", "tls-key",
           "tls-ca", "tls-auth-clients", "tls-handshake-timeout-ms", "config", "max-clients",
@@ -114,5 +117,21 @@ for prog in (FENCED, FENCE_STORE):
     t.check(r.returncode == 2 and "--log-level" in r.stderr and "debug, info, warn or error"
             in r.stderr, "%s: an unknown level gets the same refusal" %
             os.path.basename(prog), r.stderr)
+
+# fence-proxy is no RESP daemon, but its --log-level row is the shared
+# parser's too (it checked the word by hand, after parsing, so a bad
+# directive in a --config file lost its file:line).
+if os.access(FENCE_PROXY, os.X_OK):
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("# proxy\nlog-level loud\n")
+    r = subprocess.run([FENCE_PROXY, "--config", f.name], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    os.unlink(f.name)
+    t.eq("fence-proxy: %s:2: log-level: 'loud' is not debug, info, warn or error" % f.name,
+         r.stderr.strip(), "fence-proxy: a bad log level in --config names file and line")
+    t.eq(2, r.returncode, "and exits 2")
+else:
+    t.note("fence-proxy not built: its log-level check not run")
 
 t.finish()
