@@ -144,15 +144,16 @@ int fence__daemon_listen(fence_daemon *d)
 /* SIGHUP: logrotate moved the log file, write to a fresh one at the same
  * path; read the ACL file again (a bad one keeps the old users), then the
  * daemon's keys. */
-void fence__daemon_sighup(fence_daemon *d)
+void fence__daemon_sighup(fence_daemon_signals *sg)
 {
     if (fence__log_reopen() == 0)
         FENCE_LOG_I("SIGHUP: log file reopened");
     char err[512];
+    fence_daemon *d = sg->d;
     if (d->acl != NULL && fence__acl_srv_has_file(d->acl))
         (void)fence__acl_srv_reload(d->acl, err, sizeof(err)); /* it logs */
-    if (d->reload != NULL)
-        d->reload(d->reload_arg);
+    if (sg->reload != NULL)
+        sg->reload(sg->reload_arg);
 }
 
 /* The SIGHUP handle's callback. */
@@ -163,24 +164,25 @@ static void on_sighup(uv_signal_t *sig, int signum)
 }
 
 /* Start SIGHUP; see daemon.h. */
-void fence__daemon_signals_start(fence_daemon *d, uv_loop_t *loop,
+void fence__daemon_signals_start(fence_daemon_signals *sg, fence_daemon *d, uv_loop_t *loop,
                                  fence_daemon_reload_fn reload, void *arg)
 {
-    FENCE_ASSERT(!d->sighup_on);
-    d->reload = reload;
-    d->reload_arg = arg;
-    uv_signal_init(loop, &d->sighup);
-    d->sighup.data = d;
-    uv_signal_start(&d->sighup, on_sighup, SIGHUP);
-    uv_unref((uv_handle_t *)&d->sighup);
-    d->sighup_on = true;
+    FENCE_ASSERT(!sg->on);
+    sg->d = d;
+    sg->reload = reload;
+    sg->reload_arg = arg;
+    uv_signal_init(loop, &sg->sighup);
+    sg->sighup.data = sg;
+    uv_signal_start(&sg->sighup, on_sighup, SIGHUP);
+    uv_unref((uv_handle_t *)&sg->sighup);
+    sg->on = true;
 }
 
 /* Close SIGHUP; see daemon.h. */
-void fence__daemon_signals_close(fence_daemon *d)
+void fence__daemon_signals_close(fence_daemon_signals *sg)
 {
-    if (!d->sighup_on)
+    if (!sg->on)
         return;
-    uv_close((uv_handle_t *)&d->sighup, NULL);
-    d->sighup_on = false;
+    uv_close((uv_handle_t *)&sg->sighup, NULL);
+    sg->on = false;
 }

@@ -190,11 +190,19 @@ typedef struct fence_daemon {
     fence_compat_ctx *compat;      /* the daemon's compat context */
     fence_acl_srv *acl;            /* the daemon's users */
     size_t compat_off;             /* offsetof(its connection, compat state) */
-    uv_signal_t sighup;            /* SIGHUP (unreferenced) */
-    bool sighup_on;                /* sighup is initialized */
-    fence_daemon_reload_fn reload; /* its keys on SIGHUP, or NULL */
-    void *reload_arg;              /* reload's argument */
 } fence_daemon;
+
+/* The skeleton's signal handling: a struct of its own, so that a daemon
+ * can start it before its server struct is set up (fenced zeroes its
+ * fence_server, and the fence_daemon in it, at init; a SIGHUP that comes
+ * before fence__daemon_users_init reopens the log and reloads no ACL). */
+typedef struct fence_daemon_signals {
+    fence_daemon *d;               /* the skeleton it acts on */
+    uv_signal_t sighup;            /* SIGHUP (unreferenced) */
+    bool on;                       /* sighup is initialized */
+    fence_daemon_reload_fn reload; /* the daemon's keys, or NULL */
+    void *reload_arg;              /* reload's argument */
+} fence_daemon_signals;
 
 /* Fill d, the compat context (HELLO names prog; table/n is the daemon's
  * command table; CLIENT LIST walks net's connections; CLIENT LIST's
@@ -213,15 +221,16 @@ int fence__daemon_users_init(fence_daemon *d, const char *prog, const fence_daem
  * stops net). */
 int fence__daemon_listen(fence_daemon *d);
 
-/* Start the SIGHUP handler on loop (unreferenced: it never keeps the loop
- * up): reopen the log, reload the ACL, then reload(arg) when not NULL. */
-void fence__daemon_signals_start(fence_daemon *d, uv_loop_t *loop,
+/* Start the SIGHUP handler of d on loop (unreferenced: it never keeps the
+ * loop up): reopen the log, reload d's ACL, then reload(arg) when not
+ * NULL.  sg must stay put while the loop runs. */
+void fence__daemon_signals_start(fence_daemon_signals *sg, fence_daemon *d, uv_loop_t *loop,
                                  fence_daemon_reload_fn reload, void *arg);
 
-/* What SIGHUP does (for a daemon that reloads on its own, and tests). */
-void fence__daemon_sighup(fence_daemon *d);
+/* What SIGHUP does. */
+void fence__daemon_sighup(fence_daemon_signals *sg);
 
 /* Close the SIGHUP handle (shutdown; the loop then frees it). */
-void fence__daemon_signals_close(fence_daemon *d);
+void fence__daemon_signals_close(fence_daemon_signals *sg);
 
 #endif /* FENCE_COMMON_DAEMON_H */

@@ -12,7 +12,7 @@
 #include "common/limits.h"
 #include "common/tls.h"
 #include "server/commands_table.h"
-#include "server/log.h"
+#include "common/log.h"
 #include "server/server.h"
 
 /* ---- Slots ------------------------------------------------------------------ */

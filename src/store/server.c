@@ -88,7 +88,8 @@ typedef struct server {
     fence_acl_srv acl;             /* users and permissions (acl_srv.h) */
     fence_acl_conns acl_conns;     /* connections per user, maxconns (acl_conns.h) */
     fence_daemon daemon;           /* the RESP daemon skeleton (daemon.h):
-                                    * compat, ACL, listeners, SIGHUP */
+                                    * compat, ACL, listeners */
+    fence_daemon_signals signals;  /* its SIGHUP */
 } server;
 
 /* One client connection: the layer's and its Redis-client state. */
@@ -619,7 +620,7 @@ static void close_signals(server *s)
     uv_close((uv_handle_t *)&s->flush, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
-    fence__daemon_signals_close(&s->daemon);
+    fence__daemon_signals_close(&s->signals);
 }
 
 /* SIGINT/SIGTERM: stop accepting, close everything, let the loop end. */
@@ -723,7 +724,7 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     s->sigint.data = s->sigterm.data = s;
     uv_signal_start(&s->sigint, on_stop_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_stop_signal, SIGTERM);
-    fence__daemon_signals_start(&s->daemon, s->loop, reload_keys, s);
+    fence__daemon_signals_start(&s->signals, &s->daemon, s->loop, reload_keys, s);
     if (fence__daemon_listen(&s->daemon) != 0) {
         close_signals(s);
         fence__net_stop(&s->net);
