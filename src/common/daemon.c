@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/acl_conns.h"
 #include "common/acl_srv.h"
 #include "common/assert.h"
 #include "common/compat_net.h"
@@ -47,7 +48,7 @@ void fence__daemon_net_limits(const fence_daemon_conf *c, fence_net_limits *lim)
 /* The layer connection whose compat state is cc. */
 static fence_net_conn *conn_of(const fence_daemon *d, fence_compat_conn *cc)
 {
-    return (fence_net_conn *)((char *)cc - d->compat_off);
+    return (fence_net_conn *)((char *)cc - d->p.compat_off);
 }
 
 /* The compat module's AUTH callback (with --acl-file): check, and trust
@@ -56,7 +57,7 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
                    const fence_resp_arg *pass)
 {
     fence_daemon *d = arg;
-    int rc = fence__acl_srv_auth(d->acl, user, pass);
+    int rc = fence__acl_srv_auth(d->p.acl, user, pass);
     if (rc == 0)
         fence__net_conn_trust(conn_of(d, cc), true);
     return rc;
@@ -67,41 +68,72 @@ static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
 static bool sees_all_cb(void *arg, const fence_compat_conn *cc)
 {
     fence_daemon *d = arg;
-    return fence__acl_srv_admin(d->acl, (fence_compat_conn *)cc);
+    return fence__acl_srv_admin(d->p.acl, (fence_compat_conn *)cc);
 }
 
 /* CLIENT LIST: every open client connection of the daemon. */
 static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
 {
     fence_daemon *d = arg;
-    fence__compat_net_list(d->net, d->compat_off, emit, emit_arg);
+    fence__compat_net_list(d->p.net, d->p.compat_off, emit, emit_arg);
+}
+
+/* The compat state of the daemon's connection c. */
+static fence_compat_conn *compat_of(const fence_daemon *d, fence_net_conn *c)
+{
+    return (fence_compat_conn *)((char *)c + d->p.compat_off);
 }
 
 /* The compat context and the ACL; see daemon.h. */
-int fence__daemon_users_init(fence_daemon *d, const char *prog, const fence_daemon_conf *c,
-                             fence_net *net, fence_compat_ctx *compat, fence_acl_srv *acl,
-                             size_t compat_off, const fence_compat_command *table, size_t n)
+int fence__daemon_users_init(fence_daemon *d, const fence_daemon_parts *parts)
 {
-    d->prog = prog;
-    d->conf = c;
-    d->net = net;
-    d->compat = compat;
-    d->acl = acl;
-    d->compat_off = compat_off;
-    fence__compat_ctx_init(compat, prog, table, n, list_conns, d);
+    FENCE_ASSERT(parts->compat_off >= sizeof(fence_net_conn));
+    FENCE_ASSERT(parts->quota_off >= sizeof(fence_net_conn));
+    d->p = *parts;
+    const fence_daemon_conf *c = parts->conf;
+    fence_compat_ctx *compat = parts->compat;
+    fence__compat_ctx_init(compat, parts->prog, parts->commands, parts->n_commands, list_conns,
+                           d);
     char err[512];
     const char *path = c->acl_file[0] != '\0' ? c->acl_file : NULL;
-    if (fence__acl_srv_init(acl, path, err, sizeof(err)) != 0) {
+    if (fence__acl_srv_init(parts->acl, path, err, sizeof(err)) != 0) {
         FENCE_LOG_E("acl-file: %s", err);
         return -1;
     }
-    fence__acl_srv_set_commands(acl, table, n);
+    fence__acl_srv_set_commands(parts->acl, parts->commands, parts->n_commands);
     compat->sees_all = sees_all_cb;
     if (path != NULL) {
         compat->auth = auth_cb; /* compat->arg is d */
-        FENCE_LOG_I("acl: %s loaded (%zu users)", path, fence_acl_count(acl->acl));
+        FENCE_LOG_I("acl: %s loaded (%zu users)", path, fence_acl_count(parts->acl->acl));
     }
     return 0;
+}
+
+/* A connection was accepted; see daemon.h. */
+void fence__daemon_conn_open(fence_daemon *d, fence_net_conn *c)
+{
+    fence_compat_conn_init(compat_of(d, c), c->id);
+    fence__acl_srv_net_open(d->p.acl, compat_of(d, c), c);
+}
+
+/* The gate and maxconns; see daemon.h. */
+bool fence__daemon_acl_gate(fence_daemon *d, fence_net_conn *c, const fence_resp_msg *m)
+{
+    return fence__acl_srv_net_gate(d->p.acl, compat_of(d, c), c, m) ||
+           fence__acl_conns_refused(d->p.acl, d->p.acl_conns, d->p.net, d->p.compat_off,
+                                    d->p.quota_off, c);
+}
+
+/* The compat commands; see daemon.h. */
+bool fence__daemon_compat(fence_daemon *d, fence_net_conn *c, const fence_resp_msg *m)
+{
+    return fence__compat_net_handle(d->p.compat, compat_of(d, c), c, m);
+}
+
+/* A connection is closing; see daemon.h. */
+void fence__daemon_conn_closed(fence_daemon *d, fence_net_conn *c)
+{
+    fence__acl_conns_closed(d->p.acl_conns, (uint64_t *)((char *)c + d->p.quota_off));
 }
 
 /* ---- Listeners ---------------------------------------------------------------- */
@@ -109,10 +141,11 @@ int fence__daemon_users_init(fence_daemon *d, const char *prog, const fence_daem
 /* Open the listeners; see daemon.h. */
 int fence__daemon_listen(fence_daemon *d)
 {
-    const fence_daemon_conf *c = d->conf;
+    const fence_daemon_conf *c = d->p.conf;
+    fence_net *net = d->p.net;
     char err[1400];
     if (c->port != 0) {
-        if (fence__net_listen_tcp(d->net, c->bind, (unsigned)c->port, err, sizeof(err)) != 0) {
+        if (fence__net_listen_tcp(net, c->bind, (unsigned)c->port, err, sizeof(err)) != 0) {
             FENCE_LOG_E("%s", err);
             return -1;
         }
@@ -121,7 +154,7 @@ int fence__daemon_listen(fence_daemon *d)
     if (c->tls_port != 0) {
         fence_tls_opts o = {c->tls_cert, c->tls_key, c->tls_ca, c->tls_auth,
                             c->tls_handshake_ms};
-        if (fence__tls_listen(d->net, &o, c->bind, (unsigned)c->tls_port, err,
+        if (fence__tls_listen(net, &o, c->bind, (unsigned)c->tls_port, err,
                               sizeof(err)) != 0) {
             FENCE_LOG_E("%s", err);
             return -1;
@@ -130,7 +163,7 @@ int fence__daemon_listen(fence_daemon *d)
                     (unsigned long long)c->tls_port, fence__tls_auth_name(c->tls_auth));
     }
     if (c->unix_socket[0] != '\0') {
-        if (fence__net_listen_unix(d->net, c->unix_socket, err, sizeof(err)) != 0) {
+        if (fence__net_listen_unix(net, c->unix_socket, err, sizeof(err)) != 0) {
             FENCE_LOG_E("%s", err);
             return -1;
         }
@@ -150,8 +183,8 @@ void fence__daemon_sighup(fence_daemon_signals *sg)
         FENCE_LOG_I("SIGHUP: log file reopened");
     char err[512];
     fence_daemon *d = sg->d;
-    if (d->acl != NULL && fence__acl_srv_has_file(d->acl))
-        (void)fence__acl_srv_reload(d->acl, err, sizeof(err)); /* it logs */
+    if (d->p.acl != NULL && fence__acl_srv_has_file(d->p.acl))
+        (void)fence__acl_srv_reload(d->p.acl, err, sizeof(err)); /* it logs */
     if (sg->reload != NULL)
         sg->reload(sg->reload_arg);
 }

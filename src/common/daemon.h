@@ -21,10 +21,12 @@
  *     daemon's own keys through a hook (a bad file keeps what was in
  *     force).
  *
- * The daemon keeps its fence_compat_ctx, fence_acl_srv and fence_net in
- * its own server struct (its request path uses them) and hands their
- * addresses to a fence_daemon it also holds; the compat callbacks get the
- * fence_daemon as their argument.  One thread: everything here runs on
+ * The daemon keeps its fence_compat_ctx, fence_acl_srv, fence_acl_conns
+ * and fence_net in its own server struct and hands their addresses
+ * (fence_daemon_parts) to a fence_daemon it also holds; the compat
+ * callbacks get the fence_daemon as their argument.  Per connection the
+ * skeleton does the open (compat state, default login), the ACL gate with
+ * the user's maxconns, the compat commands, and the close.  One thread: everything here runs on
  * the daemon's loop thread. */
 #ifndef FENCE_COMMON_DAEMON_H
 #define FENCE_COMMON_DAEMON_H
@@ -34,10 +36,12 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/acl_conns.h"
 #include "common/acl_srv.h"
 #include "common/compat.h"
 #include "common/conn.h"
 #include "common/options.h"
+#include "proto/resp.h"
 
 /* Longest --bind address (an IP literal or a name). */
 #define FENCE_DAEMON_BIND_MAX 64
@@ -182,14 +186,24 @@ void fence__daemon_net_limits(const fence_daemon_conf *c, fence_net_limits *lim)
  * again (a bad file keeps the old ones, logged). */
 typedef void (*fence_daemon_reload_fn)(void *arg);
 
-/* The skeleton's state inside a daemon's server struct. */
-typedef struct fence_daemon {
-    const char *prog;              /* "fenced" or "fence-store" */
+/* What a daemon hands the skeleton: its own parts (they live in its server
+ * struct, where its request path uses them) and its command table. */
+typedef struct fence_daemon_parts {
+    const char *prog;              /* "fenced" or "fence-store" (HELLO, logs) */
     const fence_daemon_conf *conf; /* the shared options (the daemon's) */
     fence_net *net;                /* the daemon's connection layer */
     fence_compat_ctx *compat;      /* the daemon's compat context */
     fence_acl_srv *acl;            /* the daemon's users */
-    size_t compat_off;             /* offsetof(its connection, compat state) */
+    fence_acl_conns *acl_conns;    /* its connections per user (maxconns) */
+    size_t compat_off;             /* offsetof(its connection, fence_compat_conn) */
+    size_t quota_off;              /* offsetof(its connection, uint64_t maxconns mark) */
+    const fence_compat_command *commands; /* its command table */
+    size_t n_commands;             /* rows in commands */
+} fence_daemon_parts;
+
+/* The skeleton's state inside a daemon's server struct. */
+typedef struct fence_daemon {
+    fence_daemon_parts p;          /* as given to fence__daemon_users_init */
 } fence_daemon;
 
 /* The skeleton's signal handling: a struct of its own, so that a daemon
@@ -204,16 +218,30 @@ typedef struct fence_daemon_signals {
     void *reload_arg;              /* reload's argument */
 } fence_daemon_signals;
 
-/* Fill d, the compat context (HELLO names prog; table/n is the daemon's
+/* Fill d from parts, set up the compat context (HELLO names prog; the
  * command table; CLIENT LIST walks net's connections; CLIENT LIST's
  * visibility and, with --acl-file, AUTH are the skeleton's callbacks) and
  * load the ACL (--acl-file, or the default user) with the gate checking
- * table.  compat_off is the offset of the fence_compat_conn in the
- * daemon's connection struct (which embeds fence_net_conn first).  Before
- * the listeners open.  0, or -1 after logging why. */
-int fence__daemon_users_init(fence_daemon *d, const char *prog, const fence_daemon_conf *c,
-                             fence_net *net, fence_compat_ctx *compat, fence_acl_srv *acl,
-                             size_t compat_off, const fence_compat_command *table, size_t n);
+ * the command table.  The daemon's connection struct embeds
+ * fence_net_conn first.  Before the listeners open.  0, or -1 after
+ * logging why. */
+int fence__daemon_users_init(fence_daemon *d, const fence_daemon_parts *parts);
+
+/* A connection was accepted (the layer's on_open): fresh compat state,
+ * logged in as "default" when that user is nopass, trusted then. */
+void fence__daemon_conn_open(fence_daemon *d, fence_net_conn *c);
+
+/* The ACL gate and the user's maxconns for request m of c, before
+ * anything else: true when one of them answered (m must not run). */
+bool fence__daemon_acl_gate(fence_daemon *d, fence_net_conn *c, const fence_resp_msg *m);
+
+/* The Redis-client commands (HELLO, CLIENT, AUTH, ...) for m, after the
+ * gate: true when the compat module answered (m must not run). */
+bool fence__daemon_compat(fence_daemon *d, fence_net_conn *c, const fence_resp_msg *m);
+
+/* A connection is closing (the layer's on_close): it leaves its user's
+ * maxconns count. */
+void fence__daemon_conn_closed(fence_daemon *d, fence_net_conn *c);
 
 /* Open the listeners the options name, on net (after fence__net_init):
  * TCP on bind:port, TLS on bind:tls-port, the Unix socket; each one is

@@ -6,29 +6,14 @@
  * (docs/security.md). */
 #include <stddef.h>
 
-#include "common/acl_conns.h"
 #include "common/acl_srv.h"
 #include "server/server.h"
 
-/* A connection was accepted. */
-void fence__server_acl_open(fence_conn *c)
-{
-    fence__acl_srv_net_open(&c->srv->acl, &c->compat, &c->base);
-}
-
-/* The gate; true when it answered m. */
+/* The gate and the user's maxconns (the skeleton's); true when it
+ * answered m. */
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m)
 {
-    return fence__acl_srv_net_gate(&c->srv->acl, &c->compat, &c->base, m) ||
-           fence__acl_conns_refused(&c->srv->acl, &c->srv->acl_conns, &c->srv->net,
-                                    offsetof(fence_conn, compat),
-                                    offsetof(fence_conn, quota_mark), &c->base);
-}
-
-/* A connection is closing: it leaves its user's maxconns count. */
-void fence__server_acl_closed(fence_conn *c)
-{
-    fence__acl_conns_closed(&c->srv->acl_conns, &c->quota_mark);
+    return fence__daemon_acl_gate(&c->srv->daemon, &c->base, m);
 }
 
 /* Stamp a core command with the requesting user, and a command that

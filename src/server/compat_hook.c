@@ -5,12 +5,12 @@
  * AUTH) is the skeleton's: fence__daemon_users_init (src/common/daemon.h). */
 #include <stddef.h>
 
-#include "common/compat_net.h"
+#include "common/daemon.h"
 #include "server/server.h"
 
 /* Offer request m of c to the compat module; true when it answered (the
  * reply is queued in order and m must not run). */
 bool fence__server_compat(fence_conn *c, const fence_resp_msg *m)
 {
-    return fence__compat_net_handle(&c->srv->compat, &c->compat, &c->base, m);
+    return fence__daemon_compat(&c->srv->daemon, &c->base, m);
 }

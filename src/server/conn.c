@@ -94,8 +94,7 @@ static void on_open(void *ctx, fence_net_conn *nc)
     c->srv = ctx;
     c->id = nc->id;
     fence__leader_conn_init(&c->lconn);
-    fence_compat_conn_init(&c->compat, nc->id);
-    fence__server_acl_open(c);
+    fence__daemon_conn_open(&c->srv->daemon, nc); /* compat state, default login */
 }
 
 /* A request was parsed: count it and dispatch it (cmd.c). */
@@ -112,7 +111,7 @@ static void on_close(void *ctx, fence_net_conn *nc)
 {
     fence__server_conn_closed(ctx, (fence_conn *)nc);
     fence__owner_conn_closed((fence_conn *)nc);
-    fence__server_acl_closed((fence_conn *)nc);
+    fence__daemon_conn_closed(&((fence_conn *)nc)->srv->daemon, nc); /* maxconns */
 }
 
 /* An unanswered slot of a closed connection: cluster.c's are kept (freed
@@ -142,9 +141,11 @@ int fence__listen(fence_server *s)
     lim.conn_size = sizeof(fence_conn);
     lim.eof_flush = false; /* a client that hangs up cancels its waits */
     lim.resp = s->resp_lim;
-    if (fence__daemon_users_init(&s->daemon, "fenced", &s->cfg->daemon, &s->net, &s->compat,
-                                 &s->acl, offsetof(fence_conn, compat), fence__server_commands,
-                                 fence__server_commands_n) != 0)
+    fence_daemon_parts parts = {"fenced", &s->cfg->daemon, &s->net, &s->compat, &s->acl,
+                                &s->acl_conns, offsetof(fence_conn, compat),
+                                offsetof(fence_conn, quota_mark), fence__server_commands,
+                                fence__server_commands_n};
+    if (fence__daemon_users_init(&s->daemon, &parts) != 0)
         return -1;
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));

@@ -217,11 +217,9 @@ void fence__conns_close_all(fence_server *s);
 
 /* ---- acl_hook.c ---- */
 void fence__server_acl_free(fence_server *s);
-void fence__server_acl_open(fence_conn *c);
 /* true: answered by the gate (NOAUTH, NOPERM, ACL ...): do not dispatch m. */
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m);
 void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd);
-void fence__server_acl_closed(fence_conn *c);
 bool fence__server_acl_admin(fence_conn *c);
 
 /* ---- compat_hook.c ---- */

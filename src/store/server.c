@@ -103,8 +103,7 @@ typedef struct store_conn {
 static void on_open(void *ctx, fence_net_conn *c)
 {
     server *s = ctx;
-    fence_compat_conn_init(&((store_conn *)c)->compat, c->id);
-    fence__acl_srv_net_open(&s->acl, &((store_conn *)c)->compat, c);
+    fence__daemon_conn_open(&s->daemon, c); /* compat state, default login */
     /* The layer counts c right after this hook. */
     fence__store_metrics_connections(&s->metrics, s->net.n_conns + 1);
 }
@@ -114,7 +113,7 @@ static void on_open(void *ctx, fence_net_conn *c)
 static void on_close(void *ctx, fence_net_conn *c)
 {
     server *s = ctx;
-    fence__acl_conns_closed(&s->acl_conns, &((store_conn *)c)->quota_mark);
+    fence__daemon_conn_closed(&s->daemon, c); /* maxconns */
     FENCE_ASSERT(s->net.n_conns > 0);
     fence__store_metrics_connections(&s->metrics, s->net.n_conns - 1);
 }
@@ -552,10 +551,7 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
-    if (fence__acl_srv_net_gate(&s->acl, &((store_conn *)c)->compat, c, msg) ||
-        fence__acl_conns_refused(&s->acl, &s->acl_conns, &s->net, offsetof(store_conn, compat),
-                                 offsetof(store_conn, quota_mark), c) ||
-        fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
+    if (fence__daemon_acl_gate(&s->daemon, c, msg) || fence__daemon_compat(&s->daemon, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
                                sizeof(err)) != 0) {
@@ -613,14 +609,20 @@ static void on_proto_error(void *ctx, fence_net_conn *c, int status,
 }
 
 /* Close the signal handles (they keep the loop alive otherwise). */
+static void close_stop_signals(server *s)
+{
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    fence__daemon_signals_close(&s->signals);
+}
+
+/* Close the loop's handles: the batch's and the signals. */
 static void close_signals(server *s)
 {
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->idle, NULL);
     uv_close((uv_handle_t *)&s->flush, NULL);
-    uv_close((uv_handle_t *)&s->sigint, NULL);
-    uv_close((uv_handle_t *)&s->sigterm, NULL);
-    fence__daemon_signals_close(&s->signals);
+    close_stop_signals(s);
 }
 
 /* SIGINT/SIGTERM: stop accepting, close everything, let the loop end. */
@@ -675,9 +677,11 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         FENCE_LOG_I("accepting only signed tokens (%zu verify keys from %s)",
                     fence_signtok_verifier_nkeys(s->verifier), cfg->token_verify_keys);
     }
-    if (fence__daemon_users_init(&s->daemon, "fence-store", &cfg->daemon, &s->net, &s->compat,
-                                 &s->acl, offsetof(store_conn, compat), fence__store_commands,
-                                 fence__store_commands_n) != 0)
+    fence_daemon_parts parts = {"fence-store", &cfg->daemon, &s->net, &s->compat, &s->acl,
+                                &s->acl_conns, offsetof(store_conn, compat),
+                                offsetof(store_conn, quota_mark), fence__store_commands,
+                                fence__store_commands_n};
+    if (fence__daemon_users_init(&s->daemon, &parts) != 0)
         return 1;
     snprintf(s->refuse, sizeof(s->refuse), "max clients (%" PRIu64
              ") reached", cfg->daemon.max_clients);
@@ -706,8 +710,37 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    /* The handles, signals too, before anything listens: a client or a
-     * signal may come as soon as the listening line is logged. */
+    /* The signals before anything listens: a signal may come as soon as
+     * the listening line is logged. */
+    uv_signal_init(s->loop, &s->sigint);
+    uv_signal_init(s->loop, &s->sigterm);
+    s->sigint.data = s->sigterm.data = s;
+    uv_signal_start(&s->sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_stop_signal, SIGTERM);
+    fence__daemon_signals_start(&s->signals, &s->daemon, s->loop, reload_keys, s);
+    if (fence__daemon_listen(&s->daemon) != 0) {
+        close_stop_signals(s);
+        fence__net_stop(&s->net);
+        uv_run(s->loop, UV_RUN_DEFAULT);
+        fence__net_free(&s->net);
+        fence_signtok_verifier_free(s->verifier);
+        return 1;
+    }
+    if (fence__store_metrics_start(&s->metrics, cfg->daemon.bind, (int)cfg->daemon.metrics_port,
+                                   err, sizeof(err)) != 0) {
+        FENCE_LOG_E("metrics-port: %s", err);
+        close_stop_signals(s);
+        fence__net_stop(&s->net);
+        uv_run(s->loop, UV_RUN_DEFAULT);
+        fence__net_free(&s->net);
+        return 1;
+    }
+    if (cfg->daemon.metrics_port != 0)
+        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->daemon.bind,
+                    cfg->daemon.metrics_port);
+    /* After the listeners: the TLS listener's own handles (which hand
+     * decrypted requests over) must run before this check handle in a
+     * loop turn, or a batch opened by them would stay open past it. */
     uv_check_init(s->loop, &s->check);
     uv_idle_init(s->loop, &s->idle);
     s->check.data = s->idle.data = s;
@@ -719,32 +752,6 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     uv_timer_start(&s->flush, on_flush_timer, FENCE_STORE_FLUSH_MS,
                    FENCE_STORE_FLUSH_MS);
     uv_unref((uv_handle_t *)&s->flush); /* never keeps the loop alive */
-    uv_signal_init(s->loop, &s->sigint);
-    uv_signal_init(s->loop, &s->sigterm);
-    s->sigint.data = s->sigterm.data = s;
-    uv_signal_start(&s->sigint, on_stop_signal, SIGINT);
-    uv_signal_start(&s->sigterm, on_stop_signal, SIGTERM);
-    fence__daemon_signals_start(&s->signals, &s->daemon, s->loop, reload_keys, s);
-    if (fence__daemon_listen(&s->daemon) != 0) {
-        close_signals(s);
-        fence__net_stop(&s->net);
-        uv_run(s->loop, UV_RUN_DEFAULT);
-        fence__net_free(&s->net);
-        fence_signtok_verifier_free(s->verifier);
-        return 1;
-    }
-    if (fence__store_metrics_start(&s->metrics, cfg->daemon.bind, (int)cfg->daemon.metrics_port,
-                                   err, sizeof(err)) != 0) {
-        FENCE_LOG_E("metrics-port: %s", err);
-        close_signals(s);
-        fence__net_stop(&s->net);
-        uv_run(s->loop, UV_RUN_DEFAULT);
-        fence__net_free(&s->net);
-        return 1;
-    }
-    if (cfg->daemon.metrics_port != 0)
-        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->daemon.bind,
-                    cfg->daemon.metrics_port);
     uv_run(s->loop, UV_RUN_DEFAULT);
     FENCE_ASSERT(!s->open);
     free(s->items);
