@@ -26,8 +26,12 @@
  * (fence_daemon_parts) to a fence_daemon it also holds; the compat
  * callbacks get the fence_daemon as their argument.  Per connection the
  * skeleton does the open (compat state, default login), the ACL gate with
- * the user's maxconns, the compat commands, and the close.  One thread: everything here runs on
- * the daemon's loop thread. */
+ * the user's maxconns, the compat commands, and the close.  One thread:
+ * everything here runs on the daemon's loop thread.
+ *
+ * Who reaches what: nothing here parses client bytes (the gate and the
+ * compat module do, as before); the options come from the operator's
+ * flags and file, bounded by the option rows. */
 #ifndef FENCE_COMMON_DAEMON_H
 #define FENCE_COMMON_DAEMON_H
 

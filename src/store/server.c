@@ -28,9 +28,11 @@
  * disconnected (slow reader); connections beyond --max-clients get
  * "-LIMIT" and are closed.
  *
- * Signals: SIGINT and SIGTERM stop the server; SIGHUP reopens the
- * --log-file (logrotate) and reads --acl-file and --token-verify-keys
- * again (a bad file keeps what was in force). */
+ * Signals: SIGINT and SIGTERM stop the server; SIGHUP (the daemon
+ * skeleton's, common/daemon.h, like the listeners, the compat context and
+ * the ACL) reopens the --log-file (logrotate) and reads --acl-file and,
+ * through reload_keys, --token-verify-keys again (a bad file keeps what
+ * was in force). */
 #include "store/server.h"
 
 #include <inttypes.h>
