@@ -84,7 +84,7 @@ typedef struct fence_daemon_conf {
 
 /* The shared option rows, for a daemon's config struct type T whose
  * fence_daemon_conf member is called "daemon".  The daemon's parameters
- * are the intended differences (tests/integration/test_daemon_help.sh):
+ * are the intended differences (tests/integration/test_fenced_store_help.py):
  *   port_def            its default client port (each daemon its own);
  *   clients_max, clients_def   --max-clients bound and default;
  *   obuf_min, obuf_max  --max-obuf bounds (fence-store's must hold a
