@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/log.h"
 #include "common/num.h"
 #include "common/options.h"
@@ -29,8 +30,8 @@ static const fence_opt proxy_opts[] = {
                       "the resource the proxy protects (required)"),
     FENCE_OPT_STR_ROW(C, "data-dir", data_dir, "", "<dir>",
                       "where the durable fence marks live (required; created)"),
-    FENCE_OPT_STR_ROW(C, "log-level", log_level, "info", "<level>",
-                      "debug, info, warn or error"),
+    FENCE_OPT_LEVEL_ROW(C, "log-level", log_level, "info", "<level>",
+                        "debug, info, warn or error", 0),
     FENCE_OPT_STR_ROW(C, "log-file", log_file, "", "<file>",
                       "append the log here (reopened on SIGHUP); default stderr"),
     FENCE_OPT_STR_ROW(C, "log-format", log_format, "text", "<text|json>",
@@ -133,10 +134,9 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
         snprintf(err, cap, "--tls-cert and --tls-key go together");
         return -1;
     }
-    if (fence__log_level_parse(cfg->log_level) < 0) {
-        snprintf(err, cap, "--log-level: '%s' is not debug, info, warn or error", cfg->log_level);
-        return -1;
-    }
+    /* The log-level row checked the word when it was set (the shared
+     * parser, common/options.h FENCE_OPT_F_LOGLEVEL). */
+    FENCE_ASSERT(fence__log_level_parse(cfg->log_level) >= 0);
     if (fence__log_format_parse(cfg->log_format) < 0) {
         snprintf(err, cap, "--log-format: '%s' is not text or json", cfg->log_format);
         return -1;

@@ -1,83 +1,19 @@
 /* fenced's hook into users and permissions (src/common/acl_srv.h): the
- * ACL is loaded before the listeners open, every request passes the gate
- * before the compat module and the command table, and each core command
- * carries its user's owner id (docs/security.md). */
+ * skeleton (src/common/daemon.h) loads the ACL before the listeners open,
+ * sets the AUTH and CLIENT LIST callbacks and reloads on SIGHUP; here
+ * every request passes the gate before the compat module and the command
+ * table, and each core command carries its user's owner id
+ * (docs/security.md). */
 #include <stddef.h>
 
-#include "common/acl_conns.h"
 #include "common/acl_srv.h"
-#include "server/log.h"
-#include "server/commands_table.h"
 #include "server/server.h"
 
-/* The fenced connection whose compat state is cc. */
-static fence_conn *conn_of(fence_compat_conn *cc)
-{
-    return (fence_conn *)((char *)cc - offsetof(fence_conn, compat));
-}
-
-/* The compat module's AUTH callback: check, and trust the connection. */
-static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
-                   const fence_resp_arg *pass)
-{
-    fence_server *s = arg;
-    return fence__acl_srv_auth(&s->acl, cc, &conn_of(cc)->base, user, pass);
-}
-
-/* CLIENT LIST: whether the connection of cc sees every connection. */
-static bool sees_all_cb(void *arg, const fence_compat_conn *cc)
-{
-    fence_server *s = arg;
-    return fence__acl_srv_admin(&s->acl, (fence_compat_conn *)cc);
-}
-
-/* Load --acl-file (or the default user); after fence__server_compat_init.
- * 0, or -1 after logging why. */
-int fence__server_acl_init(fence_server *s)
-{
-    char err[512];
-    const char *path = s->cfg->acl_file[0] != '\0' ? s->cfg->acl_file : NULL;
-    if (fence__acl_srv_init(&s->acl, path, err, sizeof(err)) != 0) {
-        LOG_ERROR("acl-file: %s", err);
-        return -1;
-    }
-    fence__acl_srv_set_commands(&s->acl, fence__server_commands, fence__server_commands_n);
-    s->compat.sees_all = sees_all_cb;
-    s->acl.m_auth_failures = s->metrics.auth_failures;
-    if (path != NULL) {
-        s->compat.auth = auth_cb; /* ctx->arg is s */
-        LOG_INFO("acl: %s loaded (%zu users)", path, fence_acl_count(s->acl.acl));
-    }
-    return 0;
-}
-
-/* SIGHUP: read the ACL file again (a bad one keeps the old users). */
-void fence__server_acl_reload(fence_server *s)
-{
-    char err[512];
-    if (fence__acl_srv_has_file(&s->acl))
-        (void)fence__acl_srv_reload(&s->acl, err, sizeof(err));
-}
-
-/* A connection was accepted. */
-void fence__server_acl_open(fence_conn *c)
-{
-    fence__acl_srv_net_open(&c->srv->acl, &c->compat, &c->base);
-}
-
-/* The gate; true when it answered m. */
+/* The gate and the user's maxconns (the skeleton's); true when it
+ * answered m. */
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m)
 {
-    return fence__acl_srv_net_gate(&c->srv->acl, &c->compat, &c->base, m) ||
-           fence__acl_conns_refused(&c->srv->acl, &c->srv->acl_conns, &c->srv->net,
-                                    offsetof(fence_conn, compat),
-                                    offsetof(fence_conn, quota_mark), &c->base);
-}
-
-/* A connection is closing: it leaves its user's maxconns count. */
-void fence__server_acl_closed(fence_conn *c)
-{
-    fence__acl_conns_closed(&c->srv->acl_conns, &c->quota_mark);
+    return fence__daemon_acl_gate(&c->srv->daemon, &c->base, m);
 }
 
 /* Stamp a core command with the requesting user, and a command that

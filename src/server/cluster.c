@@ -10,7 +10,7 @@
 #include <strings.h>
 
 #include "server/cluster_addr.h"
-#include "server/log.h"
+#include "common/log.h"
 #include "server/server.h"
 
 /* Most distinct stripped raft addresses remembered (one per node the
@@ -77,7 +77,7 @@ static int connect_stripped(struct raft_uv_transport *t, struct raft_uv_connect 
         return tcp_connect(t, req, id, address, cb);
     const char *raft = intern_raft_part(address);
     if (raft == NULL) {
-        LOG_ERROR("raft address '%.80s' is too long or too many addresses", address);
+        FENCE_LOG_E("raft address '%.80s' is too long or too many addresses", address);
         return RAFT_NOCONNECTION;
     }
     return tcp_connect(t, req, id, raft, cb);
@@ -338,7 +338,7 @@ static void change_done(struct raft_change *req, int status)
     cluster_req *q = req->data;
     fence_server *s = q->srv;
     if (status == 0 && q->kind == CK_ADD) {
-        LOG_INFO("cluster: node %" PRIu64 " added as spare; promoting to voter", q->id);
+        FENCE_LOG_I("cluster: node %" PRIu64 " added as spare; promoting to voter", q->id);
         int rv = start_promote(q);
         if (rv == 0)
             return;
@@ -348,13 +348,13 @@ static void change_done(struct raft_change *req, int status)
     int kind = q->kind;
     fence_slot *slot = req_finish(q);
     if (status != 0) {
-        LOG_WARN("cluster: %s of node %" PRIu64 " failed: %s",
-                 kind == CK_REMOVE ? "removal" : "addition", id, fence__raft_strerror(status));
+        FENCE_LOG_W("cluster: %s of node %" PRIu64 " failed: %s",
+                    kind == CK_REMOVE ? "removal" : "addition", id, fence__raft_strerror(status));
         reply_raft_error(s, slot, status, id);
         return;
     }
-    LOG_INFO("cluster: node %" PRIu64 " %s", id,
-             kind == CK_REMOVE ? "removed" : "is a voter");
+    FENCE_LOG_I("cluster: node %" PRIu64 " %s", id,
+                kind == CK_REMOVE ? "removed" : "is a voter");
     reply_simple(slot, "OK");
 }
 
@@ -368,7 +368,7 @@ static void transfer_done(struct raft_transfer *req)
     uint64_t leader = fence__node_leader_id(&s->node, NULL);
     bool moved = leader != s->cfg->node_id || !fence__node_raft_leads(&s->node);
     if (moved && (target == 0 || leader == target || leader == 0)) {
-        LOG_INFO("cluster: leadership transferred (to node %" PRIu64 ")", leader);
+        FENCE_LOG_I("cluster: leadership transferred (to node %" PRIu64 ")", leader);
         reply_simple(slot, "OK");
         return;
     }
@@ -433,7 +433,7 @@ static void cluster_add(fence_server *s, fence_slot *slot, const fence_resp_msg 
         reply_raft_error(s, slot, rv, id);
         return;
     }
-    LOG_INFO("cluster: adding node %" PRIu64 " at %s", id, address);
+    FENCE_LOG_I("cluster: adding node %" PRIu64 " at %s", id, address);
 }
 
 /* Outcomes of removal_check(). */
@@ -548,7 +548,7 @@ static void remove_try(cluster_req *q)
     if (verdict == RM_WAIT) /* no timer: read the flags as they are */
         verdict = removal_check(s, id, true, msg, sizeof(msg), &wait_ms);
     if (verdict == RM_REFUSED) {
-        LOG_WARN("cluster: removal of node %" PRIu64 " %s", id, msg);
+        FENCE_LOG_W("cluster: removal of node %" PRIu64 " %s", id, msg);
         fence_slot *slot = req_finish(q);
         fence__slot_error(slot, "ERR", msg);
         return;
@@ -560,7 +560,7 @@ static void remove_try(cluster_req *q)
         reply_raft_error(s, slot, rv, id);
         return;
     }
-    LOG_INFO("cluster: removing node %" PRIu64, id);
+    FENCE_LOG_I("cluster: removing node %" PRIu64, id);
 }
 
 /* CLUSTER.REMOVE <id>: refused below the voter floor (removal_check). */
@@ -620,8 +620,8 @@ static void cluster_transfer(fence_server *s, fence_slot *slot, const fence_resp
         reply_raft_error(s, slot, rv, id);
         return;
     }
-    LOG_INFO("cluster: transferring leadership to %s%" PRIu64,
-             id == 0 ? "(any) " : "node ", id);
+    FENCE_LOG_I("cluster: transferring leadership to %s%" PRIu64,
+                id == 0 ? "(any) " : "node ", id);
 }
 
 /* Route one CLUSTER.* request by its name. */

@@ -10,7 +10,7 @@
 #include "common/assert.h"
 #include "server/cluster.h"
 #include "server/commands_table.h"
-#include "server/log.h"
+#include "common/log.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */
@@ -474,8 +474,8 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     fence_slot *slot = fence__slot_new(c, def);
     char msg[160];
     if (slot == NULL) {
-        LOG_ERROR("conn %llu: out of memory for a request; closing",
-                  (unsigned long long)c->id);
+        FENCE_LOG_E("conn %llu: out of memory for a request; closing",
+                     (unsigned long long)c->id);
         fence__conn_close(c);
         return;
     }

@@ -9,6 +9,7 @@
 
 #include "common/acl_srv.h"
 #include "common/assert.h"
+#include "common/daemon.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/num.h"
@@ -23,34 +24,10 @@
 
 /* The option table: flags, config-file directives and --help. */
 static const fence_opt options[] = {
-    U64("port", port, 0, 65535, 7700, "<port>",
-        "client TCP port (0: none; then tls-port or unix-socket)"),
-    U64("metrics-port", metrics_port, 0, 65535, 0, "<port>",
-        "serve /metrics and /health over HTTP on --metrics-bind (0: off)"),
-    FENCE_OPT_STR_REQ_ROW(T, "metrics-bind", metrics_bind, "127.0.0.1", "<addr>",
-                          "address of the metrics port (IPv4 or IPv6; loopback by default, "
-                          "whatever --bind is)"),
-    FENCE_OPT_STR_REQ_ROW(T, "bind", bind, "127.0.0.1", "<addr>",
-                          "client TCP address (IPv4 or IPv6)"),
-    STR("unix-socket", unix_socket, "", "<path>",
-        "also listen on this Unix socket (\"\" for none)"),
-    U64("tls-port", tls_port, 0, 65535, 0, "<port>",
-        "client TLS port beside the plain one (0: no TLS listener)"),
-    STR("tls-cert", tls_cert, "", "<file>",
-        "TLS: this server's certificate chain (PEM)"),
-    STR("tls-key", tls_key, "", "<file>",
-        "TLS: its private key (PEM, unencrypted; never logged)"),
-    STR("tls-ca", tls_ca, "", "<file>",
-        "TLS: CA for client certificates; given, clients must present one (mTLS)"),
-    STR("tls-auth-clients", tls_auth_clients, "", "<yes|no|optional>",
-        "TLS client certificates (default: yes with tls-ca, else no)"),
-    U64("tls-handshake-timeout-ms", tls_handshake_ms, FENCE_TLS_HANDSHAKE_MS_MIN,
-        FENCE_TLS_HANDSHAKE_MS_MAX, FENCE_TLS_HANDSHAKE_MS_DEFAULT, "<ms>",
-        "TLS: a client that has not finished the handshake by then is closed"),
+    FENCE_DAEMON_OPT_ROWS(T, 7700, 1000000, FENCE_CONNECTIONS_DEFAULT, 4096, (1ULL << 34), 0,
+                          "may own every lock"),
     FENCE_OPT_STR_REQ_ROW(T, "data-dir", data_dir, "./var/fenced", "<dir>",
                           "raft log and snapshots (created if missing; one fenced per directory)"),
-    STR("config", config_file, "", "<file>",
-        "read directives (\"name value\" a line, # comments) before the flags"),
     STR("token-signing-key", token_signing_key, "", "<file>",
         "sign grants asked for with SIGNED (fencectl keygen; same file on every node; "
         "read again on SIGHUP)"),
@@ -75,8 +52,6 @@ static const fence_opt options[] = {
         "0: the loop encodes it"),
     U64("join", join, 0, 1, 0, "<0|1>",
         "1: this node is being added to a running cluster (CLUSTER.ADD): never bootstrap"),
-    U64("max-clients", max_clients, 1, 1000000, FENCE_CONNECTIONS_DEFAULT, "<n>",
-        "open client connections"),
     U64("max-leases", max_leases, 1, 100000000, FENCE_LEASES_DEFAULT, "<n>",
         "live leases"),
     U64("max-locks", max_locks, 1, 100000000, FENCE_LOCKS_DEFAULT, "<n>",
@@ -89,33 +64,6 @@ static const fence_opt options[] = {
         "client request ids (REQID) remembered for retries"),
     U64("max-bulk", max_bulk, 512, FENCE_RBUF_MAX / 2, FENCE_BULK_DEFAULT,
         "<bytes>", "longest bulk string in a request"),
-    U64("max-pipeline", max_pipeline, 1, 1000000, FENCE_PIPELINE_DEFAULT, "<n>",
-        "unanswered requests per connection (reading pauses when full)"),
-    U64("max-obuf", max_obuf, 4096, (1ULL << 34), FENCE_OBUF_DEFAULT, "<bytes>",
-        "unsent reply bytes per connection before it is disconnected"),
-    FENCE_OPT_ALIAS_ROW("obuf-max", "max-obuf"),
-    FENCE_OPT_LEVEL_ROW(T, "log-level", log_level, "info", "<level>",
-                        "debug, info, warn or error", 0),
-    STR("log-file", log_file, "", "<file>",
-        "append logs here instead of stderr (reopened on SIGHUP)"),
-    STR("acl-file", acl_file, "", "<file>",
-        "users, passwords and permissions (Redis users.acl subset; docs/security.md; "
-        "reloaded by ACL LOAD and SIGHUP)"),
-    U64("max-conn-memory", max_conn_memory, 0, (1ULL << 40), FENCE_CONN_MEMORY_DEFAULT,
-        "<bytes>", "read buffers and unsent replies of all connections together (0: no bound)"),
-    U64("idle-timeout-ms", idle_timeout_ms, 0, (1ULL << 40), 0, "<ms>",
-        "close a connection idle this long (nothing owed, no request; 0: never)"),
-    U64("request-timeout-ms", request_timeout_ms, 0, (1ULL << 40),
-        FENCE_REQUEST_TIMEOUT_MS_DEFAULT, "<ms>",
-        "close a connection whose incomplete request takes longer (0: never)"),
-    U64("auth-timeout-ms", auth_timeout_ms, 0, (1ULL << 40), FENCE_AUTH_TIMEOUT_MS_DEFAULT,
-        "<ms>", "with --acl-file: close a connection not logged in after this long (0: never)"),
-    FENCE_OPT_BOOL_ROW(T, "insecure", insecure, 0,
-                       "allow a non-loopback --bind without --acl-file, or with plain TCP "
-                       "clients (not --tls-port with --port 0): anyone who reaches the port "
-                       "may own every lock, or read passwords"),
-    STR("log-format", log_format, "text", "<text|json>",
-        "log lines as text, or one JSON object a line"),
     STR("peer-tls-cert", peer_tls_cert, "", "<file>",
         "raft transport mutual TLS: this node's certificate (PEM, signed by peer-tls-ca)"),
     STR("peer-tls-key", peer_tls_key, "", "<file>", "raft transport mutual TLS: its key (PEM)"),
@@ -228,15 +176,9 @@ static int check_peer_tls(const fence_config *cfg, char *err, size_t err_cap)
  * that cannot work. */
 static int config_validate(fence_config *cfg, char *err, size_t err_cap)
 {
-    /* The table's flags checked these when they were set. */
-    cfg->log_level_num = fence__log_level_parse(cfg->log_level);
-    FENCE_ASSERT(cfg->log_level_num >= 0);
     FENCE_ASSERT(cfg->data_dir[0] != '\0');
-    FENCE_ASSERT(cfg->bind[0] != '\0');
-    if (fence__log_format_parse(cfg->log_format) < 0) {
-        snprintf(err, err_cap, "log-format: '%s' is not text or json", cfg->log_format);
+    if (fence__daemon_conf_check(&cfg->daemon, err, err_cap) != 0)
         return -1;
-    }
     if (cfg->heartbeat_ms == 0)
         cfg->heartbeat_ms = cfg->election_timeout_ms / 10;
     if (cfg->heartbeat_ms == 0 || cfg->heartbeat_ms >= cfg->election_timeout_ms) {
@@ -246,28 +188,19 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                  (unsigned long long)cfg->election_timeout_ms);
         return -1;
     }
-    bool tls_only = fence__acl_srv_tls_only(cfg->port, cfg->tls_port, cfg->tls_cert,
-                                            cfg->tls_key);
-    if (fence__acl_srv_check_bind(cfg->bind, cfg->acl_file[0] != '\0', tls_only,
-                                  cfg->insecure, err, err_cap) != 0)
-        return -1;
     if (parse_peers(cfg, err, err_cap) != 0)
         return -1;
     if (check_peer_tls(cfg, err, err_cap) != 0)
         return -1;
-    fence_tls_conf tc = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
-                         cfg->tls_auth_clients, cfg->port, cfg->tls_port,
-                         cfg->unix_socket[0] != '\0'};
-    if (fence__tls_conf_check(&tc, &cfg->tls_auth, err, err_cap) != 0)
-        return -1;
     /* The port clients are sent to (NOTLEADER): the plain one, else TLS. */
-    uint64_t client_port = cfg->port != 0 ? cfg->port : cfg->tls_port;
+    const fence_daemon_conf *d = &cfg->daemon;
+    uint64_t client_port = d->port != 0 ? d->port : d->tls_port;
     if (cfg->n_peers == 0) {
         /* A cluster of one: this node alone. */
         cfg->n_peers = 1;
         cfg->peer[0].id = cfg->node_id;
         snprintf(cfg->peer[0].host, sizeof(cfg->peer[0].host), "%s",
-                 strchr(cfg->bind, ':') ? "127.0.0.1" : cfg->bind);
+                 strchr(d->bind, ':') ? "127.0.0.1" : d->bind);
         cfg->peer[0].client_port = (uint16_t)client_port;
         cfg->peer[0].raft_port = (uint16_t)cfg->raft_port;
         return 0;
@@ -278,7 +211,7 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
                  (unsigned long long)cfg->node_id);
         return -1;
     }
-    if (!cfg->insecure && cfg->peer_tls_cert[0] == '\0' && !fence__acl_srv_is_loopback(self->host)) {
+    if (!d->insecure && cfg->peer_tls_cert[0] == '\0' && !fence__acl_srv_is_loopback(self->host)) {
         snprintf(err, err_cap,
                  "peers: this node's raft port %s:%u is not on a loopback address and the "
                  "raft transport has no mutual TLS: anyone who can reach it could join the "
@@ -296,7 +229,7 @@ static int config_validate(fence_config *cfg, char *err, size_t err_cap)
     }
     if (client_port != self->client_port) {
         snprintf(err, err_cap, "%s: %llu differs from client port %u in peers",
-                 cfg->port != 0 ? "port" : "tls-port",
+                 d->port != 0 ? "port" : "tls-port",
                  (unsigned long long)client_port, self->client_port);
         return -1;
     }

@@ -11,7 +11,8 @@
 #include "common/assert.h"
 #include "common/limits.h"
 #include "common/tls.h"
-#include "server/log.h"
+#include "server/commands_table.h"
+#include "common/log.h"
 #include "server/server.h"
 
 /* ---- Slots ------------------------------------------------------------------ */
@@ -94,8 +95,7 @@ static void on_open(void *ctx, fence_net_conn *nc)
     c->srv = ctx;
     c->id = nc->id;
     fence__leader_conn_init(&c->lconn);
-    fence_compat_conn_init(&c->compat, nc->id);
-    fence__server_acl_open(c);
+    fence__daemon_conn_open(&c->srv->daemon, nc); /* compat state, default login */
 }
 
 /* A request was parsed: count it and dispatch it (cmd.c). */
@@ -112,7 +112,7 @@ static void on_close(void *ctx, fence_net_conn *nc)
 {
     fence__server_conn_closed(ctx, (fence_conn *)nc);
     fence__owner_conn_closed((fence_conn *)nc);
-    fence__server_acl_closed((fence_conn *)nc);
+    fence__daemon_conn_closed(&((fence_conn *)nc)->srv->daemon, nc); /* maxconns */
 }
 
 /* An unanswered slot of a closed connection: cluster.c's are kept (freed
@@ -129,45 +129,26 @@ static bool on_slot_orphan(void *ctx, fence_net_slot *ns)
 
 /* ---- Listeners ---------------------------------------------------------------- */
 
-/* Open the TLS listener (src/common/tls.c) from the tls-* options. */
-static int listen_tls(fence_server *s)
-{
-    char err[1400];
-    const fence_config *cfg = s->cfg;
-    fence_tls_opts o = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
-                        cfg->tls_auth, cfg->tls_handshake_ms};
-    if (fence__tls_listen(&s->net, &o, cfg->bind, (unsigned)cfg->tls_port,
-                          err, sizeof(err)) != 0) {
-        LOG_ERROR("%s", err);
-        return -1;
-    }
-    LOG_INFO("listening for TLS on %s:%llu (client certificates: %s)",
-             cfg->bind, (unsigned long long)cfg->tls_port,
-             fence__tls_auth_name(cfg->tls_auth));
-    return 0;
-}
-
-/* Set up the layer and open the TCP listener and, if configured, the
- * Unix-socket listener. */
+/* Set up the layer, the compat context and the ACL, and open the
+ * listeners: the RESP daemon skeleton's (src/common/daemon.h), with
+ * fenced's connection and slot sizes and parser limits. */
 int fence__listen(fence_server *s)
 {
-    char err[256];
     fence_net_limits lim;
     memset(&lim, 0, sizeof(lim));
-    lim.max_clients = s->cfg->max_clients;
+    fence__daemon_net_limits(&s->cfg->daemon, &lim);
     lim.rbuf_max = FENCE_RBUF_MAX;
-    lim.max_pipeline = (uint32_t)s->cfg->max_pipeline;
-    lim.max_obuf = s->cfg->max_obuf;
     lim.slot_size = sizeof(fence_slot);
     lim.conn_size = sizeof(fence_conn);
     lim.eof_flush = false; /* a client that hangs up cancels its waits */
     lim.resp = s->resp_lim;
-    fence__net_guard_limits(&lim, s->cfg->max_conn_memory, s->cfg->idle_timeout_ms,
-                            s->cfg->request_timeout_ms, s->cfg->auth_timeout_ms,
-                            s->cfg->acl_file[0] != '\0');
-    fence__server_compat_init(s);
-    if (fence__server_acl_init(s) != 0)
+    fence_daemon_parts parts = {"fenced", &s->cfg->daemon, &s->net, &s->compat, &s->acl,
+                                &s->acl_conns, offsetof(fence_conn, compat),
+                                offsetof(fence_conn, quota_mark), fence__server_commands,
+                                fence__server_commands_n};
+    if (fence__daemon_users_init(&s->daemon, &parts) != 0)
         return -1;
+    s->acl.m_auth_failures = s->metrics.auth_failures; /* failed logins */
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;
@@ -177,28 +158,10 @@ int fence__listen(fence_server *s)
     hooks.on_slot_orphan = on_slot_orphan;
     hooks.refuse_msg = "max number of clients reached (max-clients)";
     if (fence__net_init(&s->net, s->loop, &lim, &hooks) != 0) {
-        LOG_ERROR("out of memory at start");
+        FENCE_LOG_E("out of memory at start");
         return -1;
     }
-    if (s->cfg->port != 0) {
-        if (fence__net_listen_tcp(&s->net, s->cfg->bind, (unsigned)s->cfg->port,
-                                  err, sizeof(err)) != 0) {
-            LOG_ERROR("%s", err);
-            return -1;
-        }
-        LOG_INFO("listening on %s:%llu", s->cfg->bind,
-                 (unsigned long long)s->cfg->port);
-    }
-    if (s->cfg->tls_port != 0 && listen_tls(s) != 0)
-        return -1;
-    if (s->cfg->unix_socket[0] != '\0') {
-        if (fence__net_listen_unix(&s->net, s->cfg->unix_socket, err, sizeof(err)) != 0) {
-            LOG_ERROR("%s", err);
-            return -1;
-        }
-        LOG_INFO("listening on unix socket %s", s->cfg->unix_socket);
-    }
-    return 0;
+    return fence__daemon_listen(&s->daemon);
 }
 
 /* Close the listeners (shutdown). */

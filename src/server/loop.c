@@ -29,7 +29,7 @@
 #include <sys/random.h>
 
 #include "common/assert.h"
-#include "server/log.h"
+#include "common/log.h"
 #include "server/server.h"
 
 /* One proposal handed to raft. */
@@ -76,7 +76,7 @@ static void batch_applied(struct raft_apply *req, int status, void *result)
     void *tag = a->tag;
     free(a);
     if (status != 0)
-        LOG_WARN("entry not applied: %s", fence__raft_strerror(status));
+        FENCE_LOG_W("entry not applied: %s", fence__raft_strerror(status));
     fence__leader_applied(s->leader, tag, lstatus(status), result);
 }
 
@@ -98,8 +98,8 @@ static int op_propose(void *ctx, void *tag, const uint8_t *entry, size_t len)
     if (rv != 0) {
         raft_free(buf); /* raft took ownership only on success */
         free(a);
-        LOG_WARN("propose of an entry of %zu bytes failed: %s", len,
-                 fence__raft_strerror(rv));
+        FENCE_LOG_W("propose of an entry of %zu bytes failed: %s", len,
+                    fence__raft_strerror(rv));
         return lstatus(rv);
     }
     return FENCE_LST_OK;
@@ -148,7 +148,7 @@ static uint64_t op_now_ms(void *ctx)
     return mono_ms();
 }
 
-/* ops->log: the module's levels are server/log.h's. */
+/* ops->log: the module's levels are common/log.h's. */
 static void op_log(void *ctx, int level, const char *msg)
 {
     (void)ctx;
@@ -264,9 +264,9 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
     *bufs = b;
     *n_bufs = 1;
     scale_snapshot_threshold(s);
-    LOG_INFO("snapshot taken: %zu bytes, in the loop: encode %.1f ms, last token %llu",
-             size, (double)(uv_hrtime() - t0) / 1e6,
-             (unsigned long long)fence_fsm_last_token(s->fsm));
+    FENCE_LOG_I("snapshot taken: %zu bytes, in the loop: encode %.1f ms, last token %llu",
+                size, (double)(uv_hrtime() - t0) / 1e6,
+                (unsigned long long)fence_fsm_last_token(s->fsm));
     return 0;
 }
 
@@ -307,13 +307,13 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     uint64_t t0 = uv_hrtime();
     int rv = fence_fsm_restore(s->fsm, buf->base, buf->len);
     if (rv != 0) {
-        LOG_ERROR("snapshot restore failed (%d): corrupt or unknown version", rv);
+        FENCE_LOG_E("snapshot restore failed (%d): corrupt or unknown version", rv);
         return rv == FENCE_ST_LIMIT ? RAFT_NOMEM : RAFT_CORRUPT;
     }
     raft_free(buf->base);
-    LOG_INFO("snapshot restored: %zu bytes in %.1f ms, last token %llu", buf->len,
-             (double)(uv_hrtime() - t0) / 1e6,
-             (unsigned long long)fence_fsm_last_token(s->fsm));
+    FENCE_LOG_I("snapshot restored: %zu bytes in %.1f ms, last token %llu", buf->len,
+                (double)(uv_hrtime() - t0) / 1e6,
+                (unsigned long long)fence_fsm_last_token(s->fsm));
     scale_snapshot_threshold(s);
     fence__leader_restored(s->leader);
     return 0;
@@ -376,7 +376,7 @@ static void check_cb(uv_check_t *h)
 static void signal_cb(uv_signal_t *h, int signum)
 {
     fence_server *s = h->data;
-    LOG_INFO("signal %d: shutting down", signum);
+    FENCE_LOG_I("signal %d: shutting down", signum);
     fence__server_stop(s);
 }
 
@@ -389,7 +389,7 @@ static void node_closed(fence_node *n)
     fence__lag_close(&s->lag);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);
-    LOG_INFO("stopped");
+    FENCE_LOG_I("stopped");
 }
 
 /* Begin a clean shutdown: no new clients, answer what is not proposed,
@@ -416,7 +416,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     s->start_ms = mono_ms();
     char merr[256];
     if (fence__srv_metrics_init(&s->metrics, merr, sizeof(merr)) != 0) {
-        LOG_ERROR("%s", merr);
+        FENCE_LOG_E("%s", merr);
         return -1;
     }
     fence_resp_limits_default(&s->resp_lim);
@@ -432,7 +432,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
         (ssize_t)sizeof(fo.hash_seed))
         fo.hash_seed = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
     if (fence_fsm_create(&fo, &s->fsm) != 0) {
-        LOG_ERROR("cannot create the state machine");
+        FENCE_LOG_E("cannot create the state machine");
         return -1;
     }
     fence_leader_ops ops = {
@@ -456,7 +456,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     lim.dedup_max = (uint32_t)cfg->max_dedup;
     lim.waits_max = (uint32_t)cfg->max_waits;
     if (fence__leader_create(&ops, s->fsm, &lim, &s->leader) != 0) {
-        LOG_ERROR("out of memory at start");
+        FENCE_LOG_E("out of memory at start");
         return -1;
     }
     s->raft_fsm.version = 3;
@@ -490,20 +490,21 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
         fence__snapfork_init(&s->snap))
         s->raft_fsm.snapshot_async = fsm_snapshot_async;
     else
-        LOG_INFO("snapshots are encoded in the loop%s",
-                 cfg->snapshot_fork ? " (fork mode unavailable)" : "");
+        FENCE_LOG_I("snapshots are encoded in the loop%s",
+                    cfg->snapshot_fork ? " (fork mode unavailable)" : "");
     s->node.append_latency = s->metrics.append_latency; /* after start's memset */
     fence__node_set_peer_refusals(&s->node, s->metrics.peer_refusals);
     if (fence__listen(s) != 0)
         return -1;
-    if (cfg->metrics_port != 0) {
-        if (fence__srv_metrics_listen(&s->metrics, cfg->metrics_bind, (int)cfg->metrics_port,
-                                      merr, sizeof(merr)) != 0) {
-            LOG_ERROR("metrics-port: %s", merr);
+    if (cfg->daemon.metrics_port != 0) {
+        if (fence__srv_metrics_listen(&s->metrics, cfg->daemon.metrics_bind,
+                                      (int)cfg->daemon.metrics_port, merr,
+                                      sizeof(merr)) != 0) {
+            FENCE_LOG_E("metrics-port: %s", merr);
             return -1;
         }
-        LOG_INFO("metrics on http://%s:%llu/metrics", cfg->metrics_bind,
-                 (unsigned long long)cfg->metrics_port);
+        FENCE_LOG_I("metrics on http://%s:%llu/metrics", cfg->daemon.metrics_bind,
+                    (unsigned long long)cfg->daemon.metrics_port);
     }
     return 0;
 }

@@ -1,7 +1,9 @@
 /* fenced: the lock service daemon.  Parses the options, starts logging,
  * raft and the listeners, runs the loop until SIGTERM/SIGINT, exits 0.
  * SIGHUP reopens the --log-file (logrotate) and reads the --acl-file and
- * the --token-signing-key again (a bad file keeps what was in force). */
+ * the --token-signing-key again (a bad file keeps what was in force): the
+ * listeners, the shared options, AUTH/HELLO/CLIENT, the ACL and SIGHUP are
+ * the RESP daemon skeleton's (src/common/daemon.h), as in fence-store. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +12,11 @@
 #include <uv.h>
 
 #include "common/acl_srv.h"
-#include "common/startup_warn.h"
+#include "common/daemon.h"
 #include "common/version.h"
 #include "server/aio_reap.h"
 #include "server/config.h"
-#include "server/log.h"
+#include "common/log.h"
 #include "server/server.h"
 
 /* The configuration and the server live for the whole process. */
@@ -22,8 +24,8 @@ static fence_config config;
 static fence_server server;
 /* The token signing key (--token-signing-key), when one is given. */
 static fence_signtok_signer signer;
-/* SIGHUP: reopen the log, reload files (unreferenced: never keeps the loop up). */
-static uv_signal_t sighup;
+/* SIGHUP (common/daemon.h): outside the server, which its init zeroes. */
+static fence_daemon_signals signals;
 
 /* Read --token-signing-key again.  Grants are signed on the loop thread
  * (this handler's thread), and a slot points at this one static signer,
@@ -34,27 +36,23 @@ static void reload_signer(void)
     fence_signtok_signer fresh;
     char kerr[1024];
     if (fence_signtok_signer_load(config.token_signing_key, &fresh, kerr, sizeof(kerr)) != 0) {
-        LOG_ERROR("SIGHUP: token-signing-key not reloaded, key %s stays: %s",
-                  signer.key.key_id, kerr);
+        FENCE_LOG_E("SIGHUP: token-signing-key not reloaded, key %s stays: %s",
+                     signer.key.key_id, kerr);
         fence_signtok_signer_wipe(&fresh);
         return;
     }
     fence_signtok_signer_wipe(&signer);
     signer = fresh;
     fence_signtok_signer_wipe(&fresh);
-    LOG_INFO("SIGHUP: token-signing-key reloaded: key %s (%s)", signer.key.key_id,
-             fence_signtok_scheme_name(signer.key.scheme));
+    FENCE_LOG_I("SIGHUP: token-signing-key reloaded: key %s (%s)", signer.key.key_id,
+                fence_signtok_scheme_name(signer.key.scheme));
 }
 
-/* logrotate moved the log file: write to a fresh one at the same path;
- * read the ACL file and the signing key again. */
-static void on_sighup(uv_signal_t *sig, int signum)
+/* SIGHUP, after the skeleton reopened the log and reloaded the ACL
+ * (common/daemon.h): the signing key, when there is one. */
+static void reload_keys(void *arg)
 {
-    (void)sig;
-    (void)signum;
-    if (fence__log_reopen() == 0)
-        LOG_INFO("SIGHUP: log file reopened");
-    fence__server_acl_reload(&server);
+    (void)arg;
     if (server.signer != NULL)
         reload_signer();
 }
@@ -71,9 +69,9 @@ static void raise_fd_limit(uint64_t max_clients)
     rlim_t soft = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
     rl.rlim_cur = soft;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || soft < want)
-        LOG_WARN("open-file limit %llu is below max-clients %llu + 64; "
-                 "connections beyond it will be refused by the kernel",
-                 (unsigned long long)soft, (unsigned long long)max_clients);
+        FENCE_LOG_W("open-file limit %llu is below max-clients %llu + 64; "
+                    "connections beyond it will be refused by the kernel",
+                    (unsigned long long)soft, (unsigned long long)max_clients);
 }
 
 /* Entry point: see the file comment. */
@@ -87,59 +85,49 @@ int main(int argc, char **argv)
         fprintf(stderr, "fenced: %s\n", err);
         return 2;
     }
-    fence__log_format_set(config.log_format);
-    rv = fence__log_open(config.log_level_num, config.log_file);
-    if (rv != 0) {
-        fprintf(stderr, "fenced: log-file %s: cannot open: %s\n", config.log_file,
-                strerror(rv));
+    if (fence__daemon_log_start(&config.daemon, "fenced") != 0)
         return 2;
-    }
     signal(SIGPIPE, SIG_IGN);
-    raise_fd_limit(config.max_clients);
+    raise_fd_limit(config.daemon.max_clients);
 
     if (config.token_signing_key[0] != '\0') {
         char kerr[1024];
         if (fence_signtok_signer_load(config.token_signing_key, &signer, kerr,
                                       sizeof(kerr)) != 0) {
-            LOG_ERROR("token-signing-key: %s", kerr);
+            FENCE_LOG_E("token-signing-key: %s", kerr);
             return 2;
         }
-        LOG_INFO("signing grants asked for with SIGNED: key %s (%s)", signer.key.key_id,
-                 fence_signtok_scheme_name(signer.key.scheme));
+        FENCE_LOG_I("signing grants asked for with SIGNED: key %s (%s)", signer.key.key_id,
+                    fence_signtok_scheme_name(signer.key.scheme));
     }
     const char *note = fence_fsm_build_note();
     if (note != NULL)
-        LOG_WARN("%s", note);
+        FENCE_LOG_W("%s", note);
     if (fence__aio_reap_start() != 0)
-        LOG_WARN("cannot start the io_destroy thread: each snapshot stalls the loop "
-                 "while raft closes a log segment (server/aio_reap.h)");
+        FENCE_LOG_W("cannot start the io_destroy thread: each snapshot stalls the loop "
+                    "while raft closes a log segment (server/aio_reap.h)");
     uv_loop_t *loop = uv_default_loop();
-    uv_signal_init(loop, &sighup);
-    uv_signal_start(&sighup, on_sighup, SIGHUP);
-    uv_unref((uv_handle_t *)&sighup);
+    fence__daemon_signals_start(&signals, &server.daemon, loop, reload_keys, NULL);
     /* Before anything listens: say what is exposed. */
-    fence__startup_warn_auth("fenced", config.bind, config.acl_file[0] != '\0',
-                             fence__acl_srv_tls_only(config.port, config.tls_port,
-                                                     config.tls_cert, config.tls_key),
-                             config.insecure);
+    fence__daemon_startup_warn(&config.daemon, "fenced");
     const fence_peer *self = fence__config_peer(&config, config.node_id);
-    if (config.insecure && config.n_peers > 1 && self != NULL &&
+    if (config.daemon.insecure && config.n_peers > 1 && self != NULL &&
         config.peer_tls_cert[0] == '\0' && !fence__acl_srv_is_loopback(self->host))
         for (int i = 0; i < 3; i++)
-            LOG_WARN("!!! --insecure: the raft port %s:%u is NOT on a loopback address and has "
-                     "NO MUTUAL TLS: anyone who can reach it can speak raft to this node. "
-                     "Give --peer-tls-cert, --peer-tls-key and --peer-tls-ca. !!!",
-                     self->host, (unsigned)self->raft_port);
+            FENCE_LOG_W("!!! --insecure: the raft port %s:%u is NOT on a loopback address and has "
+                        "NO MUTUAL TLS: anyone who can reach it can speak raft to this node. "
+                        "Give --peer-tls-cert, --peer-tls-key and --peer-tls-ca. !!!",
+                        self->host, (unsigned)self->raft_port);
     if (fence__server_init(&server, loop, &config) != 0) {
-        LOG_ERROR("start-up failed");
+        FENCE_LOG_E("start-up failed");
         return 1;
     }
     if (config.token_signing_key[0] != '\0')
         server.signer = &signer; /* before uv_run: no request has been read */
-    LOG_INFO("fenced %s started: node %llu, data-dir %s", FENCE_VERSION,
-             (unsigned long long)config.node_id, config.data_dir);
+    FENCE_LOG_I("fenced %s started: node %llu, data-dir %s", FENCE_VERSION,
+                (unsigned long long)config.node_id, config.data_dir);
     uv_run(loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&sighup, NULL);
+    fence__daemon_signals_close(&signals);
     uv_run(loop, UV_RUN_NOWAIT);
     fence__server_free(&server);
     uv_loop_close(loop);

@@ -13,7 +13,7 @@
 #include "common/fs.h"
 #include "server/cluster.h"
 #include "server/cluster_addr.h"
-#include "server/log.h"
+#include "common/log.h"
 #include "server/peer_tls.h"
 
 #define NODE_OF_IO(p) ((fence_node *)((char *)(p) - offsetof(fence_node, io)))
@@ -252,12 +252,12 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     const char *env = getenv("FENCED_TEST_FAIL_APPEND");
     if (env != NULL && *env != '\0') {
         n->fail_append_at = strtoull(env, NULL, 10);
-        LOG_WARN("test hook: raft append #%llu will report a disk error",
-                 (unsigned long long)n->fail_append_at);
+        FENCE_LOG_W("test hook: raft append #%llu will report a disk error",
+                    (unsigned long long)n->fail_append_at);
     }
     rv = fence__fs_mkdir_p(cfg->data_dir, 0755);
     if (rv != 0) {
-        LOG_ERROR("data-dir %s: cannot create: %s", cfg->data_dir, strerror(rv));
+        FENCE_LOG_E("data-dir %s: cannot create: %s", cfg->data_dir, strerror(rv));
         return -1;
     }
     /* One process per data directory, before anything in it is read: two
@@ -265,7 +265,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     char lerr[FENCE_FS_PATH_MAX + 200];
     n->lock_fd = fence__fs_lock_dir_msg(cfg->data_dir, "fenced.lock", lerr, sizeof(lerr));
     if (n->lock_fd < 0) {
-        LOG_ERROR("%s", lerr);
+        FENCE_LOG_E("%s", lerr);
         return -1;
     }
     if (fence__node_check_space(cfg->data_dir) != 0)
@@ -287,7 +287,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     } else if (n->tcp) {
         rv = raft_uv_tcp_init(&n->transport, loop);
         if (rv != 0) {
-            LOG_ERROR("raft transport: %s", fence__raft_strerror(rv));
+            FENCE_LOG_E("raft transport: %s", fence__raft_strerror(rv));
             return -1;
         }
         fence__cluster_wrap_transport(&n->transport);
@@ -299,7 +299,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     }
     rv = raft_uv_init(&n->io, loop, cfg->data_dir, &n->transport);
     if (rv != 0) {
-        LOG_ERROR("raft storage in %s: %s", cfg->data_dir, n->io.errmsg);
+        FENCE_LOG_E("raft storage in %s: %s", cfg->data_dir, n->io.errmsg);
         return -1;
     }
     raft_uv_set_segment_size(&n->io, FENCE_RAFT_SEGMENT_BYTES);
@@ -316,7 +316,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
 
     rv = raft_init(&n->raft, &n->io, fsm, cfg->node_id, n->address);
     if (rv != 0) {
-        LOG_ERROR("raft init: %s", raft_errmsg(&n->raft));
+        FENCE_LOG_E("raft init: %s", raft_errmsg(&n->raft));
         return -1;
     }
     n->raft.data = n;
@@ -343,7 +343,7 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
                  (unsigned)cfg->peer[i].raft_port);
         rv = raft_configuration_add(&conf, cfg->peer[i].id, addr, RAFT_VOTER);
         if (rv != 0) {
-            LOG_ERROR("raft configuration: %s", fence__raft_strerror(rv));
+            FENCE_LOG_E("raft configuration: %s", fence__raft_strerror(rv));
             raft_configuration_close(&conf);
             return -1;
         }
@@ -353,25 +353,25 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
     rv = cfg->join ? RAFT_CANTBOOTSTRAP : raft_bootstrap(&n->raft, &conf);
     raft_configuration_close(&conf);
     if (cfg->join)
-        LOG_INFO("--join: not bootstrapping; waiting for a leader to add node %llu",
-                 (unsigned long long)cfg->node_id);
+        FENCE_LOG_I("--join: not bootstrapping; waiting for a leader to add node %llu",
+                    (unsigned long long)cfg->node_id);
     if (rv == 0)
-        LOG_INFO("bootstrapped a new raft log in %s with %u voter(s)",
-                 cfg->data_dir, cfg->n_peers);
+        FENCE_LOG_I("bootstrapped a new raft log in %s with %u voter(s)",
+                    cfg->data_dir, cfg->n_peers);
     else if (rv != RAFT_CANTBOOTSTRAP) {
-        LOG_ERROR("raft bootstrap: %s (%s)", fence__raft_strerror(rv), n->io.errmsg);
+        FENCE_LOG_E("raft bootstrap: %s (%s)", fence__raft_strerror(rv), n->io.errmsg);
         return -1;
     }
     rv = raft_start(&n->raft);
     if (rv != 0) {
-        LOG_ERROR("raft start: %s", raft_errmsg(&n->raft));
+        FENCE_LOG_E("raft start: %s", raft_errmsg(&n->raft));
         return -1;
     }
     n->started = true;
-    LOG_INFO("raft started: node %llu at %s, term %llu, last index %llu",
-             (unsigned long long)cfg->node_id, n->address,
-             (unsigned long long)n->raft.current_term,
-             (unsigned long long)raft_last_index(&n->raft));
+    FENCE_LOG_I("raft started: node %llu at %s, term %llu, last index %llu",
+                (unsigned long long)cfg->node_id, n->address,
+                (unsigned long long)n->raft.current_term,
+                (unsigned long long)raft_last_index(&n->raft));
     return 0;
 }
 

@@ -16,8 +16,8 @@
 
 #include "common/assert.h"
 #include "common/limits.h"
+#include "common/log.h"
 #include "common/tls_pump.h"
-#include "server/log.h"
 #include "server/peer_hello.h"
 
 /* Bytes read from the TLS session at a time. */
@@ -189,15 +189,15 @@ static void conn_refuse(pconn *pc, const char *reason, const char *why)
     uint64_t now = uv_now(pt->loop);
     if (now - pt->log_window_ms >= 1000) {
         if (pt->suppressed > 0)
-            LOG_WARN("raft peers: %u more connections refused in the last second "
-                     "(not logged one by one)", pt->suppressed);
+            FENCE_LOG_W("raft peers: %u more connections refused in the last second "
+                        "(not logged one by one)", pt->suppressed);
         pt->log_window_ms = now;
         pt->logged = 0;
         pt->suppressed = 0;
     }
     if (pt->logged < FENCE_PEER_TLS_LOG_PER_S) {
         pt->logged++;
-        LOG_WARN("raft peer %s refused: %s", pc->peer, why);
+        FENCE_LOG_W("raft peer %s refused: %s", pc->peer, why);
     } else {
         pt->suppressed++;
     }
@@ -222,7 +222,7 @@ static void tcp_sent(void *arg, size_t tag, int status)
     if (pc->state == PC_CLOSING)
         return;
     if (status != 0) {
-        LOG_DEBUG("raft peer %s: write: %s", pc->peer, uv_strerror(status));
+        FENCE_LOG_D("raft peer %s: write: %s", pc->peer, uv_strerror(status));
         conn_close(pc, RAFT_NOCONNECTION);
         return;
     }
@@ -285,7 +285,7 @@ static void tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0) {
         free(buf->base);
         if (pc->state == PC_OPEN)
-            LOG_DEBUG("raft peer %s: closed: %s", pc->peer, uv_strerror((int)nread));
+            FENCE_LOG_D("raft peer %s: closed: %s", pc->peer, uv_strerror((int)nread));
         else if (pc->state != PC_CLOSING)
             conn_refuse(pc, "closed", "closed during the TLS handshake");
         conn_close(pc, RAFT_NOCONNECTION);
@@ -295,7 +295,7 @@ static void tcp_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         pc->got_bytes = true;
         if (fence__tls_pump_feed(&pc->pump, buf->base, (size_t)nread) != 0) {
             free(buf->base);
-            LOG_WARN("raft peer %s: out of memory for TLS input", pc->peer);
+            FENCE_LOG_W("raft peer %s: out of memory for TLS input", pc->peer);
             conn_close(pc, RAFT_NOCONNECTION);
             return;
         }
@@ -311,7 +311,7 @@ static void pipe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     pconn *pc = s->data;
     if (nread < 0) {
         free(buf->base);
-        LOG_DEBUG("raft peer %s: raft closed the stream", pc->peer);
+        FENCE_LOG_D("raft peer %s: raft closed the stream", pc->peer);
         conn_close(pc, RAFT_NOCONNECTION);
         return;
     }
@@ -320,7 +320,7 @@ static void pipe_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         free(buf->base);
         if (n != (int)nread || flush_tls(pc) != 0) {
             char why[256];
-            LOG_WARN("raft peer %s: %s", pc->peer, ssl_why(why, sizeof(why)));
+            FENCE_LOG_W("raft peer %s: %s", pc->peer, ssl_why(why, sizeof(why)));
             conn_close(pc, RAFT_NOCONNECTION);
             return;
         }
@@ -432,8 +432,8 @@ static void conn_open(pconn *pc)
     pc->state = PC_OPEN;
     uv_stream_t *re = (uv_stream_t *)pc->raft_end;
     pc->raft_end = NULL;
-    LOG_INFO("raft peer %s: node %" PRIu64 " authenticated (%s)", pc->peer,
-             (uint64_t)pc->id, pc->outgoing ? "outgoing" : "incoming");
+    FENCE_LOG_I("raft peer %s: node %" PRIu64 " authenticated (%s)", pc->peer,
+                (uint64_t)pc->id, pc->outgoing ? "outgoing" : "incoming");
     if (pc->outgoing) {
         struct raft_uv_connect *req = pc->req;
         pc->req = NULL;
@@ -629,9 +629,9 @@ static void conn_drive(pconn *pc)
             if (e == SSL_ERROR_WANT_READ)
                 break;
             if (e == SSL_ERROR_ZERO_RETURN)
-                LOG_DEBUG("raft peer %s: TLS closed", pc->peer);
+                FENCE_LOG_D("raft peer %s: TLS closed", pc->peer);
             else
-                LOG_WARN("raft peer %s: %s", pc->peer, ssl_why(why, sizeof(why)));
+                FENCE_LOG_W("raft peer %s: %s", pc->peer, ssl_why(why, sizeof(why)));
             conn_close(pc, RAFT_NOCONNECTION);
             return;
         }
@@ -785,7 +785,7 @@ static void on_connection(uv_stream_t *server, int status)
             return;
         uv_tcp_init(pt->loop, tmp);
         if (uv_accept(server, (uv_stream_t *)tmp) == 0)
-            LOG_WARN("raft peer refused: out of memory");
+            FENCE_LOG_W("raft peer refused: out of memory");
         uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
         return;
     }
@@ -858,7 +858,7 @@ static int tls_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
                  uv_strerror(rv));
         return RAFT_IOERR;
     }
-    LOG_INFO("raft transport: mutual TLS on %s", pt->address);
+    FENCE_LOG_I("raft transport: mutual TLS on %s", pt->address);
     return 0;
 }
 
@@ -900,7 +900,7 @@ static int tls_connect(struct raft_uv_transport *t, struct raft_uv_connect *req,
     if (pt->self_sa.sin_family == AF_INET && pt->self_sa.sin_addr.s_addr != htonl(INADDR_ANY)) {
         int brv = uv_tcp_bind(&pc->tcp, (const struct sockaddr *)&pt->self_sa, 0);
         if (brv != 0)
-            LOG_DEBUG("raft peer %s: bind to own raft host: %s", pc->peer, uv_strerror(brv));
+            FENCE_LOG_D("raft peer %s: bind to own raft host: %s", pc->peer, uv_strerror(brv));
     }
     int rv = uv_tcp_connect(&pc->creq, &pc->tcp, (const struct sockaddr *)&sa, on_connect);
     if (rv != 0) {
@@ -971,16 +971,16 @@ int fence__peer_tls_init(struct raft_uv_transport *t, uv_loop_t *loop,
     SSL_CTX_set_num_tickets(pt->ctx, 0);
     SSL_CTX_set_session_cache_mode(pt->ctx, SSL_SESS_CACHE_OFF);
     if (SSL_CTX_use_certificate_chain_file(pt->ctx, cert) != 1) {
-        LOG_ERROR("peer-tls-cert %s: %s", cert, ssl_why(why, sizeof(why)));
+        FENCE_LOG_E("peer-tls-cert %s: %s", cert, ssl_why(why, sizeof(why)));
         goto out_free_ctx;
     }
     if (SSL_CTX_use_PrivateKey_file(pt->ctx, key, SSL_FILETYPE_PEM) != 1 ||
         SSL_CTX_check_private_key(pt->ctx) != 1) {
-        LOG_ERROR("peer-tls-key %s: %s", key, ssl_why(why, sizeof(why)));
+        FENCE_LOG_E("peer-tls-key %s: %s", key, ssl_why(why, sizeof(why)));
         goto out_free_ctx;
     }
     if (SSL_CTX_load_verify_locations(pt->ctx, ca, NULL) != 1) {
-        LOG_ERROR("peer-tls-ca %s: %s", ca, ssl_why(why, sizeof(why)));
+        FENCE_LOG_E("peer-tls-ca %s: %s", ca, ssl_why(why, sizeof(why)));
         goto out_free_ctx;
     }
     SSL_CTX_set_verify(pt->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);

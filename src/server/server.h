@@ -33,6 +33,7 @@
 #include "common/acl_srv.h"
 #include "common/compat.h"
 #include "common/conn.h"
+#include "common/daemon.h"
 #include "common/limits.h"
 #include "common/signtok.h"
 #include "core/fsm.h"
@@ -148,6 +149,8 @@ struct fence_server {
     fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
     fence_acl_srv acl;           /* users and permissions (acl_hook.c) */
     fence_acl_conns acl_conns;   /* connections per user, maxconns (acl_conns.h) */
+    fence_daemon daemon;         /* the RESP daemon skeleton (common/daemon.h):
+                                  * compat ctx, ACL set-up, listeners, SIGHUP */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */
     uv_check_t check;            /* end of every loop turn: leader step, flush */
@@ -215,18 +218,13 @@ void fence__conns_flush(fence_server *s);
 void fence__conns_close_all(fence_server *s);
 
 /* ---- acl_hook.c ---- */
-int fence__server_acl_init(fence_server *s);
-void fence__server_acl_reload(fence_server *s);
 void fence__server_acl_free(fence_server *s);
-void fence__server_acl_open(fence_conn *c);
 /* true: answered by the gate (NOAUTH, NOPERM, ACL ...): do not dispatch m. */
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m);
 void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd);
-void fence__server_acl_closed(fence_conn *c);
 bool fence__server_acl_admin(fence_conn *c);
 
 /* ---- compat_hook.c ---- */
-void fence__server_compat_init(fence_server *s);
 /* true: answered by the compat module (do not dispatch m). */
 bool fence__server_compat(fence_conn *c, const fence_resp_msg *m);
 

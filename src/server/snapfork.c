@@ -17,7 +17,7 @@
 #include "common/assert.h"
 #include "common/limits.h"
 #include "core/snapshot.h"
-#include "server/log.h"
+#include "common/log.h"
 
 /* Child exit codes (anything else, or a signal, is unexpected). */
 #define CHILD_OK 0
@@ -61,33 +61,33 @@ bool fence__snapfork_init(fence_snapfork *sf)
     struct sigaction sa;
     if (sigaction(SIGCHLD, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN) {
         signal(SIGCHLD, SIG_DFL);
-        LOG_INFO("SIGCHLD was ignored (inherited): restored to default");
+        FENCE_LOG_I("SIGCHLD was ignored (inherited): restored to default");
     }
     int fd = memfd_create("fenced-snapshot", MFD_CLOEXEC);
     if (fd < 0) {
-        LOG_WARN("memfd_create: %s: snapshots are encoded in the loop",
-                 strerror(errno));
+        FENCE_LOG_W("memfd_create: %s: snapshots are encoded in the loop",
+                    strerror(errno));
         return false;
     }
     close(fd);
     void *p = mmap(NULL, sizeof(*sf->rep), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        LOG_WARN("mmap: %s: snapshots are encoded in the loop", strerror(errno));
+        FENCE_LOG_W("mmap: %s: snapshots are encoded in the loop", strerror(errno));
         return false;
     }
     sf->rep = p;
     const char *env = getenv("FENCED_TEST_SNAPSHOT_FAIL");
     if (env != NULL && *env != '\0') {
         sf->fail_left = strtoull(env, NULL, 10);
-        LOG_WARN("test hook: the first %llu snapshot children will fail",
-                 (unsigned long long)sf->fail_left);
+        FENCE_LOG_W("test hook: the first %llu snapshot children will fail",
+                    (unsigned long long)sf->fail_left);
     }
     env = getenv("FENCED_TEST_SNAPSHOT_CHECK");
     if (env != NULL && strcmp(env, "1") == 0) {
         sf->check_hook = true;
-        LOG_WARN("test hook: every forked snapshot is compared with the "
-                 "in-loop encoder's bytes");
+        FENCE_LOG_W("test hook: every forked snapshot is compared with the "
+                    "in-loop encoder's bytes");
     }
     sf->enabled = true;
     return true;
@@ -145,7 +145,7 @@ int fence__snapfork_start(fence_snapfork *sf, const fence_fsm *f)
         return FENCE_SNAPFORK_BUSY;
     sf->fd = memfd_create("fenced-snapshot", MFD_CLOEXEC);
     if (sf->fd < 0) {
-        LOG_WARN("snapshot not taken: memfd_create: %s", strerror(errno));
+        FENCE_LOG_W("snapshot not taken: memfd_create: %s", strerror(errno));
         goto out_backoff;
     }
     sf->rep->len = 0;
@@ -174,7 +174,7 @@ int fence__snapfork_start(fence_snapfork *sf, const fence_fsm *f)
         child_main(sf, f, parent, fail);
     sf->fork_ns = uv_hrtime() - sf->start_ns;
     if (pid < 0) {
-        LOG_WARN("snapshot not taken: fork: %s", strerror(errno));
+        FENCE_LOG_W("snapshot not taken: fork: %s", strerror(errno));
         close(sf->fd);
         sf->fd = -1;
         goto out_backoff;
@@ -251,16 +251,16 @@ void fence__snapfork_finish(fence_snapfork *sf)
                 fence__log_fatal("snapshot check: the forked child's %zu bytes "
                                  "differ from the in-loop encoder's %zu",
                                  sf->map_len, sf->check_len);
-            LOG_INFO("snapshot check: fork bytes equal inline bytes (%zu)",
-                     sf->map_len);
+            FENCE_LOG_I("snapshot check: fork bytes equal inline bytes (%zu)",
+                        sf->map_len);
         }
         sf->taken++;
-        LOG_INFO("snapshot taken: %zu bytes, fork %.1f ms, encode %.1f ms, "
-                 "total %.1f ms, last token %llu",
-                 sf->map_len, (double)sf->fork_ns / 1e6,
-                 (double)sf->rep->encode_us / 1e3,
-                 (double)(uv_hrtime() - sf->start_ns) / 1e6,
-                 (unsigned long long)sf->token);
+        FENCE_LOG_I("snapshot taken: %zu bytes, fork %.1f ms, encode %.1f ms, "
+                    "total %.1f ms, last token %llu",
+                    sf->map_len, (double)sf->fork_ns / 1e6,
+                    (double)sf->rep->encode_us / 1e3,
+                    (double)(uv_hrtime() - sf->start_ns) / 1e6,
+                    (unsigned long long)sf->token);
         munmap(sf->map, sf->map_len);
         sf->map = NULL;
         sf->map_len = 0;
@@ -269,9 +269,9 @@ void fence__snapfork_finish(fence_snapfork *sf)
     } else if (sf->fd >= 0) {
         sf->failed++;
         sf->retry_ns = uv_hrtime() + (uint64_t)FENCE_SNAPSHOT_RETRY_MS * 1000000u;
-        LOG_WARN("snapshot failed: child %s (status %d); retry in %u ms",
-                 sf->collected ? child_what(sf->child_status) : "not waited for",
-                 sf->child_status, (unsigned)FENCE_SNAPSHOT_RETRY_MS);
+        FENCE_LOG_W("snapshot failed: child %s (status %d); retry in %u ms",
+                    sf->collected ? child_what(sf->child_status) : "not waited for",
+                    sf->child_status, (unsigned)FENCE_SNAPSHOT_RETRY_MS);
     }
     if (sf->fd >= 0) {
         close(sf->fd);

@@ -1,6 +1,6 @@
 /* fence-store: a key/value server that enforces fencing tokens, on LMDB.
  * main() parses the flags, takes the data directory's lock, opens the
- * store and runs the server. */
+ * store and runs the server on the RESP daemon skeleton (common/daemon.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -10,9 +10,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "common/acl_srv.h"
+#include "common/daemon.h"
 #include "common/fs.h"
-#include "common/startup_warn.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "store/config.h"
@@ -32,13 +31,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "fence-store: %s\n", err);
         return 2;
     }
-    fence__log_format_set(cfg.log_format);
-    rc = fence__log_open(cfg.log_level_num, cfg.log_file);
-    if (rc != 0) {
-        fprintf(stderr, "fence-store: log-file %s: cannot open: %s\n",
-                cfg.log_file, strerror(rc));
+    if (fence__daemon_log_start(&cfg.daemon, "fence-store") != 0)
         return 2;
-    }
     FENCE_LOG_I("fence-store %s starting", FENCE_VERSION);
 
     /* The lock first: opening the store replays its write-ahead log. */
@@ -70,10 +64,7 @@ int main(int argc, char **argv)
                       "admitted; stale writers WILL overwrite newer data. "
                       "Control mode for demos and tests only. !!!");
     }
-    fence__startup_warn_auth("fence-store", cfg.bind, cfg.acl_file[0] != '\0',
-                             fence__acl_srv_tls_only(cfg.port, cfg.tls_port, cfg.tls_cert,
-                                                     cfg.tls_key),
-                             cfg.insecure);
+    fence__daemon_startup_warn(&cfg.daemon, "fence-store");
     rc = fence__store_server_run(&cfg, db);
     fence__store_db_close(db);
     close(lock_fd);

@@ -28,9 +28,11 @@
  * disconnected (slow reader); connections beyond --max-clients get
  * "-LIMIT" and are closed.
  *
- * Signals: SIGINT and SIGTERM stop the server; SIGHUP reopens the
- * --log-file (logrotate) and reads --acl-file and --token-verify-keys
- * again (a bad file keeps what was in force). */
+ * Signals: SIGINT and SIGTERM stop the server; SIGHUP (the daemon
+ * skeleton's, common/daemon.h, like the listeners, the compat context and
+ * the ACL) reopens the --log-file (logrotate) and reads --acl-file and,
+ * through reload_keys, --token-verify-keys again (a bad file keeps what
+ * was in force). */
 #include "store/server.h"
 
 #include <inttypes.h>
@@ -48,6 +50,7 @@
 #include "common/compat.h"
 #include "common/compat_net.h"
 #include "common/conn.h"
+#include "common/daemon.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/tls.h"
@@ -64,7 +67,6 @@ typedef struct server {
     fence_net net;                 /* listeners and connections */
     uv_signal_t sigint;            /* SIGINT: stop */
     uv_signal_t sigterm;           /* SIGTERM: stop */
-    uv_signal_t sighup;            /* SIGHUP: reopen the log, reload files */
     char refuse[128];              /* -LIMIT text for a refused client */
     uv_check_t check;              /* end of a loop turn: commit the batch */
     uv_idle_t idle;                /* keeps poll from blocking while a batch
@@ -89,6 +91,9 @@ typedef struct server {
     fence_acl_srv acl;             /* users and permissions (acl_srv.h) */
     fence_acl_conns acl_conns;     /* connections per user, maxconns (acl_conns.h) */
     uint64_t start_ns;             /* uv_hrtime() at start (INFO uptime) */
+    fence_daemon daemon;           /* the RESP daemon skeleton (daemon.h):
+                                    * compat, ACL, listeners */
+    fence_daemon_signals signals;  /* its SIGHUP */
 } server;
 
 /* One client connection: the layer's and its Redis-client state. */
@@ -102,8 +107,7 @@ typedef struct store_conn {
 static void on_open(void *ctx, fence_net_conn *c)
 {
     server *s = ctx;
-    fence_compat_conn_init(&((store_conn *)c)->compat, c->id);
-    fence__acl_srv_net_open(&s->acl, &((store_conn *)c)->compat, c);
+    fence__daemon_conn_open(&s->daemon, c); /* compat state, default login */
     /* The layer counts c right after this hook. */
     fence__store_metrics_connections(&s->metrics, s->net.n_conns + 1);
 }
@@ -113,35 +117,9 @@ static void on_open(void *ctx, fence_net_conn *c)
 static void on_close(void *ctx, fence_net_conn *c)
 {
     server *s = ctx;
-    fence__acl_conns_closed(&s->acl_conns, &((store_conn *)c)->quota_mark);
+    fence__daemon_conn_closed(&s->daemon, c); /* maxconns */
     FENCE_ASSERT(s->net.n_conns > 0);
     fence__store_metrics_connections(&s->metrics, s->net.n_conns - 1);
-}
-
-/* The compat module's AUTH callback (with --acl-file): check, and trust
- * the connection. */
-static int auth_cb(void *arg, fence_compat_conn *cc, const fence_resp_arg *user,
-                   const fence_resp_arg *pass)
-{
-    server *s = arg;
-    return fence__acl_srv_auth(&s->acl, cc,
-                               (fence_net_conn *)((char *)cc - offsetof(store_conn, compat)),
-                               user, pass);
-}
-
-/* CLIENT LIST: whether the connection of cc sees every connection
- * (@admin, or no --acl-file), not only its own user's. */
-static bool sees_all_cb(void *arg, const fence_compat_conn *cc)
-{
-    server *s = arg;
-    return fence__acl_srv_admin(&s->acl, (fence_compat_conn *)cc);
-}
-
-/* CLIENT LIST: every open connection. */
-static void list_conns(void *arg, fence_compat_emit_fn emit, void *emit_arg)
-{
-    server *s = arg;
-    fence__compat_net_list(&s->net, offsetof(store_conn, compat), emit, emit_arg);
 }
 
 /* Where a reply goes: straight to a connection (c != NULL), or into a
@@ -279,9 +257,9 @@ static void reply_info(server *s, sink *c)
                      "lmdb_pending_ops:%" PRIu64 "\r\n",
                      st.keys, st.fences, st.admitted, st.rejected_stale,
                      st.rejected_wrongfence, s->cfg->ignore_tokens ? 1 : 0,
-                     s->net.n_conns, s->cfg->max_clients, s->net.stat_refused,
+                     s->net.n_conns, s->cfg->daemon.max_clients, s->net.stat_refused,
                      s->net.stat_slow_closed, s->cfg->max_value, st.map_size,
-                     st.map_used, s->cfg->port, s->stat_batches,
+                     st.map_used, s->cfg->daemon.port, s->stat_batches,
                      s->stat_batched, s->stat_replays, st.wal_file_size,
                      st.wal_bytes, st.wal_syncs, st.wal_lsn,
                      st.wal_durable_lsn, st.wal_checkpoints, st.wal_stalls,
@@ -613,10 +591,7 @@ static void on_request(void *ctx, fence_net_conn *c, const fence_resp_msg *msg)
     fence_store_cmd cmd;
     const char *code;
     char err[256];
-    if (fence__acl_srv_net_gate(&s->acl, &((store_conn *)c)->compat, c, msg) ||
-        fence__acl_conns_refused(&s->acl, &s->acl_conns, &s->net, offsetof(store_conn, compat),
-                                 offsetof(store_conn, quota_mark), c) ||
-        fence__compat_net_handle(&s->compat, &((store_conn *)c)->compat, c, msg))
+    if (fence__daemon_acl_gate(&s->daemon, c, msg) || fence__daemon_compat(&s->daemon, c, msg))
         return;
     if (fence__store_cmd_parse(msg, s->cfg->max_value, s->verifier, &cmd, &code, err,
                                sizeof(err)) != 0) {
@@ -674,14 +649,20 @@ static void on_proto_error(void *ctx, fence_net_conn *c, int status,
 }
 
 /* Close the signal handles (they keep the loop alive otherwise). */
+static void close_stop_signals(server *s)
+{
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    fence__daemon_signals_close(&s->signals);
+}
+
+/* Close the loop's handles: the batch's and the signals. */
 static void close_signals(server *s)
 {
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->idle, NULL);
     uv_close((uv_handle_t *)&s->flush, NULL);
-    uv_close((uv_handle_t *)&s->sigint, NULL);
-    uv_close((uv_handle_t *)&s->sigterm, NULL);
-    uv_close((uv_handle_t *)&s->sighup, NULL);
+    close_stop_signals(s);
 }
 
 /* SIGINT/SIGTERM: stop accepting, close everything, let the loop end. */
@@ -698,31 +679,23 @@ static void on_stop_signal(uv_signal_t *sig, int signum)
     close_signals(s);
 }
 
-/* SIGHUP: logrotate moved the log file, write to a new one; and read the
- * --acl-file again. */
-static void on_sighup(uv_signal_t *sig, int signum)
+/* SIGHUP, after the skeleton reopened the log and reloaded the ACL: read
+ * --token-verify-keys again.  The loop thread is the only one that
+ * verifies, so the swap is atomic for every request; a bad file keeps the
+ * old keys. */
+static void reload_keys(void *arg)
 {
-    (void)signum;
-    if (fence__log_reopen() == 0)
-        FENCE_LOG_I("SIGHUP: log file reopened");
-    server *s = sig->data;
-    char err[512];
-    if (fence__acl_srv_has_file(&s->acl))
-        (void)fence__acl_srv_reload(&s->acl, err, sizeof(err));
-    if (s->cfg->token_verify_keys[0] != '\0') {
-        /* Key rotation: the loop thread is the only one that verifies, so
-         * the swap is atomic for every request; a bad file keeps the old
-         * keys. */
-        char kerr[1300];
-        if (fence_signtok_verifier_reload(s->cfg->token_verify_keys, 0, &s->verifier, kerr,
-                                          sizeof(kerr)) != 0)
-            FENCE_LOG_E("SIGHUP: token-verify-keys not reloaded, the old %zu keys stay: %s",
-                        fence_signtok_verifier_nkeys(s->verifier), kerr);
-        else
-            FENCE_LOG_I("SIGHUP: token-verify-keys reloaded (%zu verify keys from %s)",
-                        fence_signtok_verifier_nkeys(s->verifier),
-                        s->cfg->token_verify_keys);
-    }
+    server *s = arg;
+    if (s->cfg->token_verify_keys[0] == '\0')
+        return;
+    char kerr[1300];
+    if (fence_signtok_verifier_reload(s->cfg->token_verify_keys, 0, &s->verifier, kerr,
+                                      sizeof(kerr)) != 0)
+        FENCE_LOG_E("SIGHUP: token-verify-keys not reloaded, the old %zu keys stay: %s",
+                    fence_signtok_verifier_nkeys(s->verifier), kerr);
+    else
+        FENCE_LOG_I("SIGHUP: token-verify-keys reloaded (%zu verify keys from %s)",
+                    fence_signtok_verifier_nkeys(s->verifier), s->cfg->token_verify_keys);
 }
 
 /* Set up and run the loop; see server.h. */
@@ -745,37 +718,25 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         FENCE_LOG_I("accepting only signed tokens (%zu verify keys from %s)",
                     fence_signtok_verifier_nkeys(s->verifier), cfg->token_verify_keys);
     }
-    fence__compat_ctx_init(&s->compat, "fence-store", fence__store_commands,
-                           fence__store_commands_n, list_conns, s);
-    if (fence__acl_srv_init(&s->acl, cfg->acl_file[0] != '\0' ? cfg->acl_file : NULL, err,
-                            sizeof(err)) != 0) {
-        FENCE_LOG_E("acl-file: %s", err);
+    fence_daemon_parts parts = {"fence-store", &cfg->daemon, &s->net, &s->compat, &s->acl,
+                                &s->acl_conns, offsetof(store_conn, compat),
+                                offsetof(store_conn, quota_mark), fence__store_commands,
+                                fence__store_commands_n};
+    if (fence__daemon_users_init(&s->daemon, &parts) != 0)
         return 1;
-    }
-    fence__acl_srv_set_commands(&s->acl, fence__store_commands, fence__store_commands_n);
-    s->compat.sees_all = sees_all_cb;
-    if (fence__acl_srv_has_file(&s->acl)) {
-        s->compat.auth = auth_cb;
-        FENCE_LOG_I("acl: %s loaded (%zu users)", cfg->acl_file, fence_acl_count(s->acl.acl));
-    }
     snprintf(s->refuse, sizeof(s->refuse), "max clients (%" PRIu64
-             ") reached", cfg->max_clients);
+             ") reached", cfg->daemon.max_clients);
 
     fence_net_limits lim;
     memset(&lim, 0, sizeof(lim));
-    lim.max_clients = cfg->max_clients;
+    fence__daemon_net_limits(&cfg->daemon, &lim);
     lim.rbuf_max = (size_t)cfg->max_value + FENCE_STORE_RBUF_SLACK;
-    lim.max_pipeline = (uint32_t)cfg->max_pipeline;
-    lim.max_obuf = cfg->max_obuf;
     lim.slot_size = sizeof(fence_net_slot);
     lim.conn_size = sizeof(store_conn);
     lim.eof_flush = true;
     fence_resp_limits_default(&lim.resp);
     lim.resp.args_max = 16;
     lim.resp.bulk_max = cfg->max_value;
-    fence__net_guard_limits(&lim, cfg->max_conn_memory, cfg->idle_timeout_ms,
-                            cfg->request_timeout_ms, cfg->auth_timeout_ms,
-                            cfg->acl_file[0] != '\0');
     fence_net_hooks hooks;
     memset(&hooks, 0, sizeof(hooks));
     hooks.ctx = s;
@@ -790,43 +751,38 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-
-    int rc = 0;
-    if (cfg->port != 0 &&
-        fence__net_listen_tcp(&s->net, cfg->bind, (unsigned)cfg->port, err,
-                              sizeof(err)) != 0)
-        rc = 1;
-    if (rc == 0 && cfg->tls_port != 0) {
-        fence_tls_opts o = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
-                            cfg->tls_auth, cfg->tls_handshake_ms};
-        if (fence__tls_listen(&s->net, &o, cfg->bind, (unsigned)cfg->tls_port,
-                              err, sizeof(err)) != 0)
-            rc = 1;
-    }
-    if (rc == 0 && cfg->unix_socket[0] != '\0' &&
-        fence__net_listen_unix(&s->net, cfg->unix_socket, err,
-                               sizeof(err)) != 0)
-        rc = 1;
-    if (rc != 0) {
-        FENCE_LOG_E("%s", err);
+    /* The signals before anything listens: a signal may come as soon as
+     * the listening line is logged. */
+    uv_signal_init(s->loop, &s->sigint);
+    uv_signal_init(s->loop, &s->sigterm);
+    s->sigint.data = s->sigterm.data = s;
+    uv_signal_start(&s->sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_stop_signal, SIGTERM);
+    fence__daemon_signals_start(&s->signals, &s->daemon, s->loop, reload_keys, s);
+    if (fence__daemon_listen(&s->daemon) != 0) {
+        close_stop_signals(s);
         fence__net_stop(&s->net);
         uv_run(s->loop, UV_RUN_DEFAULT);
         fence__net_free(&s->net);
         fence_signtok_verifier_free(s->verifier);
         return 1;
     }
-    if (fence__store_metrics_start(&s->metrics, cfg->metrics_bind, (int)cfg->metrics_port, err,
-                                   sizeof(err)) != 0) {
+    if (fence__store_metrics_start(&s->metrics, cfg->daemon.metrics_bind, (int)cfg->daemon.metrics_port,
+                                   err, sizeof(err)) != 0) {
         FENCE_LOG_E("metrics-port: %s", err);
+        close_stop_signals(s);
         fence__net_stop(&s->net);
         uv_run(s->loop, UV_RUN_DEFAULT);
         fence__net_free(&s->net);
         return 1;
     }
     s->acl.m_auth_failures = s->metrics.auth_failures;
-    if (cfg->metrics_port != 0)
-        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->metrics_bind,
-                    cfg->metrics_port);
+    if (cfg->daemon.metrics_port != 0)
+        FENCE_LOG_I("metrics on http://%s:%" PRIu64 "/metrics", cfg->daemon.metrics_bind,
+                    cfg->daemon.metrics_port);
+    /* After the listeners: the TLS listener's own handles (which hand
+     * decrypted requests over) must run before this check handle in a
+     * loop turn, or a batch opened by them would stay open past it. */
     uv_check_init(s->loop, &s->check);
     uv_idle_init(s->loop, &s->idle);
     s->check.data = s->idle.data = s;
@@ -838,22 +794,6 @@ int fence__store_server_run(const fence_store_config *cfg, fence_store_db *db)
     uv_timer_start(&s->flush, on_flush_timer, FENCE_STORE_FLUSH_MS,
                    FENCE_STORE_FLUSH_MS);
     uv_unref((uv_handle_t *)&s->flush); /* never keeps the loop alive */
-    uv_signal_init(s->loop, &s->sigint);
-    uv_signal_init(s->loop, &s->sigterm);
-    uv_signal_init(s->loop, &s->sighup);
-    s->sigint.data = s->sigterm.data = s->sighup.data = s;
-    uv_signal_start(&s->sigint, on_stop_signal, SIGINT);
-    uv_signal_start(&s->sigterm, on_stop_signal, SIGTERM);
-    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
-    if (cfg->port != 0)
-        FENCE_LOG_I("fence-store listening on %s:%" PRIu64, cfg->bind,
-                    cfg->port);
-    if (cfg->tls_port != 0)
-        FENCE_LOG_I("fence-store listening for TLS on %s:%" PRIu64
-                    " (client certificates: %s)", cfg->bind, cfg->tls_port,
-                    fence__tls_auth_name(cfg->tls_auth));
-    if (cfg->unix_socket[0] != '\0')
-        FENCE_LOG_I("listening on unix socket %s", cfg->unix_socket);
     uv_run(s->loop, UV_RUN_DEFAULT);
     FENCE_ASSERT(!s->open);
     free(s->items);

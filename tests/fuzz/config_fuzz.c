@@ -23,17 +23,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(err[0] != '\0');
         return 0;
     }
-    FUZZ_CHECK(memchr(cfg.bind, '\0', sizeof(cfg.bind)) != NULL);
+    FUZZ_CHECK(memchr(cfg.daemon.bind, '\0', sizeof(cfg.daemon.bind)) != NULL);
     FUZZ_CHECK(memchr(cfg.data_dir, '\0', sizeof(cfg.data_dir)) != NULL);
     FUZZ_CHECK(memchr(cfg.peers, '\0', sizeof(cfg.peers)) != NULL);
-    FUZZ_CHECK(memchr(cfg.log_file, '\0', sizeof(cfg.log_file)) != NULL);
+    FUZZ_CHECK(memchr(cfg.daemon.log_file, '\0', sizeof(cfg.daemon.log_file)) != NULL);
     FUZZ_CHECK(cfg.data_dir[0] != '\0');
-    FUZZ_CHECK(cfg.port <= 65535 && cfg.tls_port <= 65535);
-    FUZZ_CHECK(cfg.port != 0 || cfg.tls_port != 0 || cfg.unix_socket[0] != '\0');
-    FUZZ_CHECK(cfg.tls_port == 0 || cfg.tls_port != cfg.port);
-    FUZZ_CHECK(cfg.tls_port == 0 || (cfg.tls_cert[0] != '\0' && cfg.tls_key[0] != '\0'));
+    FUZZ_CHECK(cfg.daemon.port <= 65535 && cfg.daemon.tls_port <= 65535);
+    FUZZ_CHECK(cfg.daemon.port != 0 || cfg.daemon.tls_port != 0 || cfg.daemon.unix_socket[0] != '\0');
+    FUZZ_CHECK(cfg.daemon.tls_port == 0 || cfg.daemon.tls_port != cfg.daemon.port);
+    FUZZ_CHECK(cfg.daemon.tls_port == 0 || (cfg.daemon.tls_cert[0] != '\0' && cfg.daemon.tls_key[0] != '\0'));
     FUZZ_CHECK(cfg.heartbeat_ms > 0 && cfg.heartbeat_ms < cfg.election_timeout_ms);
-    FUZZ_CHECK(cfg.log_level_num >= 0 && cfg.log_level_num <= 3);
+    FUZZ_CHECK(cfg.daemon.log_level_num >= 0 && cfg.daemon.log_level_num <= 3);
     FUZZ_CHECK(cfg.n_peers >= 1 && cfg.n_peers <= FENCE_PEERS_MAX);
     for (unsigned i = 0; i < cfg.n_peers; i++) {
         FUZZ_CHECK(cfg.peer[i].id >= 1);
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const fence_peer *self = fence__config_peer(&cfg, cfg.node_id);
     FUZZ_CHECK(self != NULL);
     /* The port clients are sent to: the plain one, else the TLS one. */
-    FUZZ_CHECK(self->client_port == (cfg.port != 0 ? cfg.port : cfg.tls_port));
+    FUZZ_CHECK(self->client_port == (cfg.daemon.port != 0 ? cfg.daemon.port : cfg.daemon.tls_port));
     if (cfg.peers[0] != '\0') {
         FUZZ_CHECK(self->raft_port == cfg.raft_port);
         for (unsigned i = 0; i < cfg.n_peers; i++)

@@ -40,7 +40,7 @@ check "starts from a config file (with the deprecated obuf-max)" wait_port "$P"
 check_eq "serves" "PONG" "$(rc "$P" PING)"
 pid=$(pid_of s1)
 check "log line: time, pid, level word, message" \
-    grep -Eq "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z $pid info fence-store listening on 127.0.0.1:$P\$" \
+    grep -Eq "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z $pid info listening on 127.0.0.1:$P\$" \
     "$TEST_TMP/store.log"
 check "log-level debug logs connections" grep -q " debug conn 1: accepted" "$TEST_TMP/store.log"
 check "nothing went to stderr" test ! -s "$TEST_TMP/s1.log"
