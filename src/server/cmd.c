@@ -445,10 +445,10 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
     fence_compat_info_begin(&b, m);
     fence_compat_info_std std = {
         .process_id = (uint64_t)getpid(),
-        .tcp_port = s->cfg->port,
+        .tcp_port = s->cfg->daemon.port,
         .uptime_s = (mono - s->start_ms) / 1000,
         .connected_clients = s->net.n_conns,
-        .max_clients = s->cfg->max_clients,
+        .max_clients = s->cfg->daemon.max_clients,
         .loading = false, /* a node that is not ready answers TRYAGAIN */
     };
     fence_compat_info_standard(&b, &s->compat, &std);

@@ -271,10 +271,10 @@ static void reply_info(server *s, sink *c)
     fence_compat_info_begin(&b, NULL);
     fence_compat_info_std std = {
         .process_id = (uint64_t)getpid(),
-        .tcp_port = s->cfg->port,
+        .tcp_port = s->cfg->daemon.port,
         .uptime_s = (uv_hrtime() - s->start_ns) / 1000000000u,
         .connected_clients = s->net.n_conns,
-        .max_clients = s->cfg->max_clients,
+        .max_clients = s->cfg->daemon.max_clients,
         .loading = false,
     };
     fence_compat_info_standard(&b, &s->compat, &std);

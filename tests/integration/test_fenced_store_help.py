@@ -37,7 +37,7 @@ FENCE_STORE = binary("fence-store", env="FENCE_STORE")
 FENCE_PROXY = os.environ.get("FENCE_PROXY") or os.path.join(
     os.path.dirname(FENCED), "fence-proxy")
 
-SHARED = ["port", "metrics-port", "bind", "unix-socket", "tls-port", "tls-cert", "tls-key",
+SHARED = ["port", "metrics-port", "metrics-bind", "bind", "unix-socket", "tls-port", "tls-cert", "tls-key",
           "tls-ca", "tls-auth-clients", "tls-handshake-timeout-ms", "config", "max-clients",
           "max-pipeline", "max-obuf", "obuf-max", "log-level", "log-file", "log-format",
           "acl-file", "insecure", "max-conn-memory", "idle-timeout-ms", "request-timeout-ms",
