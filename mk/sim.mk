@@ -8,7 +8,7 @@ CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft 2>/dev/null)
 SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
 SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
-SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o
+SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o $(BUILD)/src/server/voter_floor.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
 $(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
@@ -72,3 +72,12 @@ sim: $(SIM_BIN)
 	$(SIM_BIN) --seeds $(SEEDS) --start $(SEED_START) $(SIM_ARGS)
 
 .PHONY: sim FORCE_SIM_BUG
+
+# Unit test of the voter floor (src/server/voter_floor.c), the pure rule
+# that fenced's CLUSTER.REMOVE and the simulation's membership changes share.
+VOTER_FLOOR_TEST := $(BUILD)/tests/test_voter_floor
+$(VOTER_FLOOR_TEST): $(BUILD)/tests/sim/test_voter_floor.o $(BUILD)/src/server/voter_floor.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+
+UNIT_TESTS += $(VOTER_FLOOR_TEST)
