@@ -7,7 +7,8 @@
 CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft 2>/dev/null)
 SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
-SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
+# The simulation's files (sim_*.c, one concern each; see sim_int.h).
+SIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/sim/sim_*.c)))
 SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o $(BUILD)/src/server/voter_floor.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
