@@ -24,7 +24,7 @@ static int pick_node(sim *s)
     int cand[SIM_MAX_NODES];
     int nc = 0;
     bool any = rng_pct(&s->rng, 3);
-    for (unsigned k = 0; k < s->o.nodes; k++)
+    for (unsigned k = 0; k < s->n_nodes; k++)
         if (!s->nodes[k].down &&
             (any || fence__leader_ready(s->nodes[k].leader)))
             cand[nc++] = (int)k;

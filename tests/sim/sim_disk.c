@@ -35,7 +35,7 @@ static sim_pending *pend_add(sim_node *n, int kind, void *req)
 static sim_pending pend_take(void *req, sim_node **owner)
 {
     sim *s = g_sim;
-    for (unsigned k = 0; k < s->o.nodes; k++) {
+    for (unsigned k = 0; k < s->n_nodes; k++) {
         sim_node *n = &s->nodes[k];
         for (size_t j = 0; j < n->n_pend; j++) {
             if (n->pend[j].req != req)
@@ -528,4 +528,20 @@ void sim_wio_setup(sim_node *n, struct raft_io *inner)
     n->wio.time = wio_time;
     n->wio.random = wio_random;
     n->wio.async_work = wio_async_work;
+}
+
+/* Forget everything on a node's disk, as an empty data dir would hold (a
+ * removed node that is added again); nothing may be in flight. */
+void sim_disk_wipe(sim_node *n)
+{
+    assert(n->n_pend == 0 && n->ops_head == NULL);
+    for (size_t j = 0; j < n->d_n; j++)
+        raft_free(n->d_ent[j].buf.base);
+    n->d_n = 0;
+    n->d_start = 1;
+    sim_snap_free(n->d_snap);
+    n->d_snap = NULL;
+    n->d_term = 0;
+    n->d_vote = 0;
+    n->submit_last = 0;
 }

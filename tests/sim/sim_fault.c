@@ -6,8 +6,8 @@
 /* Make the fixture's links match the partition table and liveness. */
 void sim_net_apply(sim *s)
 {
-    for (unsigned a = 0; a < s->o.nodes; a++)
-        for (unsigned b = 0; b < s->o.nodes; b++) {
+    for (unsigned a = 0; a < s->n_nodes; a++)
+        for (unsigned b = 0; b < s->n_nodes; b++) {
             if (a == b)
                 continue;
             bool want = s->part[a][b] || s->nodes[a].down || s->nodes[b].down;
@@ -21,7 +21,7 @@ void sim_net_apply(sim *s)
 }
 
 /* Take a node down (pause or crash). */
-static void node_down(sim *s, sim_node *n)
+void sim_node_down(sim *s, sim_node *n)
 {
     if (n->down)
         return;
@@ -90,7 +90,7 @@ static void transfer_cb(struct raft_transfer *req)
  * assert this of all non-leaders). */
 static bool all_followers_except(sim *s, unsigned except)
 {
-    for (unsigned k = 0; k < s->o.nodes; k++) {
+    for (unsigned k = 0; k < s->n_nodes; k++) {
         if (k == except)
             continue;
         if (raft_state(raft_fixture_get(&s->fx, k)) != RAFT_FOLLOWER)
@@ -103,7 +103,7 @@ static bool all_followers_except(sim *s, unsigned except)
 void sim_fault_one(sim *s)
 {
     uint64_t *g = &s->rng;
-    unsigned nn = s->o.nodes;
+    unsigned nn = s->n_nodes;
     unsigned i = (unsigned)rng_range(g, 0, nn - 1);
     sim_node *n = &s->nodes[i];
     unsigned roll = (unsigned)rng_range(g, 0, 99);
@@ -133,13 +133,13 @@ void sim_fault_one(sim *s)
         sim_log(s, "fault: heal all links");
     } else if (roll < 40) {
         if (!n->down) {
-            node_down(s, n);
+            sim_node_down(s, n);
             n->up_at = s->fx.time + rng_range(g, 200, 5000);
             sim_log(s, "fault: pause node %u", i);
         }
     } else if (roll < 48) {
         if (!n->down) {
-            node_down(s, n);
+            sim_node_down(s, n);
             n->restart_wanted = true;
             n->up_at = s->fx.time + rng_range(g, 100, 3000);
             sim_log(s, "fault: restart node %u", i);
@@ -162,7 +162,7 @@ void sim_fault_one(sim *s)
     } else if (roll < 85) {
         s->want_op = 2;
     } else if (roll < 93) {
-        unsigned L = raft_fixture_leader_index(&s->fx);
+        unsigned L = sim_leader_index(s);
         bool send_busy = false;
         for (size_t k = 0; L < nn && k < s->nodes[L].n_pend; k++)
             if (s->nodes[L].pend[k].req == &s->nodes[L].transfer.send)
@@ -188,8 +188,10 @@ void sim_fault_one(sim *s)
  * nodes whose disk write failed. */
 void sim_nodes_updown(sim *s)
 {
-    for (unsigned k = 0; k < s->o.nodes; k++) {
+    for (unsigned k = 0; k < s->n_nodes; k++) {
         sim_node *n = &s->nodes[k];
+        if (n->gone)
+            continue; /* removed and stopped (sim_member.c) */
         /* raft gives up (RAFT_UNAVAILABLE) after some I/O errors, e.g. a
          * failed send while answering; the server then exits and is
          * restarted, which is what the sim does too. */
@@ -199,13 +201,17 @@ void sim_nodes_updown(sim *s)
         if (n->crashed && !n->down && !s->in_fixture_op) {
             sim_log(s, "node %u crash-stops: a disk write failed", k);
             s->res->crashes++;
-            node_down(s, n);
+            sim_node_down(s, n);
             n->restart_wanted = true;
             n->up_at = s->fx.time + rng_range(&s->rng, 100, 2000);
         }
         if (!n->down || s->fx.time < n->up_at || s->in_fixture_op)
             continue;
         if (n->restart_wanted) {
+            if (n->n_pend == 0 && n->wipe_wanted) {
+                sim_disk_wipe(n); /* added again: an empty data dir */
+                n->wipe_wanted = false;
+            }
             if (n->n_pend == 0)
                 node_restart(s, n);
         } else {
@@ -223,7 +229,7 @@ void sim_fixture_op(sim *s)
 {
     int op = s->want_op;
     s->want_op = 0;
-    unsigned nn = s->o.nodes;
+    unsigned nn = s->n_nodes;
     for (unsigned k = 0; k < nn; k++)
         if (s->nodes[k].down || s->nodes[k].restart_wanted)
             return;
@@ -231,6 +237,10 @@ void sim_fixture_op(sim *s)
         for (unsigned b = 0; b < nn; b++)
             if (s->part[a][b])
                 return;
+    /* The fixture's own leader tracking counts every server it holds, so
+     * its elect and depose only work while all of them are voters. */
+    if (!sim_all_voters(s))
+        return;
     unsigned L = raft_fixture_leader_index(&s->fx);
     if (op == 1) {
         if (L >= nn || raft_state(raft_fixture_get(&s->fx, L)) != RAFT_LEADER ||

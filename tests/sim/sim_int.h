@@ -13,6 +13,8 @@
  *                 waits, disconnects and REQID retries
  *   sim_fault.c   faults (partitions, pauses, restarts, disk and network
  *                 latency, disk-write failures, transfers, elect/depose)
+ *   sim_member.c  membership changes (CLUSTER.ADD / CLUSTER.REMOVE) under the
+ *                 voter floor of src/server/voter_floor.c
  *   sim_run.c     failure reporting, the run loop and the final checks
  *
  * Rule for raft callbacks (leader.h's, which the module asserts and the sim
@@ -41,6 +43,7 @@
 #include "core/fsm.h"
 #include "core/snapshot.h"
 #include "server/leader.h"
+#include "server/voter_floor.h"
 
 #define SIM_MAX_NODES 8
 #define SIM_MAX_CLIENTS 32
@@ -264,7 +267,40 @@ typedef struct sim_node {
     uint64_t timer_at;         /* leader timer (node clock); UINT64_MAX: off */
     struct raft_transfer transfer; /* leadership transfer request */
     bool transfer_busy;        /* its callback pending */
+
+    /* Membership (sim_member.c). */
+    bool gone;                 /* removed (the removal committed) and its
+                                  process stopped; may be added again with
+                                  an empty disk */
+    bool wipe_wanted;          /* restart it with an empty disk (re-add) */
 } sim_node;
+
+/* States of the membership driver: one change at a time, as an operator
+ * running CLUSTER.ADD and CLUSTER.REMOVE would. */
+enum {
+    MB_IDLE = 0,  /* no change in progress */
+    MB_JOIN_WAIT, /* a removed node restarts with an empty disk, then ADD */
+    MB_ADDING,    /* raft_add in flight (the node joins as a spare) */
+    MB_PROMOTE,   /* added: promote it to voter (raft_assign) next */
+    MB_PROMOTING, /* raft_assign(RAFT_VOTER) in flight */
+    MB_RECHECK,   /* REMOVE waits for trustworthy contact flags (the floor) */
+    MB_REMOVING,  /* raft_remove in flight */
+};
+
+/* The membership driver's state. */
+typedef struct sim_member {
+    int state;                 /* MB_* */
+    unsigned node;             /* fixture index the change is about */
+    unsigned leader;           /* MB_RECHECK: the leader that was asked */
+    bool fresh;                /* the node's disk is empty and no raft_add
+                                  for it was accepted yet */
+    uint64_t at;               /* MB_RECHECK: when; MB_JOIN_WAIT and
+                                  MB_PROMOTE: when to give up */
+    uint64_t next_at;          /* sim time of the next change */
+    struct raft_change change; /* raft's request (data = the sim) */
+    bool done;                 /* its callback ran */
+    int status;                /* with this status */
+} sim_member;
 
 /* What a request of a simulated client got. */
 enum { ANS_NONE = 0, ANS_RESULT, ANS_READ, ANS_ERROR };
@@ -329,6 +365,12 @@ typedef struct sim {
     uint64_t next_fault_at;    /* sim time of the next fault */
     int want_op;               /* 1 depose, 2 elect, 0 none (main loop) */
     uint64_t step;             /* fixture steps */
+    unsigned n_nodes;          /* fixture servers (o.nodes, more after
+                                  membership changes added nodes) */
+    uint64_t mrng;             /* random state of membership changes (its
+                                  own, so a run without them draws exactly
+                                  what it drew before they existed) */
+    sim_member mb;             /* the membership driver */
 
     sim_hist *hist;            /* by raft index */
     size_t hist_cap;           /* capacity */
@@ -404,7 +446,18 @@ void sim_node_drive(sim *s, sim_node *n);
 void sim_client_disconnect(sim *s, sim_client *cl);
 void sim_client_drive(sim *s, sim_client *cl);
 
+/* sim_disk.c: forget everything on a node's disk (it must have no I/O in
+ * flight): the empty data dir of a node added again. */
+void sim_disk_wipe(sim_node *n);
+
+/* sim_member.c: membership changes under the voter floor. */
+unsigned sim_leader_index(sim *s);
+bool sim_replicates(sim *s, unsigned leader, unsigned k);
+bool sim_all_voters(sim *s);
+void sim_member_drive(sim *s);
+
 /* sim_fault.c: faults. */
+void sim_node_down(sim *s, sim_node *n);
 void sim_net_apply(sim *s);
 void sim_fault_one(sim *s);
 void sim_nodes_updown(sim *s);

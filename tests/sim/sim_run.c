@@ -66,7 +66,7 @@ static void hook(struct raft_fixture *fx, struct raft_fixture_event *ev)
     sim *s = g_sim;
     s->step++;
     sim_nodes_updown(s);
-    for (unsigned k = 0; k < s->o.nodes; k++)
+    for (unsigned k = 0; k < s->n_nodes; k++)
         sim_node_drive(s, &s->nodes[k]);
     for (unsigned c = 0; c < s->o.clients; c++)
         sim_client_drive(s, &s->clients[c]);
@@ -74,7 +74,8 @@ static void hook(struct raft_fixture *fx, struct raft_fixture_event *ev)
         sim_fault_one(s);
         s->next_fault_at = s->fx.time + rng_range(&s->rng, 100, 1500);
     }
-    for (unsigned k = 0; k < s->o.nodes && !s->res->failed; k++) {
+    sim_member_drive(s);
+    for (unsigned k = 0; k < s->n_nodes && !s->res->failed; k++) {
         const char *bad = fence_fsm_check(s->nodes[k].fsm);
         if (bad != NULL)
             sim_fail(s, "node %u: fence_fsm_check: %s", k, bad);
@@ -86,12 +87,15 @@ static void hook(struct raft_fixture *fx, struct raft_fixture_event *ev)
  * whole log. */
 static bool settled(sim *s)
 {
-    unsigned L = raft_fixture_leader_index(&s->fx);
-    if (L >= s->o.nodes || !fence__leader_ready(s->nodes[L].leader))
+    unsigned L = sim_leader_index(s);
+    if (L >= s->n_nodes || !fence__leader_ready(s->nodes[L].leader))
         return false;
     struct raft *lr = raft_fixture_get(&s->fx, L);
     raft_index last = raft_last_index(lr);
-    for (unsigned k = 0; k < s->o.nodes; k++) {
+    for (unsigned k = 0; k < s->n_nodes; k++) {
+        /* With membership changes: the nodes the leader replicates to. */
+        if (s->o.membership && !sim_replicates(s, L, k))
+            continue;
         if (s->nodes[k].down)
             return false;
         if (raft_last_applied(raft_fixture_get(&s->fx, k)) != last)
@@ -124,10 +128,20 @@ static void final_checks(sim *s)
                      a->token, a->lock, a->lease, (int)g->name_len, g->name,
                      g->lease);
     }
-    uint64_t h0 = sim_node_snap_hash(&s->nodes[0]);
-    for (unsigned k = 1; k < s->o.nodes && !s->res->failed; k++)
+    /* Without membership changes node 0 is the reference; with them, the
+     * leader, compared with every node it replicates to. */
+    unsigned ref = 0;
+    if (s->o.membership) {
+        ref = sim_leader_index(s);
+        assert(ref < s->n_nodes); /* settled */
+    }
+    uint64_t h0 = sim_node_snap_hash(&s->nodes[ref]);
+    for (unsigned k = 0; k < s->n_nodes && !s->res->failed; k++) {
+        if (k == ref || (s->o.membership && !sim_replicates(s, ref, k)))
+            continue;
         if (sim_node_snap_hash(&s->nodes[k]) != h0)
-            sim_fail(s, "final state of node %u differs from node 0", k);
+            sim_fail(s, "final state of node %u differs from node %u", k, ref);
+    }
 }
 
 /* Set up the cluster: N nodes on the fixture, each with the wrapper io and
@@ -136,7 +150,7 @@ static void cluster_setup(sim *s)
 {
     int rv = raft_fixture_initialize(&s->fx);
     assert(rv == 0);
-    for (unsigned k = 0; k < s->o.nodes; k++) {
+    for (unsigned k = 0; k < s->n_nodes; k++) {
         sim_node *n = &s->nodes[k];
         n->sim = s;
         n->i = k;
@@ -164,7 +178,7 @@ static void cluster_setup(sim *s)
             (unsigned)rng_range(&s->rng, SIM_ELECTION_MS, 2 * SIM_ELECTION_MS));
     }
     struct raft_configuration conf;
-    rv = raft_fixture_configuration(&s->fx, s->o.nodes, &conf);
+    rv = raft_fixture_configuration(&s->fx, s->n_nodes, &conf);
     assert(rv == 0);
     rv = raft_fixture_bootstrap(&s->fx, &conf);
     assert(rv == 0);
@@ -178,7 +192,7 @@ static void cluster_setup(sim *s)
 /* Release everything of a run. */
 static void cluster_teardown(sim *s)
 {
-    for (unsigned k = 0; k < s->o.nodes; k++)
+    for (unsigned k = 0; k < s->n_nodes; k++)
         if (s->nodes[k].down)
             raft_fixture_revive(&s->fx, k);
     for (sim_req_raft *q = s->raft_reqs; q != NULL; q = q->next)
@@ -186,7 +200,7 @@ static void cluster_teardown(sim *s)
     raft_fixture_close(&s->fx);
     while (s->raft_reqs != NULL)
         sim_raft_req_free(s, s->raft_reqs);
-    for (unsigned k = 0; k < s->o.nodes; k++) {
+    for (unsigned k = 0; k < s->n_nodes; k++) {
         sim_node *n = &s->nodes[k];
         fence__leader_destroy(n->leader);
         fence_fsm_destroy(n->fsm);
@@ -221,10 +235,13 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
     s->o = *opts;
     if (s->o.nodes < 1 || s->o.nodes > SIM_MAX_NODES)
         s->o.nodes = 3;
+    s->n_nodes = s->o.nodes;
     if (s->o.clients > SIM_MAX_CLIENTS)
         s->o.clients = SIM_MAX_CLIENTS;
     s->res = out;
     s->rng = opts->seed * 0x2545f4914f6cdd1dULL + 1;
+    s->mrng = opts->seed * 0x9e3779b97f4a7c15ULL + 7;
+    s->mb.next_at = 3000;
     g_sim = s;
     for (unsigned c = 0; c < s->o.clients; c++) {
         s->clients[c].id = c;
@@ -247,7 +264,7 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
     s->faults = false;
     s->traffic = false;
     memset(s->part, 0, sizeof s->part);
-    for (unsigned k = 0; k < s->o.nodes; k++) {
+    for (unsigned k = 0; k < s->n_nodes; k++) {
         raft_fixture_set_disk_latency(&s->fx, k, 10);
         raft_fixture_set_network_latency(&s->fx, k, 15);
         s->nodes[k].disk_fault = -1;
@@ -261,7 +278,7 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
     if (!out->failed && !settled(s)) {
         char why[320];
         size_t w = 0;
-        for (unsigned k = 0; k < s->o.nodes && w < sizeof why; k++) {
+        for (unsigned k = 0; k < s->n_nodes && w < sizeof why; k++) {
             struct raft *r = raft_fixture_get(&s->fx, k);
             int m = snprintf(why + w, sizeof why - w,
                              " [n%u st%d t%" PRIu64 " last%" PRIu64 " app%" PRIu64
@@ -277,7 +294,7 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
             w += (size_t)m;
         }
         if (getenv("FENCE_SIM_DEBUG"))
-            for (unsigned k = 0; k < s->o.nodes; k++) {
+            for (unsigned k = 0; k < s->n_nodes; k++) {
                 struct raft *r = raft_fixture_get(&s->fx, k);
                 fprintf(stderr, "n%u last_stored %llu commit %llu pend %zu:", k,
                         (unsigned long long)r->last_stored,
