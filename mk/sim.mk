@@ -66,6 +66,19 @@ $(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_LMUT_CHECK)
 
+# Control: the same simulation with the voter floor switched off
+# (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
+# report a violation: a removal of the last voter, or below a live quorum,
+# leaves a cluster that never settles.  So the floor is what keeps the
+# membership runs passing.
+SIM_FLOOR_CHECK := $(BUILD)/tests/fence_sim_floor_check.sh
+$(SIM_FLOOR_CHECK): $(SIM_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: without the voter floor the sim'"'"'s membership changes must break a cluster\nFENCE_SIM_NO_FLOOR=1 exec "$$(dirname "$$0")/fence_sim" --expect-violation --seeds 60 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_FLOOR_CHECK)
+
 SEEDS ?= 20
 SEED_START ?= 1
 SIM_ARGS ?=

@@ -282,12 +282,13 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
             struct raft *r = raft_fixture_get(&s->fx, k);
             int m = snprintf(why + w, sizeof why - w,
                              " [n%u st%d t%" PRIu64 " last%" PRIu64 " app%" PRIu64
-                             " ready%d%s%s]",
+                             " ready%d%s%s%s]",
                              k, raft_state(r), (uint64_t)r->current_term,
                              (uint64_t)raft_last_index(r),
                              (uint64_t)raft_last_applied(r),
                              (int)fence__leader_ready(s->nodes[k].leader),
                              s->nodes[k].down ? " down" : "",
+                             s->nodes[k].gone ? " removed" : "",
                              s->nodes[k].n_pend ? " io" : "");
             if (m < 0)
                 break;
