@@ -207,12 +207,97 @@ static int wio_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
     return 0;
 }
 
-/* Forward start. */
+/* Entries in raft's in-memory log (a circular buffer, public in raft.h). */
+static size_t rlog_n(const struct raft_log *l)
+{
+    if (l->size == 0)
+        return 0;
+    return l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;
+}
+
+/* Whether index is in raft's in-memory log. */
+static bool rlog_has(const struct raft_log *l, raft_index index)
+{
+    return index > l->offset && index <= l->offset + rlog_n(l);
+}
+
+/* The term of index as raft's logTermOf gives it (0: unknown here). */
+static raft_term rlog_term(const struct raft_log *l, raft_index index)
+{
+    if (rlog_has(l, index))
+        return l->entries[(l->front + (index - l->offset - 1)) % l->size].term;
+    if (index != 0 && index == l->snapshot.last_index)
+        return l->snapshot.last_term;
+    return 0;
+}
+
+/* Whether delivering message m to r would make libraft 0.15 dereference
+ * NULL: a follower truncating an uncommitted configuration entry rolls back
+ * to its last committed configuration by reading that entry from its log
+ * (membershipRollback), and after a snapshot compacted the entry away
+ * logGet returns NULL.  Fixed upstream in raft 0.17.1 ("membership: Ensure
+ * configuration rollback is possible"); found by the membership changes of
+ * this simulation (seed 148).  Mirrors the checks raft makes on the way
+ * (term, log matching, first conflicting entry). */
+static bool rollback_would_crash(const struct raft *r, const struct raft_message *m)
+{
+    if (m->type != RAFT_IO_APPEND_ENTRIES)
+        return false;
+    const struct raft_append_entries *ae = &m->append_entries;
+    if (ae->term < r->current_term || r->configuration_uncommitted_index == 0 ||
+        rlog_has(&r->log, r->configuration_index))
+        return false;
+    if (ae->prev_log_index != 0 &&
+        rlog_term(&r->log, ae->prev_log_index) != ae->prev_log_term)
+        return false; /* rejected before anything is truncated */
+    for (unsigned j = 0; j < ae->n_entries; j++) {
+        raft_index index = ae->prev_log_index + 1 + j;
+        raft_term local = rlog_term(&r->log, index);
+        if (local > 0 && local != ae->entries[j].term)
+            return index > r->commit_index &&
+                   r->configuration_uncommitted_index >= index;
+    }
+    return false;
+}
+
+/* Receive: hand the message to raft, unless it would crash raft (see
+ * rollback_would_crash): then the process dies, as fenced would, and the
+ * driver restarts it from its disk. */
+static void wio_recv(struct raft_io *inner, struct raft_message *m)
+{
+    sim *s = g_sim;
+    sim_node *n = NULL;
+    for (unsigned k = 0; k < s->n_nodes && n == NULL; k++)
+        if (s->nodes[k].inner == inner)
+            n = &s->nodes[k];
+    assert(n != NULL);
+    struct raft *r = inner->data;
+    if (rollback_would_crash(r, m)) {
+        if (!n->crashed) {
+            s->res->rollback_crashes++;
+            sim_log(s, "node %u crash-stops: libraft 0.15 would crash rolling back "
+                       "configuration %" PRIu64 " (its committed entry %" PRIu64
+                       " is compacted)", n->i,
+                    (uint64_t)r->configuration_uncommitted_index,
+                    (uint64_t)r->configuration_index);
+        }
+        n->crashed = true;
+        if (m->append_entries.entries != NULL) { /* ours to free, as raft would */
+            raft_free(m->append_entries.entries[0].batch);
+            raft_free(m->append_entries.entries);
+        }
+        return;
+    }
+    n->recv(inner, m);
+}
+
+/* Forward start (receiving through wio_recv). */
 static int wio_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
                      raft_io_recv_cb recv)
 {
     sim_node *n = io_node(io);
-    int rv = n->inner->start(n->inner, msecs, tick, recv);
+    n->recv = recv;
+    int rv = n->inner->start(n->inner, msecs, tick, wio_recv);
     if (rv != 0)
         n->crashed = true;
     return rv;

@@ -232,6 +232,7 @@ typedef struct sim_node {
     fence_fsm *fsm;            /* the real state machine */
     struct raft_io wio;        /* our wrapper, what raft uses */
     struct raft_io *inner;     /* the fixture's in-memory io */
+    raft_io_recv_cb recv;      /* raft's receive callback (wio_recv wraps it) */
 
     /* Shadow of what this node's disk holds, maintained from successful
      * I/O completions; a restart loads from it. */

@@ -150,9 +150,11 @@ static void print_stats(uint64_t seed, unsigned nodes, int membership,
     if (membership)
         printf("# seed %" PRIu64 " membership: %" PRIu64 " added, %" PRIu64
                " removed, %" PRIu64 " refused by the voter floor (%" PRIu64
-               " waited for contact), %" PRIu64 " failed\n",
+               " waited for contact), %" PRIu64 " skipped at 2 voters, %" PRIu64
+               " failed, %" PRIu64 " libraft rollback crash-stops\n",
                seed, r->member_adds, r->member_removes, r->floor_refusals,
-               r->floor_waits, r->member_failures);
+               r->floor_waits, r->member_skips, r->member_failures,
+               r->rollback_crashes);
 }
 
 /* Parse an unsigned number or exit with a message. */

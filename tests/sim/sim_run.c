@@ -270,6 +270,11 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
         s->nodes[k].disk_fault = -1;
         if (s->nodes[k].down)
             s->nodes[k].up_at = s->fx.time;
+        /* The fixture's election timers are not random: with 2 voters
+         * equal ones split every vote (seed 300), so they differ here. */
+        if (s->o.membership)
+            raft_fixture_set_randomized_election_timeout(&s->fx, k,
+                                                         SIM_ELECTION_MS + 130 * k);
     }
     sim_net_apply(s);
     uint64_t settle_end = s->fx.time + SIM_SETTLE_MS;
@@ -297,9 +302,15 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
         if (getenv("FENCE_SIM_DEBUG"))
             for (unsigned k = 0; k < s->n_nodes; k++) {
                 struct raft *r = raft_fixture_get(&s->fx, k);
-                fprintf(stderr, "n%u last_stored %llu commit %llu pend %zu:", k,
-                        (unsigned long long)r->last_stored,
-                        (unsigned long long)r->commit_index, s->nodes[k].n_pend);
+                fprintf(stderr, "n%u last_stored %llu commit %llu conf %llu/%llu {",
+                        k, (unsigned long long)r->last_stored,
+                        (unsigned long long)r->commit_index,
+                        (unsigned long long)r->configuration_index,
+                        (unsigned long long)r->configuration_uncommitted_index);
+                for (unsigned j = 0; j < r->configuration.n; j++)
+                    fprintf(stderr, " %llu:%d", (unsigned long long)r->configuration.servers[j].id,
+                            r->configuration.servers[j].role);
+                fprintf(stderr, " } pend %zu:", s->nodes[k].n_pend);
                 for (size_t j = 0; j < s->nodes[k].n_pend; j++)
                     fprintf(stderr, " %d", s->nodes[k].pend[j].kind);
                 fprintf(stderr, "\n");
