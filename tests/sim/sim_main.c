@@ -150,7 +150,7 @@ static void print_stats(uint64_t seed, unsigned nodes, int membership,
     if (membership)
         printf("# seed %" PRIu64 " membership: %" PRIu64 " added, %" PRIu64
                " removed, %" PRIu64 " refused by the voter floor (%" PRIu64
-               " waited for contact), %" PRIu64 " skipped at 2 voters, %" PRIu64
+               " waited for contact), %" PRIu64 " skipped (1-2 voters), %" PRIu64
                " failed, %" PRIu64 " libraft rollback crash-stops\n",
                seed, r->member_adds, r->member_removes, r->floor_refusals,
                r->floor_waits, r->member_skips, r->member_failures,
