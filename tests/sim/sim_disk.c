@@ -545,12 +545,18 @@ static int wio_snap_put(struct raft_io *io, unsigned trailing,
 }
 
 /* Snapshot-get completion: forward (the fixture's copy holds the same
- * bytes as our shadow). */
+ * bytes as our shadow).  The 0.15 fixture's copy leaves configuration_index
+ * uninitialized (its snapshot_copy skips it), and a leader sends that index
+ * in InstallSnapshot; with membership changes the receiver then rolls back
+ * to a garbage index (seed 212).  Our shadow has the index raft gave. */
 static void wio_snap_get_cb(struct raft_io_snapshot_get *req,
                             struct raft_snapshot *snapshot, int status)
 {
     sim_node *n;
     sim_pending p = pend_take(req, &n);
+    if (status == 0 && snapshot != NULL && n->d_snap != NULL &&
+        n->d_snap->index == snapshot->index)
+        snapshot->configuration_index = n->d_snap->configuration_index;
     if (p.cb.snap_get != NULL)
         p.cb.snap_get(req, snapshot, status);
 }

@@ -301,6 +301,9 @@ typedef struct sim_member {
     struct raft_change change; /* raft's request (data = the sim) */
     bool done;                 /* its callback ran */
     int status;                /* with this status */
+    raft_index rm_index[SIM_MAX_NODES]; /* a removal of node k whose outcome
+                                  is unknown: the index its entry got on the
+                                  leader (0: none) */
 } sim_member;
 
 /* What a request of a simulated client got. */

@@ -315,6 +315,7 @@ static void start_remove(sim *s, unsigned L, unsigned k, bool rechecked)
         return;
     }
     m->state = MB_REMOVING;
+    m->rm_index[k] = raft_last_index(r);
     sim_log(s, "member: removing node %u (leader %u)", k, L);
 }
 
@@ -402,6 +403,43 @@ static void member_finish(sim *s)
     }
 }
 
+/* A removal whose outcome was unknown: once some node holds a committed
+ * configuration at or after the removal's entry without the node, the
+ * removal committed (nothing else removes it, and only ADD of a stopped node
+ * brings one back), and the operator stops the node: left running, it
+ * campaigns with its old configuration and drives the others' terms up
+ * (seed 136).  A committed configuration there with the node means the
+ * entry was lost. */
+static void member_settle_unknown(sim *s)
+{
+    sim_member *m = &s->mb;
+    for (unsigned k = 0; k < s->n_nodes; k++) {
+        if (m->rm_index[k] == 0 || (m->state == MB_REMOVING && m->node == k))
+            continue;
+        if (s->nodes[k].gone) {
+            m->rm_index[k] = 0;
+            continue;
+        }
+        for (unsigned j = 0; j < s->n_nodes; j++) {
+            if (j == k || s->nodes[j].down)
+                continue;
+            const struct raft *r = raft_fixture_get(&s->fx, j);
+            if (r->configuration_uncommitted_index != 0 ||
+                r->configuration_index < m->rm_index[k])
+                continue;
+            if (conf_pos(s, j, k) >= 0) {
+                m->rm_index[k] = 0; /* the entry was lost */
+                break;
+            }
+            s->res->member_removes++;
+            sim_log(s, "member: node %u turns out removed; its process stops", k);
+            node_gone(s, k);
+            m->rm_index[k] = 0;
+            break;
+        }
+    }
+}
+
 /* One turn of the membership driver (between fixture steps). */
 void sim_member_drive(sim *s)
 {
@@ -409,6 +447,7 @@ void sim_member_drive(sim *s)
         return;
     sim_member *m = &s->mb;
     unsigned L;
+    member_settle_unknown(s);
     switch (m->state) {
     case MB_ADDING:
     case MB_PROMOTING:
