@@ -6,7 +6,9 @@
  * barrier, LEADER_START, group commit, TICKs, the wait table) on every node,
  * lets simulated clients pipeline random commands and reads over
  * connections that come and go, injects faults on a schedule drawn from one
- * seed, and checks the safety invariants after every step:
+ * seed, adds and removes nodes as CLUSTER.ADD and CLUSTER.REMOVE do (under
+ * the voter floor of src/server/voter_floor.c; opts.membership), and checks
+ * the safety invariants after every step:
  *
  *   - tokens strictly increase and no token is issued twice; every node
  *     applies the same entry with the same results at the same index, so all
