@@ -222,7 +222,7 @@ static bool rlog_has(const struct raft_log *l, raft_index index)
 }
 
 /* The term of index as raft's logTermOf gives it (0: unknown here). */
-static raft_term rlog_term(const struct raft_log *l, raft_index index)
+raft_term sim_rlog_term(const struct raft_log *l, raft_index index)
 {
     if (rlog_has(l, index))
         return l->entries[(l->front + (index - l->offset - 1)) % l->size].term;
@@ -248,11 +248,11 @@ static bool rollback_would_crash(const struct raft *r, const struct raft_message
         rlog_has(&r->log, r->configuration_index))
         return false;
     if (ae->prev_log_index != 0 &&
-        rlog_term(&r->log, ae->prev_log_index) != ae->prev_log_term)
+        sim_rlog_term(&r->log, ae->prev_log_index) != ae->prev_log_term)
         return false; /* rejected before anything is truncated */
     for (unsigned j = 0; j < ae->n_entries; j++) {
         raft_index index = ae->prev_log_index + 1 + j;
-        raft_term local = rlog_term(&r->log, index);
+        raft_term local = sim_rlog_term(&r->log, index);
         if (local > 0 && local != ae->entries[j].term)
             return index > r->commit_index &&
                    r->configuration_uncommitted_index >= index;

@@ -304,6 +304,7 @@ typedef struct sim_member {
     raft_index rm_index[SIM_MAX_NODES]; /* a removal of node k whose outcome
                                   is unknown: the index its entry got on the
                                   leader (0: none) */
+    raft_term rm_term[SIM_MAX_NODES]; /* and the term it got */
 } sim_member;
 
 /* What a request of a simulated client got. */
@@ -453,6 +454,8 @@ void sim_client_drive(sim *s, sim_client *cl);
 /* sim_disk.c: forget everything on a node's disk (it must have no I/O in
  * flight): the empty data dir of a node added again. */
 void sim_disk_wipe(sim_node *n);
+/* The term of index in raft's in-memory log (0: not there). */
+raft_term sim_rlog_term(const struct raft_log *l, raft_index index);
 
 /* sim_member.c: membership changes under the voter floor. */
 unsigned sim_leader_index(sim *s);
