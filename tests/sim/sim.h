@@ -76,6 +76,9 @@ typedef struct fence_sim_result {
     uint64_t floor_waits;        /* removals that waited for fresh contact */
     uint64_t member_failures;    /* changes raft refused or did not finish */
     uint64_t member_skips;       /* changes the sim skipped (1-2 voters) */
+    uint64_t conf_crashes;       /* nodes crash-stopped where libraft 0.15
+                                    would leave a configuration entry out
+                                    (sim_disk.c, change_left_out) */
     uint64_t rollback_crashes;   /* nodes crash-stopped where libraft 0.15
                                     would crash rolling back a configuration
                                     (sim_disk.c, wio_recv) */

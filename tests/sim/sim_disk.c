@@ -416,6 +416,32 @@ static void ops_drain(sim_node *n)
     }
 }
 
+/* Whether raft is about to persist a configuration entry that libraft
+ * 0.15 never puts into effect: a follower applies a configuration entry (as
+ * uncommitted) only when its write completes, and skips that when it is no
+ * longer a follower by then (replication.c appendFollowerCb); a candidate,
+ * or a leader elected meanwhile, keeps the old configuration, and when the
+ * entry commits it records its index over the old content (seed 254: a
+ * leader that waits for a node removed long ago).  A leader's own entries
+ * carry its term and took effect when proposed.  The process then
+ * crash-stops: a restart takes the log's last configuration entry. */
+static bool change_left_out(sim_node *n, const sim_diskop *op)
+{
+    const struct raft *r = n->wio.data;
+    if (r->state != RAFT_CANDIDATE && r->state != RAFT_LEADER)
+        return false;
+    for (unsigned k = 0; k < op->n; k++)
+        if (op->rentries[k].type == RAFT_CHANGE &&
+            (r->state == RAFT_CANDIDATE || op->rentries[k].term < r->current_term)) {
+            n->sim->res->conf_crashes++;
+            sim_log(n->sim, "node %u crash-stops: libraft 0.15 would leave out the "
+                            "configuration entry at index %" PRIu64, n->i,
+                    (uint64_t)(op->first + k));
+            return true;
+        }
+    return false;
+}
+
 /* Append completion: take a copy of the entries (raft may free them once
  * called back), let them land in order, then call raft. */
 static void wio_append_cb(struct raft_io_append *req, int status)
@@ -440,6 +466,8 @@ static void wio_append_cb(struct raft_io_append *req, int status)
                 memcpy(op->entries[k].buf.base, e->buf.base, e->buf.len);
         }
     }
+    if (status == 0 && n->sim->o.membership && change_left_out(n, op))
+        n->crashed = true;
     op->done = true;
     ops_drain(n);
     if (p.cb.append != NULL)

@@ -151,10 +151,11 @@ static void print_stats(uint64_t seed, unsigned nodes, int membership,
         printf("# seed %" PRIu64 " membership: %" PRIu64 " added, %" PRIu64
                " removed, %" PRIu64 " refused by the voter floor (%" PRIu64
                " waited for contact), %" PRIu64 " skipped (1-2 voters), %" PRIu64
-               " failed, %" PRIu64 " libraft rollback crash-stops\n",
+               " failed, %" PRIu64 " libraft rollback crash-stops, %" PRIu64
+               " libraft left-out-configuration crash-stops\n",
                seed, r->member_adds, r->member_removes, r->floor_refusals,
                r->floor_waits, r->member_skips, r->member_failures,
-               r->rollback_crashes);
+               r->rollback_crashes, r->conf_crashes);
 }
 
 /* Parse an unsigned number or exit with a message. */

@@ -488,3 +488,4 @@ void sim_member_drive(sim *s)
     m->next_at = s->fx.time + rng_range(&s->mrng, 500, 3000);
     member_one(s);
 }
+

@@ -75,6 +75,32 @@ static void hook(struct raft_fixture *fx, struct raft_fixture_event *ev)
         s->next_fault_at = s->fx.time + rng_range(&s->rng, 100, 1500);
     }
     sim_member_drive(s);
+    /* FENCE_SIM_DEBUG_CONF=1: trace every node's configuration changes. */
+    if (s->o.membership && getenv("FENCE_SIM_DEBUG_CONF"))
+        for (unsigned k = 0; k < s->n_nodes; k++) {
+            static raft_index last_ci[SIM_MAX_NODES], last_uci[SIM_MAX_NODES];
+            static unsigned last_n[SIM_MAX_NODES];
+            struct raft *r = raft_fixture_get(&s->fx, k);
+            if (r->configuration_index != last_ci[k] ||
+                r->configuration_uncommitted_index != last_uci[k] ||
+                r->configuration.n != last_n[k]) {
+                last_ci[k] = r->configuration_index;
+                last_uci[k] = r->configuration_uncommitted_index;
+                last_n[k] = r->configuration.n;
+                char b[128];
+                size_t w = 0;
+                for (unsigned j = 0; j < r->configuration.n && w < 100; j++)
+                    w += (size_t)snprintf(b + w, sizeof b - w, " %llu:%d",
+                                          (unsigned long long)r->configuration.servers[j].id,
+                                          r->configuration.servers[j].role);
+                b[w] = 0;
+                sim_log(s, "conf: node %u %llu/%llu {%s } last %llu applied %llu", k,
+                        (unsigned long long)r->configuration_index,
+                        (unsigned long long)r->configuration_uncommitted_index, b,
+                        (unsigned long long)raft_last_index(r),
+                        (unsigned long long)raft_last_applied(r));
+            }
+        }
     for (unsigned k = 0; k < s->n_nodes && !s->res->failed; k++) {
         const char *bad = fence_fsm_check(s->nodes[k].fsm);
         if (bad != NULL)
