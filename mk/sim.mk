@@ -7,8 +7,9 @@
 CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft 2>/dev/null)
 SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
-SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
-SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o
+# The simulation's files (sim_*.c, one concern each; see sim_int.h).
+SIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/sim/sim_*.c)))
+SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o $(BUILD)/src/server/voter_floor.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
 $(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)
@@ -65,6 +66,19 @@ $(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_LMUT_CHECK)
 
+# Control: the same simulation with the voter floor switched off
+# (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
+# report a violation: a removal of the last voter, or below a live quorum,
+# leaves a cluster that never settles.  So the floor is what keeps the
+# membership runs passing.
+SIM_FLOOR_CHECK := $(BUILD)/tests/fence_sim_floor_check.sh
+$(SIM_FLOOR_CHECK): $(SIM_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: without the voter floor the sim'"'"'s membership changes must break a cluster\nFENCE_SIM_NO_FLOOR=1 exec "$$(dirname "$$0")/fence_sim" --expect-violation --seeds 150 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_FLOOR_CHECK)
+
 SEEDS ?= 20
 SEED_START ?= 1
 SIM_ARGS ?=
@@ -72,3 +86,12 @@ sim: $(SIM_BIN)
 	$(SIM_BIN) --seeds $(SEEDS) --start $(SEED_START) $(SIM_ARGS)
 
 .PHONY: sim FORCE_SIM_BUG
+
+# Unit test of the voter floor (src/server/voter_floor.c), the pure rule
+# that fenced's CLUSTER.REMOVE and the simulation's membership changes share.
+VOTER_FLOOR_TEST := $(BUILD)/tests/test_voter_floor
+$(VOTER_FLOOR_TEST): $(BUILD)/tests/sim/test_voter_floor.o $(BUILD)/src/server/voter_floor.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+
+UNIT_TESTS += $(VOTER_FLOOR_TEST)

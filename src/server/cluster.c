@@ -12,6 +12,7 @@
 #include "server/cluster_addr.h"
 #include "common/log.h"
 #include "server/server.h"
+#include "server/voter_floor.h"
 
 /* Most distinct stripped raft addresses remembered (one per node the
  * transport ever connects to; far above FENCE_PEERS_MAX). */
@@ -443,62 +444,51 @@ enum removal_verdict {
     RM_REFUSED,    /* refused; the reason is in msg */
 };
 
-/* The voter floor for CLUSTER.REMOVE (docs/cluster.md, "The voter floor"):
- * removing a non-voter is always allowed; removing a voter is refused when
- * it would leave no voter at all, or when the voters that would remain and
- * that this leader has heard from within the last election timeout (itself
- * included, when it stays) are fewer than a majority of the voters that
- * would remain.  In raft the new configuration rules as soon as it is in
- * the log, so such a change could never commit, and the cluster would be
- * left without a leader until the missing voters come back (with no voter
- * at all: forever, restarts included).
- *
- * Contact comes from libraft's check-quorum flags (struct raft_progress,
- * public in raft.h): set when a follower answers, cleared every election
- * timeout (when election_timer_start moves).  Just after a clear, a live
- * follower's flag stays false until its next answer, so within two
+/* The voter floor for CLUSTER.REMOVE: the rule itself is the pure function
+ * fence_voter_floor() (voter_floor.h, docs/cluster.md "The voter floor"),
+ * which the simulation calls too; this hands it raft's configuration as
+ * plain data.  Contact comes from libraft's check-quorum flags (struct
+ * raft_progress, public in raft.h): set when a follower answers, cleared
+ * every election timeout (when election_timer_start moves); within two
  * heartbeats of a clear the verdict is RM_WAIT with *wait_ms to go, unless
- * rechecked (then the flags are read as they are).  Only on a leader. */
+ * rechecked.  Only on a leader. */
 static int removal_check(fence_server *s, uint64_t id, bool rechecked, char *msg,
                          size_t cap, uint64_t *wait_ms)
 {
     fence_node *n = &s->node;
-    fence_node_server victim;
     FENCE_ASSERT(fence__node_raft_leads(n));
-    if (!fence__node_server_find(n, id, &victim) || victim.role != RAFT_VOTER)
-        return RM_OK;
-    unsigned voters = fence__node_voters(&s->node);
-    FENCE_ASSERT(voters >= 1);
-    unsigned remaining = voters - 1;
-    if (remaining == 0) {
-        snprintf(msg, cap, "refused: node %" PRIu64 " is the last voter; without a voter "
-                 "the cluster can never elect a leader again (add a node first)", id);
+    unsigned count = fence__node_servers(n);
+    fence_vf_server *sv = calloc(count ? count : 1, sizeof *sv);
+    if (sv == NULL) {
+        snprintf(msg, cap, "refused: out of memory");
         return RM_REFUSED;
     }
-    uint64_t settle_ms = 2 * s->cfg->heartbeat_ms;
-    uint64_t since_clear_ms = fence__node_contact_age_ms(n);
-    if (!rechecked && since_clear_ms < settle_ms) {
-        *wait_ms = settle_ms - since_clear_ms + 1;
+    for (unsigned i = 0; i < count; i++) {
+        fence_node_server ns;
+        fence__node_server_at(n, i, &ns);
+        sv[i].id = ns.id;
+        sv[i].voter = ns.role == RAFT_VOTER;
+        sv[i].contact = ns.contact;
+    }
+    fence_vf_query q = {
+        .servers = sv,
+        .n = count,
+        .victim = id,
+        .rechecked = rechecked,
+        .since_clear_ms = fence__node_contact_age_ms(n),
+        .settle_ms = 2 * s->cfg->heartbeat_ms,
+    };
+    fence_vf_result r;
+    int verdict = fence_voter_floor(&q, &r);
+    free(sv);
+    if (verdict == FENCE_VF_OK)
+        return RM_OK;
+    if (verdict == FENCE_VF_WAIT) {
+        *wait_ms = r.wait_ms;
         return RM_WAIT;
     }
-    unsigned live = 0;
-    for (unsigned i = 0; i < fence__node_servers(n); i++) {
-        fence_node_server sv;
-        fence__node_server_at(n, i, &sv);
-        if (sv.role != RAFT_VOTER || sv.id == id)
-            continue;
-        if (sv.contact)
-            live++;
-    }
-    unsigned quorum = remaining / 2 + 1;
-    if (live < quorum) {
-        snprintf(msg, cap, "refused: without node %" PRIu64 " the cluster would have %u "
-                 "voter(s), of which only %u answer the leader; a quorum needs %u (bring "
-                 "the missing voters back, or remove a dead one first)",
-                 id, remaining, live, quorum);
-        return RM_REFUSED;
-    }
-    return RM_OK;
+    fence_voter_floor_msg(&r, id, msg, cap);
+    return RM_REFUSED;
 }
 
 static void remove_try(cluster_req *q);

@@ -6,7 +6,9 @@
  * barrier, LEADER_START, group commit, TICKs, the wait table) on every node,
  * lets simulated clients pipeline random commands and reads over
  * connections that come and go, injects faults on a schedule drawn from one
- * seed, and checks the safety invariants after every step:
+ * seed, adds and removes nodes as CLUSTER.ADD and CLUSTER.REMOVE do (under
+ * the voter floor of src/server/voter_floor.c; opts.membership), and checks
+ * the safety invariants after every step:
  *
  *   - tokens strictly increase and no token is issued twice; every node
  *     applies the same entry with the same results at the same index, so all
@@ -39,6 +41,9 @@ typedef struct fence_sim_opts {
     int verbose;          /* 1: print faults and leader changes to stderr */
     int vote_faults;      /* 1: disk faults also fail set_term/set_vote */
     int no_pre_vote;      /* 1: raft pre-vote off (the server turns it on) */
+    int membership;       /* 1: add and remove nodes (CLUSTER.ADD/REMOVE)
+                             during the run, under the voter floor */
+    int no_floor;         /* 1: control: remove without the voter floor */
 } fence_sim_opts;
 
 /* What one run found.  msg is empty unless failed. */
@@ -65,6 +70,18 @@ typedef struct fence_sim_result {
     uint64_t wait_answers;       /* answers that were a wait's outcome */
     uint64_t disconnects;        /* connections closed with requests out */
     uint64_t unknown_batches;    /* proposals completed without an outcome */
+    uint64_t member_adds;        /* nodes added and promoted to voter */
+    uint64_t member_removes;     /* removals committed */
+    uint64_t floor_refusals;     /* removals the voter floor refused */
+    uint64_t floor_waits;        /* removals that waited for fresh contact */
+    uint64_t member_failures;    /* changes raft refused or did not finish */
+    uint64_t member_skips;       /* changes the sim skipped (1-2 voters) */
+    uint64_t conf_crashes;       /* nodes crash-stopped where libraft 0.15
+                                    would leave a configuration entry out
+                                    (sim_disk.c, change_left_out) */
+    uint64_t rollback_crashes;   /* nodes crash-stopped where libraft 0.15
+                                    would crash rolling back a configuration
+                                    (sim_disk.c, wio_recv) */
 } fence_sim_result;
 
 /* Run one simulation.  Returns 0 when every invariant held, 1 when one was

@@ -14,7 +14,11 @@
  * --verbose (faults, leaderships), --trace (also every applied command).
  * Environment: FENCE_SIM_NO_PRE_VOTE=1 turns raft pre-vote off,
  * FENCE_SIM_VOTE_FAULTS=1 lets disk faults hit set_term/set_vote too,
- * FENCE_SIM_DEBUG=1 dumps node and client state when a run does not settle.  Every seed runs in a forked child, so an assert inside raft or
+ * FENCE_SIM_DEBUG=1 dumps node and client state when a run does not settle,
+ * FENCE_SIM_NO_MEMBERSHIP=1 (or --no-membership) turns the membership
+ * changes off (CLUSTER.ADD/REMOVE; sim_member.c), FENCE_SIM_NO_FLOOR=1
+ * removes nodes without the voter floor (a control).  Every seed runs in a
+ * forked child, so an assert inside raft or
  * the core fails that seed (its number is printed) and not the whole run.
  */
 #include <errno.h>
@@ -42,6 +46,7 @@ typedef struct main_opts {
     int verbose;           /* trace faults and leaders */
     int expect_violation;  /* control mode */
     int replay;            /* FENCE_SIM_SEED given */
+    int membership;        /* membership changes (default on) */
 } main_opts;
 
 /* Outcome of one seed as the parent sees it. */
@@ -80,6 +85,8 @@ static seed_outcome run_seed(const main_opts *m, uint64_t seed)
     o.verbose = m->verbose;
     o.vote_faults = getenv("FENCE_SIM_VOTE_FAULTS") != NULL;
     o.no_pre_vote = getenv("FENCE_SIM_NO_PRE_VOTE") != NULL;
+    o.membership = m->membership;
+    o.no_floor = getenv("FENCE_SIM_NO_FLOOR") != NULL;
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -106,23 +113,26 @@ static seed_outcome run_seed(const main_opts *m, uint64_t seed)
                PRIu64 ", t=%" PRIu64 " ms: %s\n",
                seed, o.nodes, out.res.step, out.res.time_ms, out.res.msg);
         printf("# replay: FENCE_SIM_SEED=%" PRIu64 " FENCE_SIM_NODES=%u "
-               "FENCE_SIM_DURATION=%" PRIu64 " %s --verbose\n",
-               seed, o.nodes, m->duration_ms, g_prog);
+               "FENCE_SIM_DURATION=%" PRIu64 " %s --verbose%s\n",
+               seed, o.nodes, m->duration_ms, g_prog,
+               o.membership ? "" : " --no-membership");
     } else {
         out.status = 2;
         printf("# seed %" PRIu64 " (%u nodes): crashed (%s %d)\n", seed,
                o.nodes, WIFSIGNALED(st) ? "signal" : "exit status",
                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         printf("# replay: FENCE_SIM_SEED=%" PRIu64 " FENCE_SIM_NODES=%u "
-               "FENCE_SIM_DURATION=%" PRIu64 " %s --verbose\n",
-               seed, o.nodes, m->duration_ms, g_prog);
+               "FENCE_SIM_DURATION=%" PRIu64 " %s --verbose%s\n",
+               seed, o.nodes, m->duration_ms, g_prog,
+               o.membership ? "" : " --no-membership");
     }
     fflush(stdout);
     return out;
 }
 
 /* Print the counters of a passing seed as a comment line. */
-static void print_stats(uint64_t seed, unsigned nodes, const fence_sim_result *r)
+static void print_stats(uint64_t seed, unsigned nodes, int membership,
+                        const fence_sim_result *r)
 {
     printf("# seed %" PRIu64 " (%u nodes): %" PRIu64 " entries, %" PRIu64
            " grants (%" PRIu64 " acked), %" PRIu64 " acked cmds, %" PRIu64
@@ -137,6 +147,15 @@ static void print_stats(uint64_t seed, unsigned nodes, const fence_sim_result *r
            r->crashes, r->snapshots_taken, r->snapshots_restored,
            r->model_adjusts, r->model_forgets, r->reads, r->wait_answers,
            r->disconnects, r->unknown_batches, r->step);
+    if (membership)
+        printf("# seed %" PRIu64 " membership: %" PRIu64 " added, %" PRIu64
+               " removed, %" PRIu64 " refused by the voter floor (%" PRIu64
+               " waited for contact), %" PRIu64 " skipped (1-2 voters), %" PRIu64
+               " failed, %" PRIu64 " libraft rollback crash-stops, %" PRIu64
+               " libraft left-out-configuration crash-stops\n",
+               seed, r->member_adds, r->member_removes, r->floor_refusals,
+               r->floor_waits, r->member_skips, r->member_failures,
+               r->rollback_crashes, r->conf_crashes);
 }
 
 /* Parse an unsigned number or exit with a message. */
@@ -164,6 +183,7 @@ int main(int argc, char **argv)
     m.start = 1;
     m.duration_ms = 30000;
     m.clients = 8;
+    m.membership = getenv("FENCE_SIM_NO_MEMBERSHIP") == NULL;
     const char *env = getenv("FENCE_SIM_DURATION");
     if (env && *env)
         m.duration_ms = num("FENCE_SIM_DURATION", env);
@@ -192,12 +212,14 @@ int main(int argc, char **argv)
             m.verbose = 1;
         } else if (!strcmp(a, "--trace")) {
             m.verbose = 2;
+        } else if (!strcmp(a, "--no-membership")) {
+            m.membership = 0;
         } else if (!strcmp(a, "--expect-violation")) {
             m.expect_violation = 1;
         } else {
             fprintf(stderr, "usage: %s [--seeds N] [--start S] [--nodes 3|5] "
                             "[--duration MS] [--clients C] [--verbose|--trace] "
-                            "[--expect-violation]\n", argv[0]);
+                            "[--no-membership] [--expect-violation]\n", argv[0]);
             return 2;
         }
     }
@@ -238,7 +260,7 @@ int main(int argc, char **argv)
         for (uint64_t seed = m.start; seed < m.start + m.seeds; seed++) {
             seed_outcome o = run_seed(&m, seed);
             if (o.status == 0)
-                print_stats(seed, nodes_for(&m, seed), &o.res);
+                print_stats(seed, nodes_for(&m, seed), m.membership, &o.res);
             printf("%s - sim seed %" PRIu64 " (%u nodes)\n",
                    o.status ? "not ok" : "ok", seed, nodes_for(&m, seed));
             failed |= o.status != 0;
@@ -251,31 +273,34 @@ int main(int argc, char **argv)
         unsigned nodes;   /* cluster size */
         uint64_t start;   /* first seed */
         uint64_t count;   /* seeds */
+        int membership;   /* membership changes on (the regression seeds
+                             replay histories from before they existed) */
     } groups[] = {
-        {3, 1, 20},
-        {5, 1001, 20},
-        {3, 2001, 15},
-        {5, 3001, 15},
+        {3, 1, 20, 1},
+        {5, 1001, 20, 1},
+        {3, 2001, 15, 1},
+        {5, 3001, 15, 1},
         /* Regression: the lease model treated the retry of an ACQUIRE whose
          * wait a CANCEL had failed (in the same entry) as a duplicate; the
          * core forgets such a request id, so the retry queued afresh. */
-        {5, 1463, 1},
+        {5, 1463, 1, 0},
         /* Regression: a LOCK that joined a wait kept its request id's
          * record QUEUED after the wait was cancelled (wait 27); its
          * retries got QUEUED for a wait that was gone. */
-        {3, 900, 1},
+        {3, 900, 1, 0},
     };
     int failed = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         main_opts gm = m;
         gm.nodes = groups[g].nodes;
+        gm.membership = m.membership && groups[g].membership;
         int gfail = 0;
         uint64_t entries = 0, grants = 0, restarts = 0;
         for (uint64_t seed = groups[g].start;
              seed < groups[g].start + groups[g].count; seed++) {
             seed_outcome o = run_seed(&gm, seed);
             if (o.status == 0) {
-                print_stats(seed, gm.nodes, &o.res);
+                print_stats(seed, gm.nodes, gm.membership, &o.res);
                 entries += o.res.entries;
                 grants += o.res.grants;
                 restarts += o.res.restarts;
@@ -283,10 +308,10 @@ int main(int argc, char **argv)
             gfail |= o.status != 0;
         }
         printf("%s - sim %u nodes, seeds %" PRIu64 "..%" PRIu64 " (%" PRIu64
-               " entries, %" PRIu64 " grants, %" PRIu64 " restarts)\n",
+               " entries, %" PRIu64 " grants, %" PRIu64 " restarts%s)\n",
                gfail ? "not ok" : "ok", gm.nodes, groups[g].start,
                groups[g].start + groups[g].count - 1, entries, grants,
-               restarts);
+               restarts, gm.membership ? ", membership changes" : "");
         fflush(stdout);
         failed |= gfail;
     }

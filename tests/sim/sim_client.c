@@ -1,0 +1,355 @@
+/* ------------------------------------------------------------------------
+ * sim_client.c: Simulated clients
+ *
+ * A client connects to a node that says it is a ready leader (sometimes
+ * to any live node), sends a pipeline of 1..SIM_PIPE_MAX requests (writes
+ * and reads mixed), and processes the answers strictly in order, as a
+ * connection's reply queue delivers them.  It may disconnect at any time
+ * (orphaned requests; its waits are cancelled through the log), gives up
+ * a wait that takes too long by disconnecting, and retries what had an
+ * unknown outcome with the same REQID, on whatever node leads then.
+ *
+ * Pipeline checks, from the state index each answer came from (the index
+ * of the last entry the node had applied): a read sees every earlier
+ * write of its pipeline (index >= theirs) and no later one (index <
+ * theirs), and every write acknowledged anywhere before it was sent.
+ * ------------------------------------------------------------------------ */
+#include "sim_int.h"
+
+/* Pick a node a client can send to: any live node whose module is a ready
+ * leader (a stale leader in a minority partition included); now and then
+ * any live node, to see the refusals. */
+static int pick_node(sim *s)
+{
+    int cand[SIM_MAX_NODES];
+    int nc = 0;
+    bool any = rng_pct(&s->rng, 3);
+    for (unsigned k = 0; k < s->n_nodes; k++)
+        if (!s->nodes[k].down &&
+            (any || fence__leader_ready(s->nodes[k].leader)))
+            cand[nc++] = (int)k;
+    if (nc == 0)
+        return -1;
+    return cand[rng_range(&s->rng, 0, (uint64_t)nc - 1)];
+}
+
+/* Set a request's lock name. */
+static void set_name(sim_req *q, unsigned lock)
+{
+    q->lock = lock;
+    memcpy(q->name_buf, "lock", 4);
+    q->name_buf[4] = (uint8_t)('0' + lock);
+    q->cmd.name = q->name_buf;
+    q->cmd.name_len = 5;
+}
+
+/* Choose a random new request for a client. */
+static void client_new_req(sim *s, sim_client *cl, sim_req *q)
+{
+    uint64_t *g = &s->rng;
+    memset(q, 0, sizeof *q);
+    fence_cmd *c = &q->cmd;
+    unsigned roll = (unsigned)rng_range(g, 0, 109);
+    if (cl->n_leases == 0 && roll < 70)
+        roll = 0; /* mostly get a lease first */
+    uint64_t some_lease = cl->n_leases
+                              ? cl->leases[rng_range(g, 0, cl->n_leases - 1)]
+                              : rng_range(g, 1, 40);
+    if (roll < 12) {
+        c->type = FENCE_CMD_LEASE_GRANT;
+        c->ttl_ms = rng_range(g, 300, 4000);
+        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
+        if (rng_pct(g, 3))
+            c->ttl_ms = 1; /* invalid */
+    } else if (roll < 40) {
+        c->type = FENCE_CMD_LEASE_KEEPALIVE;
+        c->lease = some_lease;
+    } else if (roll < 44) {
+        c->type = FENCE_CMD_LEASE_REVOKE;
+        c->lease = some_lease;
+    } else if (roll < 70) {
+        c->type = FENCE_CMD_LOCK;
+        c->lease = some_lease;
+        set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
+    } else if (roll < 86) {
+        c->type = FENCE_CMD_UNLOCK;
+        if (cl->n_held && rng_pct(g, 85)) {
+            unsigned k = (unsigned)rng_range(g, 0, cl->n_held - 1);
+            set_name(q, cl->held[k].lock);
+            c->token = cl->held[k].token;
+        } else {
+            set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+            c->token = rng_range(g, 1, s->model_token + 2);
+        }
+    } else if (roll < 96) {
+        c->type = FENCE_CMD_ACQUIRE;
+        set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        c->ttl_ms = rng_range(g, 300, 4000);
+        c->lock_delay_ms = rng_pct(g, 70) ? 0 : rng_range(g, 10, 400);
+        c->wait_ms = rng_pct(g, 50) ? 0 : rng_range(g, 50, 3000);
+    } else if (roll < 99) {
+        c->type = FENCE_CMD_CANCEL;
+        c->wait_id = rng_range(g, 1, 50); /* probably not ours */
+    } else {
+        /* A read: LEASE.INFO or LOCK.INFO. */
+        q->is_read = true;
+        if (rng_pct(g, 50))
+            c->lease = some_lease;
+        else
+            set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
+        return;
+    }
+    if (rng_pct(g, 50)) {
+        c->flags |= FENCE_CMD_F_REQID;
+        c->req_id = ((uint64_t)(cl->id + 1) << 40) | ++cl->seq;
+    }
+    /* Per-owner quotas (core/fsm.h) on some grants, as the leader writes a
+     * user's maxleases/maxlocks into the log: every replica must refuse
+     * alike.  Derived from the fields already drawn, so the random stream
+     * (and every seed's run) stays what it was. */
+    if (c->type == FENCE_CMD_LEASE_GRANT || c->type == FENCE_CMD_ACQUIRE) {
+        if (c->ttl_ms % 3 == 0) {
+            c->flags |= FENCE_CMD_F_QUOTA;
+            c->quota_leases = (uint32_t)(6 + c->ttl_ms % 7);
+            c->quota_locks = (uint32_t)(c->ttl_ms % 2 ? 4 + c->ttl_ms % 5 : 0);
+        }
+    } else if (c->type == FENCE_CMD_LOCK && c->lease % 3 == 0) {
+        c->flags |= FENCE_CMD_F_QUOTA;
+        c->quota_locks = (uint32_t)(3 + c->lease % 4);
+    }
+}
+
+/* Record a grant a client was told about. */
+static void client_ack_grant(sim *s, sim_client *cl, unsigned lock,
+                             uint64_t token, uint64_t lease)
+{
+    s->acks = sim_grow(s->acks, &s->cap_acks, s->n_acks + 1, sizeof *s->acks);
+    s->acks[s->n_acks].token = token;
+    s->acks[s->n_acks].lease = lease;
+    s->acks[s->n_acks].lock = lock;
+    s->acks[s->n_acks].time_ms = s->fx.time;
+    s->n_acks++;
+    s->res->acked_grants++;
+    if (cl->n_held < SIM_CLIENT_HELD) {
+        cl->held[cl->n_held].lock = lock;
+        cl->held[cl->n_held].token = token;
+        cl->held[cl->n_held].lease = lease;
+        cl->n_held++;
+    }
+}
+
+/* What a client learns from the result of its command. */
+static void client_result(sim *s, sim_client *cl, const sim_req *q)
+{
+    const fence_cmd *c = &q->cmd;
+    const fence_result *r = &q->r;
+    s->res->acked_cmds++;
+    if (q->from_wait)
+        s->res->wait_answers++;
+    switch (c->type) {
+    case FENCE_CMD_LEASE_GRANT:
+        if (r->status == FENCE_ST_OK && cl->n_leases < SIM_CLIENT_LEASES)
+            cl->leases[cl->n_leases++] = r->lease;
+        break;
+    case FENCE_CMD_LEASE_KEEPALIVE:
+    case FENCE_CMD_LEASE_REVOKE:
+        if (r->status == FENCE_ST_NOLEASE ||
+            c->type == FENCE_CMD_LEASE_REVOKE) {
+            for (unsigned k = 0; k < cl->n_leases; k++)
+                if (cl->leases[k] == c->lease)
+                    cl->leases[k] = cl->leases[--cl->n_leases];
+            for (unsigned k = 0; k < cl->n_held;)
+                if (cl->held[k].lease == c->lease)
+                    cl->held[k] = cl->held[--cl->n_held];
+                else
+                    k++;
+        }
+        break;
+    case FENCE_CMD_LOCK:
+    case FENCE_CMD_ACQUIRE:
+        if (r->status == FENCE_ST_OK)
+            client_ack_grant(s, cl, q->lock, r->token,
+                             c->type == FENCE_CMD_LOCK ? c->lease : r->lease);
+        break;
+    case FENCE_CMD_UNLOCK:
+        for (unsigned k = 0; k < cl->n_held; k++)
+            if (cl->held[k].token == c->token) {
+                cl->held[k] = cl->held[--cl->n_held];
+                break;
+            }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Queue a request to be sent again (same command, same REQID). */
+static void client_retry(sim_client *cl, const sim_req *q)
+{
+    if (cl->n_retry >= SIM_PIPE_MAX)
+        return;
+    sim_req *d = &cl->retry[cl->n_retry++];
+    *d = *q;
+    if (d->cmd.name_len)
+        d->cmd.name = d->name_buf;
+    d->sent = false;
+    d->ans = ANS_NONE;
+}
+
+/* An answer's state index against the rest of its pipeline: a read sees
+ * its pipeline's earlier writes and no later one, and every write that was
+ * acknowledged anywhere before it was sent.  Writes answered by a wait's
+ * outcome are left out (their command applied at an earlier index). */
+static void check_pipeline(sim *s, sim_client *cl, unsigned k)
+{
+    const sim_req *q = &cl->pipe[k];
+    if (q->ans == ANS_READ) {
+        if (q->state_index < q->floor_index)
+            sim_fail(s, "client %u: a read was answered from index %" PRIu64
+                        " but index %" PRIu64 " was acknowledged before it "
+                        "was sent", cl->id, q->state_index, q->floor_index);
+        for (unsigned j = 0; j < cl->n_pipe; j++) {
+            const sim_req *w = &cl->pipe[j];
+            if (j == k || w->ans != ANS_RESULT || w->from_wait)
+                continue;
+            if (j < k && w->state_index > q->state_index)
+                sim_fail(s, "client %u: a read was answered from index %" PRIu64
+                            ", before the write ahead of it in its pipeline "
+                            "(applied at index %" PRIu64 ")",
+                         cl->id, q->state_index, w->state_index);
+            if (j > k && w->state_index <= q->state_index)
+                sim_fail(s, "client %u: a read answered from index %" PRIu64
+                            " saw the write behind it in its pipeline "
+                            "(applied at index %" PRIu64 ")",
+                         cl->id, q->state_index, w->state_index);
+        }
+        s->res->reads++;
+    }
+}
+
+/* The current pipeline is over: nothing of it may be answered any more;
+ * the next one uses the other half. */
+static void pipe_end(sim_client *cl)
+{
+    for (unsigned k = 0; k < SIM_PIPE_MAX; k++)
+        cl->pipe[k].sent = false;
+    cl->n_pipe = cl->n_done = 0;
+    cl->pipe = cl->pipe == cl->pipes[0] ? cl->pipes[1] : cl->pipes[0];
+}
+
+/* Process the answers at the head of the pipeline, in order. */
+static void client_process(sim *s, sim_client *cl)
+{
+    if (cl->n_pipe == 0)
+        return;
+    while (cl->n_done < cl->n_pipe && cl->pipe[cl->n_done].ans != ANS_NONE) {
+        sim_req *q = &cl->pipe[cl->n_done];
+        if (q->ans == ANS_RESULT) {
+            assert(q->r.status != FENCE_ST_QUEUED);
+            client_result(s, cl, q);
+            if (!q->from_wait && q->state_index > s->acked_index)
+                s->acked_index = q->state_index;
+        } else if (q->ans == ANS_ERROR) {
+            if (q->err == FENCE_LERR_UNKNOWN || q->err == FENCE_LERR_RESTORED) {
+                s->res->unknown_outcomes++;
+                /* Retry only what is idempotent by request id. */
+                if (q->cmd.flags & FENCE_CMD_F_REQID)
+                    client_retry(cl, q);
+            } else if (q->err == FENCE_LERR_UNAVAILABLE && !q->is_read &&
+                       q->cmd.type != FENCE_CMD_CANCEL) {
+                client_retry(cl, q); /* never applied: resend as it is */
+            }
+        }
+        cl->n_done++;
+    }
+    if (cl->n_done < cl->n_pipe)
+        return;
+    /* Every answer is in: check the pipeline as a whole. */
+    for (unsigned k = 0; k < cl->n_pipe; k++)
+        check_pipeline(s, cl, k);
+    pipe_end(cl);
+    cl->next_at = s->fx.time + rng_range(&s->rng, 0, 300);
+}
+
+/* Close the client's connection: the node's module forgets its requests
+ * (and cancels their waits through the log); those unanswered have an
+ * unknown outcome, and the client retries the ones with a REQID. */
+void sim_client_disconnect(sim *s, sim_client *cl)
+{
+    if (cl->node < 0)
+        return;
+    sim_node *n = &s->nodes[cl->node];
+    fence__leader_conn_close(n->leader, &cl->lconn);
+    for (unsigned k = cl->n_done; k < cl->n_pipe; k++) {
+        sim_req *q = &cl->pipe[k];
+        if (q->ans == ANS_NONE && !q->is_read &&
+            (q->cmd.flags & FENCE_CMD_F_REQID) && rng_pct(&s->rng, 70))
+            client_retry(cl, q);
+    }
+    if (cl->n_pipe > cl->n_done)
+        s->res->disconnects++;
+    cl->node = -1;
+    pipe_end(cl);
+    fence__leader_conn_init(&cl->lconn);
+    cl->next_at = s->fx.time + rng_range(&s->rng, 10, 300);
+}
+
+/* Let a client act: process answers, give up a wait, disconnect at
+ * random, or send its next pipeline (retries first). */
+void sim_client_drive(sim *s, sim_client *cl)
+{
+    client_process(s, cl);
+    if (cl->n_pipe > 0) {
+        /* Outstanding requests: maybe go away (orphans, CANCEL). */
+        if (s->fx.time >= cl->give_up_at ||
+            (s->traffic && rng_pct(&s->rng, 1) && rng_pct(&s->rng, 20)))
+            sim_client_disconnect(s, cl);
+        return;
+    }
+    if (s->fx.time < cl->next_at)
+        return;
+    if (cl->n_retry == 0 && !s->traffic)
+        return;
+    int node = pick_node(s);
+    if (node < 0) {
+        cl->next_at = s->fx.time + 50;
+        return;
+    }
+    if (cl->node != node) {
+        sim_client_disconnect(s, cl);
+        cl->node = node;
+    }
+    sim_node *n = &s->nodes[node];
+    /* The pipeline: the retries, or 1..SIM_PIPE_MAX new requests. */
+    if (cl->n_retry > 0) {
+        for (unsigned k = 0; k < cl->n_retry; k++) {
+            cl->pipe[k] = cl->retry[k];
+            if (cl->pipe[k].cmd.name_len)
+                cl->pipe[k].cmd.name = cl->pipe[k].name_buf;
+        }
+        cl->n_pipe = cl->n_retry;
+        cl->n_retry = 0;
+    } else {
+        unsigned len = (unsigned)rng_range(&s->rng, 1, SIM_PIPE_MAX);
+        for (unsigned k = 0; k < len; k++)
+            client_new_req(s, cl, &cl->pipe[k]);
+        cl->n_pipe = len;
+    }
+    cl->n_done = 0;
+    uint64_t wait_max = 0;
+    for (unsigned k = 0; k < cl->n_pipe; k++)
+        if (cl->pipe[k].cmd.wait_ms > wait_max)
+            wait_max = cl->pipe[k].cmd.wait_ms;
+    cl->give_up_at = s->fx.time + wait_max + 3000;
+    /* Sent one by one: an answer may come back at once (refusals), and a
+     * disconnect cannot happen in between (only this function does it). */
+    for (unsigned k = 0; k < cl->n_pipe; k++) {
+        sim_req *q = &cl->pipe[k];
+        q->sent = true;
+        q->ans = ANS_NONE;
+        q->floor_index = s->acked_index;
+        fence__leader_submit(n->leader, &cl->lconn, q, &q->cmd, q->is_read);
+    }
+    client_process(s, cl);
+}
