@@ -294,7 +294,7 @@ static void auth_failed(fence_acl_srv *s, fence_compat_conn *cc, fence_net_conn 
     if (c != NULL)
         fence__net_conn_peer(c, peer, sizeof(peer), ip, sizeof(ip));
     addr_key(ip, key, sizeof(key));
-    snprintf(client, sizeof(client), "id=%" PRIu64 " addr=%s name=%s", cc->id, peer, cc->name);
+    snprintf(client, sizeof(client), "id=%" PRIu64 " addr=%.64s name=%.40s", cc->id, peer, cc->name);
     log_add(s, name, key, client);
     unsigned long dropped;
     if (c == NULL) {
