@@ -366,6 +366,11 @@ int fence__net_listen_unix(fence_net *net, const char *path, char *err,
 /* Close the listeners (no more accepts; a Unix socket file is removed). */
 void fence__net_close_listeners(fence_net *net);
 
+/* The listeners' accept callback (conn.c; layer-internal, for
+ * conn_listen.c): accept one client on server, refusing it politely
+ * beyond max_clients. */
+void fence__net_on_connection(uv_stream_t *server, int status);
+
 /* Close the listeners and every connection (shutdown); connections close
  * through the normal path (their slots go to on_slot_orphan). */
 void fence__net_stop(fence_net *net);

@@ -1,6 +1,7 @@
 /* Hex digits: the one decoder for the ACL file's #<sha256> passwords
- * (src/common/acl.c) and the RESP inline parser's "\xHH" escapes
- * (src/proto/resp.c).  Pure and inline. */
+ * (src/common/acl.c), the RESP inline parser's "\xHH" escapes
+ * (src/proto/resp.c) and fence-proxy's percent-decoding (src/proxy/path.c).
+ * Pure and inline. */
 #ifndef FENCE_COMMON_HEX_H
 #define FENCE_COMMON_HEX_H
 

@@ -4,17 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* The value of hex digit c, or -1. */
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "common/hex.h"
 
 /* RFC 3986 unreserved: ALPHA DIGIT - . _ ~ */
 static bool unreserved(unsigned char c)
@@ -35,7 +25,7 @@ static long decode(const char *p, size_t q, char *out, size_t cap, const char **
                 *why = "a '%' without two hex digits";
                 return -1;
             }
-            int h = hexval((unsigned char)p[i + 1]), l = hexval((unsigned char)p[i + 2]);
+            int h = fence__hexval(p[i + 1]), l = fence__hexval(p[i + 2]);
             if (h < 0 || l < 0) {
                 *why = "a '%' without two hex digits";
                 return -1;
