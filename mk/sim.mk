@@ -1,6 +1,6 @@
 # tests/sim: deterministic cluster simulation on libraft's raft_fixture,
 # running the real state machine (src/core) under the same leader module
-# as fenced (src/server/leader.c).  See docs/testing.md.
+# as fenced (src/leader/).  See docs/testing.md.
 #
 #   make sim SEEDS=N [SEED_START=S] [SIM_ARGS='--nodes 5 --duration 60000']
 #   FENCE_SIM_SEED=n build/tests/fence_sim --verbose      replay one seed
@@ -8,7 +8,7 @@ CFLAGS_tests_sim_ := $(shell pkg-config --cflags raft 2>/dev/null)
 SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
 SIM_OBJ := $(BUILD)/tests/sim/sim.o $(BUILD)/tests/sim/sim_main.o
-SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o
+SIM_LEADER_OBJ := $(LEADER_OBJ)
 SIM_BIN := $(BUILD)/tests/fence_sim
 
 $(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)

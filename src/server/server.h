@@ -38,7 +38,7 @@
 #include "core/snapshot.h"
 #include "proto/resp.h"
 #include "server/config.h"
-#include "server/leader.h"
+#include "leader/leader.h"
 #include "server/metrics.h"
 #include "server/node.h"
 #include "server/snapfork.h"

@@ -6,7 +6,7 @@
  *   3. the raft_fsm of a node: fenced's leader module applying to the real
  *      fence_fsm, plus the apply-time checks
  *   4. the global history and the independent lease model
- *   5. the server: src/server/leader.c on each node (the same module fenced
+ *   5. the server: src/leader/ on each node (the same module fenced
  *      runs), with the sim as its shell
  *   6. simulated clients: connections with pipelines, reads, waits,
  *      disconnects and REQID retries
@@ -35,7 +35,7 @@
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
-#include "server/leader.h"
+#include "leader/leader.h"
 
 #define SIM_MAX_NODES 8
 #define SIM_MAX_CLIENTS 32
@@ -254,7 +254,7 @@ typedef struct sim_node {
     size_t snapcap;            /* its capacity */
 
     /* The server: the same leader module as fenced. */
-    fence_leader *leader;      /* src/server/leader.c over fsm */
+    fence_leader *leader;      /* src/leader/ over fsm */
     uint64_t timer_at;         /* leader timer (node clock); UINT64_MAX: off */
     struct raft_transfer transfer; /* leadership transfer request */
     bool transfer_busy;        /* its callback pending */
@@ -1382,7 +1382,7 @@ static void model_entry(sim *s, uint64_t index, uint64_t ts,
     }
 }
 
-/* raft_fsm.apply: the node's leader module (src/server/leader.c) applies
+/* raft_fsm.apply: the node's leader module (src/leader/) applies
  * the entry with the real fsm and answers the waits it ends; then check it
  * against the history (or record it as the history when this node is
  * first at this index). */
@@ -1687,7 +1687,7 @@ static int rfsm_restore(struct raft_fsm *rf, struct raft_buffer *buf)
 }
 
 /* ------------------------------------------------------------------------
- * 5. The server: src/server/leader.c on each node, through its ops
+ * 5. The server: src/leader/ on each node, through its ops
  *
  * The sim links the same leader module as fenced and is its shell here,
  * as loop.c is in the daemon: ops->propose is raft_apply on the fixture,

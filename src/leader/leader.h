@@ -96,10 +96,10 @@
  *     earlier entry is applied: the new leader's catch-up.
  *   - uv_encoding.c / uv_segment.c: raft_uv pads entries to 8 bytes when
  *     written but reloads them unpadded, so every entry is framed
- *     (fence__entry_frame) and apply strips the frame.
+ *     (fence__entry_frame, core/entry.h) and apply strips the frame.
  */
-#ifndef FENCE_SERVER_LEADER_H
-#define FENCE_SERVER_LEADER_H
+#ifndef FENCE_LEADER_LEADER_H
+#define FENCE_LEADER_LEADER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -232,15 +232,4 @@ bool fence__leader_ready(const fence_leader *l); /* LEADER_START applied */
 uint64_t fence__leader_now(const fence_leader *l); /* fsm time, see above */
 void fence__leader_stats_get(const fence_leader *l, fence_leader_stats *out);
 
-/* ---- Entry framing (see "libraft 0.15" above) ----
- * payload, zero bytes, and a last byte saying how many (1..8) were added. */
-
-/* Bytes an entry with a payload of len bytes occupies once framed. */
-size_t fence__entry_framed_len(size_t len);
-/* Frame in place: buf holds len payload bytes and has room for
- * fence__entry_framed_len(len); returns the framed length. */
-size_t fence__entry_frame(uint8_t *buf, size_t len);
-/* The payload length of a framed entry, or SIZE_MAX if it is malformed. */
-size_t fence__entry_unframe(const uint8_t *buf, size_t len);
-
-#endif /* FENCE_SERVER_LEADER_H */
+#endif /* FENCE_LEADER_LEADER_H */
