@@ -32,6 +32,12 @@ void fence__leader_stats_get(const fence_leader *l, fence_leader_stats *out)
     out->waits = l->n_waits;
 }
 
+/* Commands in the last applied entry; see leader.h. */
+size_t fence__leader_results(const fence_leader *l)
+{
+    return l->n_results > 0 ? (size_t)l->n_results : 0;
+}
+
 /* Set up a connection's module state. */
 void fence__leader_conn_init(fence_lconn *c)
 {

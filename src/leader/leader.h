@@ -231,5 +231,9 @@ void fence__leader_barrier_done(fence_leader *l, int status);
 bool fence__leader_ready(const fence_leader *l); /* LEADER_START applied */
 uint64_t fence__leader_now(const fence_leader *l); /* fsm time, see above */
 void fence__leader_stats_get(const fence_leader *l, fence_leader_stats *out);
+/* Commands in the entry applied last (its results; a batch of reads
+ * counts its TICK): for the shell's batch-size metric, read in the
+ * raft_apply callback of that entry, before fence__leader_applied. */
+size_t fence__leader_results(const fence_leader *l);
 
 #endif /* FENCE_LEADER_LEADER_H */
