@@ -1,9 +1,11 @@
 /* fenced's client connections on the shared connection layer
  * (src/common/conn.h): the layer owns listeners, bounded reads, parsing,
- * reply order, the output bound and closing; this file maps fenced's
- * connection and slot types and the interface cmd.c, loop.c and cluster.c
- * use (fence__slot_*, fence__conn_*) onto it, and decides what happens to
- * a closing connection's unanswered requests. */
+ * reply order, the output bound and closing; this file is where a
+ * request enters fenced (on_request hands it to the command table,
+ * cmd.c), sets up fenced's part of each connection, opens the listeners,
+ * and decides what happens to a closing connection's unanswered requests
+ * (the leader module forgets them; cluster.c's are orphaned).  The slots
+ * and their replies are reply.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,12 +17,6 @@
 
 /* ---- Slots ------------------------------------------------------------------ */
 
-/* Free a slot that is no longer in any queue or table. */
-void fence__slot_free(fence_slot *slot)
-{
-    fence__net_slot_free(&slot->base);
-}
-
 /* Make the slot's reply final.  An orphaned slot (its connection closed)
  * is freed instead. */
 void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len)

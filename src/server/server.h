@@ -2,20 +2,22 @@
  *
  * Data path: conn.c puts fenced on the shared connection layer
  * (src/common/conn.h), which reads bytes into a bounded per-connection
- * buffer and parses requests with fence_resp_parse; cmd.c validates each request and
- * either answers it at once (PING, INFO, reads in a single-voter cluster)
- * or hands it to the leader module (src/leader: group commit, leadership
- * phases, waits), which proposes batches as ONE raft entry each through
- * raft_fsm.c (its side towards raft, and raft's callbacks), and answers
- * each request through the reply sink in reply.c.  loop.c only owns the
- * libuv handles (loop check, timer, signals) and is on no request's path.  Every request
- * owns a reply slot in its connection's queue; replies leave strictly in
- * request order, whenever the slot at the head of the queue is ready.
+ * buffer and parses requests with fence_resp_parse; cmd.c validates each
+ * request and either answers it at once (PING, INFO, reads in a
+ * single-voter cluster) or submits it to the leader module (src/leader:
+ * group commit, leadership phases, waits), which proposes batches as ONE
+ * raft entry each through raft_fsm.c (its side towards raft, and raft's
+ * callbacks) and answers each request through the reply sink in reply.c.
+ * loop.c only owns the libuv handles (loop check, timer, signals) and is
+ * on no request's path.  Every request owns a reply slot in its
+ * connection's queue; replies leave strictly in request order, whenever
+ * the slot at the head of the queue is ready.
  *
  * Lifetimes: a slot belongs to its connection until the connection closes.
  * A slot handed to the leader module (SLOT_LEADER) is the module's handle:
- * on close the module forgets it first (fence__leader_conn_close from conn.c, which
- * also cancels the connection's waits through the log), then it is freed.
+ * on close the module forgets it first (conn.c calls
+ * fence__leader_conn_close, which also cancels the connection's waits
+ * through the log), then it is freed.
  * A slot held by cluster.c (SLOT_BATCH) is orphaned (conn = NULL) and freed
  * when cluster.c replies to it. */
 #ifndef FENCE_SERVER_H
@@ -229,7 +231,6 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *msg);
 /* Make a slot's reply final (copies bytes; frees an orphaned slot). */
 void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len);
 void fence__slot_error(fence_slot *slot, const char *code, const char *msg);
-void fence__slot_free(fence_slot *slot);
 /* Fill ops' reply_result, reply_read and reply_error (ctx: the server). */
 void fence__reply_sink(fence_leader_ops *ops);
 /* Turn a command's result (or a wait's event) into the slot's reply. */
