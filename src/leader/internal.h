@@ -1,6 +1,6 @@
 /* The leader module's insides, shared by its files (leader.h is the
  * contract).  Layers, each using only those below it:
- *   leader.c   life, leadership phases, the step, the timer, shutdown
+ *   step.c     life, leadership phases, the step, the timer, shutdown
  *   outcome.c  raft's callbacks: applied entries, events, restore
  *   batch.c    group commit: batches, holding, proposals, intake
  *   requests.c the requests held: connection lists, the wait table, answers

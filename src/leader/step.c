@@ -1,4 +1,4 @@
-/* The leader's logic of fenced (see leader.h for the contract, the
+/* The leader module's life and its step (see leader.h for the contract, the
  * phases, the rule for calling raft and the libraft 0.15 behaviour it
  * relies on).  No libuv, no raft, no connection internals: what the module
  * needs from outside comes through fence_leader_ops. */
