@@ -1,9 +1,13 @@
 /* The leader's logic of fenced, without libuv and without raft: group
  * commit, the leadership phases, fsm time, TICKs, the wait table, batch
- * failure and shutdown.  The daemon's shell (loop.c) and the deterministic
- * simulation (tests/sim) both drive this same module; each supplies an
- * ops table (propose, barrier, is-leader, voters, term, a monotonic clock,
- * a log line, and a reply sink) and forwards raft's callbacks to it.
+ * failure and shutdown.  fenced (the "shell": src/server) and the
+ * deterministic simulation (tests/sim) both drive this same module; each
+ * supplies an ops table (propose, barrier, is-leader, voters, term, a
+ * monotonic clock, a log line, and a reply sink) and forwards raft's
+ * callbacks to it.  In fenced, cmd.c submits requests, conn.c closes
+ * connections, raft_fsm.c fills the raft half of the ops and forwards
+ * raft's callbacks, reply.c is the reply sink, and loop.c runs the step at
+ * its loop check and owns the one timer.
  *
  * Requests.  The shell hands in every request that needs the leader
  * (commands, and reads that must be linearizable) with an opaque handle of
