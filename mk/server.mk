@@ -34,3 +34,10 @@ $(BUILD)/tests/test_aio_reap: $(BUILD)/tests/unit/test_aio_reap.o $(BUILD)/src/s
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -pthread $(LDFLAGS)
 UNIT_TESTS += $(BUILD)/tests/test_aio_reap
+
+# The voter floor of CLUSTER.REMOVE as a pure function (voter_floor.c).
+VOTER_FLOOR_OBJ := $(BUILD)/src/server/voter_floor.o $(BUILD)/src/common/assert.o
+$(BUILD)/tests/test_voter_floor: $(BUILD)/tests/unit/test_voter_floor.o $(VOTER_FLOOR_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
+UNIT_TESTS += $(BUILD)/tests/test_voter_floor

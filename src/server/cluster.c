@@ -13,6 +13,7 @@
 #include "server/cluster_addr.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "server/voter_floor.h"
 
 /* Largest node id accepted (as for --node-id). */
 #define NODE_ID_MAX (1ULL << 62)
@@ -344,69 +345,38 @@ static void cluster_add(fence_server *s, fence_slot *slot, const fence_resp_msg 
     LOG_INFO("cluster: adding node %" PRIu64 " at %s", id, address);
 }
 
-/* Outcomes of removal_check(). */
-enum removal_verdict {
-    RM_OK = 0,     /* the removal may go ahead */
-    RM_WAIT,       /* the contact flags are too fresh to trust: check again later */
-    RM_REFUSED,    /* refused; the reason is in msg */
-};
-
-/* The voter floor for CLUSTER.REMOVE (docs/cluster.md, "The voter floor"):
- * removing a non-voter is always allowed; removing a voter is refused when
- * it would leave no voter at all, or when the voters that would remain and
- * that this leader has heard from within the last election timeout (itself
- * included, when it stays) are fewer than a majority of the voters that
- * would remain.  In raft the new configuration rules as soon as it is in
- * the log, so such a change could never commit, and the cluster would be
- * left without a leader until the missing voters come back (with no voter
- * at all: forever, restarts included).
+/* The voter floor for CLUSTER.REMOVE (docs/cluster.md, "The voter floor";
+ * the rule itself is the pure fence__voter_floor, voter_floor.h): what
+ * libraft says on this leader, handed to the rule.
  *
  * Contact comes from libraft's check-quorum flags (struct raft_progress,
  * public in raft.h): set when a follower answers, cleared every election
  * timeout (when election_timer_start moves).  Just after a clear, a live
  * follower's flag stays false until its next answer, so within two
- * heartbeats of a clear the verdict is RM_WAIT with *wait_ms to go, unless
- * rechecked (then the flags are read as they are).  Only on a leader. */
+ * heartbeats of a clear the verdict is FENCE_VF_WAIT with *wait_ms to go,
+ * unless rechecked (then the flags are read as they are).  Only on a
+ * leader. */
 static int removal_check(fence_server *s, uint64_t id, bool rechecked, char *msg,
                          size_t cap, uint64_t *wait_ms)
 {
     fence_node *n = &s->node;
     fence_node_server victim;
     FENCE_ASSERT(fence__node_raft_leads(n));
-    if (!fence__node_server_find(n, id, &victim) || victim.role != RAFT_VOTER)
-        return RM_OK;
-    unsigned voters = fence__node_voters(&s->node);
-    FENCE_ASSERT(voters >= 1);
-    unsigned remaining = voters - 1;
-    if (remaining == 0) {
-        snprintf(msg, cap, "refused: node %" PRIu64 " is the last voter; without a voter "
-                 "the cluster can never elect a leader again (add a node first)", id);
-        return RM_REFUSED;
-    }
-    uint64_t settle_ms = 2 * s->cfg->heartbeat_ms;
-    uint64_t since_clear_ms = fence__node_contact_age_ms(n);
-    if (!rechecked && since_clear_ms < settle_ms) {
-        *wait_ms = settle_ms - since_clear_ms + 1;
-        return RM_WAIT;
-    }
-    unsigned live = 0;
+    fence_vf_view v;
+    memset(&v, 0, sizeof(v));
+    v.id = id;
+    v.is_voter = fence__node_server_find(n, id, &victim) && victim.role == RAFT_VOTER;
+    v.voters = fence__node_voters(n);
     for (unsigned i = 0; i < fence__node_servers(n); i++) {
         fence_node_server sv;
         fence__node_server_at(n, i, &sv);
-        if (sv.role != RAFT_VOTER || sv.id == id)
-            continue;
-        if (sv.contact)
-            live++;
+        if (sv.role == RAFT_VOTER && sv.id != id && sv.contact)
+            v.live_others++;
     }
-    unsigned quorum = remaining / 2 + 1;
-    if (live < quorum) {
-        snprintf(msg, cap, "refused: without node %" PRIu64 " the cluster would have %u "
-                 "voter(s), of which only %u answer the leader; a quorum needs %u (bring "
-                 "the missing voters back, or remove a dead one first)",
-                 id, remaining, live, quorum);
-        return RM_REFUSED;
-    }
-    return RM_OK;
+    v.settle_ms = 2 * s->cfg->heartbeat_ms;
+    v.since_clear_ms = fence__node_contact_age_ms(n);
+    v.rechecked = rechecked;
+    return fence__voter_floor(&v, msg, cap, wait_ms);
 }
 
 static void remove_try(cluster_req *q);
@@ -445,7 +415,7 @@ static void remove_try(cluster_req *q)
         return;
     }
     int verdict = removal_check(s, id, q->rechecked, msg, sizeof(msg), &wait_ms);
-    if (verdict == RM_WAIT &&
+    if (verdict == FENCE_VF_WAIT &&
         uv_timer_init(s->loop, &q->timer) == 0) {
         q->timer.data = q;
         int trv = uv_timer_start(&q->timer, remove_timer_fired, wait_ms, 0);
@@ -453,15 +423,15 @@ static void remove_try(cluster_req *q)
         (void)trv;
         return;
     }
-    if (verdict == RM_WAIT) /* no timer: read the flags as they are */
+    if (verdict == FENCE_VF_WAIT) /* no timer: read the flags as they are */
         verdict = removal_check(s, id, true, msg, sizeof(msg), &wait_ms);
-    if (verdict == RM_REFUSED) {
+    if (verdict == FENCE_VF_REFUSED) {
         LOG_WARN("cluster: removal of node %" PRIu64 " %s", id, msg);
         fence_slot *slot = req_finish(q);
         fence__slot_error(slot, "ERR", msg);
         return;
     }
-    FENCE_ASSERT(verdict == RM_OK);
+    FENCE_ASSERT(verdict == FENCE_VF_OK);
     int rv = fence__node_remove(&s->node, &q->change, id, change_done);
     if (rv != 0) {
         fence_slot *slot = req_finish(q);
