@@ -34,4 +34,3 @@ $(BUILD)/tests/test_aio_reap: $(BUILD)/tests/unit/test_aio_reap.o $(BUILD)/src/s
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -pthread $(LDFLAGS)
 UNIT_TESTS += $(BUILD)/tests/test_aio_reap
-
