@@ -2,12 +2,16 @@
 CFLAGS_src_server_ := $(shell pkg-config --cflags libuv raft openssl 2>/dev/null)
 SERVER_SRC := $(wildcard src/server/*.c)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+# src/leader: the leader module (no libuv, no raft), also linked by the
+# simulation (mk/sim.mk) and test_leader.
+LEADER_SRC := $(wildcard src/leader/*.c)
+LEADER_OBJ := $(LEADER_SRC:%.c=$(BUILD)/%.o)
 SERVER_LIBS := $(shell pkg-config --libs libuv raft 2>/dev/null) $(TLS_LIBS)
 
-$(BUILD)/fenced: $(SERVER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a \
+$(BUILD)/fenced: $(SERVER_OBJ) $(LEADER_OBJ) $(BUILD)/libfencecore.a $(BUILD)/libfenceproto.a \
                  $(BUILD)/libfencecommon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(SERVER_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecore.a \
+	$(CC) $(CFLAGS) -o $@ $(SERVER_OBJ) $(LEADER_OBJ) $(BUILD)/libfenceproto.a $(BUILD)/libfencecore.a \
 	    $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a $(SERVER_LIBS) $(SODIUM_LIBS) \
 	    -pthread $(LDFLAGS)
 

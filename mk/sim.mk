@@ -1,6 +1,6 @@
 # tests/sim: deterministic cluster simulation on libraft's raft_fixture,
 # running the real state machine (src/core) under the same leader module
-# as fenced (src/server/leader.c).  See docs/testing.md.
+# as fenced (src/leader/).  See docs/testing.md.
 #
 #   make sim SEEDS=N [SEED_START=S] [SIM_ARGS='--nodes 5 --duration 60000']
 #   FENCE_SIM_SEED=n build/tests/fence_sim --verbose      replay one seed
@@ -9,7 +9,7 @@ SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
 # The simulation's files (sim_*.c, one concern each; see sim_int.h).
 SIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/sim/sim_*.c)))
-SIM_LEADER_OBJ := $(BUILD)/src/server/leader.o $(BUILD)/src/server/voter_floor.o
+SIM_LEADER_OBJ := $(LEADER_OBJ) $(BUILD)/src/server/voter_floor.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
 $(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)

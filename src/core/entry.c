@@ -35,8 +35,10 @@
  * version-4 entry in which no command carries the flag is refused, so
  * that each valid entry has exactly one encoding.
  */
+#include <stdint.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/bytes.h"
 #include "core/entry.h"
 #include "core/fsm_int.h"
@@ -401,4 +403,37 @@ int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
     FENCE_ASSERT(rc == 0);
     FENCE_ASSERT(i == it.count);
     return (int)i;
+}
+
+/* ---- Entry framing (entry.h) ------------------------------------------------ */
+
+/* Framed size: at least one trailer byte, up to the next multiple of 8. */
+size_t fence__entry_framed_len(size_t len)
+{
+    return len + (8 - len % 8);
+}
+
+/* Zero-fill the padding and store its size in the last byte. */
+size_t fence__entry_frame(uint8_t *buf, size_t len)
+{
+    size_t pad = 8 - len % 8;
+    FENCE_ASSERT(pad >= 1);
+    FENCE_ASSERT(pad <= 8);
+    memset(buf + len, 0, pad - 1);
+    buf[len + pad - 1] = (uint8_t)pad;
+    return len + pad;
+}
+
+/* Strip the framing, checking it is well formed. */
+size_t fence__entry_unframe(const uint8_t *buf, size_t len)
+{
+    if (len == 0 || len % 8 != 0)
+        return SIZE_MAX;
+    size_t pad = buf[len - 1];
+    if (pad < 1 || pad > 8 || pad > len)
+        return SIZE_MAX;
+    for (size_t i = len - pad; i < len - 1; i++)
+        if (buf[i] != 0)
+            return SIZE_MAX;
+    return len - pad;
 }

@@ -58,4 +58,18 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out);
 int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
                           fence_result *results, uint32_t results_cap);
 
+/* ---- Framing of a raft entry ----
+ * raft_uv pads entries to 8 bytes when it writes them but reloads them
+ * unpadded (libraft 0.15 uv_encoding.c / uv_segment.c), so the leader
+ * frames every entry it proposes and apply strips the frame: payload,
+ * zero bytes, and a last byte saying how many (1..8) were added. */
+
+/* Bytes an entry with a payload of len bytes occupies once framed. */
+size_t fence__entry_framed_len(size_t len);
+/* Frame in place: buf holds len payload bytes and has room for
+ * fence__entry_framed_len(len); returns the framed length. */
+size_t fence__entry_frame(uint8_t *buf, size_t len);
+/* The payload length of a framed entry, or SIZE_MAX if it is malformed. */
+size_t fence__entry_unframe(const uint8_t *buf, size_t len);
+
 #endif /* FENCE_CORE_ENTRY_H */

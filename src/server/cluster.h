@@ -9,8 +9,8 @@
  * "raft-host:raft-port|client-host:client-port".  Every node can therefore
  * name the client address of any leader, including added ones, for
  * NOTLEADER redirects.  The raft transport only ever sees the part before
- * '|': fence__cluster_wrap_transport() strips the suffix before
- * raft_uv_tcp parses the address.
+ * '|': node.c's wrapper of raft_uv_tcp's connect strips the suffix before
+ * raft_uv_tcp parses the address (both are in node.c, node.h).
  *
  * Joining: a node started with --join 1 does not bootstrap a configuration
  * of its own; it waits, empty, until a leader adds it and raft brings it the
@@ -39,15 +39,5 @@ struct fence_resp_msg;
  * has committed them). */
 void fence__cluster_dispatch(struct fence_conn *c, struct fence_slot *slot,
                              const struct fence_resp_msg *m);
-
-/* The peer (client host and port, raft port) of server id: from raft's
- * current configuration when its address carries a client part, else from
- * the --peers map.  Returns NULL when id is unknown.  The result points to
- * static storage valid until the next call (the daemon is single-threaded). */
-const fence_peer *fence__cluster_peer(fence_node *n, uint64_t id);
-
-/* Replace t->connect (after raft_uv_tcp_init filled t) with a wrapper that
- * passes raft_uv_tcp only the raft part of a "raft|client" address. */
-void fence__cluster_wrap_transport(struct raft_uv_transport *t);
 
 #endif /* FENCE_SERVER_CLUSTER_H */

@@ -1,5 +1,7 @@
-/* The command table: argument validation, immediate replies, and turning
- * state-machine results into RESP replies. */
+/* The command table: argument validation, immediate replies, and the
+ * hand-over of commands and linearizable reads to the leader module
+ * (src/leader), whose answers come back through the reply sink
+ * (reply.c, which also turns state-machine results into RESP replies). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,21 @@ static void lower_name(const char *name, char *out, size_t cap)
     for (; name[i] && i + 1 < cap; i++)
         out[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i]);
     out[i] = '\0';
+}
+
+/* The request's reply slot, appended to c's queue; NULL if memory ran out. */
+static fence_slot *slot_new(fence_conn *c, const fence_compat_command *def)
+{
+    fence_slot *slot = (fence_slot *)fence__net_slot_new(&c->base);
+    if (slot == NULL)
+        return NULL;
+    slot->conn = c;
+    slot->op = def != NULL ? def->op : OP_PING;
+    slot->def = def;
+    slot->state = SLOT_NEW;
+    slot->resp = c->compat.resp;
+    slot->t0_ns = uv_hrtime();
+    return slot;
 }
 
 /* Parse argument a as an integer in [min, max]; on failure reply "ERR" on
@@ -124,80 +141,6 @@ static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t fir
     return 0;
 }
 
-/* Reply for a request that needs the leader when this server cannot serve
- * it: NOTLEADER with the leader's client address when one is known,
- * TRYAGAIN while an election or the leader's start-up is under way. */
-void fence__cmd_reply_unavailable(fence_server *s, fence_slot *slot)
-{
-    char msg[160];
-    if (s->stopping) {
-        fence__slot_error(slot, "TRYAGAIN", "the server is shutting down");
-        return;
-    }
-    if (fence__node_is_leader(&s->node)) {
-        if (fence__node_transferring(&s->node))
-            fence__slot_error(slot, "TRYAGAIN",
-                              "leadership is being transferred; retry shortly");
-        else
-            fence__slot_error(slot, "TRYAGAIN",
-                              "the leader is starting (replaying its log); retry shortly");
-        return;
-    }
-    const fence_peer *p = fence__node_leader_peer(&s->node);
-    if (p != NULL && p->id != s->cfg->node_id) {
-        snprintf(msg, sizeof(msg), "%s:%u", p->host, (unsigned)p->client_port);
-        fence__slot_error(slot, "NOTLEADER", msg);
-        return;
-    }
-    fence__slot_error(slot, "TRYAGAIN", "no leader is elected yet; retry shortly");
-}
-
-/* Reply for the leader module's error (leader.h FENCE_LERR_*), with the
- * same codes and words as before the module existed. */
-void fence__cmd_reply_error(fence_server *s, fence_slot *slot, int err)
-{
-    switch (err) {
-    case FENCE_LERR_UNAVAILABLE:
-        fence__cmd_reply_unavailable(s, slot);
-        break;
-    case FENCE_LERR_READ_RETRY:
-        fence__slot_error(slot, "TRYAGAIN", "leadership changed; retry the read");
-        break;
-    case FENCE_LERR_NOMEM:
-        fence__slot_error(slot, "TRYAGAIN", "out of memory; retry later");
-        break;
-    case FENCE_LERR_RESTORED:
-        fence__slot_error(slot, "TRYAGAIN",
-                          "outcome unknown (this server caught up from a "
-                          "snapshot); retry with the same REQID");
-        break;
-    default:
-        FENCE_ASSERT(err == FENCE_LERR_UNKNOWN);
-        fence__slot_error(slot, "TRYAGAIN",
-                          "outcome unknown (leadership lost or shutdown); "
-                          "retry with the same REQID");
-        break;
-    }
-}
-
-/* Reply for an integer. */
-static void reply_uint(fence_slot *slot, uint64_t v)
-{
-    char buf[32];
-    size_t n = fence_resp_uint(buf, sizeof(buf), v > INT_REPLY_MAX ? INT_REPLY_MAX : v);
-    FENCE_ASSERT(n <= sizeof(buf));
-    fence__slot_reply(slot, buf, n);
-}
-
-/* Reply nil ("$-1", or RESP3's null "_" after HELLO 3). */
-static void reply_nil(fence_slot *slot)
-{
-    char buf[8];
-    size_t n = fence_resp_nil_v(buf, sizeof(buf), slot->resp);
-    FENCE_ASSERT(n <= sizeof(buf));
-    fence__slot_reply(slot, buf, n);
-}
-
 /* A trailing SIGNED on LOCK/ACQUIRE (always the last argument): if present,
  * check that this server can sign, remember the lock name in the slot for
  * the reply, and return in *argc the argument count without it; -1 after
@@ -220,141 +163,6 @@ static int take_signed(fence_server *s, fence_slot *slot, const fence_resp_msg *
     slot->signer = s->signer;
     *argc = m->argc - 1;
     return 0;
-}
-
-/* Reply with a grant's signed token (LOCK ... SIGNED), or [signed token,
- * lease] (ACQUIRE ... SIGNED).  Ed25519 is deterministic: a reentrant LOCK
- * and a REQID retry get the same string. */
-static void reply_signed(fence_slot *slot, const fence_result *r, bool with_lease)
-{
-    char tok[FENCE_SIGNTOK_BUF_SIZE];
-    size_t n = fence_signtok_sign(slot->signer, slot->sign_name, slot->sign_name_len,
-                                  r->token, tok, sizeof(tok));
-    FENCE_ASSERT(n > 0);
-    char buf[FENCE_SIGNTOK_BUF_SIZE + 64];
-    size_t off = 0;
-    if (with_lease)
-        off += fence_resp_array(buf, sizeof(buf), 2);
-    off += fence_resp_bulk(buf + off, sizeof(buf) - off, tok, n);
-    if (with_lease)
-        off += fence_resp_uint(buf + off, sizeof(buf) - off,
-                               r->lease > INT_REPLY_MAX ? INT_REPLY_MAX : r->lease);
-    FENCE_ASSERT(off <= sizeof(buf));
-    fence__slot_reply(slot, buf, off);
-}
-
-/* Reply with an array of integers. */
-static void reply_uints(fence_slot *slot, const uint64_t *v, unsigned n)
-{
-    char buf[256];
-    size_t off = fence_resp_array(buf, sizeof(buf), n);
-    for (unsigned i = 0; i < n; i++)
-        off += fence_resp_uint(buf + off, sizeof(buf) - off,
-                               v[i] > INT_REPLY_MAX ? INT_REPLY_MAX : v[i]);
-    FENCE_ASSERT(off <= sizeof(buf));
-    fence__slot_reply(slot, buf, off);
-}
-
-/* Turn a command's result (or a finished wait's event) into its reply. */
-void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
-{
-    FENCE_ASSERT(r->status != FENCE_ST_QUEUED);
-    switch (r->status) {
-    case FENCE_ST_NOLEASE:
-        if (slot->op == OP_REVOKE)
-            break; /* idempotent: OK below */
-        fence__slot_error(slot, "NOLEASE",
-                          "the lease is unknown, expired or revoked");
-        return;
-    case FENCE_ST_LIMIT:
-        fence__slot_error(slot, "LIMIT",
-                          "a configured limit is full (max-leases, max-locks, "
-                          "max-waiters or max-dedup, or this user's maxleases or "
-                          "maxlocks)");
-        return;
-    case FENCE_ST_INVALID:
-        fence__slot_error(slot, "ERR", "invalid request (a value out of range, or "
-                                       "a REQID already used for a different request)");
-        return;
-    case FENCE_ST_NOPERM:
-        fence__slot_error(slot, "NOPERM",
-                          "this lease belongs to another user (only its owner or an "
-                          "@admin user may use it)");
-        return;
-    case FENCE_ST_NIL:
-        reply_nil(slot);
-        return;
-    default:
-        break;
-    }
-    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE) && slot->conn != NULL)
-        fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
-    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE)
-        fence__server_metrics_grant(slot, r); /* metrics and the audit line */
-    switch (slot->op) {
-    case OP_GRANT:
-        reply_uint(slot, r->lease);
-        break;
-    case OP_KEEPALIVE:
-    case OP_UNLOCK:
-        reply_uint(slot, r->value);
-        break;
-    case OP_REVOKE: {
-        char buf[8];
-        size_t n = fence_resp_simple(buf, sizeof(buf), "OK");
-        fence__slot_reply(slot, buf, n);
-        break;
-    }
-    case OP_LOCK:
-        if (slot->signer != NULL)
-            reply_signed(slot, r, false);
-        else
-            reply_uint(slot, r->token);
-        break;
-    case OP_ACQUIRE: {
-        if (slot->signer != NULL) {
-            reply_signed(slot, r, true);
-            break;
-        }
-        uint64_t v[2] = {r->token, r->lease};
-        reply_uints(slot, v, 2);
-        break;
-    }
-    default:
-        FENCE_ASSERT(!"unexpected op for a command result");
-        fence__slot_error(slot, "ERR", "internal error");
-        break;
-    }
-}
-
-/* Remaining ms from deadline at fsm time now, floored at 0. */
-static uint64_t remaining(uint64_t deadline, uint64_t now)
-{
-    return deadline > now ? deadline - now : 0;
-}
-
-/* Answer LEASE.INFO / LOCK.INFO from applied state. */
-void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *cmd)
-{
-    uint64_t now = fence__server_now(s);
-    if (slot->op == OP_LEASE_INFO) {
-        fence_fsm_lease_state li;
-        if (fence_fsm_lease_info(s->fsm, cmd->lease, now, &li) != 0) {
-            fence__slot_error(slot, "NOLEASE", "the lease is unknown, expired or revoked");
-            return;
-        }
-        uint64_t v[3] = {li.ttl_ms, remaining(li.deadline_ms, now), li.locks_held};
-        reply_uints(slot, v, 3);
-        return;
-    }
-    FENCE_ASSERT(slot->op == OP_LOCK_INFO);
-    fence_fsm_lock_state ki;
-    if (!fence_fsm_lock_info(s->fsm, cmd->name, cmd->name_len, &ki)) {
-        reply_nil(slot);
-        return;
-    }
-    uint64_t v[4] = {ki.token, ki.lease, remaining(ki.deadline_ms, now), ki.waiters};
-    reply_uints(slot, v, 4);
 }
 
 /* Build the INFO text and reply with it as one bulk string: the sections
@@ -419,7 +227,7 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         (unsigned long long)fence__node_commit_index(&s->node),
         (unsigned long long)fence__node_applied_index(&s->node),
         (unsigned long long)((mono - s->start_ms) / 1000),
-        (unsigned long long)fence__server_now(s), (unsigned long long)st.last_token,
+        (unsigned long long)fence__leader_now(s->leader), (unsigned long long)st.last_token,
         (unsigned long long)st.leases, (unsigned long long)st.locks,
         (unsigned long long)st.waiters, (unsigned long long)s->net.n_conns,
         (unsigned long long)s->net.stat_refused,
@@ -471,12 +279,12 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     if (fence__server_acl_gate(c, m) || fence__server_compat(c, m))
         return;
     const fence_compat_command *def = cmd_find(&m->argv[0]);
-    fence_slot *slot = fence__slot_new(c, def);
+    fence_slot *slot = slot_new(c, def);
     char msg[160];
     if (slot == NULL) {
         FENCE_LOG_E("conn %llu: out of memory for a request; closing",
-                     (unsigned long long)c->id);
-        fence__conn_close(c);
+                    (unsigned long long)c->id);
+        fence__net_conn_close(&c->base);
         return;
     }
     if (def == NULL) {
@@ -517,7 +325,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         char buf[8];
         size_t n = fence_resp_simple(buf, sizeof(buf), "OK");
         fence__slot_reply(slot, buf, n);
-        fence__conn_close_after_flush(c);
+        fence__net_close_after_flush(&c->base);
         return;
     }
     case OP_INFO:
@@ -599,8 +407,9 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         return;
     }
     /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO), go to the
-     * leader module, which answers through the reply sink (loop.c). */
+     * leader module, which answers through the reply sink (reply.c). */
     fence__server_acl_stamp(c, &cmd);
-    fence__server_submit(s, slot, &cmd,
+    slot->state = SLOT_LEADER;
+    fence__leader_submit(s->leader, &c->lconn, slot, &cmd,
                          def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO);
 }

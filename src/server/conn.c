@@ -1,9 +1,11 @@
 /* fenced's client connections on the shared connection layer
  * (src/common/conn.h): the layer owns listeners, bounded reads, parsing,
- * reply order, the output bound and closing; this file maps fenced's
- * connection and slot types and the interface cmd.c, loop.c and cluster.c
- * use (fence__slot_*, fence__conn_*) onto it, and decides what happens to
- * a closing connection's unanswered requests. */
+ * reply order, the output bound and closing; this file is where a
+ * request enters fenced (on_request hands it to the command table,
+ * cmd.c), sets up fenced's part of each connection, opens the listeners,
+ * and decides what happens to a closing connection's unanswered requests
+ * (the leader module forgets them; cluster.c's are orphaned).  The slots
+ * and their replies are reply.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,48 +16,6 @@
 #include "server/commands_table.h"
 #include "common/log.h"
 #include "server/server.h"
-
-/* ---- Slots ------------------------------------------------------------------ */
-
-/* Append a new slot to c's queue; NULL if memory ran out. */
-fence_slot *fence__slot_new(fence_conn *c, const fence_compat_command *def)
-{
-    fence_slot *slot = (fence_slot *)fence__net_slot_new(&c->base);
-    if (slot == NULL)
-        return NULL;
-    slot->conn = c;
-    slot->op = def != NULL ? def->op : OP_PING;
-    slot->def = def;
-    slot->state = SLOT_NEW;
-    slot->resp = c->compat.resp;
-    slot->t0_ns = uv_hrtime();
-    return slot;
-}
-
-/* Free a slot that is no longer in any queue or table. */
-void fence__slot_free(fence_slot *slot)
-{
-    fence__net_slot_free(&slot->base);
-}
-
-/* Make the slot's reply final.  An orphaned slot (its connection closed)
- * is freed instead. */
-void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len)
-{
-    FENCE_ASSERT(slot->state != SLOT_READY);
-    slot->state = SLOT_READY;
-    fence__server_metrics_slot(slot, NULL);
-    fence__net_slot_reply(&slot->base, bytes, len);
-}
-
-/* Reply with "-CODE msg". */
-void fence__slot_error(fence_slot *slot, const char *code, const char *msg)
-{
-    FENCE_ASSERT(slot->state != SLOT_READY);
-    slot->state = SLOT_READY;
-    fence__server_metrics_slot(slot, code);
-    fence__net_slot_error(&slot->base, code, msg);
-}
 
 /* ---- Connections ---------------------------------------------------------- */
 
@@ -110,7 +70,8 @@ static void on_request(void *ctx, fence_net_conn *nc, const fence_resp_msg *m)
  * (and cancels its waits through the log). */
 static void on_close(void *ctx, fence_net_conn *nc)
 {
-    fence__server_conn_closed(ctx, (fence_conn *)nc);
+    fence_server *s = ctx;
+    fence__leader_conn_close(s->leader, &((fence_conn *)nc)->lconn);
     fence__owner_conn_closed((fence_conn *)nc);
     fence__daemon_conn_closed(&((fence_conn *)nc)->srv->daemon, nc); /* maxconns */
 }

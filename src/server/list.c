@@ -131,7 +131,7 @@ void fence__list_locks(fence_server *s, fence_slot *slot, const fence_resp_msg *
     size_t n = fence_fsm_locks_list(s->fsm, cursor, count * FENCE_LIST_VISIT_FACTOR,
                                     pt.p != NULL || pt.user != NULL ? match_cb : NULL, &pt, e,
                                     count, &next);
-    uint64_t now = fence__server_now(s);
+    uint64_t now = fence__leader_now(s->leader);
     /* Size first, then encode into one buffer. */
     size_t need = fence_resp_array(NULL, 0, 2) + fence_resp_uint(NULL, 0, next) +
                   fence_resp_array(NULL, 0, (int64_t)n);
@@ -192,7 +192,7 @@ void fence__list_leases(fence_server *s, fence_slot *slot, const fence_resp_msg 
                 e[kept++] = e[i];
         n = kept;
     }
-    uint64_t now = fence__server_now(s);
+    uint64_t now = fence__leader_now(s->leader);
     size_t off = fence_resp_array(buf, need, 2);
     off += fence_resp_uint(buf + off, need - off, next);
     off += fence_resp_array(buf + off, need - off, (int64_t)n);

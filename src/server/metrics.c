@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "common/assert.h"
-#include "core/entry.h"
 #include "server/server.h"
 
 /* One row of the family table. */
@@ -307,12 +306,9 @@ void fence__server_metrics_grant(fence_slot *slot, const fence_result *r)
                     (unsigned long long)slot->conn->id, who);
 }
 
-/* The batch size of an entry about to be proposed (its header's count). */
-void fence__server_metrics_entry(fence_server *s, const uint8_t *entry, size_t len)
+/* The batch size of an entry applied on this leader: the number of its
+ * results, which apply already decoded (raft_fsm.c), not its bytes. */
+void fence__server_metrics_batch(fence_server *s, size_t n)
 {
-    size_t plen = fence__entry_unframe(entry, len);
-    fence_entry_iter it;
-    if (plen == SIZE_MAX || fence_entry_open(&it, entry, plen) != 0)
-        return;
-    fence_metric_observe(s->metrics.batch_size, (double)it.count);
+    fence_metric_observe(s->metrics.batch_size, (double)n);
 }

@@ -11,12 +11,107 @@
 #include <sys/stat.h>
 
 #include "common/fs.h"
-#include "server/cluster.h"
+#include "server/cluster.h" /* FENCE_CLUSTER_ADDR_MAX */
 #include "server/cluster_addr.h"
 #include "common/log.h"
 #include "server/peer_tls.h"
 
 #define NODE_OF_IO(p) ((fence_node *)((char *)(p) - offsetof(fence_node, io)))
+
+/* Most distinct stripped raft addresses remembered (one per node the
+ * transport ever connects to; far above FENCE_PEERS_MAX). */
+#define STRIPPED_MAX 64
+
+/* ---- "raft|client" addresses (cluster.h) ------------------------------- */
+
+/* raft_uv_tcp's own connect function, called by the wrapper. */
+static int (*tcp_connect)(struct raft_uv_transport *t, struct raft_uv_connect *req,
+                          raft_id id, const char *address, raft_uv_connect_cb cb);
+
+/* Interned raft parts of "raft|client" addresses: raft_uv_tcp may keep the
+ * address pointer it is given, so each stripped string lives for the whole
+ * process. */
+static char stripped[STRIPPED_MAX][FENCE_CLUSTER_ADDR_MAX];
+/* Entries used in stripped. */
+static unsigned n_stripped;
+
+/* The interned raft part of address, or NULL if the table is full. */
+static const char *intern_raft_part(const char *address)
+{
+    char raft[FENCE_CLUSTER_ADDR_MAX];
+    char client[FENCE_CLUSTER_ADDR_MAX];
+    if (fence__cluster_split_addr(address, raft, sizeof(raft), client,
+                                  sizeof(client)) != 0)
+        return NULL;
+    for (unsigned i = 0; i < n_stripped; i++)
+        if (strcmp(stripped[i], raft) == 0)
+            return stripped[i];
+    if (n_stripped == STRIPPED_MAX)
+        return NULL;
+    memcpy(stripped[n_stripped], raft, strlen(raft) + 1);
+    return stripped[n_stripped++];
+}
+
+/* transport->connect wrapper: hand raft_uv_tcp only the raft part. */
+static int connect_stripped(struct raft_uv_transport *t, struct raft_uv_connect *req,
+                            raft_id id, const char *address, raft_uv_connect_cb cb)
+{
+    FENCE_ASSERT(tcp_connect != NULL);
+    if (strchr(address, '|') == NULL)
+        return tcp_connect(t, req, id, address, cb);
+    const char *raft = intern_raft_part(address);
+    if (raft == NULL) {
+        FENCE_LOG_E("raft address '%.80s' is too long or too many addresses", address);
+        return RAFT_NOCONNECTION;
+    }
+    return tcp_connect(t, req, id, raft, cb);
+}
+
+/* Install connect_stripped over raft_uv_tcp's connect. */
+static void wrap_transport(struct raft_uv_transport *t)
+{
+    FENCE_ASSERT(t->connect != NULL);
+    FENCE_ASSERT(t->connect != connect_stripped);
+    tcp_connect = t->connect;
+    t->connect = connect_stripped;
+}
+
+/* The peer entry of server id from its "raft|client" configuration
+ * address, or NULL when it is not in the configuration or its address has
+ * no client part.  Points at static storage. */
+static const fence_peer *conf_peer(fence_node *n, uint64_t id)
+{
+    static fence_peer found;
+    fence_node_server sv;
+    if (!n->started || !fence__node_server_find(n, id, &sv) || sv.address == NULL)
+        return NULL;
+    char raft[FENCE_CLUSTER_ADDR_MAX];
+    char client[FENCE_CLUSTER_ADDR_MAX];
+    char rhost[FENCE_HOST_MAX];
+    uint16_t rport;
+    if (fence__cluster_split_addr(sv.address, raft, sizeof(raft), client,
+                                  sizeof(client)) != 0 ||
+        client[0] == '\0')
+        return NULL;
+    memset(&found, 0, sizeof(found));
+    found.id = id;
+    if (fence__cluster_parse_hostport(client, strlen(client), found.host,
+                                      sizeof(found.host), &found.client_port) != 0 ||
+        fence__cluster_parse_hostport(raft, strlen(raft), rhost, sizeof(rhost),
+                                      &rport) != 0)
+        return NULL;
+    found.raft_port = rport;
+    return &found;
+}
+
+/* See node.h: configuration address first, then --peers. */
+const fence_peer *fence__node_peer(fence_node *n, uint64_t id)
+{
+    if (id == 0)
+        return NULL;
+    const fence_peer *p = conf_peer(n, id);
+    return p != NULL ? p : fence__config_peer(n->cfg, id);
+}
 
 /* ---- The local transport (single node, no raft network) ---------------- */
 
@@ -283,14 +378,14 @@ int fence__node_start(fence_node *n, uv_loop_t *loop, const fence_config *cfg,
             return -1;
         n->peer_tls = true;
         fence__peer_tls_set_members(&n->transport, node_member, n);
-        fence__cluster_wrap_transport(&n->transport);
+        wrap_transport(&n->transport);
     } else if (n->tcp) {
         rv = raft_uv_tcp_init(&n->transport, loop);
         if (rv != 0) {
             FENCE_LOG_E("raft transport: %s", fence__raft_strerror(rv));
             return -1;
         }
-        fence__cluster_wrap_transport(&n->transport);
+        wrap_transport(&n->transport);
     } else {
         n->transport.init = local_init;
         n->transport.listen = local_listen;
@@ -568,7 +663,7 @@ const fence_peer *fence__node_leader_peer(fence_node *n)
     raft_leader(&n->raft, &id, &addr);
     if (id == 0)
         return NULL;
-    return fence__cluster_peer(n, id); /* added nodes too (cluster.h) */
+    return fence__node_peer(n, id); /* added nodes too (cluster.h) */
 }
 
 /* raft_close completion: hand over to the owner. */

@@ -74,7 +74,7 @@ struct fence_node {
 void fence__node_set_peer_refusals(fence_node *n, fence_metric *m);
 
 /* Entry framing (libraft 0.15's raft_uv pads entries on disk but reloads
- * them unpadded): see fence__entry_frame in leader.h, which every entry
+ * them unpadded): see fence__entry_frame in core/entry.h, which every entry
  * fenced proposes goes through. */
 
 /* Size of one raft log segment (set on raft_uv, which preallocates whole
@@ -184,5 +184,12 @@ const fence_peer *fence__node_leader_peer(fence_node *n);
 
 /* raft_close, then cb (safe to free n after it). */
 void fence__node_close(fence_node *n, fence_node_close_cb cb);
+
+/* The peer (client host and port, raft port) of server id: from raft's
+ * current configuration when its address carries a client part, else from
+ * the --peers map.  Returns NULL when id is unknown.  The result points to
+ * static storage valid until the next call (the daemon is single-threaded). */
+const fence_peer *fence__node_peer(fence_node *n, uint64_t id);
+
 
 #endif /* FENCE_SERVER_NODE_H */

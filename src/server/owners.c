@@ -46,7 +46,7 @@ static void tag_unref(fence_owner_tag *t)
 static void compact(fence_server *s)
 {
     fence_owners *o = &s->owners;
-    uint64_t now = fence__server_now(s);
+    uint64_t now = fence__leader_now(s->leader);
     size_t k = 0;
     for (size_t i = 0; i < o->n; i++) {
         fence_fsm_lease_state ls;

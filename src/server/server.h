@@ -1,21 +1,23 @@
-/* Internal structures of the fenced daemon, shared by main.c, loop.c,
- * conn.c and cmd.c.
+/* Internal structures of the fenced daemon, shared by its files.
  *
  * Data path: conn.c puts fenced on the shared connection layer
  * (src/common/conn.h), which reads bytes into a bounded per-connection
- * buffer and parses requests with fence_resp_parse; cmd.c validates each request and
- * either answers it at once (PING, INFO, reads in a single-voter cluster)
- * or hands it to the leader module (leader.h: group commit, leadership
- * phases, waits), which proposes batches as ONE raft entry each through
- * loop.c, the thin shell owning the libuv handles and raft's callbacks,
- * and answers each request through the reply sink in cmd.c.  Every request
- * owns a reply slot in its connection's queue; replies leave strictly in
- * request order, whenever the slot at the head of the queue is ready.
+ * buffer and parses requests with fence_resp_parse; cmd.c validates each
+ * request and either answers it at once (PING, INFO, reads in a
+ * single-voter cluster) or submits it to the leader module (src/leader:
+ * group commit, leadership phases, waits), which proposes batches as ONE
+ * raft entry each through raft_fsm.c (its side towards raft, and raft's
+ * callbacks) and answers each request through the reply sink in reply.c.
+ * loop.c only owns the libuv handles (loop check, timer, signals) and is
+ * on no request's path.  Every request owns a reply slot in its
+ * connection's queue; replies leave strictly in request order, whenever
+ * the slot at the head of the queue is ready.
  *
  * Lifetimes: a slot belongs to its connection until the connection closes.
  * A slot handed to the leader module (SLOT_LEADER) is the module's handle:
- * on close the module forgets it first (fence__server_conn_closed, which
- * also cancels the connection's waits through the log), then it is freed.
+ * on close the module forgets it first (conn.c calls
+ * fence__leader_conn_close, which also cancels the connection's waits
+ * through the log), then it is freed.
  * A slot held by cluster.c (SLOT_BATCH) is orphaned (conn = NULL) and freed
  * when cluster.c replies to it. */
 #ifndef FENCE_SERVER_H
@@ -40,7 +42,7 @@
 #include "core/snapshot.h"
 #include "proto/resp.h"
 #include "server/config.h"
-#include "server/leader.h"
+#include "leader/leader.h"
 #include "server/metrics.h"
 #include "server/node.h"
 #include "server/snapfork.h"
@@ -166,18 +168,18 @@ struct fence_server {
     fence_owners owners;         /* who was granted each lease (owners.c) */
 };
 
-/* ---- loop.c: the shell around the leader module ---- */
+/* ---- loop.c: the libuv handles, start and stop ---- */
 int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg);
 void fence__server_stop(fence_server *s);
 void fence__server_free(fence_server *s);
-uint64_t fence__server_now(fence_server *s); /* fsm time (leader.h) */
-/* Hand a command (or a read when is_read) to the leader module; the
- * answer comes through the reply sink (cmd.c), possibly at once. */
-void fence__server_submit(fence_server *s, fence_slot *slot, const fence_cmd *cmd,
-                          bool is_read);
-/* c is closing: the leader module forgets its requests (call before its
- * SLOT_LEADER slots are freed). */
-void fence__server_conn_closed(fence_server *s, fence_conn *c);
+
+/* ---- raft_fsm.c: the leader module's side towards raft ---- */
+/* Fill ops' propose, barrier, is_leader, voters, term, now_ms and log. */
+void fence__raft_ops(fence_leader_ops *ops);
+/* Set up s->raft_fsm (apply, snapshot, restore, finalize). */
+void fence__raft_fsm_init(fence_server *s);
+/* Encode snapshots in a forked child (after snapfork init succeeded). */
+void fence__raft_fsm_async(fence_server *s);
 
 /* ---- owners.c ---- */
 void fence__owner_record(fence_conn *c, uint64_t lease);
@@ -200,17 +202,13 @@ void fence__server_metrics_slot(fence_slot *slot, const char *code);
 /* A LOCK/ACQUIRE was granted (r): the acquire-wait metric for a grant
  * that ended a wait, and the audit line. */
 void fence__server_metrics_grant(fence_slot *slot, const fence_result *r);
-/* The entry about to be proposed (framed bytes): its batch size. */
-void fence__server_metrics_entry(fence_server *s, const uint8_t *entry, size_t len);
+/* An entry of n commands (its results, as apply decoded them) was applied
+ * on this leader: its batch size. */
+void fence__server_metrics_batch(fence_server *s, size_t n);
 
-/* ---- conn.c ---- */
+/* ---- conn.c: fenced on the shared connection layer ---- */
 int fence__listen(fence_server *s);
 void fence__listen_close(fence_server *s);
-fence_slot *fence__slot_new(fence_conn *c, const fence_compat_command *def);
-/* Make a slot's reply final (copies bytes; frees an orphaned slot). */
-void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len);
-void fence__slot_error(fence_slot *slot, const char *code, const char *msg);
-void fence__slot_free(fence_slot *slot);
 void fence__conn_close(fence_conn *c);
 /* Send every reply c is owed, then close it (QUIT). */
 void fence__conn_close_after_flush(fence_conn *c);
@@ -228,9 +226,17 @@ bool fence__server_acl_admin(fence_conn *c);
 /* true: answered by the compat module (do not dispatch m). */
 bool fence__server_compat(fence_conn *c, const fence_resp_msg *m);
 
-/* ---- cmd.c ---- */
-/* Handle one parsed request from c. */
+/* ---- cmd.c: the command table ---- */
+/* Handle one parsed request from c: answer it, or submit it to the leader
+ * module (whose answer comes through the reply sink). */
 void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *msg);
+
+/* ---- reply.c: slots, the reply sink, results as RESP ---- */
+/* Make a slot's reply final (copies bytes; frees an orphaned slot). */
+void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len);
+void fence__slot_error(fence_slot *slot, const char *code, const char *msg);
+/* Fill ops' reply_result, reply_read and reply_error (ctx: the server). */
+void fence__reply_sink(fence_leader_ops *ops);
 /* Turn a command's result (or a wait's event) into the slot's reply. */
 void fence__cmd_reply_result(fence_slot *slot, const fence_result *r);
 /* Answer a read (LEASE.INFO, LOCK.INFO) from applied state. */

@@ -23,7 +23,7 @@
 # `git diff`):
 #   grant_expired  etcd#11456: a waiter whose lease expired while queued is
 #                  not reaped, and the hand-off skips the liveness check
-#   leader_read_early  the leader module (src/server/leader.c) answers a read
+#   leader_read_early  the leader module (src/leader/batch.c) answers a read
 #                  as soon as its batch is proposed, before the writes ahead
 #                  of it in its pipeline are applied
 #

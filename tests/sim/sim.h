@@ -2,7 +2,7 @@
  *
  * One run builds an N-node raft cluster (libraft's in-memory fixture: fake
  * clock, fake network, fake disk), gives every node a real fence_fsm behind
- * its raft_fsm, runs fenced's own leader module (src/server/leader.c:
+ * its raft_fsm, runs fenced's own leader module (src/leader/:
  * barrier, LEADER_START, group commit, TICKs, the wait table) on every node,
  * lets simulated clients pipeline random commands and reads over
  * connections that come and go, injects faults on a schedule drawn from one

@@ -5,7 +5,7 @@
  * ------------------------------------------------------------------------ */
 #include "sim_int.h"
 
-/* raft_fsm.apply: the node's leader module (src/server/leader.c) applies
+/* raft_fsm.apply: the node's leader module (src/leader/) applies
  * the entry with the real fsm and answers the waits it ends; then check it
  * against the history (or record it as the history when this node is
  * first at this index). */

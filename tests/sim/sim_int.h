@@ -7,7 +7,7 @@
  *   sim_model.c   the global history and the independent lease model
  *   sim_fsm.c     the raft_fsm of a node: fenced's leader module applying to
  *                 the real fence_fsm, plus the apply-time checks
- *   sim_server.c  the server: src/server/leader.c on each node (the same
+ *   sim_server.c  the server: src/leader/ on each node (the same
  *                 module fenced runs), with the sim as its shell
  *   sim_client.c  simulated clients: connections with pipelines, reads,
  *                 waits, disconnects and REQID retries
@@ -43,7 +43,7 @@
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
-#include "server/leader.h"
+#include "leader/leader.h"
 #include "server/voter_floor.h"
 
 #define SIM_MAX_NODES 8
@@ -257,7 +257,7 @@ typedef struct sim_node {
     size_t snapcap;            /* its capacity */
 
     /* The server: the same leader module as fenced. */
-    fence_leader *leader;      /* src/server/leader.c over fsm */
+    fence_leader *leader;      /* src/leader/ over fsm */
     uint64_t timer_at;         /* leader timer (node clock); UINT64_MAX: off */
     struct raft_transfer transfer; /* leadership transfer request */
     bool transfer_busy;        /* its callback pending */

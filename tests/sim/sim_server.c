@@ -1,5 +1,5 @@
 /* ------------------------------------------------------------------------
- * sim_server.c: The server: src/server/leader.c on each node, through its ops
+ * sim_server.c: The server: src/leader/ on each node, through its ops
  *
  * The sim links the same leader module as fenced and is its shell here,
  * as loop.c is in the daemon: ops->propose is raft_apply on the fixture,

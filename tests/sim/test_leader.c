@@ -1,4 +1,4 @@
-/* Unit tests of the leader module (src/server/leader.c) through its ops
+/* Unit tests of the leader module (src/leader/) through its ops
  * table, with the real core and a fake raft: proposals are kept in a list
  * and "committed" by the test, which calls fence__leader_apply and then
  * fence__leader_applied as raft would.  Checks the phases (barrier, then
@@ -16,7 +16,7 @@
 
 #include "core/entry.h"
 #include "core/fsm.h"
-#include "server/leader.h"
+#include "leader/leader.h"
 
 #define MAXP 64
 

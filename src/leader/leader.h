@@ -1,9 +1,13 @@
 /* The leader's logic of fenced, without libuv and without raft: group
  * commit, the leadership phases, fsm time, TICKs, the wait table, batch
- * failure and shutdown.  The daemon's shell (loop.c) and the deterministic
- * simulation (tests/sim) both drive this same module; each supplies an
- * ops table (propose, barrier, is-leader, voters, term, a monotonic clock,
- * a log line, and a reply sink) and forwards raft's callbacks to it.
+ * failure and shutdown.  fenced (the "shell": src/server) and the
+ * deterministic simulation (tests/sim) both drive this same module; each
+ * supplies an ops table (propose, barrier, is-leader, voters, term, a
+ * monotonic clock, a log line, and a reply sink) and forwards raft's
+ * callbacks to it.  In fenced, cmd.c submits requests, conn.c closes
+ * connections, raft_fsm.c fills the raft half of the ops and forwards
+ * raft's callbacks, reply.c is the reply sink, and loop.c runs the step at
+ * its loop check and owns the one timer.
  *
  * Requests.  The shell hands in every request that needs the leader
  * (commands, and reads that must be linearizable) with an opaque handle of
@@ -96,10 +100,10 @@
  *     earlier entry is applied: the new leader's catch-up.
  *   - uv_encoding.c / uv_segment.c: raft_uv pads entries to 8 bytes when
  *     written but reloads them unpadded, so every entry is framed
- *     (fence__entry_frame) and apply strips the frame.
+ *     (fence__entry_frame, core/entry.h) and apply strips the frame.
  */
-#ifndef FENCE_SERVER_LEADER_H
-#define FENCE_SERVER_LEADER_H
+#ifndef FENCE_LEADER_LEADER_H
+#define FENCE_LEADER_LEADER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -231,16 +235,9 @@ void fence__leader_barrier_done(fence_leader *l, int status);
 bool fence__leader_ready(const fence_leader *l); /* LEADER_START applied */
 uint64_t fence__leader_now(const fence_leader *l); /* fsm time, see above */
 void fence__leader_stats_get(const fence_leader *l, fence_leader_stats *out);
+/* Commands in the entry applied last (its results; a batch of reads
+ * counts its TICK): for the shell's batch-size metric, read in the
+ * raft_apply callback of that entry, before fence__leader_applied. */
+size_t fence__leader_results(const fence_leader *l);
 
-/* ---- Entry framing (see "libraft 0.15" above) ----
- * payload, zero bytes, and a last byte saying how many (1..8) were added. */
-
-/* Bytes an entry with a payload of len bytes occupies once framed. */
-size_t fence__entry_framed_len(size_t len);
-/* Frame in place: buf holds len payload bytes and has room for
- * fence__entry_framed_len(len); returns the framed length. */
-size_t fence__entry_frame(uint8_t *buf, size_t len);
-/* The payload length of a framed entry, or SIZE_MAX if it is malformed. */
-size_t fence__entry_unframe(const uint8_t *buf, size_t len);
-
-#endif /* FENCE_SERVER_LEADER_H */
+#endif /* FENCE_LEADER_LEADER_H */

@@ -1,0 +1,167 @@
+/* The leader module's insides, shared by its files (leader.h is the
+ * contract).  Layers, each using only those below it:
+ *   step.c     life, leadership phases, the step, the timer, shutdown
+ *   outcome.c  raft's callbacks: applied entries, events, restore
+ *   batch.c    group commit: batches, holding, proposals, intake
+ *   requests.c the requests held: connection lists, the wait table, answers
+ * No libuv, no raft: what the module needs comes through fence_leader_ops. */
+#ifndef FENCE_LEADER_INTERNAL_H
+#define FENCE_LEADER_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "leader/leader.h"
+
+/* Initial wait-table size (grows by doubling). */
+#define WAIT_TAB_INITIAL 1024
+/* Back-off before a TICK is retried for a deadline that is still due. */
+#define TICK_RETRY_MS 100
+/* Longest a batch of waits-to-be is held back for company (leader.h
+ * "Holding"): long enough for a client round trip on a loaded machine,
+ * short next to any wait.  The shell's timer has whole-ms resolution and
+ * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
+#define HOLD_MS 2
+
+/* Leadership phases. */
+enum lphase {
+    PH_NONE = 0,     /* not the leader */
+    PH_CATCHUP,      /* leader; barrier in flight (applying older entries) */
+    PH_BARRIER_DONE, /* leader; barrier applied, LEADER_START at next step */
+    PH_STARTING,     /* leader; LEADER_START in flight */
+    PH_READY,        /* leader; serving writes */
+};
+
+/* Where a request is. */
+enum lreq_state {
+    RQ_BATCH = 1, /* its command or read is in a batch */
+    RQ_WAIT,      /* registered in the wait table under wait_id */
+};
+
+/* One request the module holds, from submit until it is answered.  An
+ * orphan (its connection closed) has conn == NULL and is freed silently by
+ * the batch holding it. */
+struct fence_lreq {
+    void *handle;      /* the shell's request; NULL once orphaned */
+    fence_lconn *conn; /* owner; NULL once orphaned */
+    fence_lreq *cprev; /* connection's list of held requests */
+    fence_lreq *cnext; /* connection's list of held requests */
+    fence_lreq *wnext; /* next in the same wait-table bucket */
+    uint64_t wait_id;  /* RQ_WAIT: the core's wait id */
+    uint8_t state;     /* enum lreq_state */
+};
+
+/* One request inside a batch. */
+typedef struct litem {
+    fence_cmd cmd;     /* the command (name filled in at encode time) */
+    uint32_t name_off; /* offset of the name in the batch's name bytes */
+    bool is_read;      /* evaluated when the entry applies; no fence_cmd */
+    fence_lreq *req;   /* the request; NULL for internal commands */
+} litem;
+
+/* One group-commit batch: ONE raft entry once proposed. */
+typedef struct lbatch {
+    struct lbatch *next; /* next in its list (closed or in flight) */
+    litem *items;        /* requests in arrival order */
+    uint32_t n_items;    /* items used */
+    uint32_t cap_items;  /* items allocated */
+    uint32_t n_cmds;     /* items that are commands (not reads) */
+    uint8_t *names;      /* lock names of the items, back to back */
+    size_t names_len;    /* bytes used in names */
+    size_t names_cap;    /* bytes allocated in names */
+    uint64_t seq;        /* from 1, one per batch (fence_lconn.read_seq) */
+    uint32_t n_held;     /* leading items known to queue (see fence__ld_batch_hold) */
+    uint64_t held_seq;   /* fence_leader.apply_seq when they were checked */
+} lbatch;
+
+/* The module. */
+struct fence_leader {
+    fence_leader_ops ops;    /* the shell */
+    fence_fsm *fsm;          /* the state machine (borrowed) */
+    fence_limits limits;     /* carried by every LEADER_START */
+
+    int phase;               /* enum lphase */
+    bool barrier_inflight;   /* barrier (catch-up) outstanding */
+    bool stopping;           /* fence__leader_stop was called */
+    uint64_t time_offset;    /* fsm time = monotonic ms + this (leader) */
+    bool tick_pending;       /* a TICK is in a batch */
+    uint64_t tick_deadline;  /* the deadline the last TICK was for */
+    bool rearm;              /* the shell must re-arm its timer */
+    uint64_t hold_until;     /* the pending batch is held until this
+                                monotonic ms (leader.h "Holding"); 0: not */
+    bool hold_over;          /* the timer fired: the held batch goes now */
+    uint64_t apply_seq;      /* entries applied or restored (the fsm
+                                changed: held items are checked again) */
+
+    lbatch *pending;         /* batch being filled, or NULL */
+    lbatch *closed;          /* full or cut batches, to propose at step */
+    lbatch *closed_tail;     /* newest of them */
+    lbatch *inflight;        /* proposed batches, oldest first */
+    lbatch *inflight_tail;   /* newest proposed batch */
+    uint32_t n_inflight;     /* batches in flight */
+    uint64_t batch_seq;      /* seq of the newest batch */
+
+    fence_cmd *cmds;         /* encode scratch: FENCE_BATCH_MAX commands */
+    uint8_t *ebuf;           /* encode scratch: the entry bytes */
+    size_t ebuf_cap;         /* its capacity */
+    fence_result results[FENCE_BATCH_MAX]; /* results of the last entry */
+    int n_results;           /* commands in the last applied entry */
+    const fence_event *events; /* events of the last entry (the fsm's) */
+    size_t n_events;         /* how many */
+
+    fence_lreq **wait_tab;   /* wait_id -> requests (chained) */
+    size_t wait_nb;          /* buckets (power of two) */
+    uint64_t n_waits;        /* registered requests */
+
+    unsigned in_raft_cb;     /* depth inside raft callbacks (the rule) */
+    bool in_step;            /* inside fence__leader_step */
+    fence_leader_stats stats; /* for INFO */
+};
+
+/* Write one log line through the shell. */
+static inline void llog(fence_leader *l, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void llog(fence_leader *l, int level, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    l->ops.log(l->ops.ctx, level, msg);
+}
+
+/* fsm time (leader.h "Time"; fence__leader_now). */
+static inline uint64_t ld_now(const fence_leader *l)
+{
+    uint64_t applied = fence_fsm_now(l->fsm);
+    if (l->phase == PH_NONE)
+        return applied;
+    uint64_t t = l->ops.now_ms(l->ops.ctx) + l->time_offset;
+    return t > applied ? t : applied;
+}
+
+/* ---- requests.c ---- */
+void fence__ld_conn_link(fence_lconn *c, fence_lreq *r);
+void fence__ld_conn_unlink(fence_lreq *r);
+/* Take r out of the module; the shell's handle, or NULL for an orphan. */
+void *fence__ld_req_release(fence_lreq *r);
+void fence__ld_answer_error(fence_leader *l, void *h, int err);
+void fence__ld_answer_result(fence_leader *l, void *h, const fence_result *r,
+                             bool from_wait);
+void fence__ld_wait_insert(fence_leader *l, fence_lreq *r, uint64_t wait_id);
+fence_lreq *fence__ld_wait_take(fence_leader *l, uint64_t wait_id);
+bool fence__ld_wait_has(const fence_leader *l, uint64_t wait_id);
+bool fence__ld_wait_remove(fence_leader *l, fence_lreq *r);
+void fence__ld_batch_free(lbatch *b);
+
+/* ---- batch.c ---- */
+void fence__ld_batch_close(fence_leader *l);
+bool fence__ld_batch_add_internal(fence_leader *l, const fence_cmd *cmd);
+void fence__ld_cancel_wait(fence_leader *l, uint64_t wait_id);
+void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status);
+void fence__ld_fail_unproposed(fence_leader *l, int status);
+void fence__ld_propose_closed(fence_leader *l);
+bool fence__ld_batch_hold(fence_leader *l);
+
+#endif /* FENCE_LEADER_INTERNAL_H */

@@ -1,0 +1,217 @@
+/* raft's callbacks into the leader module (leader.h: they record and
+ * reply, never call raft): apply an entry and deliver the events of the
+ * waits that ended, a snapshot restore, a proposal's outcome, the
+ * barrier. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/assert.h"
+#include "core/entry.h"
+#include "leader/internal.h"
+
+/* Handle one item of an applied entry.  res is its command result (NULL
+ * for reads). */
+static void item_done(fence_leader *l, lbatch *b, litem *it,
+                      const fence_result *res)
+{
+    fence_lreq *r = it->req;
+    if (r == NULL) {
+        if (it->cmd.type == FENCE_CMD_TICK)
+            l->tick_pending = false;
+        if (it->cmd.type == FENCE_CMD_LEADER_START && l->phase == PH_STARTING) {
+            if (!l->ops.is_leader(l->ops.ctx)) {
+                /* Applied, but raft no longer leads: start over at the
+                 * next step (a new barrier if it leads again). */
+                l->phase = PH_NONE;
+                return;
+            }
+            l->phase = PH_READY;
+            l->rearm = true;
+            llog(l, FENCE_LLOG_INFO, "leader ready: term %llu, last token %llu",
+                 (unsigned long long)l->ops.term(l->ops.ctx),
+                 (unsigned long long)fence_fsm_last_token(l->fsm));
+        }
+        return;
+    }
+    if (r->conn != NULL) {
+        FENCE_ASSERT(r->conn->unapplied > 0);
+        r->conn->unapplied--;
+    }
+    if (it->is_read) {
+        void *h = fence__ld_req_release(r);
+        if (h != NULL) {
+            it->cmd.name = b->names + it->name_off;
+            l->ops.reply_read(l->ops.ctx, h, &it->cmd);
+        }
+        return;
+    }
+    FENCE_ASSERT(res != NULL);
+    if (res->status != FENCE_ST_QUEUED) {
+        fence__ld_answer_result(l, fence__ld_req_release(r), res, false);
+        return;
+    }
+    /* The wait may already have ended within this same entry (the event
+     * stays listed: another request of this entry may share the wait). */
+    for (size_t i = 0; i < l->n_events; i++) {
+        if (l->events[i].wait_id == res->wait_id) {
+            fence_result er = l->events[i].result;
+            fence__ld_answer_result(l, fence__ld_req_release(r), &er, true);
+            return;
+        }
+    }
+    if (r->conn == NULL) {
+        /* The client went away before its wait was even registered. */
+        if (!fence__ld_wait_has(l, res->wait_id))
+            fence__ld_cancel_wait(l, res->wait_id);
+        fence__ld_req_release(r);
+        return;
+    }
+    if (!fence_fsm_wait_exists(l->fsm, res->wait_id)) {
+        /* QUEUED for a wait that is gone.  The core resolves every record
+         * attached to a wait when it ends, but a snapshot written by an
+         * older core (which kept a joiner's record QUEUED) may still carry
+         * such a record.  No event will ever come: answer rather than
+         * hang. */
+        llog(l, FENCE_LLOG_WARN, "QUEUED for wait %llu, which no longer "
+             "exists; answering TRYAGAIN", (unsigned long long)res->wait_id);
+        fence__ld_answer_error(l, fence__ld_req_release(r), FENCE_LERR_UNKNOWN);
+        return;
+    }
+    fence__ld_wait_insert(l, r, res->wait_id);
+}
+
+/* Unlink b from the in-flight list (it is normally the oldest). */
+static void inflight_remove(fence_leader *l, lbatch *b)
+{
+    lbatch **pp = &l->inflight;
+    lbatch *prev = NULL;
+    while (*pp != b) {
+        FENCE_ASSERT(*pp != NULL);
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = b->next;
+    if (l->inflight_tail == b)
+        l->inflight_tail = prev;
+    b->next = NULL;
+    l->n_inflight--;
+}
+
+/* ---- Raft's callbacks --------------------------------------------------------- */
+
+/* raft fsm->apply; see leader.h.  Results go to an array of this module
+ * that the raft_apply callback (leader only, right after) reads; nothing
+ * is allocated per entry, so nothing leaks on followers. */
+const fence_result *fence__leader_apply(fence_leader *l, const uint8_t *buf,
+                                        size_t len)
+{
+    l->in_raft_cb++;
+    size_t plen = fence__entry_unframe(buf, len);
+    int n = plen == SIZE_MAX ? -1
+                             : fence_fsm_apply_entry(l->fsm, buf, plen, l->results,
+                                                     FENCE_BATCH_MAX);
+    if (n < 0) {
+        llog(l, FENCE_LLOG_ERROR, "malformed log entry (%zu bytes): refusing to go on",
+             len);
+        fence__fatal("malformed log entry");
+    }
+    l->n_results = n;
+    l->apply_seq++;
+    l->events = fence_fsm_events(l->fsm, &l->n_events);
+    /* Waits that ended: answer every request registered for them.  The
+     * events stay listed for QUEUED results of this same entry, which are
+     * registered only when its callback runs (item_done). */
+    for (size_t i = 0; i < l->n_events; i++) {
+        const fence_event *ev = &l->events[i];
+        fence_lreq *r;
+        while ((r = fence__ld_wait_take(l, ev->wait_id)) != NULL) {
+            fence_result res = ev->result;
+            fence__ld_answer_result(l, fence__ld_req_release(r), &res, true);
+        }
+    }
+    l->rearm = true;
+    l->in_raft_cb--;
+    return l->results;
+}
+
+/* After a snapshot restore: a request registered for a wait that no
+ * longer exists will never get its event (the wait ended inside the
+ * entries the snapshot replaced; this happens to a deposed leader whose
+ * clients still wait on it and that catches up by InstallSnapshot).
+ * Answer such requests RESTORED (TRYAGAIN): the outcome is unknown here,
+ * and a retry (same REQID, or LOCK by the same lease) gets it from the
+ * leader.  One request at a time, with a fresh scan of its bucket after
+ * each reply, because a reply that fails for lack of memory closes its
+ * connection, which unlinks that connection's other requests. */
+void fence__leader_restored(fence_leader *l)
+{
+    l->in_raft_cb++;
+    l->events = NULL; /* the fsm's array is gone with the old state */
+    l->n_events = 0;
+    l->apply_seq++;
+    for (size_t b = 0; b < l->wait_nb; b++) {
+        fence_lreq *r = l->wait_tab[b];
+        while (r != NULL) {
+            if (fence_fsm_wait_exists(l->fsm, r->wait_id)) {
+                r = r->wnext;
+                continue;
+            }
+            fence__ld_wait_remove(l, r);
+            fence__ld_answer_error(l, fence__ld_req_release(r), FENCE_LERR_RESTORED);
+            r = l->wait_tab[b];
+        }
+    }
+    l->rearm = true;
+    l->in_raft_cb--;
+}
+
+/* raft_apply callback: the batch's entry is committed and applied (status
+ * OK; the results are those fence__leader_apply wrote just before), or its
+ * outcome is unknown (leadership lost, shutdown).  Every request gets its
+ * answer here or is registered as a wait. */
+void fence__leader_applied(fence_leader *l, void *tag, int status,
+                           const void *result)
+{
+    lbatch *b = tag;
+    l->in_raft_cb++;
+    inflight_remove(l, b);
+    if (status != FENCE_LST_OK) {
+        llog(l, FENCE_LLOG_WARN, "entry of %u commands not applied", b->n_cmds);
+        fence__ld_batch_fail(l, b, status);
+        l->in_raft_cb--;
+        return;
+    }
+    FENCE_ASSERT(result == l->results);
+    FENCE_ASSERT(l->n_results >= 0);
+    FENCE_ASSERT((uint32_t)l->n_results == b->n_cmds + (b->n_cmds == 0 ? 1u : 0u));
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < b->n_items; i++) {
+        litem *it = &b->items[i];
+        if (it->is_read) {
+            item_done(l, b, it, NULL);
+        } else {
+            item_done(l, b, it, &l->results[j]);
+            j++;
+        }
+    }
+    l->rearm = true;
+    fence__ld_batch_free(b);
+    l->in_raft_cb--;
+}
+
+/* raft_barrier callback: the catch-up is over (status OK) or failed.  The
+ * LEADER_START goes out at the next step (the rule). */
+void fence__leader_barrier_done(fence_leader *l, int status)
+{
+    l->in_raft_cb++;
+    l->barrier_inflight = false;
+    if (l->phase == PH_CATCHUP) {
+        if (status == FENCE_LST_OK && l->ops.is_leader(l->ops.ctx) && !l->stopping)
+            l->phase = PH_BARRIER_DONE;
+        else
+            l->phase = PH_NONE;
+    }
+    l->in_raft_cb--;
+}

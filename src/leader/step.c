@@ -1,0 +1,249 @@
+/* The leader module's life and its step (see leader.h for the contract, the
+ * phases, the rule for calling raft and the libraft 0.15 behaviour it
+ * relies on).  No libuv, no raft, no connection internals: what the module
+ * needs from outside comes through fence_leader_ops. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/assert.h"
+#include "core/entry.h"
+#include "leader/internal.h"
+
+/* Current fsm time: monotonic ms plus the offset chosen when this server
+ * became leader, so fsm time never goes back across leaders; off the
+ * leader, the time of the last applied entry. */
+uint64_t fence__leader_now(const fence_leader *l)
+{
+    return ld_now(l);
+}
+
+/* Whether this server is a ready leader (LEADER_START applied). */
+bool fence__leader_ready(const fence_leader *l)
+{
+    return l->phase == PH_READY;
+}
+
+/* Copy the counters out. */
+void fence__leader_stats_get(const fence_leader *l, fence_leader_stats *out)
+{
+    *out = l->stats;
+    out->waits = l->n_waits;
+}
+
+/* Commands in the last applied entry; see leader.h. */
+size_t fence__leader_results(const fence_leader *l)
+{
+    return l->n_results > 0 ? (size_t)l->n_results : 0;
+}
+
+/* Set up a connection's module state. */
+void fence__leader_conn_init(fence_lconn *c)
+{
+    memset(c, 0, sizeof(*c));
+}
+
+/* ---- The loop side ------------------------------------------------------------ */
+
+/* Follow raft's state: start the catch-up on becoming leader; on losing
+ * leadership refuse what is not yet proposed and stop the timer. */
+static void watch_leadership(fence_leader *l)
+{
+    bool leader = l->ops.is_leader(l->ops.ctx);
+    if (leader && l->phase == PH_NONE && !l->barrier_inflight && !l->stopping) {
+        if (l->ops.barrier(l->ops.ctx) == FENCE_LST_OK) {
+            l->barrier_inflight = true;
+            l->phase = PH_CATCHUP;
+            llog(l, FENCE_LLOG_INFO, "became leader (term %llu); catching up",
+                 (unsigned long long)l->ops.term(l->ops.ctx));
+        }
+    } else if (!leader && l->phase != PH_NONE) {
+        llog(l, FENCE_LLOG_INFO, "no longer leader (term %llu)",
+             (unsigned long long)l->ops.term(l->ops.ctx));
+        l->phase = PH_NONE;
+        l->rearm = true; /* followers run no timer */
+        /* Requests not yet proposed: tell their clients where to go. */
+        fence__ld_fail_unproposed(l, FENCE_LST_NOTLEADER);
+        l->tick_pending = false;
+    }
+}
+
+/* The barrier is applied (the previous callback said so): fix the time
+ * offset so fsm time never goes back, then propose LEADER_START with our
+ * limits, alone in its entry; writes wait for it. */
+static void start_leadership(fence_leader *l)
+{
+    uint64_t mono = l->ops.now_ms(l->ops.ctx);
+    uint64_t fsm_now = fence_fsm_now(l->fsm);
+    if (fsm_now > mono && fsm_now - mono > l->time_offset)
+        l->time_offset = fsm_now - mono;
+    fence_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.type = FENCE_CMD_LEADER_START;
+    cmd.limits = l->limits;
+    l->phase = PH_STARTING;
+    /* LEADER_START goes alone, ahead of anything else. */
+    fence__ld_batch_close(l);
+    fence__ld_propose_closed(l);
+    if (!fence__ld_batch_add_internal(l, &cmd)) {
+        l->phase = PH_NONE;
+        return;
+    }
+    fence__ld_batch_close(l);
+    fence__ld_propose_closed(l);
+}
+
+/* One step of the loop; see leader.h (THE RULE FOR CALLING RAFT). */
+void fence__leader_step(fence_leader *l)
+{
+    FENCE_ASSERT(l->in_raft_cb == 0);
+    FENCE_ASSERT(!l->in_step);
+    l->in_step = true;
+    watch_leadership(l);
+    if (l->phase == PH_BARRIER_DONE && !l->stopping)
+        start_leadership(l);
+    if (l->phase != PH_NONE) {
+        fence__ld_propose_closed(l);
+        if (l->pending != NULL && l->n_inflight == 0 && !fence__ld_batch_hold(l)) {
+            fence__ld_batch_close(l);
+            fence__ld_propose_closed(l);
+        }
+    }
+    l->in_step = false;
+}
+
+/* The earliest fsm deadline passed: queue a TICK so the core processes
+ * it (lease expiry, wait timeouts, lock-delay ends). */
+void fence__leader_timer(fence_leader *l)
+{
+    FENCE_ASSERT(l->in_raft_cb == 0);
+    bool held = l->hold_until != 0;
+    if (held) {
+        /* The hold is over (leader.h "Holding"): the batch goes at the
+         * next step. */
+        l->hold_over = true;
+        l->rearm = true;
+    }
+    if (l->phase != PH_READY || l->tick_pending || l->stopping)
+        return;
+    if (held && fence_fsm_next_deadline(l->fsm) > ld_now(l))
+        return; /* it fired for the hold only */
+    fence_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.type = FENCE_CMD_TICK;
+    l->tick_deadline = fence_fsm_next_deadline(l->fsm);
+    if (fence__ld_batch_add_internal(l, &cmd))
+        l->tick_pending = true;
+    else
+        l->rearm = true; /* out of memory: try again after a back-off */
+}
+
+/* The delay for the one leader timer (the core's next deadline); see
+ * leader.h. */
+bool fence__leader_timer_take(fence_leader *l, uint64_t *delay_ms)
+{
+    if (!l->rearm)
+        return false;
+    l->rearm = false;
+    *delay_ms = UINT64_MAX;
+    if (l->phase != PH_READY || l->stopping)
+        return true;
+    uint64_t hold = UINT64_MAX;
+    if (l->hold_until != 0) {
+        uint64_t mono = l->ops.now_ms(l->ops.ctx);
+        hold = l->hold_until > mono ? l->hold_until - mono : 0;
+    }
+    uint64_t deadline = fence_fsm_next_deadline(l->fsm);
+    if (deadline == UINT64_MAX) {
+        *delay_ms = hold;
+        return true;
+    }
+    uint64_t now = ld_now(l);
+    /* +1: loop time is whole ms, so never fire a hair before the deadline. */
+    uint64_t delay = deadline > now ? deadline - now + 1 : 0;
+    if (delay == 0 && !l->tick_pending && deadline == l->tick_deadline) {
+        /* A TICK for this deadline was tried and the deadline is still
+         * pending: its proposal failed (raft refused it, say during a
+         * leadership transfer), or, were it applied, a core bug.  Retry
+         * after a back-off instead of spinning on TICKs. */
+        llog(l, FENCE_LLOG_WARN,
+             "deadline %llu still pending after a TICK; retrying in %d ms",
+             (unsigned long long)deadline, TICK_RETRY_MS);
+        delay = TICK_RETRY_MS;
+    }
+    *delay_ms = delay < hold ? delay : hold;
+    return true;
+}
+
+/* Shutdown: no new requests; the unproposed ones are answered. */
+void fence__leader_stop(fence_leader *l)
+{
+    FENCE_ASSERT(l->in_raft_cb == 0);
+    if (l->stopping)
+        return;
+    l->stopping = true;
+    l->rearm = true;
+    fence__ld_fail_unproposed(l, FENCE_LST_SHUTDOWN);
+}
+
+/* ---- Life ------------------------------------------------------------------------ */
+
+/* Create the module; see leader.h. */
+int fence__leader_create(const fence_leader_ops *ops, fence_fsm *fsm,
+                         const fence_limits *limits, fence_leader **out)
+{
+    fence_leader *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return -1;
+    l->ops = *ops;
+    l->fsm = fsm;
+    l->limits = *limits;
+    l->wait_nb = WAIT_TAB_INITIAL;
+    l->wait_tab = calloc(l->wait_nb, sizeof(*l->wait_tab));
+    l->cmds = calloc(FENCE_BATCH_MAX, sizeof(*l->cmds));
+    if (l->wait_tab == NULL || l->cmds == NULL) {
+        fence__leader_destroy(l);
+        return -1;
+    }
+    *out = l;
+    return 0;
+}
+
+/* Free a batch list with its requests (destroy only). */
+static void free_batches(lbatch *b)
+{
+    while (b != NULL) {
+        lbatch *next = b->next;
+        for (uint32_t i = 0; i < b->n_items; i++)
+            if (b->items[i].req != NULL) {
+                fence__ld_conn_unlink(b->items[i].req);
+                free(b->items[i].req);
+            }
+        fence__ld_batch_free(b);
+        b = next;
+    }
+}
+
+/* Free everything left; see leader.h. */
+void fence__leader_destroy(fence_leader *l)
+{
+    if (l == NULL)
+        return;
+    free_batches(l->pending);
+    free_batches(l->closed);
+    free_batches(l->inflight);
+    for (size_t b = 0; l->wait_tab != NULL && b < l->wait_nb; b++) {
+        fence_lreq *r = l->wait_tab[b];
+        while (r != NULL) {
+            fence_lreq *next = r->wnext;
+            fence__ld_conn_unlink(r);
+            free(r);
+            r = next;
+        }
+    }
+    free(l->wait_tab);
+    free(l->cmds);
+    free(l->ebuf);
+    free(l);
+}
