@@ -478,10 +478,7 @@ const fence_compat_command *fence_compat_command_find(const fence_compat_command
 /* Find a command of this module by name (NULL if not one). */
 static const fence_compat_command *builtin_find(const fence_resp_arg *a)
 {
-    for (size_t i = 0; i < N_BUILTINS; i++)
-        if (arg_is(a, builtins[i].name))
-            return &builtins[i];
-    return NULL;
+    return fence_compat_command_find(builtins, N_BUILTINS, a->ptr, a->len);
 }
 
 /* Find a subcommand ("ID" for CLIENT|ID) of cmd by its second word. */
