@@ -9,6 +9,10 @@
 
 /* Longest lock (and fence) name in bytes.  Names are any bytes, 1..this. */
 #define FENCE_NAME_MAX 256
+/* The coordination kinds (core/fsm.h, docs/recipes.md). */
+#define FENCE_ELECT_VALUE_MAX 4096     /* bytes of an election's value */
+#define FENCE_SEM_PERMITS_MAX 1024     /* N of a semaphore (its slots) */
+#define FENCE_MULTI_NAMES_MAX 64       /* names of one LOCK.MULTI */
 
 /* ---- Wire protocol (src/proto) ------------------------------------------- */
 

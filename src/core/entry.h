@@ -23,6 +23,13 @@
  * decode with owner 0), so that existing logs replay. */
 #define FENCE_ENTRY_VERSION 4
 #define FENCE_ENTRY_VERSION_MIN 1
+/* Version 5 (the coordination kinds, docs/recipes.md): written when a
+ * command of the batch has a type above FENCE_CMD_CANCEL or carries
+ * FENCE_CMD_F_SHARED; fields as version 4, plus each new type's fields
+ * (entry.c).  A version-5 entry without such a command is refused, as a
+ * version-4 one without a quota is: one encoding per batch.  When the
+ * first kind lands, FENCE_ENTRY_VERSION becomes FENCE_ENTRY_VERSION_KINDS. */
+#define FENCE_ENTRY_VERSION_KINDS 5
 
 /* Bytes the encoding of these commands needs. */
 size_t fence_entry_size(const fence_cmd *cmds, uint32_t n);

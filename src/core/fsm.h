@@ -142,7 +142,22 @@ typedef enum fence_cmd_type {
     FENCE_CMD_UNLOCK = 7,       /* name, token */
     FENCE_CMD_ACQUIRE = 8,      /* name, ttl_ms, lock_delay_ms, wait_ms */
     FENCE_CMD_CANCEL = 9,       /* wait_id: the waiting client went away */
+    /* Coordination kinds beyond the mutex (docs/recipes.md).  Each lives
+     * in a name space shared with locks: a name is a lock, an election or
+     * a semaphore, and using it as another kind answers WRONGTYPE.  They
+     * appear only in version-5 entries (core/entry.h). */
+    FENCE_CMD_ELECT_CAMPAIGN = 10, /* name, lease, wait_ms, value */
+    FENCE_CMD_ELECT_PROCLAIM = 11, /* name, token, value */
+    FENCE_CMD_ELECT_RESIGN = 12,   /* name, token */
+    FENCE_CMD_SEM_ACQUIRE = 13,    /* name, permits, lease, wait_ms (lease 0:
+                                      a dedicated lease of ttl_ms,
+                                      lock_delay_ms, as ACQUIRE) */
+    FENCE_CMD_SEM_RELEASE = 14,    /* name, slot, token */
+    FENCE_CMD_LOCK_MULTI = 15,     /* names[names_count], lease, wait_ms
+                                      (lease 0: dedicated, as ACQUIRE) */
+    FENCE_CMD_UNLOCK_SHARED = 16,  /* name, token, lease: one shared holder */
 } fence_cmd_type;
+#define FENCE_CMD_TYPE_LAST FENCE_CMD_UNLOCK_SHARED
 
 /* Flags on a command. */
 #define FENCE_CMD_F_REQID 0x1 /* req_id is a client request id: deduplicate */
@@ -150,7 +165,16 @@ typedef enum fence_cmd_type {
                                  may act on other owners' leases and locks */
 #define FENCE_CMD_F_QUOTA 0x4 /* quota_leases / quota_locks hold the requesting
                                  user's own limits (see "Quotas" above) */
-#define FENCE_CMD_F_ALL (FENCE_CMD_F_REQID | FENCE_CMD_F_ADMIN | FENCE_CMD_F_QUOTA)
+#define FENCE_CMD_F_SHARED 0x8 /* LOCK, ACQUIRE: a shared (read) hold; only in
+                                  version-5 entries */
+#define FENCE_CMD_F_ALL (FENCE_CMD_F_REQID | FENCE_CMD_F_ADMIN | FENCE_CMD_F_QUOTA | \
+                         FENCE_CMD_F_SHARED)
+
+/* One name of a LOCK_MULTI (borrowed, like fence_cmd.name). */
+typedef struct fence_name {
+    const uint8_t *name;
+    uint16_t len; /* 1..FENCE_NAME_MAX */
+} fence_name;
 
 /* One command.  Fields a type does not use are zero.  name is borrowed: it
  * must stay valid for the duration of the call it is passed to. */
@@ -175,6 +199,14 @@ typedef struct fence_cmd {
     uint32_t quota_locks;   /* with FENCE_CMD_F_QUOTA: most locks the owner's
                                leases may hold or wait for (0: no own
                                limit); both 0 without the flag */
+    const uint8_t *value;   /* ELECT_CAMPAIGN, ELECT_PROCLAIM: the leader's
+                               value (borrowed), 0..FENCE_ELECT_VALUE_MAX */
+    uint32_t value_len;
+    uint32_t permits;       /* SEM_ACQUIRE: N, 1..FENCE_SEM_PERMITS_MAX */
+    uint32_t slot;          /* SEM_RELEASE: 0..N-1 */
+    const fence_name *names; /* LOCK_MULTI: 1..FENCE_MULTI_NAMES_MAX distinct
+                                names (borrowed) */
+    uint16_t names_count;
 } fence_cmd;
 
 /* Outcome of one command (also of a deferred wait, see fence_event). */
@@ -188,8 +220,12 @@ typedef enum fence_status {
     FENCE_ST_NOPERM = 6,  /* the lease (or the lock's holder lease) belongs
                              to another owner, and the command is not
                              FENCE_CMD_F_ADMIN */
+    FENCE_ST_WRONGTYPE = 7, /* the name is in use as another kind (lock,
+                               election, semaphore), or SEM_ACQUIRE names a
+                               different N than the semaphore's (value: the
+                               semaphore's N) */
 } fence_status;
-#define FENCE_ST_LAST FENCE_ST_NOPERM
+#define FENCE_ST_LAST FENCE_ST_WRONGTYPE
 
 typedef struct fence_result {
     uint8_t status;   /* fence_status */
@@ -197,6 +233,8 @@ typedef struct fence_result {
     uint64_t token;   /* LOCK, ACQUIRE: the token granted */
     uint64_t wait_id; /* QUEUED: id of the wait, for the event and CANCEL */
     uint64_t value;   /* KEEPALIVE: ttl_ms; UNLOCK: 1 or 0 */
+    uint64_t revision; /* ELECT_*: the election's revision after it */
+    uint32_t slot;    /* SEM_ACQUIRE: the slot granted */
 } fence_result;
 
 /* A deferred outcome: a queued LOCK/ACQUIRE was granted (OK, with token and
