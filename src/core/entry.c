@@ -15,7 +15,19 @@
  *     UNLOCK         name | u64 token
  *     ACQUIRE        name | u64 ttl_ms | u64 lock_delay_ms | u64 wait_ms
  *     CANCEL         u64 wait_id
+ *   version 5 (the coordination kinds, docs/recipes.md):
+ *     ELECT_CAMPAIGN name | u64 lease | u64 wait_ms | value
+ *     ELECT_PROCLAIM name | u64 token | value
+ *     ELECT_RESIGN   name | u64 token
+ *     SEM_ACQUIRE    name | u32 permits | u64 lease | u64 ttl_ms
+ *                    | u64 lock_delay_ms | u64 wait_ms
+ *     SEM_RELEASE    name | u32 slot | u64 token
+ *     LOCK_MULTI     u16 count (1..FENCE_MULTI_NAMES_MAX) | count x name
+ *                    | u64 lease | u64 ttl_ms | u64 lock_delay_ms | u64 wait_ms
+ *     UNLOCK_SHARED  name | u64 token | u64 lease
+ *     LOCK, ACQUIRE with FENCE_CMD_F_SHARED: as without it
  *   name = u16 length (0..FENCE_NAME_MAX) | bytes
+ *   value = u32 length (0..FENCE_ELECT_VALUE_MAX) | bytes
  * A req_id is present (non-zero allowed) only with FENCE_CMD_F_REQID.
  * The decoder checks every length and value range it can; semantic checks
  * (a name of length 0, a TTL out of range) are left to apply, which answers
@@ -33,7 +45,10 @@
  * binary that predates them (a rolling upgrade); a version-4 entry is
  * refused by such a binary, as it must be: it could not enforce it.  A
  * version-4 entry in which no command carries the flag is refused, so
- * that each valid entry has exactly one encoding.
+ * that each valid entry has exactly one encoding.  Version 5 in the same
+ * way: written only when a command of the batch is of a coordination kind
+ * (a type above CANCEL, or FENCE_CMD_F_SHARED), refused without one, and
+ * those commands are refused in older versions.
  */
 #include <stdint.h>
 #include <string.h>
@@ -69,10 +84,35 @@ static size_t cmd_size(const fence_cmd *c)
         return n + 2 + c->name_len + 8;
     case FENCE_CMD_ACQUIRE:
         return n + 2 + c->name_len + 24;
+    case FENCE_CMD_ELECT_CAMPAIGN:
+        return n + 2 + c->name_len + 16 + 4 + c->value_len;
+    case FENCE_CMD_ELECT_PROCLAIM:
+        return n + 2 + c->name_len + 8 + 4 + c->value_len;
+    case FENCE_CMD_ELECT_RESIGN:
+        return n + 2 + c->name_len + 8;
+    case FENCE_CMD_SEM_ACQUIRE:
+        return n + 2 + c->name_len + 4 + 32;
+    case FENCE_CMD_SEM_RELEASE:
+        return n + 2 + c->name_len + 4 + 8;
+    case FENCE_CMD_LOCK_MULTI: {
+        size_t m = n + 2 + 32;
+        for (uint16_t i = 0; i < c->names_count; i++) {
+            m += 2 + c->names[i].len;
+        }
+        return m;
+    }
+    case FENCE_CMD_UNLOCK_SHARED:
+        return n + 2 + c->name_len + 16;
     default:
         FENCE_ASSERT(0);
         return 0;
     }
+}
+
+/* A command that only a version-5 entry may carry. */
+static bool is_kind_cmd(uint64_t type, uint64_t flags)
+{
+    return type > FENCE_CMD_CANCEL || (flags & FENCE_CMD_F_SHARED) != 0;
 }
 
 /* Bytes the encoding of these commands needs. */
@@ -124,16 +164,33 @@ static void put_name(uint8_t **pp, const fence_cmd *c)
     *pp += c->name_len;
 }
 
-/* 4 when a command carries quotas, else 3. */
+/* Write a value (u32 length + bytes) at *pp. */
+static void put_value(uint8_t **pp, const fence_cmd *c)
+{
+    FENCE_ASSERT(c->value_len <= FENCE_ELECT_VALUE_MAX);
+    FENCE_ASSERT(c->value_len == 0 || c->value != NULL);
+    put_le(pp, c->value_len, 4);
+    if (c->value_len > 0) {
+        memcpy(*pp, c->value, c->value_len);
+    }
+    *pp += c->value_len;
+}
+
+/* 5 when a command is of a coordination kind, else 4 when one carries
+ * quotas, else 3. */
 uint8_t fence_entry_version_for(const fence_cmd *cmds, uint32_t n)
 {
     FENCE_ASSERT(n == 0 || cmds != NULL);
+    uint8_t v = 3;
     for (uint32_t i = 0; i < n; i++) {
+        if (is_kind_cmd(cmds[i].type, cmds[i].flags)) {
+            return FENCE_ENTRY_VERSION_KINDS;
+        }
         if (cmds[i].flags & FENCE_CMD_F_QUOTA) {
-            return FENCE_ENTRY_VERSION;
+            v = 4;
         }
     }
-    return 3;
+    return v;
 }
 
 /* Encode a batch; returns the length written, or 0 if cap is too small. */
@@ -199,6 +256,51 @@ size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
             put_le(&p, c->lock_delay_ms, 8);
             put_le(&p, c->wait_ms, 8);
             break;
+        case FENCE_CMD_ELECT_CAMPAIGN:
+            put_name(&p, c);
+            put_le(&p, c->lease, 8);
+            put_le(&p, c->wait_ms, 8);
+            put_value(&p, c);
+            break;
+        case FENCE_CMD_ELECT_PROCLAIM:
+            put_name(&p, c);
+            put_le(&p, c->token, 8);
+            put_value(&p, c);
+            break;
+        case FENCE_CMD_ELECT_RESIGN:
+            put_name(&p, c);
+            put_le(&p, c->token, 8);
+            break;
+        case FENCE_CMD_SEM_ACQUIRE:
+            put_name(&p, c);
+            put_le(&p, c->permits, 4);
+            put_le(&p, c->lease, 8);
+            put_le(&p, c->ttl_ms, 8);
+            put_le(&p, c->lock_delay_ms, 8);
+            put_le(&p, c->wait_ms, 8);
+            break;
+        case FENCE_CMD_SEM_RELEASE:
+            put_name(&p, c);
+            put_le(&p, c->slot, 4);
+            put_le(&p, c->token, 8);
+            break;
+        case FENCE_CMD_LOCK_MULTI:
+            FENCE_ASSERT(c->names_count >= 1 && c->names_count <= FENCE_MULTI_NAMES_MAX);
+            put_le(&p, c->names_count, 2);
+            for (uint16_t k = 0; k < c->names_count; k++) {
+                fence_cmd one = {.name = c->names[k].name, .name_len = c->names[k].len};
+                put_name(&p, &one);
+            }
+            put_le(&p, c->lease, 8);
+            put_le(&p, c->ttl_ms, 8);
+            put_le(&p, c->lock_delay_ms, 8);
+            put_le(&p, c->wait_ms, 8);
+            break;
+        case FENCE_CMD_UNLOCK_SHARED:
+            put_name(&p, c);
+            put_le(&p, c->token, 8);
+            put_le(&p, c->lease, 8);
+            break;
         default:
             FENCE_ASSERT(0);
         }
@@ -247,6 +349,42 @@ static bool get_name(fence_entry_iter *it, fence_cmd *out)
     return true;
 }
 
+/* Read a value into out (borrowed from the buffer). */
+static bool get_value(fence_entry_iter *it, fence_cmd *out)
+{
+    uint64_t len;
+    if (!get_le(it, 4, &len) || len > FENCE_ELECT_VALUE_MAX ||
+        (size_t)(it->end - it->p) < len) {
+        return false;
+    }
+    out->value_len = (uint32_t)len;
+    out->value = len > 0 ? it->p : NULL;
+    it->p += len;
+    return true;
+}
+
+/* Read LOCK_MULTI's names into the iterator's array (out->names points
+ * there: valid until the next fence_entry_next on this iterator). */
+static bool get_names(fence_entry_iter *it, fence_cmd *out)
+{
+    uint64_t count;
+    if (!get_le(it, 2, &count) || count < 1 || count > FENCE_MULTI_NAMES_MAX) {
+        return false;
+    }
+    for (uint64_t k = 0; k < count; k++) {
+        fence_cmd one;
+        memset(&one, 0, sizeof(one));
+        if (!get_name(it, &one)) {
+            return false;
+        }
+        it->names[k].name = one.name;
+        it->names[k].len = one.name_len;
+    }
+    out->names = it->names;
+    out->names_count = (uint16_t)count;
+    return true;
+}
+
 /* Open an entry: check its header. */
 int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len)
 {
@@ -283,8 +421,11 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
     FENCE_ASSERT(out != NULL);
     memset(out, 0, sizeof(*out));
     if (it->index >= it->count) {
-        /* Version 4 only when needed: one encoding per entry. */
-        if (it->version >= 4 && !it->quota_seen) {
+        /* Version 4 and 5 only when needed: one encoding per entry. */
+        if (it->version == 4 && !it->quota_seen) {
+            return -FENCE_ST_INVALID;
+        }
+        if (it->version >= FENCE_ENTRY_VERSION_KINDS && !it->kind_seen) {
             return -FENCE_ST_INVALID;
         }
         return it->p == it->end ? 0 : -FENCE_ST_INVALID;
@@ -294,12 +435,22 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
         !get_le(it, 8, &req_id)) {
         return -FENCE_ST_INVALID;
     }
-    uint64_t allowed = it->version >= 4   ? FENCE_CMD_F_ALL
+    uint64_t allowed = it->version >= FENCE_ENTRY_VERSION_KINDS ? FENCE_CMD_F_ALL
+                       : it->version == 4 ? (FENCE_CMD_F_ALL & ~(uint64_t)FENCE_CMD_F_SHARED)
                        : it->version == 3 ? (FENCE_CMD_F_REQID | FENCE_CMD_F_ADMIN)
                                           : FENCE_CMD_F_REQID;
     if ((flags & ~allowed) != 0 ||
         (!(flags & FENCE_CMD_F_REQID) && req_id != 0)) {
         return -FENCE_ST_INVALID;
+    }
+    if (is_kind_cmd(type, flags)) {
+        if (it->version < FENCE_ENTRY_VERSION_KINDS) {
+            return -FENCE_ST_INVALID;
+        }
+        if ((flags & FENCE_CMD_F_SHARED) && type != FENCE_CMD_LOCK && type != FENCE_CMD_ACQUIRE) {
+            return -FENCE_ST_INVALID;
+        }
+        it->kind_seen = true;
     }
     uint64_t owner = 0;
     if (it->version >= 3 && !get_le(it, 8, &owner)) {
@@ -353,6 +504,34 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
         ok = get_name(it, out) && get_le(it, 8, &out->ttl_ms) &&
              get_le(it, 8, &out->lock_delay_ms) &&
              get_le(it, 8, &out->wait_ms);
+        break;
+    case FENCE_CMD_ELECT_CAMPAIGN:
+        ok = get_name(it, out) && get_le(it, 8, &out->lease) &&
+             get_le(it, 8, &out->wait_ms) && get_value(it, out);
+        break;
+    case FENCE_CMD_ELECT_PROCLAIM:
+        ok = get_name(it, out) && get_le(it, 8, &out->token) && get_value(it, out);
+        break;
+    case FENCE_CMD_ELECT_RESIGN:
+        ok = get_name(it, out) && get_le(it, 8, &out->token);
+        break;
+    case FENCE_CMD_SEM_ACQUIRE:
+        ok = get_name(it, out) && get_le(it, 4, &a) && get_le(it, 8, &out->lease) &&
+             get_le(it, 8, &out->ttl_ms) && get_le(it, 8, &out->lock_delay_ms) &&
+             get_le(it, 8, &out->wait_ms);
+        out->permits = (uint32_t)a;
+        break;
+    case FENCE_CMD_SEM_RELEASE:
+        ok = get_name(it, out) && get_le(it, 4, &a) && get_le(it, 8, &out->token);
+        out->slot = (uint32_t)a;
+        break;
+    case FENCE_CMD_LOCK_MULTI:
+        ok = get_names(it, out) && get_le(it, 8, &out->lease) &&
+             get_le(it, 8, &out->ttl_ms) && get_le(it, 8, &out->lock_delay_ms) &&
+             get_le(it, 8, &out->wait_ms);
+        break;
+    case FENCE_CMD_UNLOCK_SHARED:
+        ok = get_name(it, out) && get_le(it, 8, &out->token) && get_le(it, 8, &out->lease);
         break;
     default:
         ok = false;

@@ -16,19 +16,19 @@
  *           | u32 quota_leases | u32 quota_locks (v4, FENCE_CMD_F_QUOTA) | fields,
  * integers little-endian, names as u16 length + bytes.  See entry.c. */
 
-/* The newest version the encoder writes (3 for a batch without quotas);
+/* The newest version the encoder writes (3 for a batch without quotas or
+ * coordination kinds);
  * the decoder also reads versions from
  * FENCE_ENTRY_VERSION_MIN (1: LEADER_START without waits_max, which then
  * decodes as UINT32_MAX, no bound; 2: commands without an owner, which
  * decode with owner 0), so that existing logs replay. */
-#define FENCE_ENTRY_VERSION 4
+#define FENCE_ENTRY_VERSION 5
 #define FENCE_ENTRY_VERSION_MIN 1
 /* Version 5 (the coordination kinds, docs/recipes.md): written when a
  * command of the batch has a type above FENCE_CMD_CANCEL or carries
  * FENCE_CMD_F_SHARED; fields as version 4, plus each new type's fields
  * (entry.c).  A version-5 entry without such a command is refused, as a
- * version-4 one without a quota is: one encoding per batch.  When the
- * first kind lands, FENCE_ENTRY_VERSION becomes FENCE_ENTRY_VERSION_KINDS. */
+ * version-4 one without a quota is: one encoding per batch. */
 #define FENCE_ENTRY_VERSION_KINDS 5
 
 /* Bytes the encoding of these commands needs. */
@@ -45,6 +45,8 @@ typedef struct fence_entry_iter {
     uint32_t count;        /* commands in the entry */
     uint32_t index;        /* commands decoded so far */
     bool quota_seen;       /* a command so far carried FENCE_CMD_F_QUOTA */
+    bool kind_seen;        /* a command so far was of a coordination kind */
+    fence_name names[FENCE_MULTI_NAMES_MAX]; /* the last LOCK_MULTI's names */
 } fence_entry_iter;
 
 /* The version fence_entry_encode writes for these commands: 4 when one
@@ -54,8 +56,9 @@ uint8_t fence_entry_version_for(const fence_cmd *cmds, uint32_t n);
 
 /* 0, or FENCE_ST_INVALID if the header is malformed. */
 int fence_entry_open(fence_entry_iter *it, const uint8_t *buf, size_t len);
-/* 1 and *out filled (name borrowed from buf), 0 at the end, or
- * -FENCE_ST_INVALID if malformed. */
+/* 1 and *out filled (name and value borrowed from buf; a LOCK_MULTI's
+ * names array from the iterator, valid until the next call), 0 at the end,
+ * or -FENCE_ST_INVALID if malformed. */
 int fence_entry_next(fence_entry_iter *it, fence_cmd *out);
 
 /* Decode and apply a whole entry: advance to its timestamp, then apply each

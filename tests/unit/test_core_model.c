@@ -1156,9 +1156,10 @@ static void test_model_random(void)
                (unsigned long long)n_event[FENCE_ST_NIL],
                (unsigned long long)n_event[FENCE_ST_NOLEASE],
                (unsigned long long)n_restores, (unsigned long long)n_batches);
-        /* The run must have exercised every outcome. */
+        /* The run must have exercised every outcome of the mutex commands
+         * (WRONGTYPE needs a second kind of name). */
         if (n >= 100) {
-            for (int st = FENCE_ST_OK; st <= FENCE_ST_LAST; st++) {
+            for (int st = FENCE_ST_OK; st <= FENCE_ST_NOPERM; st++) {
                 CHECK(n_result[st] > 0);
             }
             CHECK(n_event[FENCE_ST_OK] > 0);
