@@ -83,8 +83,7 @@ static void forget_reqs(fence_fsm *f, fence__wait *w)
 /* Grant free lock k to lease l: the next token. */
 static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
 {
-    FENCE_ASSERT(k->holder == NULL);
-    FENCE_ASSERT(!k->in_delay);
+    FENCE_ASSERT(fence__lock_is_free(k));
     FENCE_ASSERT(fence__lease_live(f, l));
     FENCE_ASSERT(f->last_token < UINT64_MAX);
     uint64_t token = ++f->last_token;
@@ -99,6 +98,32 @@ static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
     return token;
 }
 
+/* Lease l joins lock k's current shared phase: it carries the phase's
+ * token (no new token: see shared.c). */
+static uint64_t join_shared(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    FENCE_ASSERT(k->nsholders > 0);
+    FENCE_ASSERT(fence__lease_live(f, l));
+    fence__shold *s = fence__shold_add(f, k, l);
+    FENCE_ASSERT(s != NULL); /* fence__alloc stops on failure */
+    f->n_grants++;
+    return k->token;
+}
+
+/* Begin a shared phase on free lock k with lease l: the next token. */
+static uint64_t grant_shared(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    FENCE_ASSERT(fence__lock_is_free(k));
+    FENCE_ASSERT(fence__lease_live(f, l));
+    FENCE_ASSERT(f->last_token < UINT64_MAX);
+    uint64_t token = ++f->last_token;
+    fence__lock_retoken(f, k, token);
+    fence__shold *s = fence__shold_add(f, k, l);
+    FENCE_ASSERT(s != NULL); /* fence__alloc stops on failure */
+    f->n_grants++;
+    return token;
+}
+
 /* True when waiter w may be granted now. */
 static bool waiter_eligible(const fence_fsm *f, const fence__wait *w)
 {
@@ -106,6 +131,28 @@ static bool waiter_eligible(const fence_fsm *f, const fence__wait *w)
         return false;
     }
     return fence__lease_live(f, w->lease);
+}
+
+static void grant_wait(fence_fsm *f, fence__wait *w);
+
+/* Shared-held lock k: admit into its phase the shared waiters at the head
+ * of its FIFO, up to the first exclusive one that may be granted.
+ * Ineligible waiters are passed over as in handoff. */
+static void admit_shared(fence_fsm *f, fence__lock *k)
+{
+    FENCE_ASSERT(k->nsholders > 0);
+    fence__link *p = k->queue.first;
+    while (p != NULL) {
+        fence__wait *w = QWAIT_OF(p);
+        p = p->next;
+        if (!waiter_eligible(f, w)) {
+            continue;
+        }
+        if (!w->shared) {
+            break;
+        }
+        grant_wait(f, w);
+    }
 }
 
 /* Lock k just became available: grant it to the first eligible waiter in
@@ -125,10 +172,25 @@ static void handoff(fence_fsm *f, fence__lock *k)
         fence__lock_maybe_destroy(f, k);
         return;
     }
+    bool shared = w->shared;
+    grant_wait(f, w);
+    if (shared) {
+        admit_shared(f, k);
+    }
+}
+
+/* Grant queued wait w its lock (exclusive, joining the lock's shared
+ * phase, or beginning one), report it and free w. */
+static void grant_wait(fence_fsm *f, fence__wait *w)
+{
     fence__lease *l = w->lease;
+    fence__lock *k = w->lock;
     bool acq = w->acquire;
+    bool shared = w->shared;
     fence__wait_unlink(f, w);
-    uint64_t token = grant(f, k, l);
+    uint64_t token = !shared ? grant(f, k, l)
+                     : k->nsholders > 0 ? join_shared(f, k, l)
+                                        : grant_shared(f, k, l);
     f->n_handoffs++;
     if (acq) {
         FENCE_ASSERT(l->dedicated);
@@ -164,7 +226,12 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     emit(f, w, &r);
     FENCE_ASSERT(fence__list_empty(&w->reqs));
     fence__free(f, w);
-    fence__lock_maybe_destroy(f, k);
+    if (k->nsholders > 0) {
+        /* The shared waiters it held back may join the phase now. */
+        admit_shared(f, k);
+    } else {
+        fence__lock_maybe_destroy(f, k);
+    }
     if (acq && revoke_dedicated) {
         FENCE_ASSERT(l->dedicated);
         lease_remove(f, l, false);
@@ -179,6 +246,22 @@ static void lease_remove(fence_fsm *f, fence__lease *l, bool expired)
     while (!fence__list_empty(&l->held)) {
         fence__lock *k = HELD_OF(l->held.first);
         fence__held_unlink(f, k);
+        if (expired && l->lock_delay_ms > 0) {
+            fence__lock_set_delay(f, k, l->lock_delay_ms,
+                                  f->now_ms + l->lock_delay_ms);
+        } else {
+            handoff(f, k);
+        }
+    }
+    /* Then its shared holds, in token order: the last holder of a phase
+     * frees the lock as an exclusive holder would. */
+    while (!fence__list_empty(&l->sheld)) {
+        fence__shold *s = LSHOLD_OF(l->sheld.first);
+        fence__lock *k = s->lock;
+        fence__shold_remove(f, s);
+        if (k->nsholders > 0) {
+            continue;
+        }
         if (expired && l->lock_delay_ms > 0) {
             fence__lock_set_delay(f, k, l->lock_delay_ms,
                                   f->now_ms + l->lock_delay_ms);
@@ -423,10 +506,12 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
+    bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
     /* The owner's quota: a lock this lease holds or waits for already
      * counts, so only a new hold or wait is refused. */
-    if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL)) &&
+    if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL &&
+                       fence__shold_of(l, k) == NULL)) &&
         quota_locks_full(f, c)) {
         r->status = FENCE_ST_LIMIT;
         return;
@@ -443,21 +528,40 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
             return;
         }
     }
-    if (k->holder == l) {
+    bool holds_shared = k->nsholders > 0 && fence__shold_of(l, k) != NULL;
+    if (k->holder == l || holds_shared) {
+        if (holds_shared != shared) {
+            /* Neither an upgrade nor a downgrade: say so. */
+            r->status = FENCE_ST_INVALID;
+            r->value = FENCE_INVALID_MODE;
+            return;
+        }
         r->status = FENCE_ST_OK;
         r->token = k->token;
         r->lease = l->id;
         return;
     }
-    if (k->holder == NULL && !k->in_delay) {
+    if (fence__lock_is_free(k)) {
         FENCE_ASSERT(k->nwaiters == 0);
         r->status = FENCE_ST_OK;
-        r->token = grant(f, k, l);
+        r->token = shared ? grant_shared(f, k, l) : grant(f, k, l);
+        r->lease = l->id;
+        return;
+    }
+    if (shared && k->nsholders > 0 && k->nwaiters == 0) {
+        /* Nothing queued ahead: join the current phase. */
+        r->status = FENCE_ST_OK;
+        r->token = join_shared(f, k, l);
         r->lease = l->id;
         return;
     }
     fence__wait *w = fence__wait_of(l, k);
     if (w != NULL) {
+        if (w->shared != shared) {
+            r->status = FENCE_ST_INVALID;
+            r->value = FENCE_INVALID_MODE;
+            return;
+        }
         r->status = FENCE_ST_QUEUED;
         r->wait_id = w->id;
         r->lease = l->id;
@@ -467,7 +571,10 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NIL;
         return;
     }
-    enqueue(f, l, k, c, false, r);
+    w = enqueue(f, l, k, c, false, r);
+    if (w != NULL) {
+        w->shared = shared;
+    }
 }
 
 /* UNLOCK: release if the token is the holder's; a dedicated lease goes too. */
@@ -479,6 +586,12 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     r->status = FENCE_ST_OK;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->nsholders > 0 && k->token == c->token) {
+        /* The holders of a phase share this token: which one? */
+        r->status = FENCE_ST_INVALID;
+        r->value = FENCE_INVALID_SHARED;
+        return;
+    }
     if (k == NULL || k->holder == NULL || k->token != c->token) {
         r->value = 0;
         return;
@@ -511,8 +624,10 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_LIMIT;
         return;
     }
+    bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
-    bool free_now = k == NULL || (k->holder == NULL && !k->in_delay);
+    bool join = shared && k != NULL && k->nsholders > 0 && k->nwaiters == 0;
+    bool free_now = k == NULL || fence__lock_is_free(k) || join;
     if (!free_now) {
         if (c->wait_ms == 0) {
             r->status = FENCE_ST_NIL;
@@ -547,16 +662,59 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         }
         f->next_lease_id++;
         r->status = FENCE_ST_OK;
-        r->token = grant(f, k, l);
+        r->token = join ? join_shared(f, k, l)
+                   : shared ? grant_shared(f, k, l) : grant(f, k, l);
         r->lease = l->id;
         return;
     }
-    if (enqueue(f, l, k, c, true, r) == NULL) {
+    fence__wait *w = enqueue(f, l, k, c, true, r);
+    if (w == NULL) {
         fence__lease_destroy(f, l);
         return;
     }
+    w->shared = shared;
     f->next_lease_id++;
     fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
+}
+
+/* UNLOCK_SHARED: release lease c->lease's hold of the lock if the token is
+ * the hold's (a shared hold, or an exclusive one of that lease); a
+ * dedicated lease goes too. */
+static void cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    if (!name_ok(c)) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    r->status = FENCE_ST_OK;
+    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    fence__lease *l = fence__lease_find(f, c->lease);
+    if (k == NULL || l == NULL || k->token != c->token) {
+        r->value = 0;
+        return;
+    }
+    fence__shold *s = k->nsholders > 0 ? fence__shold_of(l, k) : NULL;
+    if (s == NULL && k->holder != l) {
+        r->value = 0;
+        return;
+    }
+    if (!may_use(c, l)) {
+        r->status = FENCE_ST_NOPERM;
+        return;
+    }
+    if (s != NULL) {
+        fence__shold_remove(f, s);
+        if (k->nsholders == 0) {
+            handoff(f, k);
+        }
+    } else {
+        fence__held_unlink(f, k);
+        handoff(f, k);
+    }
+    if (l->dedicated) {
+        lease_remove(f, l, false);
+    }
+    r->value = 1;
 }
 
 /* CANCEL: the waiting client went away. */
@@ -606,6 +764,9 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_CANCEL:
         cmd_cancel(f, c, r);
         break;
+    case FENCE_CMD_UNLOCK_SHARED:
+        cmd_unlock_shared(f, c, r);
+        break;
     default:
         r->status = FENCE_ST_INVALID;
         break;
@@ -652,7 +813,9 @@ void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
 /* Dedup lookup, the command itself, dedup record. */
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
 {
-    if ((cmd->flags & ~FENCE_CMD_F_ALL) != 0) {
+    if ((cmd->flags & ~FENCE_CMD_F_ALL) != 0 ||
+        ((cmd->flags & FENCE_CMD_F_SHARED) != 0 && cmd->type != FENCE_CMD_LOCK &&
+         cmd->type != FENCE_CMD_ACQUIRE)) {
         out->status = FENCE_ST_INVALID;
         return;
     }

@@ -163,7 +163,7 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
         if (fence__lock_find(f, k->name, k->name_len) != k) {
             return "lock not found by name";
         }
-        if (k->holder == NULL && !k->in_delay) {
+        if (k->holder == NULL && k->nsholders == 0 && !k->in_delay) {
             return "a lock exists that is neither held nor in lock-delay";
         }
         if (k->holder != NULL && k->in_delay) {
@@ -318,7 +318,8 @@ static const char *check_owners(const fence_fsm *f)
     if (n != f->owners.count) {
         return "owner list and owner table differ";
     }
-    if (leases != f->leases.count || locks != f->nheld || waits != f->waits.count) {
+    if (leases != f->leases.count || locks != f->nheld + f->nsheld ||
+        waits != f->waits.count) {
         return "owner counts do not add up to the leases, held locks and waits";
     }
     for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
@@ -337,7 +338,7 @@ static const char *check_owners(const fence_fsm *f)
             const fence__lease *l = LEASE_OF(q);
             if (l->own == o) {
                 ol++;
-                ok += l->nheld;
+                ok += l->nheld + l->nsheld;
                 ow += l->nwaits;
             }
         }
@@ -374,6 +375,9 @@ const char *fence_fsm_check(const fence_fsm *f)
         return e;
     }
     if ((e = check_owners(f)) != NULL) {
+        return e;
+    }
+    if ((e = fence__check_shared(f)) != NULL) {
         return e;
     }
     return check_heap(f, f->leases.count + f->waits.count + ndelay);

@@ -44,6 +44,7 @@ enum {
 
 typedef struct fence__lock fence__lock;
 typedef struct fence__wait fence__wait;
+typedef struct fence__shold fence__shold;
 
 /* What one owner has (for the quotas, fsm.h): exists while the owner has a
  * lease; derived state (a snapshot does not carry it; restore rebuilds it
@@ -73,17 +74,27 @@ typedef struct fence__lease {
     uint32_t nheld;         /* length of held */
     fence__list waits;      /* waits queued (fence__wait.llink), by id */
     uint32_t nwaits;        /* length of waits */
+    fence__list sheld;      /* shared holds (fence__shold.llink), by the
+                               lock's token (shared.c) */
+    uint32_t nsheld;        /* length of sheld */
 } fence__lease;
 
-/* A lock object: exists while held, in lock-delay, or (only transiently,
- * inside fence_fsm_advance) while free with waiters that are due to fail. */
+/* A lock object: exists while held (by one exclusive holder, or by the
+ * shared holders of one phase, shared.c), in lock-delay, or (only
+ * transiently, inside fence_fsm_advance) while free with waiters that are
+ * due to fail. */
 struct fence__lock {
     fence__hnode hn;       /* in fsm.locks, by name */
     fence__hitem hi;       /* lock-delay end */
     fence__link hlink;     /* in holder's held list */
     fence__link tlink;     /* in fsm.lock_list, by token */
-    uint64_t token;        /* token of the last grant (unique) */
-    struct fence__lease *holder; /* NULL when free */
+    uint64_t token;        /* token of the last grant (unique); while
+                              shared-held, the phase's token, which every
+                              shared holder carries */
+    struct fence__lease *holder; /* the exclusive holder, NULL otherwise */
+    fence__list sholders;  /* shared holders (fence__shold.klink), in
+                              admission order; empty unless shared-held */
+    uint32_t nsholders;    /* length of sholders */
     bool in_delay;         /* unavailable until hi.deadline_ms */
     uint64_t delay_ms;     /* the lock-delay in force */
     fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
@@ -104,6 +115,7 @@ struct fence__wait {
     struct fence__lease *lease;  /* the lease that waits */
     fence__lock *lock;           /* the lock waited for */
     bool acquire;                /* an ACQUIRE (its lease is dedicated) */
+    bool shared;                 /* a shared (FENCE_CMD_F_SHARED) request */
     bool has_req;                /* req_id is a dedup key */
     uint64_t req_id;             /* client request id */
     fence__list reqs;            /* dedup records answered QUEUED with
@@ -111,6 +123,15 @@ struct fence__wait {
                                   * first: its own and those of LOCKs that
                                   * joined it; resolved when it ends */
     uint32_t nreqs;              /* length of reqs */
+};
+
+/* One shared hold: lease `lease` holds lock `lock` in the lock's current
+ * shared phase (its token is lock->token).  shared.c. */
+struct fence__shold {
+    fence__link klink;    /* in lock->sholders, admission order */
+    fence__link llink;    /* in lease->sheld, by lock token */
+    fence__lock *lock;
+    struct fence__lease *lease;
 };
 
 /* A remembered command result for idempotent retries. */
@@ -148,7 +169,9 @@ struct fence_fsm {
     fence__list lock_list;   /* all locks (fence__lock.tlink), by token */
     fence__list wait_list;   /* all waits (fence__wait.wlink), by id */
     fence__list dedup_list;  /* dedup records (fence__dedup.link), by age */
-    uint64_t nheld;          /* locks with a holder */
+    uint64_t nheld;          /* locks with an exclusive holder */
+    uint64_t nsheld;         /* shared holds, over all locks */
+    uint64_t nslocks;        /* locks held shared (nsholders > 0) */
     uint64_t n_grants;       /* counted events (fence_fsm_stats; not state) */
     uint64_t n_handoffs;     /* grants to a queued waiter */
     uint64_t n_expired;      /* leases that ran out */
@@ -167,6 +190,8 @@ struct fence_fsm {
 #define DEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, link, (lnk))
 #define OWNER_OF(lnk) FENCE__LIST_ITEM(fence__owner, link, (lnk))
 #define WDEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, wlink, (lnk))
+#define KSHOLD_OF(lnk) FENCE__LIST_ITEM(fence__shold, klink, (lnk))
+#define LSHOLD_OF(lnk) FENCE__LIST_ITEM(fence__shold, llink, (lnk))
 
 /* ---- fsm.c: memory and lifecycle ----------------------------------------- */
 
@@ -270,6 +295,30 @@ void fence__dedup_attach(fence__dedup *d, fence__wait *w);
 void fence__dedup_detach(fence__dedup *d);
 /* Evict the oldest records until at most max remain. */
 void fence__dedup_trim(fence_fsm *f, uint32_t max);
+
+/* ---- shared.c: shared (read) holds ------------------------------------------ */
+
+/* True when lock k has no holder of either mode and is not in lock-delay. */
+static inline bool fence__lock_is_free(const fence__lock *k)
+{
+    return k->holder == NULL && k->nsholders == 0 && !k->in_delay;
+}
+/* Lease l's shared hold of lock k, or NULL (scans the shorter list). */
+fence__shold *fence__shold_of(const fence__lease *l, const fence__lock *k);
+/* Lease l joins lock k's shared phase (k not exclusive-held, not in
+ * delay; l not already a holder).  NULL on lack of memory (RETURN mode). */
+fence__shold *fence__shold_add(fence_fsm *f, fence__lock *k, fence__lease *l);
+/* End one shared hold (unlinked and freed); the lock may become free. */
+void fence__shold_remove(fence_fsm *f, fence__shold *s);
+/* The invariants of the shared holds (check.c calls it). */
+const char *fence__check_shared(const fence_fsm *f);
+/* The snapshot's "rw" section (snapshot.c calls these). */
+size_t fence__rw_snap_size(const fence_fsm *f);
+size_t fence__rw_snap_write(const fence_fsm *f, uint8_t *p, size_t cap);
+/* Decode the section from p[0..len) into n (v: n's locks by token);
+ * *used receives the bytes read.  0, FENCE_ST_INVALID or FENCE_ST_LIMIT. */
+int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used,
+                        fence__lock **v, uint32_t nv);
 
 /* ---- apply.c --------------------------------------------------------------- */
 

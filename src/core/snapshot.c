@@ -21,6 +21,11 @@
  *     u64 req_id | u64 owner (version 4 on) | u64 request fingerprint
  *     | u8 status | u64 lease
  *     | u64 token | u64 wait_id | u64 value
+ *   version 5 on, one section per coordination kind, in the order rw,
+ *   multi, elect, sem, each u32 count | records, written and read by the
+ *   kind's own file:
+ *     rw (core/shared.c): the shared holds and shared waits; a lock held
+ *     shared is a lock record above with holder 0 and not in lock-delay
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
@@ -31,7 +36,7 @@
 #include "core/snapshot.h"
 
 #define SNAP_MAGIC "FNCS"
-#define SNAP_VERSION 4u
+#define SNAP_VERSION 5u
 #define SNAP_VERSION_MIN 2u
 #define SNAP_HEADER (4 + 4 + 8 * 4 + 5 * 4)
 /* The shortest header (version 2). */
@@ -107,6 +112,7 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
     }
     n += (size_t)f->waits.count * SNAP_WAIT;
     n += (size_t)f->dedup.count * SNAP_DEDUP;
+    n += fence__rw_snap_size(f);
     return n;
 }
 
@@ -148,7 +154,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         const fence__lock *k = LOCK_OF(p);
         FENCE_ASSERT(k->token > last);
         FENCE_ASSERT(k->token <= f->last_token);
-        FENCE_ASSERT((k->holder != NULL) != k->in_delay);
+        FENCE_ASSERT((k->holder != NULL) + (k->nsholders > 0) + k->in_delay == 1);
         last = k->token;
         put16(&w, k->name_len);
         put(&w, k->name, k->name_len);
@@ -189,6 +195,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, d->result.wait_id);
         put64(&w, d->result.value);
     }
+    w.p += fence__rw_snap_write(f, w.p, (size_t)(w.end - w.p));
     size_t body = (size_t)(w.p - buf);
     put32(&w, fence__crc32c(buf, body));
     FENCE_ASSERT((size_t)(w.p - buf) == size);
@@ -384,6 +391,9 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
                 delay_end != 0) {
                 return FENCE_ST_INVALID;
             }
+        } else if (!in_delay && r->version >= 5 && delay_ms == 0 && delay_end == 0) {
+            /* Held shared: its holders come in the rw section (the final
+             * check refuses a lock that gets none). */
         } else if (!in_delay || delay_ms == 0 ||
                    delay_ms > FENCE_LOCK_DELAY_MS_MAX ||
                    !deadline_ok(n->now_ms, delay_end)) {
@@ -537,11 +547,15 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     if (rc == 0) {
         rc = read_waits(n, &r, v, nv);
     }
-    fence__free(n, v);
-    if (rc != 0) {
-        return rc;
+    if (rc == 0) {
+        rc = read_dedup(n, &r);
     }
-    rc = read_dedup(n, &r);
+    if (rc == 0 && version >= 5) {
+        size_t used = 0;
+        rc = r.ok ? fence__rw_snap_read(n, r.p, left(&r), &used, v, nv) : FENCE_ST_INVALID;
+        r.p += rc == 0 ? used : 0;
+    }
+    fence__free(n, v);
     if (rc != 0) {
         return rc;
     }
