@@ -272,6 +272,8 @@ static bool item_will_queue(const fence_leader *l, const litem *it,
         return false; /* free, or in its lock-delay */
     if (c->type == FENCE_CMD_LOCK && c->lease == st.lease)
         return false; /* reentrant: answered at once */
+    if (st.shared && (c->flags & FENCE_CMD_F_SHARED) && st.waiters == 0)
+        return false; /* joins the shared phase at once */
     return st.deadline_ms > now;
 }
 

@@ -86,8 +86,9 @@ static int arg_name(fence_slot *slot, const fence_resp_arg *a, fence_cmd *cmd)
 }
 
 /* Options after the fixed arguments: WAIT <ms>, LOCKDELAY <ms>, REQID <id>,
- * each allowed at most once and only where the command takes it. */
-enum { OPTF_WAIT = 1, OPTF_LOCKDELAY = 2, OPTF_REQID = 4 };
+ * and the word SHARED (LOCK, ACQUIRE: a shared hold), each allowed at most
+ * once and only where the command takes it. */
+enum { OPTF_WAIT = 1, OPTF_LOCKDELAY = 2, OPTF_REQID = 4, OPTF_SHARED = 8 };
 
 /* Parse the trailing options from argv[first..argc) into cmd.  Replies ERR
  * and returns -1 on anything unexpected. */
@@ -98,6 +99,16 @@ static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t fir
     for (uint32_t i = first; i < end; i += 2) {
         const fence_resp_arg *k = &m->argv[i];
         unsigned which = 0;
+        if (arg_is(k, "SHARED") && (allowed & OPTF_SHARED)) {
+            if (seen & OPTF_SHARED) {
+                fence__slot_error(slot, "ERR", "syntax error: option given twice");
+                return -1;
+            }
+            seen |= OPTF_SHARED;
+            cmd->flags |= FENCE_CMD_F_SHARED;
+            i--; /* a word without a value */
+            continue;
+        }
         if (arg_is(k, "WAIT"))
             which = OPTF_WAIT;
         else if (arg_is(k, "LOCKDELAY"))
@@ -376,15 +387,27 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
             arg_u64(slot, &m->argv[2], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0 ||
             take_signed(s, slot, m, &cmd, &end) != 0 ||
-            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
+            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_REQID | OPTF_SHARED, &cmd) != 0)
             return;
         break;
     }
     case OP_UNLOCK:
+        /* UNLOCK name token, or UNLOCK name token LEASE lease: one holder
+         * of a shared lock (whose holders share the token). */
         cmd.type = FENCE_CMD_UNLOCK;
         if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
             arg_u64(slot, &m->argv[2], "token", 0, INT_REPLY_MAX, &cmd.token) != 0)
             return;
+        if (m->argc > 3) {
+            if (m->argc != 5 || !arg_is(&m->argv[3], "LEASE")) {
+                fence__slot_error(slot, "ERR", "syntax error: UNLOCK name token "
+                                               "[LEASE lease]");
+                return;
+            }
+            if (arg_u64(slot, &m->argv[4], "lease", 1, INT_REPLY_MAX, &cmd.lease) != 0)
+                return;
+            cmd.type = FENCE_CMD_UNLOCK_SHARED;
+        }
         break;
     case OP_LOCK_INFO:
         if (arg_name(slot, &m->argv[1], &cmd) != 0)
@@ -398,7 +421,8 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             arg_u64(slot, &m->argv[2], "ttl_ms", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
                     &cmd.ttl_ms) != 0 ||
             take_signed(s, slot, m, &cmd, &end) != 0 ||
-            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
+            parse_options(slot, m, 3, end,
+                          OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID | OPTF_SHARED, &cmd) != 0)
             return;
         break;
     }
