@@ -127,6 +127,22 @@ t.eq(tk, c.execute_command("LOCK", "keep", c.execute_command("LEASE.GRANT", 6000
 cur, page = c.execute_command("LOCK.LIST", "keep")
 t.check(page and page[0][1] == tk and page[0][2] == s1, "LOCK.LIST: the phase's token, first holder",
         page)
+# The Python client: shared locks as context managers, LOCK.INFO parsed.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "clients", "python", "src"))
+import fenced  # noqa: E402
+
+pc = fenced.Client("127.0.0.1:%d" % f.port)
+with pc.lock("py", ttl_ms=5000, shared=True) as r1, pc.lock("py", ttl_ms=5000, shared=True) as r2:
+    t.eq(r1.token, r2.token, "python: two shared locks of one phase, one token")
+    li = pc.lock_info("py")
+    t.check(li.shared and [h[0] for h in li.holders] == [r1.lease, r2.lease],
+            "python: lock_info shows shared and both holders", li)
+t.eq(None, pc.lock_info("py"), "python: leaving both blocks released the shared lock")
+with pc.lock("py", ttl_ms=5000) as wl:
+    t.check(wl.token > r1.token and not pc.lock_info("py").shared,
+            "python: an exclusive lock after the phase, a higher token")
+pc.close()
 c.close()
 f.stop()
 t.finish()
