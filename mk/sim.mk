@@ -66,6 +66,24 @@ $(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_LMUT_CHECK)
 
+# Control: the simulation against the shared_new_token mutant (a shared
+# holder joining a phase is given a new token, so the holders admitted
+# before it no longer carry the phase's token) must report a violation
+# (sim_shared.c); the unit tests (test_core_shared) fail against it too.
+SIM_SMUT_DIR   := $(BUILD)/mutant/shared_new_token
+SIM_SMUT_BIN   := $(SIM_SMUT_DIR)/tests/fence_sim
+SIM_SMUT_CHECK := $(BUILD)/tests/fence_sim_shared_mutant_check.sh
+
+$(SIM_SMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh shared_new_token $(SIM_SMUT_DIR) tests/fence_sim
+
+$(SIM_SMUT_CHECK): $(SIM_SMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted shared-phase bug (tests/mutants/shared_new_token.patch)\nexec "$$(dirname "$$0")/../mutant/shared_new_token/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_SMUT_CHECK)
+
 # Control: the same simulation with the voter floor switched off
 # (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
 # report a violation: a removal of the last voter, or below a live quorum,

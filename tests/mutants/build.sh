@@ -26,6 +26,8 @@
 #   leader_read_early  the leader module (src/leader/batch.c) answers a read
 #                  as soon as its batch is proposed, before the writes ahead
 #                  of it in its pipeline are applied
+#   shared_new_token  a shared holder joining a phase is given a new token
+#                  (issue 21: the holders of one phase share one token)
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

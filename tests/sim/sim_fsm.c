@@ -66,6 +66,7 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     unsigned ng = 0;
     uint64_t before = nd->last_token;
     uint64_t after = fence_fsm_last_token(nd->fsm);
+    sim_shared_mark(s, cmds, results, nc);
     for (unsigned k = 0; k < nc; k++) {
         const fence_result *res = &results[k];
         if ((cmds[k].type != FENCE_CMD_LOCK &&
@@ -73,9 +74,13 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
             continue;
         uint64_t lid = cmds[k].type == FENCE_CMD_LOCK ? cmds[k].lease
                                                        : res->lease;
+        bool shared = (cmds[k].flags & FENCE_CMD_F_SHARED) != 0;
         if (res->token <= before) {
+            /* Reentrant, a retry, or (shared) joining a phase begun
+             * earlier: that phase's token, of the same lock. */
             sim_grant *g = sim_grant_find(s, res->token);
-            if (g == NULL || g->lease != lid || g->name_len != cmds[k].name_len ||
+            if (g == NULL || (g->lease != lid && !(shared && g->shared)) ||
+                g->name_len != cmds[k].name_len ||
                 memcmp(g->name, cmds[k].name, g->name_len) != 0)
                 sim_fail(s, "index %" PRIu64 ": old token %" PRIu64
                             " reported for lease %" PRIu64
@@ -89,15 +94,21 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         gr[ng].name = cmds[k].name;
         gr[ng].name_len = cmds[k].name_len;
         gr[ng].from_event = false;
+        gr[ng].shared = shared;
         ng++;
     }
     for (unsigned k = 0; k < n_ev; k++) {
         const fence_event *ev = &evs[k];
         if (ev->result.status != FENCE_ST_OK)
             continue;
+        bool shared = sim_shared_wait(s, ev->wait_id);
         if (ev->result.token <= before) {
-            sim_fail(s, "index %" PRIu64 ": waiter %" PRIu64 " given old token %"
-                        PRIu64, index, ev->wait_id, ev->result.token);
+            /* Only a shared waiter may join an earlier phase. */
+            sim_grant *g = shared ? sim_grant_find(s, ev->result.token) : NULL;
+            if (g == NULL || !g->shared)
+                sim_fail(s, "index %" PRIu64 ": waiter %" PRIu64 " given old token %"
+                            PRIu64 "%s", index, ev->wait_id, ev->result.token,
+                         shared ? " of no shared phase" : "");
             continue;
         }
         gr[ng].token = ev->result.token;
@@ -105,6 +116,7 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         gr[ng].name = NULL;
         gr[ng].name_len = 0;
         gr[ng].from_event = true;
+        gr[ng].shared = shared;
         ng++;
     }
     /* Sort the new tokens (insertion sort: a handful). */
@@ -123,7 +135,10 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     unsigned nu = 0;
     for (unsigned k = 0; k < ng; k++) {
         if (nu > 0 && gr[nu - 1].token == gr[k].token) {
-            if (gr[nu - 1].lease != gr[k].lease)
+            /* A new phase's token goes to every shared holder admitted
+             * with it; any other token to one lease. */
+            if (gr[nu - 1].lease != gr[k].lease &&
+                !(gr[nu - 1].shared && gr[k].shared))
                 sim_fail(s, "index %" PRIu64 ": token %" PRIu64
                             " issued to leases %" PRIu64 " and %" PRIu64,
                          index, gr[k].token, gr[nu - 1].lease, gr[k].lease);
@@ -205,9 +220,19 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                 }
             }
             sim_grant_add(s, gr[k].token, index, gr[k].lease, nm, nl);
+            sim_grant *g = sim_grant_find(s, gr[k].token);
+            if (g != NULL && g->index == index)
+                g->shared = gr[k].shared;
         }
+        for (unsigned k = 0; k < nc; k++)
+            s->res->shared_grants += (cmds[k].type == FENCE_CMD_LOCK ||
+                                      cmds[k].type == FENCE_CMD_ACQUIRE) &&
+                                     (cmds[k].flags & FENCE_CMD_F_SHARED) &&
+                                     results[k].status == FENCE_ST_OK;
         sim_model_entry(s, index, ts, cmds, results, nc, evs,
                     (unsigned)n_ev, gr, ng, nd);
+        /* After the lease model, which has made room for new leases. */
+        sim_shared_entry(s, nd, index, cmds, results, nc, evs, (unsigned)n_ev);
     } else {
         if (h->entry_hash != eh)
             sim_fail(s, "node %u applied a different entry at index %" PRIu64,

@@ -118,6 +118,8 @@ typedef struct sim_mlease {
     uint64_t acq_wait_deadline; /* its deadline */
     bool created_now;   /* created by the current entry */
     bool dedicated;     /* made by ACQUIRE: UNLOCK of its lock revokes it */
+    uint64_t shared_tok[SIM_LOCKS]; /* token of its latest shared grant of
+                                       each lock (sim_shared.c) */
 } sim_mlease;
 
 /* One applied index as first seen by any node. */
@@ -136,6 +138,7 @@ typedef struct sim_grant {
     uint64_t lease;    /* lease that received it */
     uint8_t name[16];  /* lock name (the sim's names are short) */
     uint16_t name_len; /* its length */
+    bool shared;       /* a shared phase's token (other leases join it) */
 } sim_grant;
 
 /* A grant some client was told about (an acknowledged grant). */
@@ -342,6 +345,7 @@ typedef struct sim_client {
         unsigned lock;         /* lock number */
         uint64_t token;        /* token granted */
         uint64_t lease;        /* lease it was granted for */
+        bool shared;           /* a shared hold: release names the lease */
     } held[SIM_CLIENT_HELD];   /* grants it believes it holds */
     unsigned n_held;           /* how many */
     uint64_t give_up_at;       /* disconnect if still waiting then */
@@ -378,6 +382,8 @@ typedef struct sim {
     sim_ack *acks;             /* acknowledged grants */
     size_t n_acks;             /* acknowledged grants recorded */
     size_t cap_acks;           /* capacity of acks */
+    uint8_t *wshared;          /* by wait id: 1 if a shared request (sim_shared.c) */
+    size_t cap_wshared;        /* capacity of wshared */
     sim_mlease *mleases;       /* model leases by id */
     size_t cap_mleases;        /* capacity of mleases (ids below it) */
     sim_reqid *reqids;         /* open-addressing table */
@@ -402,6 +408,7 @@ typedef struct seen_grant {
     const uint8_t *name; /* lock name (NULL for an event: name unknown) */
     uint16_t name_len;   /* its length */
     bool from_event;     /* granted to a waiter */
+    bool shared;         /* a shared hold (its phase's token) */
 } seen_grant;
 
 /* The run in progress; raft callbacks carry no user pointer of ours for
@@ -423,6 +430,15 @@ uint64_t sim_node_snap_hash(sim_node *n);
 sim_grant *sim_grant_find(sim *s, uint64_t token);
 void sim_grant_add(sim *s, uint64_t token, uint64_t index, uint64_t lease,
                    const uint8_t *name, uint16_t name_len);
+/* sim_shared.c: shared phases.  Whether a LOCK/ACQUIRE of this entry (or
+ * the wait of an event) asked for a shared hold; and, once per index,
+ * record the entry's shared grants and check that every shared holder of
+ * every lock carries the phase's token. */
+void sim_shared_mark(sim *s, const fence_cmd *cmds, const fence_result *res, unsigned n);
+bool sim_shared_wait(const sim *s, uint64_t wait_id);
+void sim_shared_entry(sim *s, sim_node *nd, uint64_t index, const fence_cmd *cmds,
+                      const fence_result *res, unsigned n, const fence_event *evs,
+                      unsigned n_ev);
 void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                      const fence_cmd *cmds, const fence_result *res,
                      unsigned n, const fence_event *evs, unsigned n_ev,

@@ -146,7 +146,7 @@ static void final_checks(sim *s)
             sim_fail(s, "acknowledged token %" PRIu64 " (lock%u, lease %" PRIu64
                         ", acked at t=%" PRIu64 ") is not in the history",
                      a->token, a->lock, a->lease, a->time_ms);
-        else if (g->lease != a->lease ||
+        else if ((g->lease != a->lease && !g->shared) ||
                  (g->name_len == 5 && memcmp(g->name, nm, 5) != 0))
             sim_fail(s, "acknowledged token %" PRIu64 " was lock%u/lease %"
                         PRIu64 " for the client but %.*s/lease %" PRIu64
@@ -245,6 +245,7 @@ static void cluster_teardown(sim *s)
     free(s->hist);
     free(s->grants);
     free(s->acks);
+    free(s->wshared);
     free(s->mleases);
     free(s->reqids);
     free(s->mwaits);
