@@ -8,13 +8,14 @@ holder; REQID retries; COMMAND DOCS; the arguments' errors; and the shared
 holds survive a restart from snapshot and log."""
 import os
 import socket
+import subprocess
 import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import Fenced, Tap, redis  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from fencetest import wait_for  # noqa: E402
+from fencetest import binary, wait_for  # noqa: E402
 
 t = Tap()
 # Snapshots every few entries, encoded in the loop (--snapshot-fork 0: with
@@ -143,6 +144,19 @@ with pc.lock("py", ttl_ms=5000) as wl:
     t.check(wl.token > r1.token and not pc.lock_info("py").shared,
             "python: an exclusive lock after the phase, a higher token")
 pc.close()
+# fencectl lock --shared: two readers run at once with one token.
+fencectl = binary("fencectl", env="FENCECTL")
+srv = "127.0.0.1:%d" % f.port
+rd = subprocess.Popen([fencectl, "--server", srv, "lock", "fc", "--shared", "--", "sh", "-c",
+                       "echo $FENCE_TOKEN; sleep 5"], stdout=subprocess.PIPE, text=True)
+first = rd.stdout.readline().strip()
+second = subprocess.run([fencectl, "--server", srv, "lock", "fc", "--shared", "--", "sh", "-c",
+                         "echo $FENCE_TOKEN"], capture_output=True, text=True, timeout=30)
+t.check(second.returncode == 0 and second.stdout.strip() == first,
+        "fencectl lock --shared: a second reader runs at once with the first's token",
+        (first, second.stdout, second.stderr))
+rd.terminate()
+rd.wait(10)
 c.close()
 f.stop()
 t.finish()
