@@ -31,7 +31,7 @@ def err(fn):
     try:
         fn()
     except redis.ResponseError as e:
-        return str(e)
+        return "%s %s" % (type(e).__name__, e)  # NOPERM: NoPermissionError
     return None
 
 
@@ -159,4 +159,29 @@ rd.terminate()
 rd.wait(10)
 c.close()
 f.stop()
+# ACL: a user limited to ~orders:* takes shared locks on orders:* only, and
+# another user cannot release its hold.
+acl = os.path.join(f.dir, "users.acl")
+with open(acl, "w") as fh:
+    fh.write("user alice on >al1ce-pw-x ~orders:* +@all -@admin\n"
+             "user bob on >b0b-pw-x ~* +@all -@admin\n")
+g = Fenced("acl", args=["--acl-file", acl])
+g.env = {"FENCE_PASSWORD": ""}
+g.start(wait_ready=False)
+alice = g.client(username="alice", password="al1ce-pw-x")
+bob = g.client(username="bob", password="b0b-pw-x")
+wait_for(lambda: alice.execute_command("LEASE.GRANT", 1000) > 0)
+la = alice.execute_command("LEASE.GRANT", 60000)
+tok = alice.execute_command("LOCK", "orders:1", la, "SHARED")
+t.check(tok > 0, "acl: alice takes orders:1 shared")
+e = err(lambda: alice.execute_command("LOCK", "other:1", la, "SHARED"))
+t.check(e is not None and "NoPermission" in e, "acl: alice may not lock other:1 shared", e)
+e = err(lambda: alice.execute_command("UNLOCK", "other:1", 1, "LEASE", la))
+t.check(e is not None and "NoPermission" in e, "acl: nor UNLOCK ... LEASE it", e)
+e = err(lambda: bob.execute_command("UNLOCK", "orders:1", tok, "LEASE", la))
+t.check(e is not None and "NoPermission" in e, "acl: bob may not release alice's shared hold", e)
+t.eq(1, alice.execute_command("UNLOCK", "orders:1", tok, "LEASE", la), "acl: alice releases it")
+alice.close()
+bob.close()
+g.stop()
 t.finish()
