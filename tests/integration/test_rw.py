@@ -170,7 +170,8 @@ g.env = {"FENCE_PASSWORD": ""}
 g.start(wait_ready=False)
 alice = g.client(username="alice", password="al1ce-pw-x")
 bob = g.client(username="bob", password="b0b-pw-x")
-wait_for(lambda: alice.execute_command("LEASE.GRANT", 1000) > 0)
+wait_for(lambda: alice.execute_command("LEASE.GRANT", 1000) > 0,
+         errors=(OSError, redis.RedisError))  # TRYAGAIN while the leader starts
 la = alice.execute_command("LEASE.GRANT", 60000)
 tok = alice.execute_command("LOCK", "orders:1", la, "SHARED")
 t.check(tok > 0, "acl: alice takes orders:1 shared")
