@@ -432,8 +432,8 @@ class Client:
         if len(r) >= 6:
             holders = tuple((_as_int(h[0], "LOCK.INFO"), _as_int(h[1], "LOCK.INFO"))
                             for h in r[5])
-            return LockInfo(*head, shared=True, holders=holders)
-        return LockInfo(*head)
+            return LockInfo(head[0], head[1], head[2], head[3], shared=True, holders=holders)
+        return LockInfo(head[0], head[1], head[2], head[3])
 
     def info(self) -> Dict[str, str]:
         """INFO as a dict (``role``, ``last_token``, ``leases``, ...)."""
