@@ -11,16 +11,16 @@ CLIENT_SO  := $(BUILD)/libfence.so.$(CLIENT_SO_VERSION)
 CLIENT_LIBS := $(HIREDIS_LIBS) $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto) -lpthread
 
 # Objects are position-independent so one build serves both libraries.
-# Both carry src/common's assert.o (FENCE_ASSERT's handler) and num.o (the
+# Both carry src/base's assert.o (FENCE_ASSERT's handler) and num.o (the
 # decimal parsers), so that the installed libfence needs nothing else.
 CFLAGS_src_client_ := -fPIC $(HIREDIS_CFLAGS)
 
-$(CLIENT_LIB): $(CLIENT_OBJ) $(COMMON_ASSERT_OBJ) $(BUILD)/src/common/num.o
+$(CLIENT_LIB): $(CLIENT_OBJ) $(COMMON_ASSERT_OBJ) $(BUILD)/src/base/num.o
 	@mkdir -p $(dir $@)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(CLIENT_SO): $(CLIENT_OBJ) $(COMMON_ASSERT_OBJ) $(BUILD)/src/common/num.o
+$(CLIENT_SO): $(CLIENT_OBJ) $(COMMON_ASSERT_OBJ) $(BUILD)/src/base/num.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libfence.so.$(CLIENT_SO_VERSION) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
 	ln -sf libfence.so.$(CLIENT_SO_VERSION) $(BUILD)/libfence.so

@@ -29,7 +29,7 @@ bench-all: bench-cluster3
 .PHONY: bench-cluster bench-failover bench-cluster3
 
 # Unit test and fuzz target of the pure address parsing (cluster_addr.c).
-CLUSTER_ADDR_OBJ := $(BUILD)/src/server/cluster_addr.o $(BUILD)/src/common/assert.o
+CLUSTER_ADDR_OBJ := $(BUILD)/src/server/cluster_addr.o $(BUILD)/src/base/assert.o
 $(BUILD)/tests/test_cluster_addr: $(BUILD)/tests/unit/test_cluster_addr.o $(CLUSTER_ADDR_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
@@ -39,7 +39,7 @@ FUZZ_TARGETS += cluster_addr
 FUZZ_cluster_addr_LIBS := $(CLUSTER_ADDR_OBJ)
 
 # Unit test and fuzz target of the raft transport's hello (peer_hello.c).
-PEER_HELLO_OBJ := $(BUILD)/src/server/peer_hello.o $(BUILD)/src/common/assert.o
+PEER_HELLO_OBJ := $(BUILD)/src/server/peer_hello.o $(BUILD)/src/base/assert.o
 $(BUILD)/tests/test_peer_hello: $(BUILD)/tests/unit/test_peer_hello.o $(PEER_HELLO_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)

@@ -1,14 +1,14 @@
 # src/guard: libfence-guard, the resource-side fencing-token guard
 # (include/fence_guard.h), as a static and a shared library.
 GUARD_SRC := $(filter-out src/guard/bench.c,$(wildcard src/guard/*.c))
-GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/common/crc32c.o
+GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/base/crc32c.o
 GUARD_LIB := $(BUILD)/libfence-guard.a
 GUARD_SO_VERSION := 0
 GUARD_SO  := $(BUILD)/libfence-guard.so.$(GUARD_SO_VERSION)
 # -fPIC so one set of objects serves both libraries.
 CFLAGS_src_guard_ := -fPIC -pthread
 
-# Both libraries carry src/common's assert.o (FENCE_ASSERT's handler).
+# Both libraries carry src/base's assert.o (FENCE_ASSERT's handler).
 $(GUARD_LIB): $(GUARD_OBJ) $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/limits.h"
 
 /* Options a subcommand accepts, as bits. */
 enum {

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "client/wire.h"

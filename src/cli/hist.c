@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 
 #define SUB (1u << FENCECTL_HIST_SUB_BITS)
 

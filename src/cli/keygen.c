@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "common/signtok.h"
+#include "token/signtok.h"
 
 static const char keygen_usage[] =
     "usage: fencectl keygen DIR [--scheme ed25519|hmac-sha256] [--key-id ID]\n"

@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "client/internal.h"
-#include "common/version.h"
+#include "base/version.h"
 
 /* Map library errors to the documented exit codes. */
 int fencectl_exit_code(int rc)

@@ -23,7 +23,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "common/assert.h"
+#include "base/assert.h"
 
 /* Lock rows shown at most, and LOCK.LIST pages read per refresh. */
 #define TOP_LOCKS_MAX 50

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "client/internal.h"
 
 /* The calling thread's last error message (see fence_client_errmsg()). */

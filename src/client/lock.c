@@ -7,11 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "client/internal.h"
 #include "client/pure.h"
-#include "common/limits.h"
-#include "common/signtok.h"
+#include "base/limits.h"
+#include "token/signtok.h"
 
 _Static_assert(FENCE_SIGNED_TOKEN_BUF_SIZE >= FENCE_SIGNTOK_BUF_SIZE,
                "the public buffer size holds any signed token");

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/num.h"
+#include "base/assert.h"
+#include "base/num.h"
 #include "fence.h"
 
 /* Parse one address from s[0..len) into out.  A Unix socket is written

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "client/internal.h"
 #include "client/wire.h"
-#include "common/limits.h"
+#include "base/limits.h"
 
 struct fence_store {
     pthread_mutex_t mu;        /* serialises calls on the connection */

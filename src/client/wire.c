@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "client/internal.h"
-#include "common/assert.h"
+#include "base/assert.h"
 #include "fence.h"
 
 /* Read chunk size. */

@@ -3,7 +3,7 @@
  * Records are kept by age and the oldest evicted past dedup_max. */
 #include <string.h>
 
-#include "common/hash.h"
+#include "base/hash.h"
 #include "core/fsm_int.h"
 
 /* The table hash of key (req_id, owner).  Owner 0 (the default user, and

@@ -53,8 +53,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/bytes.h"
+#include "base/assert.h"
+#include "base/bytes.h"
 #include "core/entry.h"
 #include "core/fsm_int.h"
 

@@ -105,7 +105,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/limits.h"
+#include "base/limits.h"
 
 /* Largest timestamp (fsm time, ms) an entry may carry; keeps every
  * "now + duration" sum far from overflow.  The entry decoder rejects larger

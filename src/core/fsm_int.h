@@ -24,8 +24,8 @@
 
 #include <stdlib.h>
 
-#include "common/assert.h"
-#include "common/crc32c.h"
+#include "base/assert.h"
+#include "base/crc32c.h"
 #include "core/fsm.h"
 #include "core/heap.h"
 #include "core/htab.h"

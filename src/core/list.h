@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 
 /* The object that embeds member at address ptr. */
 #define FENCE__CONTAINER(ptr, type, member)                                 \

@@ -25,8 +25,8 @@
  */
 #include <string.h>
 
-#include "common/bytes.h"
-#include "common/crc32c.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
 #include "core/fsm_int.h"
 #include "core/snapshot.h"
 

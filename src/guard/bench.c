@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/signtok.h"
+#include "token/signtok.h"
 #include "fence_guard.h"
 
 /* Shared state of one benchmark row. */

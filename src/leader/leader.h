@@ -134,7 +134,7 @@ enum fence_lerr {
     FENCE_LERR_RESTORED,        /* its wait ended inside a restored snapshot */
 };
 
-/* Log levels of ops->log (the values of common/log.h). */
+/* Log levels of ops->log (the values of base/log.h). */
 enum { FENCE_LLOG_INFO = 1, FENCE_LLOG_WARN = 2, FENCE_LLOG_ERROR = 3 };
 
 /* What the module needs from its shell.  Every function gets ctx. */

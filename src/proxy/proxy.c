@@ -17,17 +17,17 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#include "common/assert.h"
-#include "common/fs.h"
-#include "common/hash.h"
-#include "common/log.h"
-#include "common/num.h"
+#include "base/assert.h"
+#include "base/fs.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/num.h"
 #include "proxy/bindlog.h"
 #include "proxy/path.h"
 #include "proxy/metrics.h"
-#include "common/signtok.h"
-#include "common/startup_warn.h"
-#include "common/tls.h"
+#include "token/signtok.h"
+#include "daemon/startup_warn.h"
+#include "net/tls.h"
 #include "fence_guard.h"
 
 _Static_assert(FENCE_PROXY_HEADER_MAX < H2O_MAX_REQLEN,

@@ -9,10 +9,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/cluster.h"
 #include "server/commands_table.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */

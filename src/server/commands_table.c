@@ -6,7 +6,7 @@
  * redis-cli shows as hints. */
 #include "server/commands_table.h"
 
-#include "common/acl.h"
+#include "auth/acl.h"
 #include "server/server.h"
 
 /* ACL categories (the acl column). */

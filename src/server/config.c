@@ -1,4 +1,4 @@
-/* fenced's option table (the engine is src/common/options.c: flags,
+/* fenced's option table (the engine is src/base/options.c: flags,
  * config file and --help), the --peers parser and the checks across
  * fields. */
 #include "server/config.h"
@@ -7,15 +7,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/acl_srv.h"
-#include "common/assert.h"
-#include "common/daemon.h"
-#include "common/limits.h"
-#include "common/log.h"
-#include "common/num.h"
-#include "common/options.h"
-#include "common/tls.h"
-#include "common/version.h"
+#include "daemon/acl_srv.h"
+#include "base/assert.h"
+#include "daemon/daemon.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/num.h"
+#include "base/options.h"
+#include "net/tls.h"
+#include "base/version.h"
 
 #define T fence_config
 #define U64(n, field, lo, hi, def, a, h) \

@@ -1,5 +1,5 @@
 /* fenced's client connections on the shared connection layer
- * (src/common/conn.h): the layer owns listeners, bounded reads, parsing,
+ * (src/net/conn.h): the layer owns listeners, bounded reads, parsing,
  * reply order, the output bound and closing; this file is where a
  * request enters fenced (on_request hands it to the command table,
  * cmd.c), sets up fenced's part of each connection, opens the listeners,
@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
-#include "common/tls.h"
+#include "base/assert.h"
+#include "base/limits.h"
+#include "net/tls.h"
 #include "server/commands_table.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* ---- Connections ---------------------------------------------------------- */
@@ -91,7 +91,7 @@ static bool on_slot_orphan(void *ctx, fence_net_slot *ns)
 /* ---- Listeners ---------------------------------------------------------------- */
 
 /* Set up the layer, the compat context and the ACL, and open the
- * listeners: the RESP daemon skeleton's (src/common/daemon.h), with
+ * listeners: the RESP daemon skeleton's (src/daemon/daemon.h), with
  * fenced's connection and slot sizes and parser limits. */
 int fence__listen(fence_server *s)
 {

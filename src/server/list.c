@@ -22,8 +22,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/limits.h"
 #include "server/server.h"
 
 /* Whether glob p[0..pn) matches s[0..sn) (iterative, with one backtrack

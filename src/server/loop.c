@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "common/assert.h"
-#include "common/log.h"
+#include "base/assert.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* Monotonic milliseconds (uv_hrtime never jumps with the wall clock). */

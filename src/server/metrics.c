@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/server.h"
 
 /* One row of the family table. */

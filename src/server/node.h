@@ -33,7 +33,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/metrics.h"
+#include "ops/metrics.h"
 #include "server/config.h"
 
 typedef struct fence_node fence_node;

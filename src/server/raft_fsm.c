@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/log.h"
+#include "base/assert.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* One proposal handed to raft. */
@@ -136,7 +136,7 @@ static uint64_t op_now_ms(void *ctx)
     return uv_hrtime() / 1000000;
 }
 
-/* ops->log: the module's levels are common/log.h's. */
+/* ops->log: the module's levels are base/log.h's. */
 static void op_log(void *ctx, int level, const char *msg)
 {
     (void)ctx;

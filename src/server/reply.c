@@ -1,7 +1,7 @@
 /* The reply side of fenced: the leader module's reply sink (leader.h
  * fence_leader_ops.reply_*), the turning of a command's result, a read or
  * an error into its RESP reply, and the slots that carry replies in
- * request order on the shared connection layer (src/common/conn.h).
+ * request order on the shared connection layer (src/net/conn.h).
  * The end of every request's walk: cmd.c (or the leader module, through
  * the sink) decides the answer, this file words it and makes it final. */
 #include <inttypes.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */

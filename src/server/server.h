@@ -1,7 +1,7 @@
 /* Internal structures of the fenced daemon, shared by its files.
  *
  * Data path: conn.c puts fenced on the shared connection layer
- * (src/common/conn.h), which reads bytes into a bounded per-connection
+ * (src/net/conn.h), which reads bytes into a bounded per-connection
  * buffer and parses requests with fence_resp_parse; cmd.c validates each
  * request and either answers it at once (PING, INFO, reads in a
  * single-voter cluster) or submits it to the leader module (src/leader:
@@ -31,13 +31,13 @@
 #include "server/lag.h"
 
 #include "core/entry.h"
-#include "common/acl_conns.h"
-#include "common/acl_srv.h"
-#include "common/compat.h"
-#include "common/conn.h"
-#include "common/daemon.h"
-#include "common/limits.h"
-#include "common/signtok.h"
+#include "daemon/acl_conns.h"
+#include "daemon/acl_srv.h"
+#include "daemon/compat.h"
+#include "net/conn.h"
+#include "daemon/daemon.h"
+#include "base/limits.h"
+#include "token/signtok.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
 #include "proto/resp.h"
@@ -81,7 +81,7 @@ enum fence_slot_state {
 };
 
 /* One request's place in its connection's reply order: the shared
- * layer's slot (src/common/conn.h: queue order, reply bytes) and fenced's
+ * layer's slot (src/net/conn.h: queue order, reply bytes) and fenced's
  * part. */
 struct fence_slot {
     fence_net_slot base;   /* the layer's slot (first) */
@@ -108,7 +108,7 @@ struct fence_conn {
     fence_lconn lconn;      /* the leader module's state of this connection */
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
     fence_owner_tag *owner;   /* the tag of its last grant, or NULL (owners.c) */
-    uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
+    uint64_t quota_mark;      /* admitted under maxconns (daemon/acl_conns.h) */
 };
 
 /* Who a lease was granted to (owners.c): the grantee connection's client
@@ -151,7 +151,7 @@ struct fence_server {
     fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
     fence_acl_srv acl;           /* users and permissions (acl_hook.c) */
     fence_acl_conns acl_conns;   /* connections per user, maxconns (acl_conns.h) */
-    fence_daemon daemon;         /* the RESP daemon skeleton (common/daemon.h):
+    fence_daemon daemon;         /* the RESP daemon skeleton (daemon/daemon.h):
                                   * compat ctx, ACL set-up, listeners, SIGHUP */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "common/log.h"
+#include "base/log.h"
 
 /* See node.h.  libraft 0.15's raft_strerror() knows the codes up to
  * RAFT_IOERR only and calls the newer ones "unknown error". */

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/fs.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/fs.h"
+#include "base/limits.h"
 
 /* Below this many free bytes, an EIO from LMDB is a full file system. */
 #define FENCE_STORE_NOSPACE_FREE (1024 * 1024)

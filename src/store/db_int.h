@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/log.h"
+#include "base/log.h"
 #include "store/ckpt.h"
 #include "store/db.h"
 #include "store/wal.h"

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "cli/hist.h"
-#include "common/assert.h"
+#include "base/assert.h"
 #include "loadgen.h"
 
 /* Most replies a connection may owe before renewals due on it are skipped

@@ -39,7 +39,7 @@
 #include <raft.h>
 #include <raft/fixture.h>
 
-#include "common/hash.h"
+#include "base/hash.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
@@ -86,7 +86,7 @@ static inline bool rng_pct(uint64_t *state, unsigned pct)
     return rng_next(state) % 100 < pct;
 }
 
-/* Feed bytes into a 64-bit FNV-1a hash (common/hash.h); used to compare
+/* Feed bytes into a 64-bit FNV-1a hash (base/hash.h); used to compare
  * entries, results and snapshots across nodes without keeping copies. */
 static inline uint64_t fnv(uint64_t h, const void *data, size_t len)
 {

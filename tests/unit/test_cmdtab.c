@@ -1,4 +1,4 @@
-/* Every daemon has ONE command table (src/common/compat.h's
+/* Every daemon has ONE command table (src/daemon/compat.h's
  * fence_compat_command rows: src/server/commands_table.c,
  * src/store/commands_table.c, compat.c's builtins, acl_srv.c's ACL
  * subcommands), from which dispatch, the ACL check, COMMAND and the metric
@@ -14,10 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/acl.h"
-#include "common/acl_srv.h"
-#include "common/compat.h"
-#include "common/limits.h"
+#include "auth/acl.h"
+#include "daemon/acl_srv.h"
+#include "daemon/compat.h"
+#include "base/limits.h"
 #include "proto/resp.h"
 #include "server/commands_table.h"
 #include "store/commands_table.h"
