@@ -30,6 +30,6 @@ BENCH_ARGS ?=
 bench-all: bench-client
 bench-client:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(FENCECTL)
-	@BUILD=$(BUILD) bash src/cli/bench.sh $(BENCH_ARGS)
+	@BUILD=$(BUILD) bash tests/bench/fencectl_bench.sh $(BENCH_ARGS)
 
 .PHONY: bench bench-client
