@@ -45,7 +45,7 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from fenceproto import Resp, RespError, encode_command, free_port, wait_port  # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
