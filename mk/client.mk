@@ -41,13 +41,14 @@ UNIT_TESTS += $(CLIENT_TESTS)
 # is built, with the library, in the asan and the tsan variants
 # (build/asan/tests/test_client_threads, build/tsan/tests/...): the same
 # object rule as everything else, only the variant's flags differ.
-# test_client_fake (a unit test over a fake server) also runs under tsan.
+# test_client_fake and test_client_fake_store (unit tests over fake servers)
+# also run under tsan.
 CFLAGS_tests_integration_ := $(HIREDIS_CFLAGS)
 CLIENT_THREADS_TEST := $(BUILD)/tests/test_client_threads
 $(CLIENT_THREADS_TEST): $(BUILD)/tests/integration/test_client_threads.o $(CLIENT_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
-TSAN_TESTS += $(BUILD)/tests/test_client_fake
+TSAN_TESTS += $(BUILD)/tests/test_client_fake $(BUILD)/tests/test_client_fake_store
 tsan-tests: $(CLIENT_THREADS_TEST)
 ifeq ($(VARIANT),asan)
 unit-tests: $(CLIENT_THREADS_TEST)
@@ -75,3 +76,7 @@ FUZZ_client_LIBS := $(BUILD)/src/cli/args.o $(BUILD)/libfence.a
 FUZZ_client_LDLIBS := $(CLIENT_LIBS)
 FUZZ_client_FLAGS := -max_len=1024
 INTEG_TESTS += tests/integration/test_client_tls.py
+
+# The fake RESP servers the test_client_fake* programs share
+# (tests/unit/client_fake.c, client_fake.h).
+$(filter $(BUILD)/tests/test_client_fake%,$(CLIENT_TESTS)): $(BUILD)/tests/unit/client_fake.o
