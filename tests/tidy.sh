@@ -217,7 +217,7 @@ TESTS_DIR=${TIDY_TESTS_DIR:-$ROOT/tests}
 test_c=$(find "$TESTS_DIR" -name '*.c' -not -path "$SIM/*" | sort)
 src_ch=$(find "$SRC" "$SIM" -name '*.[ch]' | sort)
 headers=$(find "$SRC" "$INC" -name '*.h' | sort)
-libs=$(find "$SRC/client" "$SRC/guard" "$SRC/proto" "$SRC/core" -name '*.[ch]' 2>/dev/null | sort)
+libs=$(find "$SRC/libfence" "$SRC/guard" "$SRC/proto" "$SRC/core" -name '*.[ch]' 2>/dev/null | sort)
 
 # shellcheck disable=SC2086  # word splitting of the file lists is wanted
 {

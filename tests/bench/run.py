@@ -8,7 +8,7 @@ prints one table whose rows all have the same columns:
   what | clients | rate/s | p50 us | p99 us | max us | value | peer (same run) | ratio | notes
 
 Latencies are microseconds, from the load generator's histogram (fencectl
-bench --format tsv and tests/bench/keepalive_load: src/cli/hist.c, within
+bench --format tsv and tests/bench/keepalive_load: src/fencectl/hist.c, within
 3%; redis-benchmark: its own, to the microsecond).  "value" holds the rows
 whose figure is not a rate (fsync time, floor, bytes per lock, restart
 time, loop lag).  "ratio" is rate / peer rate unless the notes say

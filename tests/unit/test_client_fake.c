@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "../lib/test.h"
-#include "client/testhook.h"
+#include "libfence/testhook.h"
 #include "client_fake.h"
 #include "fence.h"
 
