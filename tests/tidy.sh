@@ -184,7 +184,7 @@ unprefixed() {
 # and no code among FILE... defines or uses (a comment left behind by a
 # rename).  Names ending in _ are prefixes ("fence_store_*"), not names;
 # a name that code spells as a string counts as existing.  STALE_OK lists
-# names built at run time (compat.c's INFO field "<server>_version").
+# names built at run time (compat_info.c's INFO field "<server>_version").
 STALE_OK="fence_store_version"
 stale_names() {
     STALE_OK=$STALE_OK python3 - "$@" <<'PY'
