@@ -28,7 +28,6 @@
 #include "token/signtok.h"
 #include "fence_guard.h"
 
-
 /* Where a request is. */
 enum fp_state {
     FP_QUEUED = 1,  /* on its fence's waiting list, not yet forwarded */
