@@ -20,10 +20,10 @@ KILLS ?= 10
 bench-cluster: bench-failover bench-cluster3
 bench-failover:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash tests/integration/cluster_failover_bench.sh $(KILLS)
+	@BUILD=$(BUILD) bash tests/bench/cluster_failover_bench.sh $(KILLS)
 bench-cluster3:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash tests/integration/cluster_bench.sh $(BENCH_ARGS)
+	@BUILD=$(BUILD) bash tests/bench/cluster_bench.sh $(BENCH_ARGS)
 bench-all: bench-cluster3
 
 .PHONY: bench-cluster bench-failover bench-cluster3
