@@ -1,7 +1,7 @@
 # fenced clusters: the cluster integration tests (real processes on
 # 127.0.0.1, and network namespaces for the partition test), the failover
 # benchmark and the 3-node `fencectl bench`.  The daemon's cluster code
-# (src/server/cluster.c) and `fencectl cluster` (src/cli/cluster.c) are
+# (src/server/cluster.c) and `fencectl cluster` (src/fencectl/cluster.c) are
 # built by mk/server.mk and mk/cli.mk through their wildcards.
 #
 # Knobs (environment): FENCE_CLUSTER_LOAD_S (seconds of load before and
@@ -20,10 +20,10 @@ KILLS ?= 10
 bench-cluster: bench-failover bench-cluster3
 bench-failover:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash tests/integration/cluster_failover_bench.sh $(KILLS)
+	@BUILD=$(BUILD) bash tests/bench/cluster_failover_bench.sh $(KILLS)
 bench-cluster3:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash tests/integration/cluster_bench.sh $(BENCH_ARGS)
+	@BUILD=$(BUILD) bash tests/bench/cluster_bench.sh $(BENCH_ARGS)
 bench-all: bench-cluster3
 
 .PHONY: bench-cluster bench-failover bench-cluster3

@@ -1,4 +1,4 @@
-# src/daemon/compat.c: the Redis-client compatibility commands (HELLO,
+# src/daemon/compat*.c: the Redis-client compatibility commands (HELLO,
 # CLIENT, SELECT, COMMAND, MULTI refusal, ...) that fenced and fence-store
 # answer before their own commands, and its tests.  The module itself is
 # part of libfencecommon.a (mk/common.mk); the command tables it describes

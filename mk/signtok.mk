@@ -28,7 +28,7 @@ $(GUARD_LIB) $(GUARD_SO): $(SIGNTOK_OBJ)
 $(GUARD_SO): LDFLAGS += $(SODIUM_LIBS)
 $(GUARD_TESTS) $(BUILD)/guard-bench: LDFLAGS += $(SODIUM_LIBS)
 
-# fencectl keygen (src/cli/keygen.c).
+# fencectl keygen (src/fencectl/keygen.c).
 $(FENCECTL): $(COMMON_LIB)
 $(FENCECTL): LDFLAGS += $(SODIUM_LIBS)
 

@@ -1,5 +1,5 @@
 /* ACL category names (see acl.h).  Apart from acl.c so that the command
- * tables' users (compat.c's COMMAND INFO) need no libsodium. */
+ * tables' users (compat_command.c's COMMAND INFO) need no libsodium. */
 #include <stddef.h>
 
 #include "auth/acl.h"

@@ -150,7 +150,7 @@ _Static_assert(FENCE_NAME_MAX + FENCE_STORE_KEY_MAX + 1024 < FENCE_STORE_RBUF_SL
 _Static_assert(FENCE_STORE_WAL_FILE_MIN <= FENCE_STORE_WAL_FILE_DEFAULT, "wal file bounds");
 _Static_assert(FENCE_STORE_WAL_FILE_MIN % 4096 == 0, "wal files are whole pages");
 
-/* ---- Redis-client compatibility (src/daemon/compat.c) ------------------- */
+/* ---- Redis-client compatibility (src/daemon/compat*.c) ------------------ */
 
 /* Longest client name (CLIENT SETNAME, HELLO SETNAME) and AUTH user name. */
 #define FENCE_COMPAT_NAME_MAX 128

@@ -4,7 +4,7 @@
  * deterministic simulation (tests/sim) both drive this same module; each
  * supplies an ops table (propose, barrier, is-leader, voters, term, a
  * monotonic clock, a log line, and a reply sink) and forwards raft's
- * callbacks to it.  In fenced, cmd.c submits requests, conn.c closes
+ * callbacks to it.  In fenced, cmd.c submits requests, client_conn.c closes
  * connections, raft_fsm.c fills the raft half of the ops and forwards
  * raft's callbacks, reply.c is the reply sink, and loop.c runs the step at
  * its loop check and owns the one timer.

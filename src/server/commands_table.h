@@ -1,5 +1,5 @@
 /* fenced's own commands as COMMAND / COMMAND DOCS describe them (the
- * table src/daemon/compat.c answers from).  cmd.c's dispatch table stays
+ * table src/daemon/compat_command.c answers from).  cmd.c's dispatch table stays
  * the authority on what they do; tests/unit/test_compat.c checks that
  * this description is well formed. */
 #ifndef FENCE_SERVER_COMMANDS_TABLE_H

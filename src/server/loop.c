@@ -1,6 +1,6 @@
 /* The daemon's shell: it owns the libuv handles (the loop check, the
  * leader timer, the signals, the loop-lag monitor), sets everything up and
- * tears it down.  It is on no request's path: connections (conn.c) hand
+ * tears it down.  It is on no request's path: connections (client_conn.c) hand
  * requests to the command table (cmd.c), which submits them to the leader
  * module (src/leader); raft_fsm.c is the module's side towards raft, and
  * reply.c its reply sink.  Here the module is only driven: its step at

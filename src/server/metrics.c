@@ -251,7 +251,7 @@ void fence__server_metrics_publish(fence_server *s)
     fence__srv_metrics_health_set(m, why);
 }
 
-/* A slot's reply is final (conn.c): latency by command, errors by code. */
+/* A slot's reply is final (reply.c): latency by command, errors by code. */
 void fence__server_metrics_slot(fence_slot *slot, const char *code)
 {
     if (slot->conn == NULL)

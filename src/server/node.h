@@ -83,6 +83,8 @@ void fence__node_set_peer_refusals(fence_node *n, fence_metric *m);
 /* Below this many segments of free space, start-up warns. */
 #define FENCE_RAFT_SEGMENTS_WARN 3u
 
+/* ---- raft_storage.c: what fenced says about raft's storage ---- */
+
 /* raft_strerror(rv), with words for the codes libraft 0.15 calls "unknown
  * error" (RAFT_NOSPACE: "no space left on device", and the other codes
  * above RAFT_IOERR).  Static strings. */

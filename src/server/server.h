@@ -1,6 +1,6 @@
 /* Internal structures of the fenced daemon, shared by its files.
  *
- * Data path: conn.c puts fenced on the shared connection layer
+ * Data path: client_conn.c puts fenced on the shared connection layer
  * (src/net/conn.h), which reads bytes into a bounded per-connection
  * buffer and parses requests with fence_resp_parse; cmd.c validates each
  * request and either answers it at once (PING, INFO, reads in a
@@ -15,7 +15,7 @@
  *
  * Lifetimes: a slot belongs to its connection until the connection closes.
  * A slot handed to the leader module (SLOT_LEADER) is the module's handle:
- * on close the module forgets it first (conn.c calls
+ * on close the module forgets it first (client_conn.c calls
  * fence__leader_conn_close, which also cancels the connection's waits
  * through the log), then it is freed.
  * A slot held by cluster.c (SLOT_BATCH) is orphaned (conn = NULL) and freed
@@ -69,7 +69,7 @@ enum fence_op {
     OP_INFO,           /* INFO (read) */
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
     OP_HEALTH,         /* HEALTH: can this node serve writes */
-    OP_LIST,           /* LOCK.LIST, LEASE.LIST (list.c) */
+    OP_LIST,           /* LOCK.LIST, LEASE.LIST (cmd_list.c) */
 };
 
 /* Where a slot is in its life. */
@@ -187,7 +187,7 @@ const fence_owner *fence__owner_find(fence_server *s, uint64_t lease);
 void fence__owner_conn_closed(fence_conn *c);
 void fence__owners_free(fence_server *s);
 
-/* ---- list.c ---- */
+/* ---- cmd_list.c ---- */
 /* LOCK.LIST [pattern] [COUNT n] [CURSOR c] and LEASE.LIST [COUNT n]
  * [CURSOR c], answered from applied state. */
 void fence__list_locks(fence_server *s, fence_slot *slot, const fence_resp_msg *m);
@@ -206,7 +206,7 @@ void fence__server_metrics_grant(fence_slot *slot, const fence_result *r);
  * on this leader: its batch size. */
 void fence__server_metrics_batch(fence_server *s, size_t n);
 
-/* ---- conn.c: fenced on the shared connection layer ---- */
+/* ---- client_conn.c: fenced on the shared connection layer ---- */
 int fence__listen(fence_server *s);
 void fence__listen_close(fence_server *s);
 void fence__conn_close(fence_conn *c);

@@ -14,7 +14,7 @@
  *      due, whether or not earlier ones were answered), for SECONDS, while
  *      the probe runs its cycles again.
  * Prints one "key=value ..." line per phase on stdout (latencies in
- * microseconds, from src/cli/hist.c's histogram, send to reply):
+ * microseconds, from src/fencectl/hist.c's histogram, send to reply):
  *   idle lock_cycles=.. lock_p50_us=.. lock_p99_us=.. lock_max_us=..
  *   grant leases=.. seconds=.. grants_per_s=..
  *   load target_per_s=.. keepalives=.. keepalives_per_s=.. ka_p50_us=.. ...
@@ -32,7 +32,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cli/hist.h"
+#include "fencectl/hist.h"
 #include "base/assert.h"
 #include "loadgen.h"
 

@@ -8,7 +8,7 @@ prints one table whose rows all have the same columns:
   what | clients | rate/s | p50 us | p99 us | max us | value | peer (same run) | ratio | notes
 
 Latencies are microseconds, from the load generator's histogram (fencectl
-bench --format tsv and tests/bench/keepalive_load: src/cli/hist.c, within
+bench --format tsv and tests/bench/keepalive_load: src/fencectl/hist.c, within
 3%; redis-benchmark: its own, to the microsecond).  "value" holds the rows
 whose figure is not a rate (fsync time, floor, bytes per lock, restart
 time, loop lag).  "ratio" is rate / peer rate unless the notes say
@@ -45,7 +45,7 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from fenceproto import Resp, RespError, encode_command, free_port, wait_port  # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
@@ -476,7 +476,7 @@ def section_store():
                 "--appendonly", "yes", "--appendfsync", "always", "--save", ""], "redis.log")
     if not wait_port(sport, 30) or not wait_port(rport, 30):
         raise RuntimeError("fence-store or redis-server did not listen")
-    v = "0123456789abcdef"  # as src/store/bench.sh
+    v = "0123456789abcdef"  # as tests/bench/store_bench.sh
     for c in (1, 64):
         log("Redis SET appendfsync always, fence-store FSET, %d clients" % c)
         res = interleaved([
@@ -789,7 +789,7 @@ WRK_RUNS = [0]  # cells so far: each wrk cell's clients get fences of their own
 
 
 def wrk_cell(port, clients, mode, script):
-    """wrk --latency with src/proxy/bench.py's PUT script: (rps, p50, p99,
+    """wrk --latency with tests/bench/proxy_bench.py's PUT script: (rps, p50, p99,
     max in us, non-2xx)."""
     WRK_RUNS[0] += 1
     run = "%d.%d" % (clients, WRK_RUNS[0])
@@ -814,13 +814,13 @@ def wrk_cell(port, clients, mode, script):
 
 def section_proxy():
     """Row 7 (continued): fence-proxy in front of nginx against nginx alone,
-    small WebDAV PUTs with wrk (the script of src/proxy/bench.py)."""
+    small WebDAV PUTs with wrk (the script of tests/bench/proxy_bench.py)."""
     if shutil.which("wrk") is None or shutil.which("nginx") is None:
         raise RuntimeError("wrk or nginx not installed (scripts/deps.sh test)")
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-    sys.path.insert(0, os.path.join(ROOT, "src", "proxy"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
     import importlib
-    pb = importlib.import_module("bench")  # src/proxy/bench.py: its LUA script
+    pb = importlib.import_module("proxy_bench")  # tests/bench/proxy_bench.py: its LUA script
     from test_proxy_lib import Nginx, Proxy
     script = os.path.join(TMP, "put.lua")
     with open(script, "w") as f:

@@ -1,4 +1,4 @@
-/* Fuzz target for the Redis-client compatibility module (src/daemon/compat.c).
+/* Fuzz target for the Redis-client compatibility module (src/daemon/compat*.c).
  *
  * The input's first byte picks the daemon's table (fenced or fence-store)
  * and whether an auth callback and a CLIENT LIST callback exist; the rest

@@ -1,6 +1,6 @@
 /* Every daemon has ONE command table (src/daemon/compat.h's
  * fence_compat_command rows: src/server/commands_table.c,
- * src/store/commands_table.c, compat.c's builtins, acl_srv.c's ACL
+ * src/store/commands_table.c, compat_command.c's builtins, acl_srv.c's ACL
  * subcommands), from which dispatch, the ACL check, COMMAND and the metric
  * labels are derived.  This test walks every table and fails on a row that
  * would let a command past the ACL: no categories, unknown category bits, a

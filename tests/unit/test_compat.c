@@ -1,4 +1,4 @@
-/* Unit tests of the Redis-client compatibility module (src/daemon/compat.c):
+/* Unit tests of the Redis-client compatibility module (src/daemon/compat*.c):
  * what redis-py, ioredis, node-redis and redis-cli send on connect (HELLO,
  * AUTH, CLIENT, SELECT, ECHO, TIME, RESET), COMMAND and its subcommands
  * over both daemons' tables, the refused-transaction state machine (no

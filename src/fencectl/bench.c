@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/hist.h"
+#include "fencectl/cli.h"
+#include "fencectl/hist.h"
 
 /* Shared by the worker threads of one cell. */
 typedef struct cell {

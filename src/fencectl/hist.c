@@ -1,5 +1,5 @@
 /* Log-linear latency histogram (see hist.h). */
-#include "cli/hist.h"
+#include "fencectl/hist.h"
 
 #include <math.h>
 #include <string.h>

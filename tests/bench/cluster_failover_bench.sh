@@ -7,7 +7,8 @@
 # it has caught up.  Prints each run and the median and max.
 # Usage: cluster_failover_bench.sh [KILLS] [ELECTION_TIMEOUT_MS]
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+# test_cluster_lib.py (the cluster helpers) is in tests/integration.
+here=$(cd "$(dirname "$0")/../integration" && pwd)
 [ "${1:-10}" -gt 0 ] || exit 0
 export BUILD=${BUILD:-build/release}
 HERE="$here" exec /usr/bin/python3 - "${1:-10}" "${2:-400}" <<'PY'

@@ -3,7 +3,8 @@
 # bench` for one node) against a fresh 3-node cluster on 127.0.0.1 (free
 # ports, temp dirs, nodes stopped by PID).  Arguments go to fencectl bench.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+# test_cluster_lib.py (the cluster helpers) is in tests/integration.
+here=$(cd "$(dirname "$0")/../integration" && pwd)
 export BUILD=${BUILD:-build/release}
 HERE="$here" exec /usr/bin/python3 - "$@" <<'PY'
 import os, subprocess, sys

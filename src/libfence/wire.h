@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client/pure.h"
+#include "libfence/pure.h"
 
 /* What every connection of a client needs besides the address.  The
  * strings are owned by whoever made the struct and outlive every wire. */

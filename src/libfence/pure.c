@@ -1,5 +1,5 @@
 /* Pure helpers of libfence (see pure.h). */
-#include "client/pure.h"
+#include "libfence/pure.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #ifndef FENCECTL_CLI_H
 #define FENCECTL_CLI_H
 
-#include "cli/args.h"
+#include "fencectl/args.h"
 #include "fence.h"
 
 /* Map a libfence error code to a fencectl exit code. */
@@ -37,17 +37,17 @@ int fencectl_cmd_bench(const fencectl_args *a);
  * that is not an option or an option's value is "cluster". */
 bool fencectl_is_cluster(int argc, char **argv);
 
-/* `fencectl [opts] cluster ...` (src/cli/cluster.c); argv is the whole
+/* `fencectl [opts] cluster ...` (src/fencectl/cluster.c); argv is the whole
  * command line.  Parses its own options; returns the exit code. */
 int fencectl_cmd_cluster(int argc, char **argv);
 
-/* `fencectl top` (src/cli/top.c): whether the command line asks for it,
+/* `fencectl top` (src/fencectl/top.c): whether the command line asks for it,
  * and the live view itself (parses its own options; returns the exit
  * code). */
 bool fencectl_is_top(int argc, char **argv);
 int fencectl_cmd_top(int argc, char **argv);
 
-/* Whether the command line is `fencectl [opts] keygen ...` (src/cli/keygen.c). */
+/* Whether the command line is `fencectl [opts] keygen ...` (src/fencectl/keygen.c). */
 bool fencectl_is_keygen(int argc, char **argv);
 
 /* `fencectl keygen DIR ...`: write a token signing key pair; argv is the

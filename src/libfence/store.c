@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "base/assert.h"
-#include "client/internal.h"
-#include "client/wire.h"
+#include "libfence/internal.h"
+#include "libfence/wire.h"
 #include "base/limits.h"
 
 struct fence_store {

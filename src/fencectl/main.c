@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "client/internal.h"
+#include "fencectl/cli.h"
+#include "libfence/internal.h"
 #include "base/version.h"
 
 /* Map library errors to the documented exit codes. */
@@ -321,11 +321,11 @@ int main(int argc, char **argv)
         printf("fencectl %s\n", FENCE_VERSION);
         return 0;
     }
-    if (fencectl_is_cluster(argc, argv)) /* src/cli/cluster.c */
+    if (fencectl_is_cluster(argc, argv)) /* src/fencectl/cluster.c */
         return fencectl_cmd_cluster(argc, argv);
-    if (fencectl_is_keygen(argc, argv)) /* src/cli/keygen.c */
+    if (fencectl_is_keygen(argc, argv)) /* src/fencectl/keygen.c */
         return fencectl_cmd_keygen(argc, argv);
-    if (fencectl_is_top(argc, argv)) /* src/cli/top.c */
+    if (fencectl_is_top(argc, argv)) /* src/fencectl/top.c */
         return fencectl_cmd_top(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {

@@ -2,7 +2,7 @@
  * fenced cluster (CLUSTER.* on the server; see docs/cluster.md).
  *
  * libfence has no raw-command call, so this file speaks RESP through
- * libfence's private connection layer (src/client/wire.h: TLS and AUTH as
+ * libfence's private connection layer (src/libfence/wire.h: TLS and AUTH as
  * for the other commands; fencectl links libfence statically).  Requests go to the first reachable server of the
  * --server list; NOTLEADER <host:port> is followed (a few hops), TRYAGAIN
  * is retried with a short pause until --timeout runs out.  The membership
@@ -18,9 +18,9 @@
 #include <time.h>
 
 #include "base/assert.h"
-#include "cli/args.h"
-#include "cli/cli.h"
-#include "client/wire.h"
+#include "fencectl/args.h"
+#include "fencectl/cli.h"
+#include "libfence/wire.h"
 
 /* Most NOTLEADER redirects followed for one request. */
 #define REDIRECTS_MAX 8

@@ -1,9 +1,10 @@
-"""RESP and process helpers shared by the Python tests and the tools
+"""RESP and process helpers shared by the torture tools and the Python tests
 (standard library only; imported, never run).
 
-The tests (tests/lib/fencetest.py) and the torture tools (tools/, through
-tools/torture_common.py) both use this module; `make` installs it next to
-the tools in build/<variant>/ so that the installed tools find it too.
+The torture tools (tools/, through tools/torture_common.py) ship with this
+module: `make` installs it next to them in build/<variant>/ and
+`make install-torture` in TOOLDIR.  The tests (tests/lib/fencetest.py,
+tests/bench/run.py) import it from tools/.
 
 - encode_command(): one command as a RESP2 array of bulk strings.
 - Resp, RespError: a tiny blocking RESP2 client over TCP.

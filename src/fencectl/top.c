@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/args.h"
-#include "cli/cli.h"
+#include "fencectl/args.h"
+#include "fencectl/cli.h"
 #include "base/assert.h"
 
 /* Lock rows shown at most, and LOCK.LIST pages read per refresh. */

@@ -1,7 +1,7 @@
 /* libfence's connection layer: a non-blocking socket driven with poll()
  * against deadlines, optionally TLS (OpenSSL on the fd), with hiredis's
  * reader for replies.  See wire.h. */
-#include "client/wire.h"
+#include "libfence/wire.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/internal.h"
+#include "libfence/internal.h"
 #include "base/assert.h"
 #include "fence.h"
 

@@ -12,7 +12,7 @@
 
 
 #include "base/assert.h"
-#include "client/internal.h"
+#include "libfence/internal.h"
 
 /* The calling thread's last error message (see fence_client_errmsg()). */
 static __thread char tls_errmsg[FENCE_ERRMSG_BUF_SIZE];

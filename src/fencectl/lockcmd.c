@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "fencectl/cli.h"
 
 /* Written (one byte) by the lease-lost callback. */
 static int lost_pipe[2] = {-1, -1};

@@ -1,5 +1,5 @@
 /* fencectl command-line parsing (see args.h). */
-#include "cli/args.h"
+#include "fencectl/args.h"
 
 #include <stdio.h>
 #include <string.h>

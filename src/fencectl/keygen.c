@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "fencectl/cli.h"
 #include "token/signtok.h"
 
 static const char keygen_usage[] =

@@ -9,9 +9,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "client/pure.h"
-#include "client/testhook.h"
-#include "client/wire.h"
+#include "libfence/pure.h"
+#include "libfence/testhook.h"
+#include "libfence/wire.h"
 #include "fence.h"
 
 /* One pooled (or the keepalive thread's own) connection. */

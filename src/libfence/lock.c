@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "base/assert.h"
-#include "client/internal.h"
-#include "client/pure.h"
+#include "libfence/internal.h"
+#include "libfence/pure.h"
 #include "base/limits.h"
 #include "token/signtok.h"
 
