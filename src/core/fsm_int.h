@@ -1,8 +1,9 @@
 /* Private to src/core: the state machine's objects and the functions the
  * core's files share.
  *
- * Files: fsm.c (memory, lifecycle, queries), htab.c (hash tables and
- * hashes), heap.c (the deadline heap), lease.c (leases and the locks they
+ * Files: mem.c (memory: the injected allocator and its failure rule),
+ * fsm.c (lifecycle, queries), htab.c (hash tables and hashes), heap.c
+ * (the deadline heap), lease.c (leases and the locks they
  * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
  * apply.c (grants, releases, time, the commands), check.c (the invariant
  * check), entry.c (the log-entry codec), snapshot.c (the snapshot codec).
@@ -168,7 +169,7 @@ struct fence_fsm {
 #define OWNER_OF(lnk) FENCE__LIST_ITEM(fence__owner, link, (lnk))
 #define WDEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, wlink, (lnk))
 
-/* ---- fsm.c: memory and lifecycle ----------------------------------------- */
+/* ---- mem.c: memory ------------------------------------------------------- */
 
 /* Allocation through the injected allocator.  A failure returns NULL in
  * FENCE__OOM_RETURN mode and stops the process in the others. */
@@ -177,16 +178,20 @@ void fence__free(fence_fsm *f, void *p);
 /* What a failed allocation does in mode oom (returns only in RETURN). */
 void fence__oom(uint8_t oom);
 
+/* ---- heap.c (beside heap.h) ------------------------------------------------ */
+
+/* Room in the heap for every object that may need a slot plus extra new
+ * ones; false as for fence__heap_reserve. */
+bool fence__heap_room(fence_fsm *f, uint32_t extra);
+
+/* ---- fsm.c: lifecycle ------------------------------------------------------ */
+
 /* Keyed hash of a 64-bit key (ids, request ids).  Still a bijection, so
  * equal hashes mean equal keys and lookups compare hashes only. */
 static inline uint64_t fence__key_hash(const fence_fsm *f, uint64_t key)
 {
     return fence__hash_u64(key ^ f->hash_seed);
 }
-
-/* Room in the heap for every object that may need a slot plus extra new
- * ones; false as for fence__heap_reserve. */
-bool fence__heap_room(fence_fsm *f, uint32_t extra);
 
 /* Create an empty state with the given allocator and FENCE__OOM_* mode;
  * NULL on lack of memory (RETURN mode only). */

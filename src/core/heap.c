@@ -86,6 +86,15 @@ bool fence__heap_reserve(fence_fsm *f, fence__heap *h, uint64_t need)
     return true;
 }
 
+/* Room in the heap for every object that may ever need a slot (every
+ * lease, wait and lock) plus extra new ones. */
+bool fence__heap_room(fence_fsm *f, uint32_t extra)
+{
+    uint64_t need = (uint64_t)f->leases.count + f->waits.count +
+                    f->locks.count + extra;
+    return fence__heap_reserve(f, &f->heap, need);
+}
+
 /* Free the array. */
 void fence__heap_free(fence_fsm *f, fence__heap *h)
 {

@@ -1,4 +1,5 @@
-/* fencectl internals shared by its source files. */
+/* fencectl internals shared by its source files.  The helpers down to
+ * fencectl_tell_reconnects are common.c's; each command is its own file's. */
 #ifndef FENCECTL_CLI_H
 #define FENCECTL_CLI_H
 

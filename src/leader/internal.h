@@ -1,7 +1,10 @@
 /* The leader module's insides, shared by its files (leader.h is the
  * contract).  Layers, each using only those below it:
  *   step.c     life, leadership phases, the step, the timer, shutdown
- *   outcome.c  raft's callbacks: applied entries, events, restore
+ *   outcome.c  raft's callbacks of the leader's proposals: a batch's
+ *              results to its requests, the barrier
+ *   replica.c  raft's state-machine callbacks (every server): apply an
+ *              entry, the events of waits that ended, restore
  *   batch.c    group commit: batches, holding, proposals, intake
  *   requests.c the requests held: connection lists, the wait table, answers
  * No libuv, no raft: what the module needs comes through fence_leader_ops. */
@@ -149,6 +152,7 @@ void *fence__ld_req_release(fence_lreq *r);
 void fence__ld_answer_error(fence_leader *l, void *h, int err);
 void fence__ld_answer_result(fence_leader *l, void *h, const fence_result *r,
                              bool from_wait);
+void fence__ld_answer_read(fence_leader *l, void *h, const fence_cmd *cmd);
 void fence__ld_wait_insert(fence_leader *l, fence_lreq *r, uint64_t wait_id);
 fence_lreq *fence__ld_wait_take(fence_leader *l, uint64_t wait_id);
 bool fence__ld_wait_has(const fence_leader *l, uint64_t wait_id);

@@ -64,6 +64,13 @@ void fence__ld_answer_result(fence_leader *l, void *h, const fence_result *r,
         l->ops.reply_result(l->ops.ctx, h, r, from_wait);
 }
 
+/* Answer a read from the state now to a released handle (NULL: nothing). */
+void fence__ld_answer_read(fence_leader *l, void *h, const fence_cmd *cmd)
+{
+    if (h != NULL)
+        l->ops.reply_read(l->ops.ctx, h, cmd);
+}
+
 /* ---- The wait table: wait_id -> requests --------------------------------- */
 
 /* Bucket of a wait id (ids are sequential; a multiplicative hash spreads

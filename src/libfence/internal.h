@@ -1,4 +1,7 @@
-/* libfence internals shared by client.c, lock.c and store.c.  Private. */
+/* libfence internals shared by its files.  Private.  From the bottom:
+ * errors.c (codes, messages), wire.c (one connection), call.c (the
+ * request loop and the pool), lock.c and store.c (the calls), client.c
+ * (the handle's open and close); none calls a file above it. */
 #ifndef FENCE_CLIENT_INTERNAL_H
 #define FENCE_CLIENT_INTERNAL_H
 

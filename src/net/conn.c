@@ -172,15 +172,6 @@ const fence_net_transport fence__net_unix = {
     stream_shutdown, stream_queued, stream_close, NULL, NULL,
 };
 
-/* The verified client certificate's CN, through the transport. */
-const char *fence__net_conn_peer_cn(const fence_net_conn *c)
-{
-    FENCE_ASSERT(c != NULL);
-    if (c->tr == NULL || c->tr->peer_cn == NULL)
-        return NULL;
-    return c->tr->peer_cn(c);
-}
-
 /* ---- replies -------------------------------------------------------------- */
 
 /* Put c on the layer's list of connections to flush. */
@@ -197,6 +188,15 @@ static void conn_mark_dirty(fence_net_conn *c)
     c->net->dirty_tail = c;
 }
 
+/* Close the connection the guard chose to make room; false for none. */
+static bool evict(fence_net_conn *victim)
+{
+    if (victim == NULL)
+        return false;
+    fence__net_conn_close(victim);
+    return true;
+}
+
 /* Whether c may grow its buffers by more bytes; a connection not logged
  * in whose share is full makes room by closing the oldest others (a few at
  * most: each holds at least a first buffer). */
@@ -204,7 +204,7 @@ static bool mem_reserve(fence_net_conn *c, size_t more)
 {
     bool ok = fence__net_guard_mem_ok(c, more);
     for (int i = 0; i < 8 && !ok && fence__net_conn_prelogin(c) &&
-                    fence__net_guard_make_room_mem(c); i++)
+                    evict(fence__net_guard_evictee_mem(c)); i++)
         ok = fence__net_guard_mem_ok(c, more);
     return ok;
 }
@@ -401,8 +401,10 @@ static void write_out(fence_net_conn *c)
         fence__net_conn_close(c);
         return;
     }
-    if (fence__net_guard_after_write(c))
+    if (fence__net_guard_after_write(c)) {
+        fence__net_conn_close(c);
         return;
+    }
     size_t queued = c->tr->queued(c);
     if (queued > c->net->lim.max_obuf) {
         FENCE_LOG_W("conn %" PRIu64 ": %zu reply bytes unsent (max-obuf %"
@@ -861,7 +863,7 @@ void fence__net_on_connection(uv_stream_t *server, int status)
         return;
     }
     net->stat_accepted++;
-    if (net->n_conns > net->lim.max_clients && !fence__net_guard_make_room(net, c)) {
+    if (net->n_conns > net->lim.max_clients && !evict(fence__net_guard_evictee(net, c))) {
         const char *why = net->hooks.refuse_msg ? net->hooks.refuse_msg
                                                 : "max number of clients reached";
         net->stat_refused++;
@@ -874,6 +876,20 @@ void fence__net_on_connection(uv_stream_t *server, int status)
     FENCE_LOG_D("conn %" PRIu64 ": accepted", c->id);
     conn_resume(c);
 }
+
+/* The guard's sweep found c timed out: tell it why and close it once the
+ * answer is out. */
+static void guard_time_out(fence_net_conn *c, const char *why)
+{
+    fence__net_reply_error(c, "ERR", why);
+    fence__net_close_after_flush(c);
+    fence__net_flush(c->net);
+}
+
+/* What the guard's timers do (conn.h fence_net_guard_acts). */
+static const fence_net_guard_acts guard_acts = {
+    fence__net_conn_close, guard_time_out, fence__net_conn_release,
+};
 
 /* Set up the layer. */
 int fence__net_init(fence_net *net, uv_loop_t *loop,
@@ -913,7 +929,7 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     uv_idle_init(loop, &net->resume_idle);
     net->resume_idle.data = net;
     uv_unref((uv_handle_t *)&net->resume_idle);
-    fence__net_guard_start(net);
+    fence__net_guard_start(net, &guard_acts);
     return 0;
 }
 

@@ -260,6 +260,7 @@ struct fence_net {
     uint64_t stat_slow_closed;  /* slow readers disconnected */
     uint64_t stat_requests;     /* requests parsed */
     /* Hostile-client guards (conn_guard.c): */
+    const struct fence_net_guard_acts *guard_acts; /* what the guard's timers do */
     uv_timer_t guard_timer;     /* sweeps the timeouts once a second */
     bool guard_timer_open;      /* guard_timer initialized */
     uint64_t mem_used;          /* sum of every connection's mem */
@@ -289,20 +290,35 @@ void fence__net_guard_limits(fence_net_limits *lim, uint64_t max_conn_memory,
                              uint64_t idle_timeout_ms, uint64_t request_timeout_ms,
                              uint64_t auth_timeout_ms, bool has_acl);
 
-/* Start the timeout sweep (fence__net_init calls it). */
-void fence__net_guard_start(fence_net *net);
+/* What the guard's two timers (the timeout sweep, the end of holds) have
+ * the layer do.  The guard calls conn.c only through this table: conn.c
+ * calls the guard at its few points (below), never the other way round by
+ * name. */
+typedef struct fence_net_guard_acts {
+    /* Close c now (fence__net_conn_close). */
+    void (*close)(fence_net_conn *c);
+    /* c timed out: answer "ERR why", close after the flush, flush. */
+    void (*time_out)(fence_net_conn *c, const char *why);
+    /* c's hold ended (fence__net_conn_release). */
+    void (*release)(fence_net_conn *c);
+} fence_net_guard_acts;
+
+/* Keep acts (static; they act for both timers) and start the timeout
+ * sweep (fence__net_init calls it). */
+void fence__net_guard_start(fence_net *net, const fence_net_guard_acts *acts);
 /* Stop it (fence__net_stop calls it). */
 void fence__net_guard_stop(fence_net *net);
 /* Recount c->mem after its buffers changed. */
 void fence__net_guard_account(fence_net_conn *c);
 /* Whether c may grow its buffers by more bytes within max_conn_memory. */
 bool fence__net_guard_mem_ok(const fence_net_conn *c, size_t more);
-/* After output was handed to the transport: over the budget, a connection
- * holding a large unsent backlog is closed.  Returns true if c closed. */
+/* After output was handed to the transport: true when c must be closed
+ * (over the budget with a large unsent backlog, or over the pre-login
+ * output bound; logged and counted here, closed by the caller). */
 bool fence__net_guard_after_write(fence_net_conn *c);
-/* The table is full at accept of c: close the oldest untrusted connection
- * (not c) to make room.  Returns true if one was closed. */
-bool fence__net_guard_make_room(fence_net *net, fence_net_conn *c);
+/* The table is full at accept of c: the oldest untrusted connection (not
+ * c) to close to make room (counted and logged here), or NULL. */
+fence_net_conn *fence__net_guard_evictee(fence_net *net, fence_net_conn *c);
 /* After input was processed: note a pending incomplete request. */
 void fence__net_guard_after_input(fence_net_conn *c, bool progressed);
 /* The daemon trusts c from now on (it logged in). */
@@ -318,9 +334,9 @@ size_t fence__net_conn_rbuf_max(const fence_net_conn *c);
 /* Whether c is under the pre-login limits now. */
 bool fence__net_conn_prelogin(const fence_net_conn *c);
 /* The strangers' share of max_conn_memory is full as c (not logged in)
- * wants more: close the oldest other connection not logged in that holds
- * memory.  Returns true if one was closed. */
-bool fence__net_guard_make_room_mem(fence_net_conn *c);
+ * wants more: the oldest other connection not logged in that holds memory,
+ * to close (counted and logged here), or NULL. */
+fence_net_conn *fence__net_guard_evictee_mem(fence_net_conn *c);
 
 /* Hold c for delay_ms from now (a delayed answer to a failed login): c
  * reads, parses and sends nothing until then (what it is owed, the
@@ -329,7 +345,8 @@ bool fence__net_guard_make_room_mem(fence_net_conn *c);
 void fence__net_conn_hold(fence_net_conn *c, uint64_t delay_ms);
 /* Take c off the hold list (closing, or its hold ended). */
 void fence__net_guard_unhold(fence_net_conn *c);
-/* A hold ended: parse what waited, send what is owed (conn.c). */
+/* A hold ended: parse what waited, send what is owed (conn.c; the guard's
+ * hold timer reaches it through fence_net_guard_acts.release). */
 void fence__net_conn_release(fence_net_conn *c);
 
 /* c's peer address, "ip:port" (or "unix" for a Unix socket, "?" when

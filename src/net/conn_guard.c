@@ -9,7 +9,10 @@
  * (malloc_trim) after closed connections freed their buffers.
  *
  * Kept apart from conn.c, which calls these functions at a few points:
- * accept, buffer growth, writes, input, close.  The sweep runs on one
+ * accept, buffer growth, writes, input, close.  This file calls conn.c
+ * by no name: where a check finds a connection to close, it hands it back
+ * to the caller, and its two timers act through the table conn.c gives at
+ * start (fence_net_guard_acts).  The sweep runs on one
  * unreferenced timer once a second (O(connections) per second).  A
  * connection whose reading the layer paused (its pipeline is full of
  * unanswered requests) is not timed out for the bytes it cannot send. */
@@ -57,13 +60,11 @@ static void guard_sweep(uv_timer_t *t)
             /* Its delayed answer is not worth the wait: close now. */
             net->stat_timed_out++;
             FENCE_LOG_D("conn %" PRIu64 ": closed while held: %s", c->id, why);
-            fence__net_conn_close(c);
+            net->guard_acts->close(c);
         } else if (why != NULL) {
             net->stat_timed_out++;
             FENCE_LOG_D("conn %" PRIu64 ": closed: %s", c->id, why);
-            fence__net_reply_error(c, "ERR", why);
-            fence__net_close_after_flush(c);
-            fence__net_flush(net);
+            net->guard_acts->time_out(c, why);
         }
         c = next;
     }
@@ -88,9 +89,10 @@ void fence__net_guard_limits(fence_net_limits *lim, uint64_t max_conn_memory,
     lim->prelogin = has_acl;
 }
 
-void fence__net_guard_start(fence_net *net)
+void fence__net_guard_start(fence_net *net, const fence_net_guard_acts *acts)
 {
     const fence_net_limits *lim = &net->lim;
+    net->guard_acts = acts;
     if (lim->idle_timeout_ms == 0 && lim->request_timeout_ms == 0 && lim->auth_timeout_ms == 0)
         return;
     uv_timer_init(net->loop, &net->guard_timer);
@@ -157,7 +159,6 @@ bool fence__net_guard_after_write(fence_net_conn *c)
         net->stat_prelogin_refused++;
         FENCE_LOG_D("conn %" PRIu64 ": %zu reply bytes unsent before login (at most %d); "
                     "disconnecting it", c->id, c->out_pending, FENCE_PRELOGIN_OBUF_MAX);
-        fence__net_conn_close(c);
         return true;
     }
     if (max == 0 || net->mem_used <= max || c->out_pending < GUARD_BACKLOG_MIN)
@@ -166,15 +167,14 @@ bool fence__net_guard_after_write(fence_net_conn *c)
     FENCE_LOG_W("conn %" PRIu64 ": %zu reply bytes unsent while connections hold %" PRIu64
                 " bytes (max-conn-memory %" PRIu64 "); disconnecting it",
                 c->id, c->out_pending, net->mem_used, max);
-    fence__net_conn_close(c);
     return true;
 }
 
-bool fence__net_guard_make_room(fence_net *net, fence_net_conn *c)
+fence_net_conn *fence__net_guard_evictee(fence_net *net, fence_net_conn *c)
 {
     fence_net_conn *oldest = NULL;
     if (!net->lim.evict_untrusted)
-        return false;
+        return NULL;
     for (fence_net_conn *x = net->conns; x != NULL; x = x->next) {
         if (x == c || x->trusted || x->closing)
             continue;
@@ -183,11 +183,10 @@ bool fence__net_guard_make_room(fence_net *net, fence_net_conn *c)
             oldest = x;
     }
     if (oldest == NULL)
-        return false;
+        return NULL;
     net->stat_evicted++;
     FENCE_LOG_D("conn %" PRIu64 ": closed to make room (not logged in)", oldest->id);
-    fence__net_conn_close(oldest);
-    return true;
+    return oldest;
 }
 
 void fence__net_guard_after_input(fence_net_conn *c, bool progressed)
@@ -217,12 +216,12 @@ void fence__net_conn_trust(fence_net_conn *c, bool trusted)
 
 /* ---- Before login ---------------------------------------------------------------- */
 
-bool fence__net_guard_make_room_mem(fence_net_conn *c)
+fence_net_conn *fence__net_guard_evictee_mem(fence_net_conn *c)
 {
     fence_net *net = c->net;
     uint64_t max = net->lim.max_conn_memory;
     if (max == 0 || !net->lim.prelogin || net->mem_prelogin < max / FENCE_PRELOGIN_MEMORY_DIV / 2)
-        return false; /* not the strangers' share that is full */
+        return NULL; /* not the strangers' share that is full */
     fence_net_conn *oldest = NULL;
     for (fence_net_conn *x = net->conns; x != NULL; x = x->next) {
         if (x == c || x->trusted || x->closing || x->mem == 0)
@@ -232,12 +231,20 @@ bool fence__net_guard_make_room_mem(fence_net_conn *c)
             oldest = x;
     }
     if (oldest == NULL)
-        return false;
+        return NULL;
     net->stat_evicted++;
     FENCE_LOG_D("conn %" PRIu64 ": closed to make room in the memory of connections not "
                 "logged in", oldest->id);
-    fence__net_conn_close(oldest);
-    return true;
+    return oldest;
+}
+
+/* The verified client certificate's CN, through the transport. */
+const char *fence__net_conn_peer_cn(const fence_net_conn *c)
+{
+    FENCE_ASSERT(c != NULL);
+    if (c->tr == NULL || c->tr->peer_cn == NULL)
+        return NULL;
+    return c->tr->peer_cn(c);
 }
 
 bool fence__net_conn_prelogin(const fence_net_conn *c)
@@ -286,7 +293,7 @@ static void hold_fire(uv_timer_t *t)
         due = c->hold_next;
         c->hold_next = NULL;
         if (!c->closing && !c->held)
-            fence__net_conn_release(c);
+            net->guard_acts->release(c);
     }
     /* A released connection may be held again: the next due one of all. */
     next = 0;

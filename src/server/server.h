@@ -6,8 +6,9 @@
  * request and either answers it at once (PING, INFO, reads in a
  * single-voter cluster) or submits it to the leader module (src/leader:
  * group commit, leadership phases, waits), which proposes batches as ONE
- * raft entry each through raft_fsm.c (its side towards raft, and raft's
- * callbacks) and answers each request through the reply sink in reply.c.
+ * raft entry each through raft_ops.c (its requests to raft and their
+ * callbacks), applies them as raft's state machine through raft_fsm.c,
+ * and answers each request through the reply sink in reply.c.
  * loop.c only owns the libuv handles (loop check, timer, signals) and is
  * on no request's path.  Every request owns a reply slot in its
  * connection's queue; replies leave strictly in request order, whenever
@@ -173,9 +174,14 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg);
 void fence__server_stop(fence_server *s);
 void fence__server_free(fence_server *s);
 
-/* ---- raft_fsm.c: the leader module's side towards raft ---- */
+/* ---- raft_ops.c: the leader module's requests to raft ---- */
 /* Fill ops' propose, barrier, is_leader, voters, term, now_ms and log. */
 void fence__raft_ops(fence_leader_ops *ops);
+
+/* ---- raft_fsm.c: the state machine raft drives ---- */
+/* Create s->fsm: the core over malloc, its hash tables keyed by a random
+ * seed.  0, or -1 (logged). */
+int fence__raft_fsm_create(fence_server *s);
 /* Set up s->raft_fsm (apply, snapshot, restore, finalize). */
 void fence__raft_fsm_init(fence_server *s);
 /* Encode snapshots in a forked child (after snapfork init succeeded). */
