@@ -137,13 +137,29 @@ for cmd in ("LOCK.MULTI", "ACQUIRE.MULTI"):
     t.check(docs is not None and "multiple" in repr(docs) and "WAIT" in repr(docs),
             "COMMAND DOCS %s: the names repeat, WAIT is an option" % cmd, docs)
 
+# The Python client (clients/python, from the source tree).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "clients", "python", "src"))
+import fenced  # noqa: E402
+
+pc = fenced.Client("127.0.0.1:%d" % f.port)
+pl = pc.lease_grant(30000)
+ptok = pc.lock_multi(["py:1", "py:2"], pl)
+t.check(isinstance(ptok, int) and ptok > 0, "Client.lock_multi: one token", ptok)
+t.eq(None, pc.lock_multi(["py:2", "py:3"], pc.lease_grant(30000)), "busy: None")
+pa = pc.acquire_multi(["py:3", "py:4"], 30000)
+t.check(pa is not None and pa[0] > ptok, "Client.acquire_multi: (token, lease)", pa)
+t.check(pc.unlock("py:2", ptok) and pc.lock_info("py:1") is None,
+        "Client.unlock of one name releases the multi-lock")
+pc.close()
+
 # The state survives a restart.
-before = [c.execute_command("LOCK.INFO", n) for n in ("n0", "n63", "z", "free:9")]
+before = [c.execute_command("LOCK.INFO", n) for n in ("n0", "n63", "z", "free:9", "py:4")]
 c.close()
 t.eq(0, f.stop(), "fenced stops cleanly")
 f.start()
 c = f.client()
-after = [c.execute_command("LOCK.INFO", n) for n in ("n0", "n63", "z", "free:9")]
+after = [c.execute_command("LOCK.INFO", n) for n in ("n0", "n63", "z", "free:9", "py:4")]
 t.eq([b[:2] if b else None for b in before], [a[:2] if a else None for a in after],
      "after a restart the multi-locks are held alike")
 c.close()
