@@ -76,14 +76,17 @@ typedef struct fence__lease {
     uint32_t nwaits;        /* length of waits */
 } fence__lease;
 
-/* A lock object: exists while held, in lock-delay, or (only transiently,
- * inside fence_fsm_advance) while free with waiters that are due to fail. */
+/* A lock object: exists while held, in lock-delay, while free and kept for
+ * the multi-lock first in its FIFO (multi.c), or (only transiently, inside
+ * fence_fsm_advance) while free with waiters that are due to fail. */
 struct fence__lock {
     fence__hnode hn;       /* in fsm.locks, by name */
     fence__hitem hi;       /* lock-delay end */
     fence__link hlink;     /* in holder's held list */
     fence__link tlink;     /* in fsm.lock_list, by token */
-    uint64_t token;        /* token of the last grant (unique) */
+    uint64_t token;        /* token of the last grant (shared only by the
+                              locks of one multi-lock grant; 0: never
+                              granted, kept for a queued multi-lock) */
     struct fence__lease *holder; /* NULL when free */
     bool in_delay;         /* unavailable until hi.deadline_ms */
     uint64_t delay_ms;     /* the lock-delay in force */
