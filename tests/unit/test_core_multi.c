@@ -801,22 +801,30 @@ static uint64_t rnd(uint64_t *s)
 
 /* After every step: each granted result or event names a token above all
  * before it, and a multi-lock's grant holds every one of its names with
- * that token (all or none). */
+ * that token (all or none).  From a third of the way on, a copy restored
+ * from a snapshot gets every command too and must answer alike. */
 static void test_random_model(void)
 {
     uint64_t seed = 88172645463325252ULL;
-    for (int round = 0; round < 300; round++) {
+    unsigned long n_now = 0, n_waited = 0, n_queued = 0;
+    for (int round = 0; round < 1000; round++) {
         fence_fsm *f = new_fsm();
+        fence_fsm *shadow = NULL;
         uint64_t leases[R_LEASES] = {0};
         uint64_t now = 1;
         /* The names of each pending multi wait, by wait id (small ids). */
         static names pend[4096];
         static char pend_csv[4096][32];
-        for (int step = 0; step < 120; step++) {
+        for (int step = 0; step < 160; step++) {
             now += rnd(&seed) % 50;
             int li = (int)(rnd(&seed) % R_LEASES);
             if (leases[li] == 0 || rnd(&seed) % 10 == 0) {
-                fence_result g = run(f, now, c_grant(200 + rnd(&seed) % 800, rnd(&seed) % 2 ? 0 : 30));
+                fence_cmd gc = c_grant(200 + rnd(&seed) % 800, rnd(&seed) % 2 ? 0 : 30);
+                fence_result g = run(f, now, gc);
+                if (shadow != NULL) {
+                    fence_result g2 = run(shadow, now, gc);
+                    CHECK(memcmp(&g, &g2, sizeof(g)) == 0);
+                }
                 if (g.status == FENCE_ST_OK)
                     leases[li] = g.lease;
                 continue;
@@ -844,13 +852,28 @@ static void test_random_model(void)
             } else if (op < 9) {
                 const char *nm = r_name[rnd(&seed) % R_NAMES];
                 c = c_unlock(nm, held(f, nm, NULL));
-            } else {
+            } else if (rnd(&seed) % 3 != 0) {
                 c = c_revoke(leases[li]);
+            } else if (rnd(&seed) % 2 == 0) {
+                fence_cmd cc = {.type = FENCE_CMD_CANCEL, .wait_id = 1 + rnd(&seed) % (1 + (uint64_t)step)};
+                c = cc;
+            } else {
+                fence_cmd ls = {.type = FENCE_CMD_LEADER_START};
+                fence_limits_default(&ls.limits);
+                c = ls;
             }
             uint64_t before = fence_fsm_last_token(f);
             fence_result r = run(f, now, c);
             size_t ne = 0;
             const fence_event *ev = fence_fsm_events(f, &ne);
+            if (shadow != NULL) {
+                fence_result r2 = run(shadow, now, c);
+                size_t ne2 = 0;
+                const fence_event *ev2 = fence_fsm_events(shadow, &ne2);
+                CHECK(memcmp(&r, &r2, sizeof(r)) == 0);
+                CHECK_EQ_U64(ne2, ne);
+                CHECK(ne2 != ne || ne == 0 || memcmp(ev, ev2, ne * sizeof(*ev)) == 0);
+            }
             uint64_t ev_top = before;
             for (size_t i = 0; i < ne; i++) {
                 if (ev[i].result.status == FENCE_ST_OK) {
@@ -870,6 +893,10 @@ static void test_random_model(void)
                     CHECK_EQ_U64(who, r.lease);
                 }
             }
+            if (c.type == FENCE_CMD_LOCK_MULTI && r.status == FENCE_ST_OK && r.token > ev_top)
+                n_now++;
+            if (c.type == FENCE_CMD_LOCK_MULTI && r.status == FENCE_ST_QUEUED)
+                n_queued++;
             if (r.status == FENCE_ST_QUEUED && c.type == FENCE_CMD_LOCK_MULTI &&
                 r.wait_id < 4096 && pend[r.wait_id].n == 0) {
                 memcpy(pend_csv[r.wait_id], csv, sizeof(csv));
@@ -882,6 +909,7 @@ static void test_random_model(void)
                 if (ev[i].result.status != FENCE_ST_OK)
                     continue;
                 names *pn = ev[i].wait_id < 4096 ? &pend[ev[i].wait_id] : NULL;
+                n_waited += pn != NULL && pn->n > 0;
                 for (uint16_t j = 0; pn != NULL && j < pn->n; j++) {
                     char nm[8];
                     memcpy(nm, pn->v[j].name, pn->v[j].len);
@@ -893,12 +921,27 @@ static void test_random_model(void)
             }
             if (step % 40 == 39) {
                 fence_fsm *g = clone(f);
-                done_copy(g);
+                if (shadow == NULL)
+                    shadow = g;
+                else
+                    done_copy(g);
             }
         }
         memset(pend, 0, sizeof(pend));
+        if (shadow != NULL) {
+            size_t n1 = 0, n2 = 0;
+            uint8_t *s1 = snap(f, &n1);
+            uint8_t *s2 = snap(shadow, &n2);
+            CHECK(n1 == n2 && memcmp(s1, s2, n1) == 0);
+            free(s1);
+            free(s2);
+            done_copy(shadow);
+        }
         done(f);
     }
+    printf("# multi-locks: %lu granted at once, %lu queued, %lu granted from the queue\n", n_now,
+           n_queued, n_waited);
+    CHECK(n_waited > 100);
 }
 
 int main(void)
