@@ -153,6 +153,27 @@ t.check(pc.unlock("py:2", ptok) and pc.lock_info("py:1") is None,
         "Client.unlock of one name releases the multi-lock")
 pc.close()
 
+
+async def aio_case():
+    ac = fenced.aio.Client("127.0.0.1:%d" % f.port)
+    try:
+        lease = await ac.lease_grant(30000)
+        tok = await ac.lock_multi(["aio:1", "aio:2"], lease)
+        got = await ac.acquire_multi(["aio:2", "aio:3"], 30000)
+        ok = await ac.unlock("aio:1", tok)
+        return tok, got, ok, await ac.lock_info("aio:2")
+    finally:
+        await ac.close()
+
+
+import asyncio  # noqa: E402
+import fenced.aio  # noqa: E402
+
+atok, agot, aok, ainfo = asyncio.run(aio_case())
+t.check(isinstance(atok, int) and agot is None and aok and ainfo is None,
+        "fenced.aio: lock_multi, a busy acquire_multi (None), unlock of one name releases both",
+        [atok, agot, aok, ainfo])
+
 # The state survives a restart.
 before = [c.execute_command("LOCK.INFO", n) for n in ("n0", "n63", "z", "free:9", "py:4")]
 c.close()
