@@ -66,6 +66,23 @@ $(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_LMUT_CHECK)
 
+# Control: the same simulation against the multi_partial mutant (a waiting
+# multi-lock first in every queue is granted the names that are free and
+# not the held ones: a multi-lock granted partly) must report a violation.
+SIM_MMUT_DIR   := $(BUILD)/mutant/multi_partial
+SIM_MMUT_BIN   := $(SIM_MMUT_DIR)/tests/fence_sim
+SIM_MMUT_CHECK := $(BUILD)/tests/fence_sim_multi_mutant_check.sh
+
+$(SIM_MMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh multi_partial $(SIM_MMUT_DIR) tests/fence_sim
+
+$(SIM_MMUT_CHECK): $(SIM_MMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted multi-lock bug (tests/mutants/multi_partial.patch)\nexec "$$(dirname "$$0")/../mutant/multi_partial/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_MMUT_CHECK)
+
 # Control: the same simulation with the voter floor switched off
 # (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
 # report a violation: a removal of the last voter, or below a live quorum,

@@ -16,8 +16,11 @@
 
 /* ---- Wire protocol (src/proto) ------------------------------------------- */
 
-/* Most arguments in one request (a multibulk count above this is refused). */
-#define FENCE_ARGS_MAX 64
+/* Most arguments in one request (a multibulk count above this is refused):
+ * room for ACQUIRE.MULTI with FENCE_MULTI_NAMES_MAX names and its options. */
+#define FENCE_ARGS_MAX 80
+_Static_assert(FENCE_MULTI_NAMES_MAX + 8 <= FENCE_ARGS_MAX,
+               "a LOCK.MULTI / ACQUIRE.MULTI of every name it may have fits one request");
 /* Largest bulk string accepted in a request, by default (fence-store values
  * may be larger; see FENCE_STORE_VALUE_DEFAULT). */
 #define FENCE_BULK_DEFAULT (64 * 1024)

@@ -106,7 +106,14 @@ uint64_t fence__cmd_fp(const fence_cmd *cmd)
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         h = fence__fnv1a64_add_u64(h, fields[i]);
     FENCE_ASSERT(cmd->name_len == 0 || cmd->name != NULL);
-    return fence__fnv1a64_add(h, cmd->name, cmd->name_len);
+    h = fence__fnv1a64_add(h, cmd->name, cmd->name_len);
+    /* LOCK_MULTI's names, in request order (nothing for other types, so
+     * their fingerprints are as before). */
+    for (uint16_t i = 0; i < cmd->names_count; i++) {
+        h = fence__fnv1a64_add_u64(h, cmd->names[i].len);
+        h = fence__fnv1a64_add(h, cmd->names[i].name, cmd->names[i].len);
+    }
+    return h;
 }
 
 /* Add a record as the newest (restore uses it). */

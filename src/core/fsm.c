@@ -191,9 +191,21 @@ size_t fence_fsm_locks_list(const fence_fsm *f, uint64_t after, size_t max_visit
         lnk = lnk->next;
     }
     uint64_t last = after;
+    /* The locks of one multi-lock share a token, and the cursor is a
+     * token: a page that would end inside such a group ends before it
+     * instead (written entries of the group are taken back), unless the
+     * group is all the page has; then the page ends after the group's
+     * first cap members (a COUNT below FENCE_MULTI_NAMES_MAX can so skip
+     * names of one multi-lock). */
+    size_t n_before = 0;       /* entries written before last's group */
+    uint64_t token_before = after;
     for (; lnk != NULL && n < cap && visited < max_visit; lnk = lnk->next) {
         const fence__lock *k = LOCK_OF(lnk);
-        FENCE_ASSERT(k->token > last);
+        FENCE_ASSERT(k->token >= last);
+        if (k->token != last) {
+            n_before = n;
+            token_before = last;
+        }
         last = k->token;
         visited++;
         if (match != NULL && !match(ctx, k->name, k->name_len)) {
@@ -207,6 +219,10 @@ size_t fence_fsm_locks_list(const fence_fsm *f, uint64_t after, size_t max_visit
         e->deadline_ms = k->holder != NULL ? k->holder->hi.deadline_ms
                                            : (k->in_delay ? k->hi.deadline_ms : 0);
         e->waiters = k->nwaiters;
+    }
+    if (lnk != NULL && LOCK_OF(lnk)->token == last && token_before != after) {
+        n = n_before;
+        last = token_before;
     }
     *next = lnk != NULL ? last : 0;
     return n;

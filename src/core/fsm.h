@@ -16,6 +16,7 @@
  *     the token of that grant, and a FIFO of waiters.
  *   - next_token: every grant takes next_token++ (first token is 1), across
  *     all locks.  A token is never issued twice and never goes backwards.
+ *     A multi-lock (LOCK_MULTI) is one grant: its locks share its token.
  *
  * Time: "now" of an entry is max(previous now, entry timestamp), so fsm time
  * never goes backwards even if a new leader's clock is behind.  Before the
@@ -52,7 +53,25 @@
  *
  * Limits count objects, never bytes: leases_max live leases, locks_max lock
  * objects, waiters_max waits on one lock, waits_max waits in all, dedup_max
- * request ids.  A command that would pass one answers LIMIT.
+ * request ids.  A command that would pass one answers LIMIT.  A queued
+ * multi-lock is one wait against waits_max and a waiter on each of its
+ * locks against waiters_max; every name it creates counts against
+ * locks_max, and every name against the owner's quota_locks.
+ *
+ * Multi-locks (LOCK_MULTI, core/multi.c; lease 0: the ACQUIRE form with a
+ * dedicated lease of ttl_ms, lock_delay_ms): 1..FENCE_MULTI_NAMES_MAX
+ * distinct names, all granted with one token or none (NIL without a wait,
+ * INVALID for duplicate names or for a lease that holds or waits for part
+ * of the set; the same set again is reentrant OK, or joins its wait).  A
+ * queued one is ONE wait (one id, one event) with a place in every named
+ * lock's FIFO, taken in one step; it holds nothing while waiting and is
+ * granted when every lock is free and its place is the first eligible in
+ * every FIFO.  FIFOs are strict: a free lock whose first waiter is such a
+ * multi-lock stays free (reserved), and LOCK / ACQUIRE of it queue.  No
+ * deadlock: waits sharing locks are in id order in every shared FIFO, so
+ * "blocked by" points only at smaller ids.  UNLOCK of any one of its
+ * names with the token releases every lock its lease holds with that
+ * token; expiry and revocation release them as any locks.
  *
  * LEADER_START answers INVALID when leases_max, locks_max, waiters_max or
  * waits_max is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old

@@ -5,8 +5,9 @@
  * fsm.c (lifecycle, queries), htab.c (hash tables and hashes), heap.c
  * (the deadline heap), lease.c (leases and the locks they
  * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
- * apply.c (grants, releases, time, the commands), check.c (the invariant
- * check), entry.c (the log-entry codec), snapshot.c (the snapshot codec).
+ * apply.c (grants, releases, time, the commands), multi.c (LOCK_MULTI:
+ * one wait over many locks, and its snapshot section), check.c (the
+ * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot codec).
  *
  * Layout in one paragraph: leases, locks, waits and dedup records live in
  * chained hash tables keyed by id / name / req_id.  Every object with a
@@ -76,19 +77,27 @@ typedef struct fence__lease {
     uint32_t nwaits;        /* length of waits */
 } fence__lease;
 
-/* A lock object: exists while held, in lock-delay, or (only transiently,
- * inside fence_fsm_advance) while free with waiters that are due to fail. */
+/* A lock object: exists while held, in lock-delay, while free and kept for
+ * the multi-lock first in its FIFO (multi.c), or (only transiently, inside
+ * fence_fsm_advance) while free with waiters that are due to fail. */
 struct fence__lock {
     fence__hnode hn;       /* in fsm.locks, by name */
     fence__hitem hi;       /* lock-delay end */
     fence__link hlink;     /* in holder's held list */
     fence__link tlink;     /* in fsm.lock_list, by token */
-    uint64_t token;        /* token of the last grant (unique) */
+    uint64_t token;        /* token of the last grant (shared only by the
+                              locks of one multi-lock grant; 0: never
+                              granted, kept for a queued multi-lock) */
     struct fence__lease *holder; /* NULL when free */
     bool in_delay;         /* unavailable until hi.deadline_ms */
     uint64_t delay_ms;     /* the lock-delay in force */
     fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
     uint32_t nwaiters;     /* length of the FIFO */
+    uint32_t snap_ord;     /* scratch, not state: the lock's 1-based place
+                              in the lock section of the snapshot being
+                              written (snapshot.c sets it as it writes that
+                              section; waits name their locks by it, since
+                              the locks of one multi-lock share a token) */
     uint16_t name_len;     /* 1..FENCE_NAME_MAX */
     uint8_t name[];        /* the name bytes */
 };
@@ -112,6 +121,15 @@ struct fence__wait {
                                   * first: its own and those of LOCKs that
                                   * joined it; resolved when it ends */
     uint32_t nreqs;              /* length of reqs */
+    struct fence__wait *head;    /* a LOCK_MULTI's place in one lock's
+                                  * FIFO: the multi wait it belongs to
+                                  * (only qlink, lock, lease and id are
+                                  * used); NULL for a wait in its own
+                                  * right */
+    struct fence__wait *parts;   /* a LOCK_MULTI wait: its places, one per
+                                  * name in request order (lock is NULL, qlink
+                                  * unused); NULL for a wait on one lock */
+    uint16_t nparts;             /* length of parts (0: not a multi wait) */
 };
 
 /* A remembered command result for idempotent retries. */
@@ -286,5 +304,47 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                       fence_result *out);
 /* The body of fence_fsm_advance without the events reset. */
 void fence__advance(fence_fsm *f, uint64_t now_ms);
+/* For multi.c: hand free lock k to its first eligible waiter (or free it);
+ * report the end of wait w (its dedup records resolved, an event); remove
+ * a lease (its locks released, its waits failed). */
+void fence__handoff(fence_fsm *f, fence__lock *k);
+void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r);
+void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired);
+/* Whether the owner of c would pass quota_leases with one more lease, or
+ * quota_locks with n more locks. */
+bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
+bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n);
+/* Whether command c may act on lease l (its owner, or ADMIN). */
+bool fence__may_use(const fence_cmd *c, const fence__lease *l);
+
+/* ---- multi.c ---------------------------------------------------------------- */
+
+/* LOCK_MULTI (fsm.h, docs/protocol.md "LOCK.MULTI"). */
+void fence__multi_cmd(fence_fsm *f, const fence_cmd *c, fence_result *r);
+/* Grant multi wait m if it is the first eligible waiter of every lock it
+ * names and all of them are free; true when granted (m is freed). */
+bool fence__multi_try(fence_fsm *f, fence__wait *m);
+/* Fail multi wait m (NIL or NOLEASE) and offer its freed places on; a
+ * dedicated lease goes too when revoke_dedicated is set. */
+void fence__multi_fail(fence_fsm *f, fence__wait *m, uint8_t status, bool revoke_dedicated);
+/* Names (FIFO places) a wait covers: 1, or a multi wait's count. */
+static inline uint32_t fence__wait_names(const fence__wait *w)
+{
+    return w->parts != NULL ? w->nparts : 1;
+}
+/* The wait a FIFO place belongs to. */
+static inline fence__wait *fence__wait_owner(fence__wait *w)
+{
+    return w->head != NULL ? w->head : w;
+}
+/* The multi section of a snapshot (after the dedup section): its size,
+ * writer and reader (v: the locks in snapshot order; the reader also
+ * attaches the QUEUED dedup records of the multi waits). */
+size_t fence__multi_snap_size(const fence_fsm *f);
+uint8_t *fence__multi_snap_write(const fence_fsm *f, uint8_t *p, uint8_t *end);
+int fence__multi_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end,
+                           fence__lock **v, uint32_t nv);
+/* What check.c asks of the multi waits: NULL when all holds. */
+const char *fence__multi_check(const fence_fsm *f);
 
 #endif /* FENCE_FSM_INT_H */

@@ -125,7 +125,8 @@ uint64_t fence__lease_deadline(const fence_fsm *f, const fence__lease *l)
 void fence__held_append(fence_fsm *f, fence__lease *l, fence__lock *k)
 {
     FENCE_ASSERT(k->holder == NULL);
-    FENCE_ASSERT(l->held.last == NULL || HELD_OF(l->held.last)->token < k->token);
+    /* Token order; equal only for the locks of one multi-lock grant. */
+    FENCE_ASSERT(l->held.last == NULL || HELD_OF(l->held.last)->token <= k->token);
     k->holder = l;
     fence__list_append(&l->held, &k->hlink);
     l->nheld++;

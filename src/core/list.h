@@ -69,6 +69,24 @@ static inline void fence__list_append(fence__list *l, fence__link *n)
     l->last = n;
 }
 
+/* Insert link n (not on any list) before link at of l (at NULL: append). */
+static inline void fence__list_insert_before(fence__list *l, fence__link *at, fence__link *n)
+{
+    if (at == NULL) {
+        fence__list_append(l, n);
+        return;
+    }
+    n->next = at;
+    n->prev = at->prev;
+    if (at->prev != NULL) {
+        at->prev->next = n;
+    } else {
+        FENCE_ASSERT(l->first == at);
+        l->first = n;
+    }
+    at->prev = n;
+}
+
 /* Remove link n, which is on l. */
 static inline void fence__list_remove(fence__list *l, fence__link *n)
 {

@@ -675,12 +675,15 @@ bool fence__acl_srv_gate(fence_acl_srv *s, fence_compat_conn *cc, const fence_re
         out_finish(out);
         return true;
     }
-    uint32_t k = row->acl_key;
-    if (k != 0 && k < m->argc &&
-        !fence_acl_key_allowed(u, m->argv[k].ptr, m->argv[k].len)) {
-        out_error(out, "NOPERM", "No permissions to access a key");
-        out_finish(out);
-        return true;
+    /* Every key of the request (one, or LOCK.MULTI's names: the table's
+     * key form decides which arguments they are). */
+    uint32_t end = fence_compat_command_keys_end(row, m);
+    for (uint32_t k = row->acl_key; k < end; k++) {
+        if (!fence_acl_key_allowed(u, m->argv[k].ptr, m->argv[k].len)) {
+            out_error(out, "NOPERM", "No permissions to access a key");
+            out_finish(out);
+            return true;
+        }
     }
     return false;
 }

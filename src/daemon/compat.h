@@ -114,7 +114,22 @@ typedef struct fence_compat_command {
                             bound; = arity for a fixed arity); 0 in the
                             tables this module answers itself */
     uint8_t op;          /* the daemon's opcode for its dispatch */
+    uint8_t acl_keys;    /* FENCE_COMPAT_KEYS_ONE (0): the argument acl_key
+                            is the one key; FENCE_COMPAT_KEYS_REST: every
+                            argument from acl_key on is a key, up to the
+                            first that is one of the row's option tokens
+                            (LOCK.MULTI's names before WAIT / REQID) */
 } fence_compat_command;
+
+#define FENCE_COMPAT_KEYS_ONE 0
+#define FENCE_COMPAT_KEYS_REST 1
+
+/* One past the last key argument of request m for row (acl_key 0: 0; the
+ * keys are argv[acl_key..end)); never above m->argc.  For
+ * FENCE_COMPAT_KEYS_REST the keys end at the first argument that equals,
+ * ignoring case, the token of one of the row's arguments. */
+uint32_t fence_compat_command_keys_end(const fence_compat_command *row,
+                                       const fence_resp_msg *m);
 
 /* Whether argc words (the name included) fit row's arity and, when it is
  * not 0, argc_max. */

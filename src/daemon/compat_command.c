@@ -145,6 +145,28 @@ bool fence_compat_command_arity_ok(const fence_compat_command *row, uint32_t arg
     return argc >= min && (max == 0 || argc <= max);
 }
 
+uint32_t fence_compat_command_keys_end(const fence_compat_command *row,
+                                       const fence_resp_msg *m)
+{
+    uint32_t k = row->acl_key;
+    if (k == 0 || k >= m->argc)
+        return 0;
+    if (row->acl_keys != FENCE_COMPAT_KEYS_REST)
+        return k + 1;
+    uint32_t end = k;
+    for (; end < m->argc; end++) {
+        const fence_resp_arg *a = &m->argv[end];
+        bool option = false;
+        for (size_t i = 0; i < row->n_args && !option; i++) {
+            const char *t = row->args[i].token;
+            option = t != NULL && strlen(t) == a->len && strncasecmp(t, a->ptr, a->len) == 0;
+        }
+        if (option)
+            break;
+    }
+    return end;
+}
+
 const fence_compat_command *fence_compat_command_find(const fence_compat_command *table,
                                                       size_t n, const char *a, size_t len)
 {

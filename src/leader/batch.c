@@ -47,9 +47,12 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
         b->items = items;
         b->cap_items = cap;
     }
-    if (b->names_len + cmd->name_len > b->names_cap) {
+    size_t need = cmd->name_len;
+    for (uint16_t i = 0; i < cmd->names_count; i++)
+        need += 2u + cmd->names[i].len; /* LOCK_MULTI: u16 length + bytes */
+    if (b->names_len + need > b->names_cap) {
         size_t cap = b->names_cap ? b->names_cap * 2 : 1024;
-        while (cap < b->names_len + cmd->name_len)
+        while (cap < b->names_len + need)
             cap *= 2;
         uint8_t *names = realloc(b->names, cap);
         if (names == NULL)
@@ -64,6 +67,14 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
     if (cmd->name_len > 0)
         memcpy(b->names + b->names_len, cmd->name, cmd->name_len);
     b->names_len += cmd->name_len;
+    it->cmd.names = NULL;
+    for (uint16_t i = 0; i < cmd->names_count; i++) {
+        uint16_t len = cmd->names[i].len;
+        b->names[b->names_len] = (uint8_t)len;
+        b->names[b->names_len + 1] = (uint8_t)(len >> 8);
+        memcpy(b->names + b->names_len + 2, cmd->names[i].name, len);
+        b->names_len += 2u + len;
+    }
     it->is_read = is_read;
     it->req = r;
     if (!is_read)
@@ -191,6 +202,18 @@ static void propose(fence_leader *l, lbatch *b)
     FENCE_ASSERT(l->in_step);
     FENCE_ASSERT(l->in_raft_cb == 0);
     uint32_t n = 0;
+    /* LOCK_MULTI's name arrays, rebuilt over the batch's name bytes for
+     * the encoder (freed once it has run). */
+    size_t n_multi = 0;
+    for (uint32_t i = 0; i < b->n_items; i++)
+        n_multi += b->items[i].is_read ? 0 : b->items[i].cmd.names_count;
+    fence_name *multi = n_multi > 0 ? malloc(n_multi * sizeof(*multi)) : NULL;
+    if (n_multi > 0 && multi == NULL) {
+        llog(l, FENCE_LLOG_WARN, "out of memory encoding a batch");
+        fence__ld_batch_fail(l, b, FENCE_LST_UNKNOWN);
+        return;
+    }
+    size_t used = 0;
     for (uint32_t i = 0; i < b->n_items; i++) {
         litem *it = &b->items[i];
         if (it->is_read)
@@ -198,8 +221,19 @@ static void propose(fence_leader *l, lbatch *b)
         FENCE_ASSERT(n < FENCE_BATCH_MAX);
         l->cmds[n] = it->cmd;
         l->cmds[n].name = it->cmd.name_len ? b->names + it->name_off : NULL;
+        if (it->cmd.names_count > 0) {
+            const uint8_t *p = b->names + it->name_off + it->cmd.name_len;
+            l->cmds[n].names = multi + used;
+            for (uint16_t k = 0; k < it->cmd.names_count; k++) {
+                multi[used].len = (uint16_t)(p[0] | (p[1] << 8));
+                multi[used].name = p + 2;
+                p += 2u + multi[used].len;
+                used++;
+            }
+        }
         n++;
     }
+    FENCE_ASSERT(used == n_multi);
     FENCE_ASSERT(n == b->n_cmds);
     if (n == 0) {
         memset(&l->cmds[0], 0, sizeof(l->cmds[0]));
@@ -224,6 +258,7 @@ static void propose(fence_leader *l, lbatch *b)
         FENCE_ASSERT(len == framed);
         rv = l->ops.propose(l->ops.ctx, b, l->ebuf, len);
     }
+    free(multi);
     if (rv != FENCE_LST_OK) {
         llog(l, FENCE_LLOG_WARN, "propose of %u commands failed", n);
         fence__ld_batch_fail(l, b, rv);

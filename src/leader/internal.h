@@ -57,7 +57,9 @@ struct fence_lreq {
 /* One request inside a batch. */
 typedef struct litem {
     fence_cmd cmd;     /* the command (name filled in at encode time) */
-    uint32_t name_off; /* offset of the name in the batch's name bytes */
+    uint32_t name_off; /* offset of the name in the batch's name bytes (a
+                          LOCK_MULTI's names follow it there, each a u16
+                          length and its bytes) */
     bool is_read;      /* evaluated when the entry applies; no fence_cmd */
     fence_lreq *req;   /* the request; NULL for internal commands */
 } litem;

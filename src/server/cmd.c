@@ -141,6 +141,19 @@ static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t fir
     return 0;
 }
 
+int fence__cmd_arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
+                       uint64_t min, uint64_t max, uint64_t *out)
+{
+    return arg_u64(slot, a, what, min, max, out);
+}
+
+int fence__cmd_lock_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
+                            uint32_t end, bool lockdelay, fence_cmd *cmd)
+{
+    return parse_options(slot, m, first, end,
+                         OPTF_WAIT | OPTF_REQID | (lockdelay ? OPTF_LOCKDELAY : 0), cmd);
+}
+
 /* A trailing SIGNED on LOCK/ACQUIRE (always the last argument): if present,
  * check that this server can sign, remember the lock name in the slot for
  * the reply, and return in *argc the argument count without it; -1 after
@@ -302,6 +315,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     }
     fence_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
+    fence_name names[FENCE_MULTI_NAMES_MAX]; /* LOCK.MULTI's, borrowed from m */
     switch (def->op) {
     case OP_PING: {
         char buf[128];
@@ -402,6 +416,11 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             return;
         break;
     }
+    case OP_LOCK_MULTI:
+    case OP_ACQUIRE_MULTI:
+        if (fence__cmd_multi_parse(s, slot, m, &cmd, names) != 0)
+            return;
+        break;
     default:
         FENCE_ASSERT(!"command table and dispatch disagree");
         return;

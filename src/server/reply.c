@@ -177,9 +177,11 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     default:
         break;
     }
-    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE) && slot->conn != NULL)
+    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE || slot->op == OP_ACQUIRE_MULTI) &&
+        slot->conn != NULL)
         fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
-    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE)
+    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_LOCK_MULTI ||
+        slot->op == OP_ACQUIRE_MULTI)
         fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
@@ -201,6 +203,14 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         else
             reply_uint(slot, r->token);
         break;
+    case OP_LOCK_MULTI:
+        reply_uint(slot, r->token);
+        break;
+    case OP_ACQUIRE_MULTI: {
+        uint64_t v[2] = {r->token, r->lease};
+        reply_uints(slot, v, 2);
+        break;
+    }
     case OP_ACQUIRE: {
         if (slot->signer != NULL) {
             reply_signed(slot, r, true);

@@ -71,6 +71,8 @@ enum fence_op {
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
     OP_HEALTH,         /* HEALTH: can this node serve writes */
     OP_LIST,           /* LOCK.LIST, LEASE.LIST (cmd_list.c) */
+    OP_LOCK_MULTI,     /* LOCK.MULTI (cmd_multi.c) */
+    OP_ACQUIRE_MULTI,  /* ACQUIRE.MULTI (cmd_multi.c) */
 };
 
 /* Where a slot is in its life. */
@@ -236,6 +238,20 @@ bool fence__server_compat(fence_conn *c, const fence_resp_msg *m);
 /* Handle one parsed request from c: answer it, or submit it to the leader
  * module (whose answer comes through the reply sink). */
 void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *msg);
+/* For cmd_multi.c: argument a as an integer in [min, max] (else an ERR
+ * reply naming what, and -1); the options WAIT and REQID (and LOCKDELAY
+ * when lockdelay) in argv[first..end) (else an ERR reply and -1). */
+int fence__cmd_arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
+                       uint64_t min, uint64_t max, uint64_t *out);
+int fence__cmd_lock_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
+                            uint32_t end, bool lockdelay, fence_cmd *cmd);
+
+/* ---- cmd_multi.c ---- */
+/* Parse LOCK.MULTI / ACQUIRE.MULTI (slot->def) into cmd, its names into
+ * names[FENCE_MULTI_NAMES_MAX] (borrowed from m); 0, or -1 after an error
+ * reply. */
+int fence__cmd_multi_parse(fence_server *s, fence_slot *slot, const fence_resp_msg *m,
+                           fence_cmd *cmd, fence_name *names);
 
 /* ---- reply.c: slots, the reply sink, results as RESP ---- */
 /* Make a slot's reply final (copies bytes; frees an orphaned slot). */

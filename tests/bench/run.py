@@ -25,7 +25,7 @@ Environment:
   BENCH_ROUNDS   cells per side of a comparison, interleaved (default 2;
                  smoke 1)
   BENCH_ONLY     comma-separated sections to run (fenced, store, big,
-                 keepalive, cluster, features, proxy, go); default all
+                 keepalive, cluster, features, proxy, go, multi); default all
   FSYNC_PROBE    the fsync probe (default BUILD/tests/fsync_probe)
   BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
                  filesystem is the one every data dir and the fsync probe use
@@ -57,7 +57,8 @@ BIG = int(os.environ.get("BENCH_BIG", "10000" if SMOKE else "1000000"))
 KA_LEASES = 1000 if SMOKE else 100000
 KA_CONNS = 50 if SMOKE else 1000
 KA_TTL_MS = 10000
-SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy", "go"]
+SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy", "go",
+            "multi"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s] or SECTIONS
 
 FENCED = os.path.join(BUILD, "fenced")
@@ -741,6 +742,26 @@ def section_features():
     f.stop()
 
 
+def section_multi():
+    """Atomic multi-locks (issue 21): ACQUIRE.MULTI of 3 random names with
+    a 50 ms dedicated lease (never released: expiry frees them, as a
+    crashed holder's would), 64 clients, against ACQUIRE of 1 random name
+    the same way (the peer), interleaved."""
+    f = Fenced("multi").start()
+    one = ["ACQUIRE", "one:__rand_int__", "50"]
+    three = ["ACQUIRE.MULTI", "50", "a:__rand_int__", "b:__rand_int__", "c:__rand_int__"]
+    log("multi: ACQUIRE of 1 name / ACQUIRE.MULTI of 3, 64 clients")
+    res = interleaved([("one", lambda: timed_redis_benchmark(f.port, 64, *one)),
+                       ("three", lambda: timed_redis_benchmark(f.port, 64, *three))])
+    r1 = merge_rb(res["one"])
+    r3 = merge_rb(res["three"])
+    add(Row("ACQUIRE of 1 random name, 50 ms lease left to expire, 64 clients "
+            "(redis-benchmark; peer of the next row)", 64, *r1, notes=rounds_note()))
+    add(Row("ACQUIRE.MULTI of 3 random names (all or none, one token), same", 64, *r3,
+            peer="1 name %.0f/s" % r1[0], ratio=pct(r3[0], r1[0]), notes=rounds_note()))
+    f.stop()
+
+
 def section_go():
     """The Go client (clients/go/internal/bench: Client.Acquire + Release
     per cycle, each goroutine its own Client of one connection, TTL 10 s,
@@ -893,7 +914,8 @@ def main():
     t0 = time.monotonic()
     funcs = {"fenced": section_fenced, "store": section_store, "big": section_big,
              "keepalive": section_keepalive, "cluster": section_cluster,
-             "features": section_features, "proxy": section_proxy, "go": section_go}
+             "features": section_features, "proxy": section_proxy, "go": section_go,
+             "multi": section_multi}
     try:
         for name in SECTIONS:
             if name not in ONLY:

@@ -26,6 +26,9 @@
 #   leader_read_early  the leader module (src/leader/batch.c) answers a read
 #                  as soon as its batch is proposed, before the writes ahead
 #                  of it in its pipeline are applied
+#   multi_partial  core/multi.c grants a waiting multi-lock that is first
+#                  in every queue the names that are free and skips the
+#                  held ones: a multi-lock granted partly (issue 21)
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

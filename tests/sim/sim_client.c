@@ -118,6 +118,28 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->flags |= FENCE_CMD_F_QUOTA;
         c->quota_locks = (uint32_t)(3 + c->lease % 4);
     }
+    /* Atomic multi-locks (core/multi.c): some LOCKs and ACQUIREs become a
+     * LOCK_MULTI of their lock and one or two others (ACQUIRE: the lease-0
+     * form with a dedicated lease), derived from the fields already drawn
+     * so every seed's random stream stays what it was. */
+    if ((c->type == FENCE_CMD_LOCK && c->lease % 4 == 1) ||
+        (c->type == FENCE_CMD_ACQUIRE && c->ttl_ms % 5 == 0)) {
+        static const char *const nm[SIM_LOCKS] = {"lock0", "lock1", "lock2", "lock3",
+                                                  "lock4"};
+        unsigned n = 2 + (unsigned)(c->wait_ms % 2);
+        const unsigned off[SIM_MULTI_MAX] = {0, 1, 3};
+        for (unsigned i = 0; i < n; i++) {
+            q->mnames[i].name = (const uint8_t *)nm[(q->lock + off[i]) % SIM_LOCKS];
+            q->mnames[i].len = 5;
+        }
+        if (c->type == FENCE_CMD_ACQUIRE)
+            c->lease = 0;
+        c->type = FENCE_CMD_LOCK_MULTI;
+        c->name = NULL;
+        c->name_len = 0;
+        c->names = q->mnames;
+        c->names_count = (uint16_t)n;
+    }
 }
 
 /* Record a grant a client was told about. */
@@ -172,6 +194,11 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
             client_ack_grant(s, cl, q->lock, r->token,
                              c->type == FENCE_CMD_LOCK ? c->lease : r->lease);
         break;
+    case FENCE_CMD_LOCK_MULTI:
+        /* One token for every name; the history names the first. */
+        if (r->status == FENCE_ST_OK)
+            client_ack_grant(s, cl, q->lock, r->token, c->lease != 0 ? c->lease : r->lease);
+        break;
     case FENCE_CMD_UNLOCK:
         for (unsigned k = 0; k < cl->n_held; k++)
             if (cl->held[k].token == c->token) {
@@ -193,6 +220,8 @@ static void client_retry(sim_client *cl, const sim_req *q)
     *d = *q;
     if (d->cmd.name_len)
         d->cmd.name = d->name_buf;
+    if (d->cmd.names_count)
+        d->cmd.names = d->mnames;
     d->sent = false;
     d->ans = ANS_NONE;
 }
@@ -327,6 +356,8 @@ void sim_client_drive(sim *s, sim_client *cl)
             cl->pipe[k] = cl->retry[k];
             if (cl->pipe[k].cmd.name_len)
                 cl->pipe[k].cmd.name = cl->pipe[k].name_buf;
+            if (cl->pipe[k].cmd.names_count)
+                cl->pipe[k].cmd.names = cl->pipe[k].mnames;
         }
         cl->n_pipe = cl->n_retry;
         cl->n_retry = 0;

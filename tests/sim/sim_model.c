@@ -294,6 +294,11 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                     m->deadline = mdeadline(m, now);
             }
             break;
+        case FENCE_CMD_LOCK_MULTI:
+            /* On an existing lease: as LOCK; lease 0: the ACQUIRE form. */
+            if (c->lease != 0)
+                break;
+            /* fall through */
         case FENCE_CMD_LEASE_GRANT:
         case FENCE_CMD_ACQUIRE:
             if ((r->status == FENCE_ST_OK || r->status == FENCE_ST_QUEUED) &&
@@ -309,8 +314,8 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                 l->live = true;
                 l->created_now = true;
                 l->ttl_ms = c->ttl_ms;
-                l->dedicated = c->type == FENCE_CMD_ACQUIRE;
-                if (c->type == FENCE_CMD_ACQUIRE &&
+                l->dedicated = c->type != FENCE_CMD_LEASE_GRANT;
+                if (c->type != FENCE_CMD_LEASE_GRANT &&
                     r->status == FENCE_ST_QUEUED) {
                     l->acq_waiting = true;
                     l->acq_wait_id = r->wait_id;
@@ -353,9 +358,13 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
             break;
         }
         /* A grant from this command: its lease must be live right now. */
-        if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE) &&
+        if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE ||
+             c->type == FENCE_CMD_LOCK_MULTI) &&
             r->status == FENCE_ST_OK && r->token > nd->last_token) {
-            uint64_t lid = c->type == FENCE_CMD_LOCK ? c->lease : r->lease;
+            uint64_t lid = c->type == FENCE_CMD_LOCK ||
+                                   (c->type == FENCE_CMD_LOCK_MULTI && c->lease != 0)
+                               ? c->lease
+                               : r->lease;
             l = mlease(s, lid);
             if (l == NULL || !l->known || !l->live || l->deadline <= now)
                 sim_fail(s, "index %" PRIu64 ": token %" PRIu64 " granted to "

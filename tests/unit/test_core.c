@@ -352,15 +352,17 @@ static void test_old_versions_load(void)
     uint8_t *v4 = malloc(n4);
     REQUIRE(v4 != NULL);
     REQUIRE(fence_fsm_snapshot(x.f, v4, n4) == n4);
-    CHECK_EQ_U64(v4[4], 4);
+    CHECK_EQ_U64(v4[4], 5);
     /* Header 4 + 4 + 32 + 20, lease count 4, then the lease: 33 bytes and
-     * its owner. */
+     * its owner.  The version-5 kinds' sections (empty: a u32 count each)
+     * end it before the CRC. */
+    size_t kinds = 4;
     size_t owner_at = 4 + 4 + 32 + 20 + 4 + 33;
-    size_t n = n4 - 8;
+    size_t n = n4 - 8 - kinds;
     uint8_t *v3 = malloc(n);
     REQUIRE(v3 != NULL);
     memcpy(v3, v4, owner_at);
-    memcpy(v3 + owner_at, v4 + owner_at + 8, n4 - owner_at - 8);
+    memcpy(v3 + owner_at, v4 + owner_at + 8, n4 - owner_at - 8 - 4 - kinds);
     v3[4] = 3;
     uint32_t crc3 = fence__crc32c(v3, n - 4);
     for (int i = 0; i < 4; i++) {
@@ -564,9 +566,10 @@ static void test_snapshot_stale_queued_record(void)
     uint8_t *s = snap(&x, &n);
     /* The newest dedup record ends the snapshot: its wait_id is the u64
      * before the value and the CRC.  Point it at the wait that ended. */
-    REQUIRE(n > 20);
-    CHECK_EQ_U64(s[n - 20], q2.wait_id);
-    s[n - 20] = (uint8_t)q1.wait_id;
+    size_t at = n - 20 - 4; /* before the (empty) version-5 multi section */
+    REQUIRE(n > 24);
+    CHECK_EQ_U64(s[at], q2.wait_id);
+    s[at] = (uint8_t)q1.wait_id;
     reseal(s, n);
     REQUIRE(fence_fsm_restore(y.f, s, n) == 0);
     CHECK(fence_fsm_check(y.f) == NULL);
