@@ -282,4 +282,9 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
 /* The body of fence_fsm_advance without the events reset. */
 void fence__advance(fence_fsm *f, uint64_t now_ms);
 
+/* ---- checkpoint.c ---------------------------------------------------------- */
+
+/* LEASE_CHECKPOINT (dispatched by apply.c). */
+void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r);
+
 #endif /* FENCE_FSM_INT_H */
