@@ -22,6 +22,10 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
                         fence_lreq *r, fence_lconn *c)
 {
     lbatch *b = l->pending;
+    /* Bytes kept with the item: its name, or a checkpoint's lease ids. */
+    bool ids = cmd->type == FENCE_CMD_LEASE_CHECKPOINT;
+    size_t extra = ids ? (size_t)cmd->ids_count * 8 : cmd->name_len;
+    const uint8_t *src = ids ? cmd->ids : cmd->name;
     if (b != NULL && b->n_items >= FENCE_BATCH_MAX) {
         fence__ld_batch_close(l);
         b = NULL;
@@ -47,9 +51,9 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
         b->items = items;
         b->cap_items = cap;
     }
-    if (b->names_len + cmd->name_len > b->names_cap) {
+    if (b->names_len + extra > b->names_cap) {
         size_t cap = b->names_cap ? b->names_cap * 2 : 1024;
-        while (cap < b->names_len + cmd->name_len)
+        while (cap < b->names_len + extra)
             cap *= 2;
         uint8_t *names = realloc(b->names, cap);
         if (names == NULL)
@@ -60,10 +64,11 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
     litem *it = &b->items[b->n_items++];
     it->cmd = *cmd;
     it->cmd.name = NULL;
+    it->cmd.ids = NULL;
     it->name_off = (uint32_t)b->names_len;
-    if (cmd->name_len > 0)
-        memcpy(b->names + b->names_len, cmd->name, cmd->name_len);
-    b->names_len += cmd->name_len;
+    if (extra > 0)
+        memcpy(b->names + b->names_len, src, extra);
+    b->names_len += extra;
     it->is_read = is_read;
     it->req = r;
     if (!is_read)
@@ -124,9 +129,12 @@ void fence__ld_cancel_wait(fence_leader *l, uint64_t wait_id)
  * the entry, then timed out) nothing else would process expired leases and
  * wait timeouts until some client writes.  So the timer is re-armed;
  * fence__leader_timer_take backs off when the deadline is already due. */
-static void internal_fail(fence_leader *l, const litem *it)
+static void internal_fail(fence_leader *l, const lbatch *b, const litem *it)
 {
     FENCE_ASSERT(it->req == NULL);
+    if (it->cmd.type == FENCE_CMD_LEASE_CHECKPOINT)
+        /* Renewals answered here: still owed while this server leads. */
+        fence__ld_renew_record(l, b->names + it->name_off, it->cmd.ids_count);
     if (it->cmd.type == FENCE_CMD_TICK) {
         l->tick_pending = false;
         l->rearm = true;
@@ -137,11 +145,11 @@ static void internal_fail(fence_leader *l, const litem *it)
 
 /* Give an item its answer for a failed proposal (outcome unknown, or never
  * proposed: status NOTLEADER / SHUTDOWN). */
-static void item_fail(fence_leader *l, litem *it, int status)
+static void item_fail(fence_leader *l, const lbatch *b, litem *it, int status)
 {
     fence_lreq *r = it->req;
     if (r == NULL) {
-        internal_fail(l, it);
+        internal_fail(l, b, it);
         return;
     }
     if (r->conn != NULL) {
@@ -161,7 +169,7 @@ static void item_fail(fence_leader *l, litem *it, int status)
 void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status)
 {
     for (uint32_t i = 0; i < b->n_items; i++)
-        item_fail(l, &b->items[i], status);
+        item_fail(l, b, &b->items[i], status);
     fence__ld_batch_free(b);
 }
 
@@ -198,6 +206,8 @@ static void propose(fence_leader *l, lbatch *b)
         FENCE_ASSERT(n < FENCE_BATCH_MAX);
         l->cmds[n] = it->cmd;
         l->cmds[n].name = it->cmd.name_len ? b->names + it->name_off : NULL;
+        if (it->cmd.type == FENCE_CMD_LEASE_CHECKPOINT)
+            l->cmds[n].ids = b->names + it->name_off;
         n++;
     }
     FENCE_ASSERT(n == b->n_cmds);
@@ -206,7 +216,8 @@ static void propose(fence_leader *l, lbatch *b)
         l->cmds[0].type = FENCE_CMD_TICK;
         n = 1;
     }
-    uint64_t ts = ld_now(l);
+    uint64_t ts = b->ts != 0 ? b->ts : ld_now(l);
+    b->proposed_mono = l->ops.now_ms(l->ops.ctx);
     size_t size = fence_entry_size(l->cmds, n);
     size_t framed = fence__entry_framed_len(size);
     int rv = FENCE_LST_UNKNOWN;
@@ -318,6 +329,10 @@ void fence__leader_submit(fence_leader *l, fence_lconn *c, void *req,
         l->ops.reply_error(l->ops.ctx, req, FENCE_LERR_UNAVAILABLE);
         return;
     }
+    /* A renewal the leader may answer itself (leader.h "Renewals"). */
+    if (!is_read && cmd->type == FENCE_CMD_LEASE_KEEPALIVE &&
+        fence__ld_renew_local(l, c, req, cmd))
+        return;
     /* Linearizable reads: in a cluster they ride the next entry; in a
      * cluster of one they only wait for this connection's own earlier
      * writes, so a pipeline reads its own writes. */

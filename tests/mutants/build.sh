@@ -26,6 +26,10 @@
 #   leader_read_early  the leader module (src/leader/batch.c) answers a read
 #                  as soon as its batch is proposed, before the writes ahead
 #                  of it in its pipeline are applied
+#   renew_unrecorded  the leader module (src/leader/renew.c) answers a
+#                  LEASE.KEEPALIVE without an entry but records only every
+#                  other one for its checkpoint: a lease expires before the
+#                  TTL of its last answered renewal ran out (docs/leases.md)
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

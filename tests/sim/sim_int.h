@@ -118,6 +118,9 @@ typedef struct sim_mlease {
     uint64_t acq_wait_deadline; /* its deadline */
     bool created_now;   /* created by the current entry */
     bool dedicated;     /* made by ACQUIRE: UNLOCK of its lock revokes it */
+    uint64_t promised;  /* sim time until which a KEEPALIVE answered OK
+                           promised the lease lives (sent + reply) */
+    bool promised_local; /* that answer came without an entry */
 } sim_mlease;
 
 /* One applied index as first seen by any node. */
@@ -317,6 +320,8 @@ typedef struct sim_req {
     bool read_ok;          /* ANS_READ: the lease / lock existed */
     uint64_t state_index;  /* index of the node's state when answered */
     uint64_t floor_index;  /* highest index acknowledged anywhere at send */
+    uint64_t sent_at;      /* sim time it was sent */
+    bool local;            /* a KEEPALIVE answered at once, without an entry */
 } sim_req;
 
 #define SIM_PIPE_MAX 4  /* requests a client pipelines at once */
@@ -423,6 +428,10 @@ uint64_t sim_node_snap_hash(sim_node *n);
 sim_grant *sim_grant_find(sim *s, uint64_t token);
 void sim_grant_add(sim *s, uint64_t token, uint64_t index, uint64_t lease,
                    const uint8_t *name, uint16_t name_len);
+/* A KEEPALIVE sent at sent_at was answered OK with ttl_ms: the lease must
+ * not expire before sent_at + ttl_ms (sim time). */
+void sim_model_promise(sim *s, uint64_t lease, uint64_t sent_at, uint64_t ttl_ms,
+                       bool local);
 void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                      const fence_cmd *cmds, const fence_result *res,
                      unsigned n, const fence_event *evs, unsigned n_ev,
