@@ -101,6 +101,9 @@ bool fence__ld_renew_local(fence_leader *l, fence_lconn *c, void *req,
         if (l->ops.now_ms(l->ops.ctx) - l->proof_mono >= window)
             return false;
     }
+    /* Renewals recorded before a stall go out first, stamped with their own
+     * time: one checkpoint never spans more than an interval. */
+    fence__ld_ckpt_maybe(l, false);
     uint8_t id[8];
     fence__put_u64(id, cmd->lease);
     if (!record(l, id, 1))
