@@ -628,8 +628,9 @@ def section_keepalive():
             value="%.1f/s" % load.get("raft_entries_per_s", 0),
             ratio=pct(load.get("renewals_local", 0), load["sent"]),
             notes="ratio: renewals answered by the leader without an entry (docs/leases.md), "
-                  "%d of %d; without the probe's (2 a LOCK/UNLOCK cycle): %.1f/s"
-                  % (load.get("renewals_local", 0), load["sent"], renewal_entries(load))))
+                  "%d of %d; without the probe's (2 a LOCK/UNLOCK cycle): %.1f/s; commands "
+                  "logged: %.0f/s" % (load.get("renewals_local", 0), load["sent"],
+                                      renewal_entries(load), load.get("logged_cmds", 0) / SECS)))
     f.stop()
     section_keepalive_big()
 
