@@ -11,8 +11,8 @@ One node:
   shows the TTL restarted after it;
 - a renewal too close to the deadline (TTL 100 ms: the margin is 2
   intervals + ttl/4) goes through the log;
-- an unknown lease still answers NOLEASE, another user's lease NOPERM (no
-  answer from the leader alone changes who may renew what);
+- an unknown lease still answers NOLEASE (tests/sim/test_leader.c checks
+  that another user's lease still answers NOPERM);
 - a lease nobody renews still expires, and a lock held by it goes to the
   next holder with a larger token (fencing is untouched).
 A 3-node cluster: a renewal answered by the leader itself replies the TTL

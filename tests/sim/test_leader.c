@@ -448,6 +448,19 @@ int main(void)
     CHECK(n_answers == 6 && answers[5].req == 605, "answered in order");
     fence__leader_submit(g_l, &a, &reqs[606], &rka, false);
     CHECK(n_answers == 7 && answers[6].r.value == 9600, "then at once again");
+    /* Another owner's renewal goes through the log, which says NOPERM. */
+    fence_cmd oka = rka;
+    oka.owner = 77;
+    fence__leader_submit(g_l, &b, &reqs[607], &oka, false);
+    CHECK(n_answers == 7, "another owner's renewal is not answered by the leader itself");
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+    CHECK(n_answers == 8 && answers[7].req == 607 && answers[7].r.status == FENCE_ST_NOPERM,
+          "... the log answers NOPERM");
+    oka.flags |= FENCE_CMD_F_ADMIN;
+    fence__leader_submit(g_l, &b, &reqs[608], &oka, false);
+    CHECK(n_answers == 9 && answers[8].r.status == FENCE_ST_OK, "an admin's is answered at once");
     /* Leadership lost with a renewal recorded: no checkpoint afterwards. */
     leader = false;
     fence__leader_step(g_l);
@@ -457,7 +470,7 @@ int main(void)
     CHECK(n_props == 0, "renewals recorded are forgotten when leadership is lost");
     fence_leader_stats lst;
     fence__leader_stats_get(g_l, &lst);
-    CHECK(lst.renewals_local == 2 && lst.checkpoints == 1 && lst.checkpoint_ids == 1,
+    CHECK(lst.renewals_local == 3 && lst.checkpoints == 1 && lst.checkpoint_ids == 1,
           "stats count the renewals and the checkpoint");
     leader = true;
     fence__leader_step(g_l);
