@@ -77,6 +77,8 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
         r->state = RQ_BATCH;
         if (c != NULL) {
             c->unapplied++;
+            if (!is_read && cmd->type == FENCE_CMD_LEASE_KEEPALIVE)
+                c->unapplied_ka++;
             if (is_read)
                 c->read_seq = b->seq;
         }
@@ -155,6 +157,10 @@ static void item_fail(fence_leader *l, const lbatch *b, litem *it, int status)
     if (r->conn != NULL) {
         FENCE_ASSERT(r->conn->unapplied > 0);
         r->conn->unapplied--;
+        if (!it->is_read && it->cmd.type == FENCE_CMD_LEASE_KEEPALIVE) {
+            FENCE_ASSERT(r->conn->unapplied_ka > 0);
+            r->conn->unapplied_ka--;
+        }
     }
     void *h = fence__ld_req_release(r);
     if (status == FENCE_LST_NOTLEADER || status == FENCE_LST_SHUTDOWN)
@@ -373,4 +379,5 @@ void fence__leader_conn_close(fence_leader *l, fence_lconn *c)
     }
     c->reqs = NULL;
     c->unapplied = 0;
+    c->unapplied_ka = 0;
 }

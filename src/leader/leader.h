@@ -77,8 +77,9 @@
  * leader itself, with no entry, when the lease is live in the applied
  * state with its deadline more than RENEW_MARGIN (2 checkpoint intervals +
  * ttl/4) ahead of fsm time, raft says this server leads, the command is the
- * owner's (or an admin's), carries no REQID, and its connection has no
- * write still unapplied (pipeline order).  The renewal is recorded; the
+ * owner's (or an admin's), carries no REQID, and its connection has
+ * nothing but KEEPALIVEs still unapplied (pipeline order: it may not
+ * overtake a REVOKE, say; overtaking a renewal changes no answer).  The renewal is recorded; the
  * recorded ids go out as LEASE_CHECKPOINT commands CKPT_INTERVAL_MS after
  * the first of them (one entry per interval, only when something was
  * renewed), and apply restarts each live lease's TTL at that entry's time,
@@ -185,6 +186,8 @@ typedef struct fence_leader_ops {
 struct fence_lconn {
     fence_lreq *reqs;   /* requests of ours the module holds (batch or wait) */
     uint32_t unapplied; /* of them, those in a batch not yet applied */
+    uint32_t unapplied_ka; /* of those, LEASE_KEEPALIVEs ("Renewals": a
+                              renewal may overtake only these) */
     uint64_t read_seq;  /* seq of the last batch a read of ours rode */
 };
 

@@ -38,6 +38,10 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
     if (r->conn != NULL) {
         FENCE_ASSERT(r->conn->unapplied > 0);
         r->conn->unapplied--;
+        if (!it->is_read && it->cmd.type == FENCE_CMD_LEASE_KEEPALIVE) {
+            FENCE_ASSERT(r->conn->unapplied_ka > 0);
+            r->conn->unapplied_ka--;
+        }
     }
     if (it->is_read) {
         void *h = fence__ld_req_release(r);

@@ -80,7 +80,7 @@ bool fence__ld_renew_local(fence_leader *l, fence_lconn *c, void *req,
 {
     FENCE_ASSERT(cmd->type == FENCE_CMD_LEASE_KEEPALIVE);
     if (l->phase != PH_READY || l->stopping || (cmd->flags & FENCE_CMD_F_REQID) ||
-        c->unapplied > 0 || !l->ops.is_leader(l->ops.ctx))
+        c->unapplied > c->unapplied_ka || !l->ops.is_leader(l->ops.ctx))
         return false;
     uint64_t now = ld_now(l);
     fence_fsm_lease_state st;

@@ -448,6 +448,18 @@ int main(void)
     CHECK(n_answers == 6 && answers[5].req == 605, "answered in order");
     fence__leader_submit(g_l, &a, &reqs[606], &rka, false);
     CHECK(n_answers == 7 && answers[6].r.value == 9600, "then at once again");
+    /* Behind an unapplied renewal (of another lease) it is still answered
+     * at once: overtaking a renewal changes no answer. */
+    fence__leader_submit(g_l, &a, &reqs[609], &ka2, false);
+    fence__leader_submit(g_l, &a, &reqs[610], &rka, false);
+    CHECK(n_answers == 8 && answers[7].req == 610 && answers[7].r.value == 9600,
+          "behind an unapplied KEEPALIVE of its connection: still at once");
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+    CHECK(n_answers == 9 && answers[8].req == 609 && answers[8].r.status == FENCE_ST_NOLEASE,
+          "the one through the log answers after");
+    n_answers = 7;
     /* Another owner's renewal goes through the log, which says NOPERM. */
     fence_cmd oka = rka;
     oka.owner = 77;
@@ -470,7 +482,7 @@ int main(void)
     CHECK(n_props == 0, "renewals recorded are forgotten when leadership is lost");
     fence_leader_stats lst;
     fence__leader_stats_get(g_l, &lst);
-    CHECK(lst.renewals_local == 3 && lst.checkpoints == 1 && lst.checkpoint_ids == 1,
+    CHECK(lst.renewals_local == 4 && lst.checkpoints == 1 && lst.checkpoint_ids == 1,
           "stats count the renewals and the checkpoint");
     leader = true;
     fence__leader_step(g_l);
