@@ -650,6 +650,9 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_LOCK_MULTI:
         fence__multi_cmd(f, c, r);
         break;
+    case FENCE_CMD_LEASE_CHECKPOINT:
+        fence__cmd_checkpoint(f, c, r); /* checkpoint.c */
+        break;
     default:
         r->status = FENCE_ST_INVALID;
         break;

@@ -25,6 +25,8 @@
  *     LOCK_MULTI     u16 count (1..FENCE_MULTI_NAMES_MAX) | count x name
  *                    | u64 lease | u64 ttl_ms | u64 lock_delay_ms | u64 wait_ms
  *     UNLOCK_SHARED  name | u64 token | u64 lease
+ *     LEASE_CHECKPOINT u32 count (0..FENCE_CHECKPOINT_IDS_MAX)
+ *                    | count x u64 lease id (docs/leases.md)
  *     LOCK, ACQUIRE with FENCE_CMD_F_SHARED: as without it
  *   name = u16 length (0..FENCE_NAME_MAX) | bytes
  *   value = u32 length (0..FENCE_ELECT_VALUE_MAX) | bytes
@@ -103,6 +105,8 @@ static size_t cmd_size(const fence_cmd *c)
     }
     case FENCE_CMD_UNLOCK_SHARED:
         return n + 2 + c->name_len + 16;
+    case FENCE_CMD_LEASE_CHECKPOINT:
+        return n + 4 + (size_t)c->ids_count * 8;
     default:
         FENCE_ASSERT(0);
         return 0;
@@ -301,6 +305,15 @@ size_t fence_entry_encode(uint64_t timestamp_ms, const fence_cmd *cmds,
             put_le(&p, c->token, 8);
             put_le(&p, c->lease, 8);
             break;
+        case FENCE_CMD_LEASE_CHECKPOINT:
+            FENCE_ASSERT(c->ids_count <= FENCE_CHECKPOINT_IDS_MAX);
+            FENCE_ASSERT(c->ids_count == 0 || c->ids != NULL);
+            put_le(&p, c->ids_count, 4);
+            if (c->ids_count > 0) {
+                memcpy(p, c->ids, (size_t)c->ids_count * 8);
+            }
+            p += (size_t)c->ids_count * 8;
+            break;
         default:
             FENCE_ASSERT(0);
         }
@@ -382,6 +395,20 @@ static bool get_names(fence_entry_iter *it, fence_cmd *out)
     }
     out->names = it->names;
     out->names_count = (uint16_t)count;
+    return true;
+}
+
+/* Read LEASE_CHECKPOINT's ids (borrowed from the buffer, as bytes). */
+static bool get_ids(fence_entry_iter *it, fence_cmd *out)
+{
+    uint64_t count;
+    if (!get_le(it, 4, &count) || count > FENCE_CHECKPOINT_IDS_MAX ||
+        (size_t)(it->end - it->p) / 8 < count) {
+        return false;
+    }
+    out->ids_count = (uint32_t)count;
+    out->ids = count > 0 ? it->p : NULL;
+    it->p += count * 8;
     return true;
 }
 
@@ -532,6 +559,9 @@ int fence_entry_next(fence_entry_iter *it, fence_cmd *out)
         break;
     case FENCE_CMD_UNLOCK_SHARED:
         ok = get_name(it, out) && get_le(it, 8, &out->token) && get_le(it, 8, &out->lease);
+        break;
+    case FENCE_CMD_LEASE_CHECKPOINT:
+        ok = get_ids(it, out);
         break;
     default:
         ok = false;

@@ -175,8 +175,17 @@ typedef enum fence_cmd_type {
     FENCE_CMD_LOCK_MULTI = 15,     /* names[names_count], lease, wait_ms
                                       (lease 0: dedicated, as ACQUIRE) */
     FENCE_CMD_UNLOCK_SHARED = 16,  /* name, token, lease: one shared holder */
+    /* Renewals the leader answered itself (docs/leases.md): ids_count lease
+     * ids; each live one restarts its full TTL at the entry's time, as
+     * LEASE_KEEPALIVE would; an unknown or expired id changes nothing (a
+     * checkpoint never revives a lease).  Version-5 entries only. */
+    FENCE_CMD_LEASE_CHECKPOINT = 17, /* ids[ids_count] */
 } fence_cmd_type;
-#define FENCE_CMD_TYPE_LAST FENCE_CMD_UNLOCK_SHARED
+#define FENCE_CMD_TYPE_LAST FENCE_CMD_LEASE_CHECKPOINT
+
+/* Most lease ids one LEASE_CHECKPOINT carries (the leader splits larger
+ * sets over several commands). */
+#define FENCE_CHECKPOINT_IDS_MAX 16384
 
 /* Flags on a command. */
 #define FENCE_CMD_F_REQID 0x1 /* req_id is a client request id: deduplicate */
@@ -226,6 +235,9 @@ typedef struct fence_cmd {
     const fence_name *names; /* LOCK_MULTI: 1..FENCE_MULTI_NAMES_MAX distinct
                                 names (borrowed) */
     uint16_t names_count;
+    const uint8_t *ids;     /* LEASE_CHECKPOINT: ids_count lease ids, each
+                               a little-endian u64 (borrowed) */
+    uint32_t ids_count;     /* 1..FENCE_CHECKPOINT_IDS_MAX */
 } fence_cmd;
 
 /* Outcome of one command (also of a deferred wait, see fence_event). */
@@ -251,7 +263,8 @@ typedef struct fence_result {
     uint64_t lease;   /* LEASE_GRANT, ACQUIRE: the lease id */
     uint64_t token;   /* LOCK, ACQUIRE: the token granted */
     uint64_t wait_id; /* QUEUED: id of the wait, for the event and CANCEL */
-    uint64_t value;   /* KEEPALIVE: ttl_ms; UNLOCK: 1 or 0 */
+    uint64_t value;   /* KEEPALIVE: ttl_ms; UNLOCK: 1 or 0;
+                         LEASE_CHECKPOINT: the live leases it renewed */
     uint64_t revision; /* ELECT_*: the election's revision after it */
     uint32_t slot;    /* SEM_ACQUIRE: the slot granted */
 } fence_result;

@@ -347,4 +347,9 @@ int fence__multi_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end,
 /* What check.c asks of the multi waits: NULL when all holds. */
 const char *fence__multi_check(const fence_fsm *f);
 
+/* ---- checkpoint.c ---------------------------------------------------------- */
+
+/* LEASE_CHECKPOINT (dispatched by apply.c). */
+void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r);
+
 #endif /* FENCE_FSM_INT_H */

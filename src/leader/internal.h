@@ -25,6 +25,15 @@
  * short next to any wait.  The shell's timer has whole-ms resolution and
  * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
 #define HOLD_MS 2
+/* Renewals answered by the leader itself (renew.c, docs/leases.md): the
+ * recorded renewals go out as LEASE_CHECKPOINT commands this long after
+ * the first of them.  A renewal is answered without an entry only when the
+ * lease's replicated deadline is more than RENEW_MARGIN(ttl) ahead, so its
+ * checkpoint has at least ttl/4 to commit before that deadline. */
+#define CKPT_INTERVAL_MS 100
+#define RENEW_MARGIN(ttl) (2 * CKPT_INTERVAL_MS + (ttl) / 4)
+/* Recorded renewals beyond which a checkpoint goes out at once. */
+#define RENEW_PENDING_MAX (4u * FENCE_CHECKPOINT_IDS_MAX)
 
 /* Leadership phases. */
 enum lphase {
@@ -77,6 +86,9 @@ typedef struct lbatch {
     uint64_t seq;        /* from 1, one per batch (fence_lconn.read_seq) */
     uint32_t n_held;     /* leading items known to queue (see fence__ld_batch_hold) */
     uint64_t held_seq;   /* fence_leader.apply_seq when they were checked */
+    uint64_t ts;         /* the entry's timestamp; 0: fsm time at proposal
+                            (a checkpoint's: its last renewal's, renew.c) */
+    uint64_t proposed_mono; /* monotonic ms it was proposed */
 } lbatch;
 
 /* The module. */
@@ -117,6 +129,19 @@ struct fence_leader {
     fence_lreq **wait_tab;   /* wait_id -> requests (chained) */
     size_t wait_nb;          /* buckets (power of two) */
     uint64_t n_waits;        /* registered requests */
+
+    uint8_t *renew_ids;      /* renewals answered here since the last
+                                checkpoint: little-endian u64 lease ids */
+    uint32_t renew_n;        /* how many */
+    uint32_t renew_cap;      /* ids allocated */
+    uint64_t ckpt_due;       /* monotonic ms they go out; 0: none recorded */
+    uint64_t renew_last;     /* fsm time of the last renewal recorded */
+    uint64_t proof_mono;     /* monotonic ms an entry of ours was proposed
+                                that has since been applied: a majority
+                                still followed us then (renew.c) */
+    uint64_t renew_window_ms; /* how much a renewal answered here may be
+                                shortened by a leader change (cluster):
+                                fence__leader_renew_window */
 
     unsigned in_raft_cb;     /* depth inside raft callbacks (the rule) */
     bool in_step;            /* inside fence__leader_step */
@@ -169,5 +194,19 @@ void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status);
 void fence__ld_fail_unproposed(fence_leader *l, int status);
 void fence__ld_propose_closed(fence_leader *l);
 bool fence__ld_batch_hold(fence_leader *l);
+
+/* ---- renew.c ---- */
+/* Answer a LEASE_KEEPALIVE without an entry when it is safe (renew.c);
+ * false: it goes through the log as before. */
+bool fence__ld_renew_local(fence_leader *l, fence_lconn *c, void *req,
+                           const fence_cmd *cmd);
+/* Queue the recorded renewals as LEASE_CHECKPOINT commands when they are
+ * due (force: now); true when any were queued. */
+bool fence__ld_ckpt_maybe(fence_leader *l, bool force);
+/* Record lease ids again (a checkpoint that was not applied while this
+ * server still leads). */
+void fence__ld_renew_record(fence_leader *l, const uint8_t *ids, uint32_t n);
+/* Forget the recorded renewals (leadership lost or shutdown). */
+void fence__ld_renew_reset(fence_leader *l);
 
 #endif /* FENCE_LEADER_INTERNAL_H */

@@ -40,6 +40,10 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
     if (r->conn != NULL) {
         FENCE_ASSERT(r->conn->unapplied > 0);
         r->conn->unapplied--;
+        if (!it->is_read && it->cmd.type == FENCE_CMD_LEASE_KEEPALIVE) {
+            FENCE_ASSERT(r->conn->unapplied_ka > 0);
+            r->conn->unapplied_ka--;
+        }
     }
     if (it->is_read) {
         it->cmd.name = b->names + it->name_off;
@@ -118,6 +122,8 @@ void fence__leader_applied(fence_leader *l, void *tag, int status,
     }
     FENCE_ASSERT(result == l->results);
     FENCE_ASSERT(l->n_results >= 0);
+    if (b->proposed_mono > l->proof_mono)
+        l->proof_mono = b->proposed_mono; /* leader.h "Renewals" */
     FENCE_ASSERT((uint32_t)l->n_results == b->n_cmds + (b->n_cmds == 0 ? 1u : 0u));
     uint32_t j = 0;
     for (uint32_t i = 0; i < b->n_items; i++) {

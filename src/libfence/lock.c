@@ -141,6 +141,12 @@ static void renew_one(fence_client *c, struct fence_lock *l)
     }
     pthread_mutex_lock(&c->mu);
     if (rc == 0) {
+        /* The reply is how long the lease is guaranteed from our send time:
+         * the TTL, or, answered by a cluster's leader without a log entry,
+         * the TTL minus its election timeout (what a leader change may take
+         * from it, docs/leases.md).  So valid-until follows the server's
+         * guarantee as it is, and the next renewal comes a third of it
+         * later. */
         uint64_t margin = fence__margin_ms(ttl, c->opts.margin_ms);
         uint64_t v = fence__valid_until(sent, ttl, margin);
         if (v > l->valid_until_ms)

@@ -126,6 +126,9 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
         FENCE_LOG_E("out of memory at start");
         return -1;
     }
+    /* A renewal answered without an entry may lose up to an election
+     * timeout to a leader change (docs/leases.md). */
+    fence__leader_renew_window(s->leader, cfg->election_timeout_ms);
     fence__raft_fsm_init(s);
 
     uv_check_init(loop, &s->check);

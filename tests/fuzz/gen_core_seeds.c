@@ -16,6 +16,9 @@
  * Not part of the build: run it by hand when the formats change.  The seeds
  * of older format versions are kept under other names (seed-v1-* entries,
  * seed-v2-* snapshots) so that the decoders of old versions stay fuzzed.
+ * seed-checkpoint* and seed-bad-checkpoint-count (LEASE_CHECKPOINT,
+ * docs/leases.md: two leases, a checkpoint renewing one, a later one that
+ * finds it expired) were written by hand, not by this program.
  */
 #include <errno.h>
 #include <stdio.h>

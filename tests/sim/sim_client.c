@@ -176,6 +176,12 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
         break;
     case FENCE_CMD_LEASE_KEEPALIVE:
     case FENCE_CMD_LEASE_REVOKE:
+        /* A renewal promises sent + the reply's TTL (docs/leases.md).  Not
+         * a retry by REQID: that answers the first attempt's outcome (and
+         * renews nothing more); fenced's LEASE.KEEPALIVE takes no REQID. */
+        if (c->type == FENCE_CMD_LEASE_KEEPALIVE && r->status == FENCE_ST_OK &&
+            !(c->flags & FENCE_CMD_F_REQID))
+            sim_model_promise(s, c->lease, q->sent_at, r->value, q->local);
         if (r->status == FENCE_ST_NOLEASE ||
             c->type == FENCE_CMD_LEASE_REVOKE) {
             for (unsigned k = 0; k < cl->n_leases; k++)
@@ -240,8 +246,8 @@ static void check_pipeline(sim *s, sim_client *cl, unsigned k)
                         "was sent", cl->id, q->state_index, q->floor_index);
         for (unsigned j = 0; j < cl->n_pipe; j++) {
             const sim_req *w = &cl->pipe[j];
-            if (j == k || w->ans != ANS_RESULT || w->from_wait)
-                continue;
+            if (j == k || w->ans != ANS_RESULT || w->from_wait || w->local)
+                continue; /* (a renewal answered without an entry is no write) */
             if (j < k && w->state_index > q->state_index)
                 sim_fail(s, "client %u: a read was answered from index %" PRIu64
                             ", before the write ahead of it in its pipeline "
@@ -380,7 +386,11 @@ void sim_client_drive(sim *s, sim_client *cl)
         q->sent = true;
         q->ans = ANS_NONE;
         q->floor_index = s->acked_index;
+        q->sent_at = s->fx.time;
         fence__leader_submit(n->leader, &cl->lconn, q, &q->cmd, q->is_read);
+        q->local = q->ans == ANS_RESULT && q->cmd.type == FENCE_CMD_LEASE_KEEPALIVE;
+        if (q->local)
+            s->res->local_renewals++; /* answered at once: without an entry */
     }
     client_process(s, cl);
 }

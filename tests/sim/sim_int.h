@@ -119,6 +119,9 @@ typedef struct sim_mlease {
     uint64_t acq_wait_deadline; /* its deadline */
     bool created_now;   /* created by the current entry */
     bool dedicated;     /* made by ACQUIRE: UNLOCK of its lock revokes it */
+    uint64_t promised;  /* sim time until which a KEEPALIVE answered OK
+                           promised the lease lives (sent + reply) */
+    bool promised_local; /* that answer came without an entry */
 } sim_mlease;
 
 /* One applied index as first seen by any node. */
@@ -320,6 +323,8 @@ typedef struct sim_req {
     uint64_t floor_index;  /* highest index acknowledged anywhere at send */
     fence_name mnames[SIM_MULTI_MAX]; /* LOCK_MULTI: its names (cmd.names ->
                                          here; each points at a constant) */
+    uint64_t sent_at;      /* sim time it was sent */
+    bool local;            /* a KEEPALIVE answered at once, without an entry */
 } sim_req;
 
 /* A LOCK_MULTI answered QUEUED, until its wait ends: the grant event must
@@ -443,6 +448,10 @@ void sim_multi_entry(sim *s, sim_node *nd, uint64_t index, const fence_cmd *cmds
                      unsigned n_ev, uint64_t before, seen_grant *gr, unsigned ng);
 void sim_grant_add(sim *s, uint64_t token, uint64_t index, uint64_t lease,
                    const uint8_t *name, uint16_t name_len);
+/* A KEEPALIVE sent at sent_at was answered OK with ttl_ms: the lease must
+ * not expire before sent_at + ttl_ms (sim time). */
+void sim_model_promise(sim *s, uint64_t lease, uint64_t sent_at, uint64_t ttl_ms,
+                       bool local);
 void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                      const fence_cmd *cmds, const fence_result *res,
                      unsigned n, const fence_event *evs, unsigned n_ev,

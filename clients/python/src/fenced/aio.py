@@ -581,8 +581,8 @@ class Lock:
                         % (lease, self.name)))
                     return
                 try:
-                    await ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
-                                                                         self.ttl_ms // 3)))
+                    got = await ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
+                                                                               self.ttl_ms // 3)))
                 except LeaseLost as e:
                     await self._mark_lost(e)
                     return
@@ -591,7 +591,10 @@ class Lock:
                     continue
                 if self._stop.is_set():
                     return
-                self.valid_until = sent + (self.ttl_ms - _margin_ms(self.ttl_ms)) / 1000.0
+                # The reply: how long the lease is guaranteed from our send
+                # (docs/leases.md).
+                granted = min(self.ttl_ms, got) if isinstance(got, int) and got > 0 else self.ttl_ms
+                self.valid_until = sent + max(0, granted - _margin_ms(self.ttl_ms)) / 1000.0
                 delay = interval
         finally:
             await ka.close()

@@ -658,15 +658,19 @@ class Lock:
                         % (lease, self.name)))
                     return
                 try:
-                    ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
-                                                                        self.ttl_ms // 3)))
+                    got = ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
+                                                                              self.ttl_ms // 3)))
                 except LeaseLost as e:
                     self._mark_lost(e)
                     return
                 except FencedError:
                     delay = min(interval, max(0.01, self.ttl_ms / 20000.0))
                     continue
-                self.valid_until = sent + (self.ttl_ms - _margin_ms(self.ttl_ms)) / 1000.0
+                # The reply is how long the lease is guaranteed from our send:
+                # a cluster's leader answering without a log entry replies
+                # the TTL minus its election timeout (docs/leases.md).
+                granted = min(self.ttl_ms, got) if isinstance(got, int) and got > 0 else self.ttl_ms
+                self.valid_until = sent + max(0, granted - _margin_ms(self.ttl_ms)) / 1000.0
                 delay = interval
         finally:
             ka.close()
