@@ -45,8 +45,13 @@ static const fence_opt options[] = {
     U64("snapshot-threshold", snapshot_threshold, 4, 1000000000, 1024, "<n>",
         "least log entries between snapshots (scales up with the live "
         "objects)"),
-    U64("snapshot-trailing", snapshot_trailing, 0, 1000000000, 128, "<n>",
-        "log entries kept after a snapshot"),
+    /* At least 1: libraft 0.15 takes a snapshot put with 0 trailing
+     * entries for an InstallSnapshot and moves the next append index back
+     * to the snapshot's, so entries appended while a forked snapshot was
+     * encoded (acknowledged ones) were dropped and a restart reissued
+     * their lease ids and tokens (docs/cluster.md, libraft pitfalls). */
+    U64("snapshot-trailing", snapshot_trailing, 1, 1000000000, 128, "<n>",
+        "log entries kept after a snapshot (at least 1)"),
     U64("snapshot-fork", snapshot_fork, 0, 1, 1, "<0|1>",
         "1: a forked child encodes each snapshot (the loop only forks); "
         "0: the loop encodes it"),
