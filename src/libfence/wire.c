@@ -126,6 +126,10 @@ SSL_CTX *fence__wire_tls_ctx(const char *ca, const char *cert, const char *key,
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    /* Read-ahead: a reply's record comes in one read(2) instead of two (its
+     * 5-byte header, then the rest); read_some asks SSL_has_pending, which
+     * counts what was read ahead. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     int ok = ca != NULL ? SSL_CTX_load_verify_locations(ctx, ca, NULL)
                         : SSL_CTX_set_default_verify_paths(ctx);
     if (ok != 1) {
@@ -316,9 +320,22 @@ static int read_some(fence__wire *w, uint64_t deadline, bool *timed_out)
 {
     char buf[WIRE_CHUNK];
     char why[200];
+    bool waited = false;
     for (;;) {
         ssize_t n;
         if (w->ssl != NULL) {
+            /* Nothing buffered: the reply is rarely there yet, so wait for
+             * the socket first rather than after an SSL_read that fails
+             * with WANT_READ (a read(2) and a record-layer pass each). */
+            if (!SSL_has_pending(w->ssl) && !waited) {
+                waited = true;
+                int rv = wait_fd(w->fd, POLLIN, deadline);
+                if (rv <= 0) {
+                    *timed_out = rv == 0;
+                    fail(w, "%s", rv == 0 ? "read timed out" : strerror(errno));
+                    return -1;
+                }
+            }
             int k = SSL_read(w->ssl, buf, sizeof(buf));
             if (k <= 0) {
                 if (SSL_get_error(w->ssl, k) == SSL_ERROR_ZERO_RETURN) {

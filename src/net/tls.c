@@ -163,7 +163,7 @@ static int encrypt_out(tls_conn *tc, const char *buf, size_t len)
     FENCE_ASSERT(len > 0);
     for (size_t off = 0; off < len;) {
         size_t part = len - off > (1u << 30) ? (1u << 30) : len - off;
-        ERR_clear_error();
+        fence__tls_errors_clear();
         int n = SSL_write(tc->pump.ssl, buf + off, (int)part);
         if (n <= 0 || (size_t)n != part) {
             char why[128];
@@ -340,10 +340,17 @@ static void pump(tls_conn *tc)
         }
         if (room > INT32_MAX)
             room = INT32_MAX;
-        ERR_clear_error();
+        fence__tls_errors_clear();
         int n = SSL_read(tc->pump.ssl, p, (int)room);
         if (n > 0) {
             fence__net_conn_input(c, (size_t)n);
+            /* Nothing left in the session (no plaintext, no read-ahead
+             * ciphertext) nor in the read BIO: another SSL_read could only
+             * say WANT_READ, at the cost of a record-layer pass and the
+             * error-queue calls around it.  The next socket read resumes. */
+            if (!SSL_has_pending(tc->pump.ssl) &&
+                fence__tls_pump_input(&tc->pump) == 0)
+                break;
             continue;
         }
         int e = SSL_get_error(tc->pump.ssl, n);
@@ -458,7 +465,7 @@ static int tls_read_start(fence_net_conn *c)
     tc->want_input = true;
     sock_update(tc);
     if (tc->established && !tc->on_drain &&
-        (SSL_pending(tc->pump.ssl) > 0 || fence__tls_pump_input(&tc->pump) > 0)) {
+        (SSL_has_pending(tc->pump.ssl) || fence__tls_pump_input(&tc->pump) > 0)) {
         tc->on_drain = true;
         tc->drain_next = tc->t->drain;
         tc->t->drain = tc;
@@ -679,6 +686,11 @@ int fence__tls_listen(fence_net *net, const fence_tls_opts *o,
         free(t);
         return -1;
     }
+    /* Read-ahead: one BIO_read takes every record the read BIO holds (up
+     * to OpenSSL's buffer) instead of a 5-byte header and then its body;
+     * what it read beyond a record is SSL_has_pending, which tls_read_start
+     * and pump check (SSL_pending would miss it). */
+    SSL_CTX_set_read_ahead(t->ctx, 1);
     t->net = net;
     t->auth = o->auth;
     t->handshake_ms = o->handshake_ms;

@@ -76,13 +76,14 @@ static void on_close(void *ctx, fence_net_conn *nc)
     fence__daemon_conn_closed(&((fence_conn *)nc)->srv->daemon, nc); /* maxconns */
 }
 
-/* An unanswered slot of a closed connection: cluster.c's are kept (freed
- * when it replies); every other one is freed now. */
+/* An unanswered slot of a closed connection: cluster.c's and those being
+ * signed (signq.h) are kept (freed when they are answered); every other
+ * one is freed now. */
 static bool on_slot_orphan(void *ctx, fence_net_slot *ns)
 {
     fence_slot *slot = (fence_slot *)ns;
     (void)ctx;
-    if (slot->state != SLOT_BATCH)
+    if (slot->state != SLOT_BATCH && slot->state != SLOT_SIGNING)
         return false;
     slot->conn = NULL;
     return true;

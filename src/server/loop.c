@@ -71,6 +71,8 @@ static void signal_cb(uv_signal_t *h, int signum)
 static void node_closed(fence_node *n)
 {
     fence_server *s = (fence_server *)((char *)n - offsetof(fence_server, node));
+    fence__signq_close(s->signq); /* answers (frees) what it still signs */
+    s->signq = NULL;
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->tick_timer, NULL);
     fence__lag_close(&s->lag);

@@ -27,10 +27,11 @@ static fence_signtok_signer signer;
 /* SIGHUP (daemon/daemon.h): outside the server, which its init zeroes. */
 static fence_daemon_signals signals;
 
-/* Read --token-signing-key again.  Grants are signed on the loop thread
- * (this handler's thread), and a slot points at this one static signer,
- * so overwriting it is atomic for every reply: grants answered from now
- * on carry the new key id.  A bad file keeps the old key. */
+/* Read --token-signing-key again.  A slot points at this one static
+ * signer, and the signing thread (signq.h) works from a copy of it taken
+ * on the loop thread (this handler's thread) when a grant is applied, so
+ * overwriting it here never races a signature: grants applied from now on
+ * carry the new key id.  A bad file keeps the old key. */
 static void reload_signer(void)
 {
     fence_signtok_signer fresh;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */
@@ -114,22 +115,26 @@ static void reply_nil(fence_slot *slot)
 
 /* Reply with a grant's signed token (LOCK ... SIGNED), or [signed token,
  * lease] (ACQUIRE ... SIGNED).  Ed25519 is deterministic: a reentrant LOCK
- * and a REQID retry get the same string. */
+ * and a REQID retry get the same string.  The signature is made by the
+ * signing thread (signq.h), which the first signed grant starts; the
+ * reply follows from a later loop callback.  Without that thread, here. */
 static void reply_signed(fence_slot *slot, const fence_result *r, bool with_lease)
 {
-    char tok[FENCE_SIGNTOK_BUF_SIZE];
-    size_t n = fence_signtok_sign(slot->signer, slot->sign_name, slot->sign_name_len,
-                                  r->token, tok, sizeof(tok));
-    FENCE_ASSERT(n > 0);
-    char buf[FENCE_SIGNTOK_BUF_SIZE + 64];
-    size_t off = 0;
-    if (with_lease)
-        off += fence_resp_array(buf, sizeof(buf), 2);
-    off += fence_resp_bulk(buf + off, sizeof(buf) - off, tok, n);
-    if (with_lease)
-        off += fence_resp_uint(buf + off, sizeof(buf) - off,
-                               r->lease > INT_REPLY_MAX ? INT_REPLY_MAX : r->lease);
-    FENCE_ASSERT(off <= sizeof(buf));
+    fence_server *s = slot->conn != NULL ? slot->conn->srv : NULL;
+    if (s != NULL && s->signq == NULL && !s->signq_off && !s->stopping &&
+        fence__signq_start(&s->signq, s->loop) != 0) {
+        s->signq_off = true;
+        FENCE_LOG_W("cannot start the token-signing thread: grants are signed on the "
+                    "loop thread");
+    }
+    if (s != NULL && !s->stopping &&
+        fence__signq_submit(s->signq, slot, slot->signer, slot->sign_name,
+                            slot->sign_name_len, r->token, r->lease, with_lease))
+        return;
+    char buf[FENCE_SIGNQ_REPLY_MAX];
+    size_t off = fence__signq_reply(slot->signer, slot->sign_name, slot->sign_name_len,
+                                    r->token, r->lease, with_lease, buf, sizeof(buf));
+    FENCE_ASSERT(off > 0);
     fence__slot_reply(slot, buf, off);
 }
 

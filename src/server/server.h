@@ -46,6 +46,7 @@
 #include "leader/leader.h"
 #include "server/metrics.h"
 #include "server/node.h"
+#include "server/signq.h"
 #include "server/snapfork.h"
 
 #define FENCED_VERSION "0.1.0"
@@ -80,6 +81,8 @@ enum fence_slot_state {
     SLOT_NEW = 0,   /* just created */
     SLOT_BATCH,     /* held by cluster.c: orphaned (conn = NULL) on close */
     SLOT_LEADER,    /* handed to the leader module (its handle) */
+    SLOT_SIGNING,   /* its grant is being signed (signq.h): orphaned
+                       (conn = NULL) on close, freed when signed */
     SLOT_READY,     /* reply bytes are final */
 };
 
@@ -149,6 +152,9 @@ struct fence_server {
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */
     fence_signtok_signer *signer; /* --token-signing-key, or NULL */
+    fence_signq *signq;          /* signs grants off the loop (signq.h), started
+                                  * at the first signed grant, or NULL */
+    bool signq_off;              /* it could not start: sign on the loop */
 
     fence_net net;               /* listeners and client connections */
     fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
