@@ -124,9 +124,13 @@ static uint64_t grant_shared(fence_fsm *f, fence__lock *k, fence__lease *l)
     return token;
 }
 
-/* True when waiter w may be granted now. */
+/* True when waiter w (a FIFO place: a multi-lock's counts as its wait)
+ * may be granted now. */
 static bool waiter_eligible(const fence_fsm *f, const fence__wait *w)
 {
+    if (w->head != NULL) {
+        w = w->head;
+    }
     if (w->hi.deadline_ms <= f->now_ms) {
         return false;
     }
@@ -172,6 +176,12 @@ static void handoff(fence_fsm *f, fence__lock *k)
         fence__lock_maybe_destroy(f, k);
         return;
     }
+    if (w->head != NULL) {
+        /* A multi-lock: granted with all its names, or k stays free and
+         * reserved for it (strict FIFO; multi.c). */
+        fence__multi_try(f, w->head);
+        return;
+    }
     bool shared = w->shared;
     grant_wait(f, w);
     if (shared) {
@@ -179,8 +189,8 @@ static void handoff(fence_fsm *f, fence__lock *k)
     }
 }
 
-/* Grant queued wait w its lock (exclusive, joining the lock's shared
- * phase, or beginning one), report it and free w. */
+/* Grant queued wait w (on one lock) its lock (exclusive, joining the
+ * lock's shared phase, or beginning one), report it and free w. */
 static void grant_wait(fence_fsm *f, fence__wait *w)
 {
     fence__lease *l = w->lease;
@@ -215,6 +225,10 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
                       bool revoke_dedicated)
 {
     FENCE_ASSERT(status == FENCE_ST_NIL || status == FENCE_ST_NOLEASE);
+    if (w->parts != NULL) {
+        fence__multi_fail(f, w, status, revoke_dedicated);
+        return;
+    }
     fence__lease *l = w->lease;
     fence__lock *k = w->lock;
     bool acq = w->acquire;
@@ -388,14 +402,27 @@ static bool quota_leases_full(const fence_fsm *f, const fence_cmd *c)
     return o != NULL && o->leases >= c->quota_leases;
 }
 
-/* Whether the owner of c holds or waits for its quota_locks locks already. */
-static bool quota_locks_full(const fence_fsm *f, const fence_cmd *c)
+/* Whether the owner of c would pass its quota_locks with n more locks
+ * held or waited for (a multi-lock's names count one each). */
+bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n)
 {
     if ((c->flags & FENCE_CMD_F_QUOTA) == 0 || c->quota_locks == 0) {
         return false;
     }
     const fence__owner *o = fence__owner_counts(f, c->owner);
-    return o != NULL && (uint64_t)o->locks + o->waits >= c->quota_locks;
+    uint64_t have = o != NULL ? (uint64_t)o->locks + o->waits : 0;
+    return have + n > c->quota_locks;
+}
+
+/* Whether the owner of c holds or waits for its quota_locks locks already. */
+static bool quota_locks_full(const fence_fsm *f, const fence_cmd *c)
+{
+    return fence__quota_locks_full(f, c, 1);
+}
+
+bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c)
+{
+    return quota_leases_full(f, c);
 }
 
 /* LEASE_GRANT: a new lease. */
@@ -428,6 +455,11 @@ static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
 static bool may_use(const fence_cmd *c, const fence__lease *l)
 {
     return l->owner == c->owner || (c->flags & FENCE_CMD_F_ADMIN) != 0;
+}
+
+bool fence__may_use(const fence_cmd *c, const fence__lease *l)
+{
+    return may_use(c, l);
 }
 
 /* LEASE_KEEPALIVE: restart a live lease's full TTL. */
@@ -541,8 +573,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->lease = l->id;
         return;
     }
-    if (fence__lock_is_free(k)) {
-        FENCE_ASSERT(k->nwaiters == 0);
+    if (fence__lock_is_free(k) && k->nwaiters == 0) {
         r->status = FENCE_ST_OK;
         r->token = shared ? grant_shared(f, k, l) : grant(f, k, l);
         r->lease = l->id;
@@ -601,8 +632,18 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
-    fence__held_unlink(f, k);
-    handoff(f, k);
+    /* Every lock l holds with this token: one lock, or all the names of
+     * one multi-lock (multi.c), released in held-list order. */
+    uint64_t token = k->token;
+    fence__link *p = l->held.first;
+    while (p != NULL) {
+        fence__lock *g = HELD_OF(p);
+        p = p->next;
+        if (g->token == token) {
+            fence__held_unlink(f, g);
+            handoff(f, g);
+        }
+    }
     if (l->dedicated) {
         lease_remove(f, l, false);
     }
@@ -627,7 +668,7 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
     bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
     bool join = shared && k != NULL && k->nsholders > 0 && k->nwaiters == 0;
-    bool free_now = k == NULL || fence__lock_is_free(k) || join;
+    bool free_now = k == NULL || (fence__lock_is_free(k) && k->nwaiters == 0) || join;
     if (!free_now) {
         if (c->wait_ms == 0) {
             r->status = FENCE_ST_NIL;
@@ -767,6 +808,12 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_UNLOCK_SHARED:
         cmd_unlock_shared(f, c, r);
         break;
+    case FENCE_CMD_LOCK_MULTI:
+        fence__multi_cmd(f, c, r);
+        break;
+    case FENCE_CMD_LEASE_CHECKPOINT:
+        fence__cmd_checkpoint(f, c, r); /* checkpoint.c */
+        break;
     default:
         r->status = FENCE_ST_INVALID;
         break;
@@ -774,6 +821,27 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
 }
 
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
+
+/* The hooks multi.c shares (fsm_int.h). */
+void fence__handoff(fence_fsm *f, fence__lock *k)
+{
+    handoff(f, k);
+}
+
+void fence__admit_shared(fence_fsm *f, fence__lock *k)
+{
+    admit_shared(f, k);
+}
+
+void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r)
+{
+    emit(f, w, r);
+}
+
+void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired)
+{
+    lease_remove(f, l, expired);
+}
 
 /* Apply one command at now_ms: advance time (LEADER_START only moves the
  * clock: it rebases the old deadlines instead of firing them), run the

@@ -1,12 +1,14 @@
 /* Private to src/core: the state machine's objects and the functions the
  * core's files share.
  *
- * Files: fsm.c (memory, lifecycle, queries), htab.c (hash tables and
- * hashes), heap.c (the deadline heap), lease.c (leases and the locks they
+ * Files: mem.c (memory: the injected allocator and its failure rule),
+ * fsm.c (lifecycle, queries), htab.c (hash tables and hashes), heap.c
+ * (the deadline heap), lease.c (leases and the locks they
  * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
- * apply.c (grants, releases, time, the commands), check.c (the invariant
- * check), entry.c (the log-entry codec), snapshot.c (the snapshot codec),
- * shared.c (shared holds: the holders of one shared phase of a lock).
+ * apply.c (grants, releases, time, the commands), multi.c (LOCK_MULTI:
+ * one wait over many locks, and its snapshot section), check.c (the
+ * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot
+ * codec), shared.c (shared holds: the holders of one shared phase of a lock).
  *
  * Layout in one paragraph: leases, locks, waits and dedup records live in
  * chained hash tables keyed by id / name / req_id.  Every object with a
@@ -25,8 +27,8 @@
 
 #include <stdlib.h>
 
-#include "common/assert.h"
-#include "common/crc32c.h"
+#include "base/assert.h"
+#include "base/crc32c.h"
 #include "core/fsm.h"
 #include "core/heap.h"
 #include "core/htab.h"
@@ -81,17 +83,19 @@ typedef struct fence__lease {
 } fence__lease;
 
 /* A lock object: exists while held (by one exclusive holder, or by the
- * shared holders of one phase, shared.c), in lock-delay, or (only
- * transiently, inside fence_fsm_advance) while free with waiters that are
- * due to fail. */
+ * shared holders of one phase, shared.c), in lock-delay, while free and kept
+ * for the multi-lock first in its FIFO (multi.c), or (only transiently,
+ * inside fence_fsm_advance) while free with waiters that are due to fail. */
 struct fence__lock {
     fence__hnode hn;       /* in fsm.locks, by name */
     fence__hitem hi;       /* lock-delay end */
     fence__link hlink;     /* in holder's held list */
     fence__link tlink;     /* in fsm.lock_list, by token */
-    uint64_t token;        /* token of the last grant (unique); while
+    uint64_t token;        /* token of the last grant (shared only by the
+                              locks of one multi-lock grant, or while
                               shared-held, the phase's token, which every
-                              shared holder carries */
+                              shared holder carries; 0: never granted, kept
+                              for a queued multi-lock) */
     struct fence__lease *holder; /* the exclusive holder, NULL otherwise */
     fence__list sholders;  /* shared holders (fence__shold.klink), in
                               admission order; empty unless shared-held */
@@ -100,6 +104,11 @@ struct fence__lock {
     uint64_t delay_ms;     /* the lock-delay in force */
     fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
     uint32_t nwaiters;     /* length of the FIFO */
+    uint32_t snap_ord;     /* scratch, not state: the lock's 1-based place
+                              in the lock section of the snapshot being
+                              written (snapshot.c sets it as it writes that
+                              section; waits name their locks by it, since
+                              the locks of one multi-lock share a token) */
     uint16_t name_len;     /* 1..FENCE_NAME_MAX */
     uint8_t name[];        /* the name bytes */
 };
@@ -124,6 +133,15 @@ struct fence__wait {
                                   * first: its own and those of LOCKs that
                                   * joined it; resolved when it ends */
     uint32_t nreqs;              /* length of reqs */
+    struct fence__wait *head;    /* a LOCK_MULTI's place in one lock's
+                                  * FIFO: the multi wait it belongs to
+                                  * (only qlink, lock, lease and id are
+                                  * used); NULL for a wait in its own
+                                  * right */
+    struct fence__wait *parts;   /* a LOCK_MULTI wait: its places, one per
+                                  * name in request order (lock is NULL, qlink
+                                  * unused); NULL for a wait on one lock */
+    uint16_t nparts;             /* length of parts (0: not a multi wait) */
 };
 
 /* One shared hold: lease `lease` holds lock `lock` in the lock's current
@@ -194,7 +212,7 @@ struct fence_fsm {
 #define KSHOLD_OF(lnk) FENCE__LIST_ITEM(fence__shold, klink, (lnk))
 #define LSHOLD_OF(lnk) FENCE__LIST_ITEM(fence__shold, llink, (lnk))
 
-/* ---- fsm.c: memory and lifecycle ----------------------------------------- */
+/* ---- mem.c: memory ------------------------------------------------------- */
 
 /* Allocation through the injected allocator.  A failure returns NULL in
  * FENCE__OOM_RETURN mode and stops the process in the others. */
@@ -203,16 +221,20 @@ void fence__free(fence_fsm *f, void *p);
 /* What a failed allocation does in mode oom (returns only in RETURN). */
 void fence__oom(uint8_t oom);
 
+/* ---- heap.c (beside heap.h) ------------------------------------------------ */
+
+/* Room in the heap for every object that may need a slot plus extra new
+ * ones; false as for fence__heap_reserve. */
+bool fence__heap_room(fence_fsm *f, uint32_t extra);
+
+/* ---- fsm.c: lifecycle ------------------------------------------------------ */
+
 /* Keyed hash of a 64-bit key (ids, request ids).  Still a bijection, so
  * equal hashes mean equal keys and lookups compare hashes only. */
 static inline uint64_t fence__key_hash(const fence_fsm *f, uint64_t key)
 {
     return fence__hash_u64(key ^ f->hash_seed);
 }
-
-/* Room in the heap for every object that may need a slot plus extra new
- * ones; false as for fence__heap_reserve. */
-bool fence__heap_room(fence_fsm *f, uint32_t extra);
 
 /* Create an empty state with the given allocator and FENCE__OOM_* mode;
  * NULL on lack of memory (RETURN mode only). */
@@ -311,12 +333,15 @@ fence__shold *fence__shold_of(const fence__lease *l, const fence__lock *k);
 fence__shold *fence__shold_add(fence_fsm *f, fence__lock *k, fence__lease *l);
 /* End one shared hold (unlinked and freed); the lock may become free. */
 void fence__shold_remove(fence_fsm *f, fence__shold *s);
+/* Shared-held lock k: admit into its phase the shared waiters now at the
+ * head of its FIFO (apply.c; multi.c calls it when a multi wait leaves). */
+void fence__admit_shared(fence_fsm *f, fence__lock *k);
 /* The invariants of the shared holds (check.c calls it). */
 const char *fence__check_shared(const fence_fsm *f);
 /* The snapshot's "rw" section (snapshot.c calls these). */
 size_t fence__rw_snap_size(const fence_fsm *f);
 size_t fence__rw_snap_write(const fence_fsm *f, uint8_t *p, size_t cap);
-/* Decode the section from p[0..len) into n (v: n's locks by token);
+/* Decode the section from p[0..len) into n (v: n's locks in section order);
  * *used receives the bytes read.  0, FENCE_ST_INVALID or FENCE_ST_LIMIT. */
 int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used,
                         fence__lock **v, uint32_t nv);
@@ -331,5 +356,52 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                       fence_result *out);
 /* The body of fence_fsm_advance without the events reset. */
 void fence__advance(fence_fsm *f, uint64_t now_ms);
+/* For multi.c: hand free lock k to its first eligible waiter (or free it);
+ * report the end of wait w (its dedup records resolved, an event); remove
+ * a lease (its locks released, its waits failed). */
+void fence__handoff(fence_fsm *f, fence__lock *k);
+void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r);
+void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired);
+/* Whether the owner of c would pass quota_leases with one more lease, or
+ * quota_locks with n more locks. */
+bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
+bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n);
+/* Whether command c may act on lease l (its owner, or ADMIN). */
+bool fence__may_use(const fence_cmd *c, const fence__lease *l);
+
+/* ---- multi.c ---------------------------------------------------------------- */
+
+/* LOCK_MULTI (fsm.h, docs/protocol.md "LOCK.MULTI"). */
+void fence__multi_cmd(fence_fsm *f, const fence_cmd *c, fence_result *r);
+/* Grant multi wait m if it is the first eligible waiter of every lock it
+ * names and all of them are free; true when granted (m is freed). */
+bool fence__multi_try(fence_fsm *f, fence__wait *m);
+/* Fail multi wait m (NIL or NOLEASE) and offer its freed places on; a
+ * dedicated lease goes too when revoke_dedicated is set. */
+void fence__multi_fail(fence_fsm *f, fence__wait *m, uint8_t status, bool revoke_dedicated);
+/* Names (FIFO places) a wait covers: 1, or a multi wait's count. */
+static inline uint32_t fence__wait_names(const fence__wait *w)
+{
+    return w->parts != NULL ? w->nparts : 1;
+}
+/* The wait a FIFO place belongs to. */
+static inline fence__wait *fence__wait_owner(fence__wait *w)
+{
+    return w->head != NULL ? w->head : w;
+}
+/* The multi section of a snapshot (after the dedup section): its size,
+ * writer and reader (v: the locks in snapshot order; the reader also
+ * attaches the QUEUED dedup records of the multi waits). */
+size_t fence__multi_snap_size(const fence_fsm *f);
+uint8_t *fence__multi_snap_write(const fence_fsm *f, uint8_t *p, uint8_t *end);
+int fence__multi_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end,
+                           fence__lock **v, uint32_t nv);
+/* What check.c asks of the multi waits: NULL when all holds. */
+const char *fence__multi_check(const fence_fsm *f);
+
+/* ---- checkpoint.c ---------------------------------------------------------- */
+
+/* LEASE_CHECKPOINT (dispatched by apply.c). */
+void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r);
 
 #endif /* FENCE_FSM_INT_H */

@@ -23,7 +23,7 @@
  * the phase at once.  docs/recipes.md has the pause scenario. */
 #include <string.h>
 
-#include "common/bytes.h"
+#include "base/bytes.h"
 #include "core/fsm_int.h"
 
 /* Lease l's shared hold of lock k, or NULL. */
@@ -186,8 +186,10 @@ const char *fence__check_shared(const fence_fsm *f)
 /* ---- The snapshot's "rw" section ------------------------------------------------
  *
  *   u32 count | count x record, record = u8 kind | u64 a | u64 b:
- *     kind 1, a shared hold: a = the lock's token, b = the holder lease;
- *       by lock token, each lock's holders in admission order;
+ *     kind 1, a shared hold: a = the lock's 1-based place in the lock
+ *       section (tokens need not be unique there: one multi-lock's locks
+ *       share one), b = the holder lease; by place, each lock's holders in
+ *       admission order;
  *     kind 2, a shared wait: a = the wait id, b = 0; by wait id, after
  *       every hold.
  * The locks (holder 0, not in lock-delay) and the waits themselves are in
@@ -230,7 +232,8 @@ size_t fence__rw_snap_write(const fence_fsm *f, uint8_t *p, size_t cap)
     for (const fence__link *q = f->lock_list.first; q != NULL; q = q->next) {
         const fence__lock *k = LOCK_OF(q);
         for (const fence__link *h = k->sholders.first; h != NULL; h = h->next) {
-            at = put_rec(at, RW_HOLD, k->token, KSHOLD_OF(h)->lease->id);
+            FENCE_ASSERT(k->snap_ord > 0); /* set by the lock section */
+            at = put_rec(at, RW_HOLD, k->snap_ord, KSHOLD_OF(h)->lease->id);
             n++;
         }
     }
@@ -246,21 +249,6 @@ size_t fence__rw_snap_write(const fence_fsm *f, uint8_t *p, size_t cap)
     return size;
 }
 
-/* The lock with this token in v (sorted by token), or NULL. */
-static fence__lock *by_token(fence__lock **v, uint32_t nv, uint64_t token)
-{
-    uint32_t lo = 0, hi = nv;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (v[mid]->token < token) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo < nv && v[lo]->token == token ? v[lo] : NULL;
-}
-
 int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used,
                         fence__lock **v, uint32_t nv)
 {
@@ -272,16 +260,16 @@ int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used
         return FENCE_ST_INVALID;
     }
     const uint8_t *at = p + 4;
-    uint64_t last_token = 0, last_wait = 0;
+    uint64_t last_place = 0, last_wait = 0;
     bool waits = false;
     for (uint64_t i = 0; i < count; i++, at += RW_REC) {
         uint8_t kind = at[0];
         uint64_t a = fence__get_u64(at + 1);
         uint64_t b = fence__get_u64(at + 9);
         if (kind == RW_HOLD && !waits) {
-            fence__lock *k = by_token(v, nv, a);
+            fence__lock *k = a >= 1 && a <= nv ? v[a - 1] : NULL;
             fence__lease *l = fence__lease_find(n, b);
-            if (a < last_token || k == NULL || l == NULL || k->holder != NULL ||
+            if (a < last_place || k == NULL || k->token == 0 || l == NULL || k->holder != NULL ||
                 k->in_delay || fence__shold_of(l, k) != NULL ||
                 fence__wait_of(l, k) != NULL) {
                 return FENCE_ST_INVALID;
@@ -289,7 +277,7 @@ int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used
             if (fence__shold_add(n, k, l) == NULL) {
                 return FENCE_ST_LIMIT;
             }
-            last_token = a;
+            last_place = a;
         } else if (kind == RW_WAIT && b == 0) {
             fence__wait *w = fence__wait_find(n, a);
             if (a <= last_wait || w == NULL) {

@@ -28,6 +28,13 @@
 #                  of it in its pipeline are applied
 #   shared_new_token  a shared holder joining a phase is given a new token
 #                  (issue 21: the holders of one phase share one token)
+#   multi_partial  core/multi.c grants a waiting multi-lock that is first
+#                  in every queue the names that are free and skips the
+#                  held ones: a multi-lock granted partly (issue 21)
+#   renew_unrecorded  the leader module (src/leader/renew.c) answers a
+#                  LEASE.KEEPALIVE without an entry but records only every
+#                  other one for its checkpoint: a lease expires before the
+#                  TTL of its last answered renewal ran out (docs/leases.md)
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

@@ -246,6 +246,7 @@ static void cluster_teardown(sim *s)
     free(s->grants);
     free(s->acks);
     free(s->wshared);
+    free(s->mmulti);
     free(s->mleases);
     free(s->reqids);
     free(s->mwaits);

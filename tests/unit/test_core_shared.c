@@ -9,10 +9,14 @@
 
 #include <stdbool.h>
 
-#include "common/crc32c.h"
+#include "base/crc32c.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
+
+/* Bytes of the kinds' sections after rw in a snapshot without them (an
+ * empty multi section: its u32 count). */
+#define SNAP_AFTER_RW 4
 
 static void *s_alloc(void *ctx, size_t n)
 {
@@ -483,7 +487,7 @@ static void test_snapshot(void)
     free(a1);
     free(a2);
     /* Corruptions of the rw section are refused (every truncation, and a
-     * hold naming a lock token that does not exist). */
+     * hold naming a lock place that does not exist). */
     for (size_t cut = 1; cut < 40 && cut < n; cut++) {
         uint8_t *t = malloc(n - cut);
         REQUIRE(t != NULL);
@@ -495,12 +499,12 @@ static void test_snapshot(void)
         free(t);
     }
     /* The section: count, then 17-byte records; the first record's lock
-     * token is at count + 1. */
+     * place is at count + 1.  The later kinds' sections (empty) follow it. */
     size_t sec = n - 4;
     uint32_t count = 0;
     /* Find the section by its size: holds + shared waits. */
     for (int recs = 1; recs < 16; recs++) {
-        size_t at = n - 4 - 4 - (size_t)recs * 17;
+        size_t at = n - 4 - SNAP_AFTER_RW - 4 - (size_t)recs * 17;
         uint32_t c = (uint32_t)s[at] | (uint32_t)s[at + 1] << 8 | (uint32_t)s[at + 2] << 16 |
                      (uint32_t)s[at + 3] << 24;
         if (c == (uint32_t)recs && s[at + 4] == 1) {
@@ -513,7 +517,7 @@ static void test_snapshot(void)
     uint8_t *bad = malloc(n);
     REQUIRE(bad != NULL);
     memcpy(bad, s, n);
-    bad[sec + 5] = 0xee; /* the first hold's lock token */
+    bad[sec + 5] = 0xee; /* the first hold's lock place */
     reseal(bad, n);
     fence_fsm *h = new_fsm();
     CHECK(fence_fsm_restore(h, bad, n) != 0);
@@ -523,7 +527,7 @@ static void test_snapshot(void)
     CHECK(fence_fsm_restore(h, bad, n) != 0);
     memcpy(bad, s, n);
     bad[sec] = 0; /* no holds: a lock neither held nor in lock-delay */
-    memmove(bad + sec + 4, bad + sec + 4 + (size_t)count * 17, 4);
+    memmove(bad + sec + 4, bad + sec + 4 + (size_t)count * 17, SNAP_AFTER_RW + 4);
     reseal(bad, n - (size_t)count * 17);
     CHECK(fence_fsm_restore(h, bad, n - (size_t)count * 17) != 0);
     CHECK(fence_fsm_check(h) == NULL);
