@@ -612,6 +612,103 @@ static void test_entry_codec(void)
     done(f);
 }
 
+/* ---- With multi-locks (core/multi.c) ------------------------------------------ */
+
+static fence_cmd c_multi2(fence_name *v, const char *a, const char *b, uint64_t lease_id,
+                          uint64_t wait_ms)
+{
+    v[0].name = (const uint8_t *)a;
+    v[0].len = (uint16_t)strlen(a);
+    v[1].name = (const uint8_t *)b;
+    v[1].len = (uint16_t)strlen(b);
+    fence_cmd c = {.type = FENCE_CMD_LOCK_MULTI, .names = v, .names_count = 2,
+                   .lease = lease_id, .wait_ms = wait_ms};
+    return c;
+}
+
+/* A shared-held lock is held for a multi-lock: LOCK.MULTI waits for the
+ * phase to end, readers arriving after it queue behind it (FIFO), the
+ * multi-lock's token is above the phase's and the next phase's above it;
+ * a multi wait that leaves lets the readers behind it join the phase; a
+ * lease holding a name shared cannot name it in LOCK.MULTI; a free name
+ * kept for a queued multi-lock is not free for a reader. */
+static void test_with_multi(void)
+{
+    fence_fsm *f = new_fsm();
+    uint64_t a = lease(f, 1, 60000), b = lease(f, 1, 60000), m = lease(f, 1, 60000);
+    fence_name v[2];
+    fence_result r = run(f, 2, c_lock("x", a, 0, true));
+    REQUIRE(r.status == FENCE_ST_OK);
+    uint64_t t1 = r.token;
+    fence_result q = run(f, 3, c_multi2(v, "x", "y", m, 5000));
+    CHECK_EQ_U64(q.status, FENCE_ST_QUEUED);
+    /* y is kept for the multi-lock; a reader of x now waits behind it. */
+    CHECK_EQ_U64(run(f, 3, c_lock("y", b, 0, true)).status, FENCE_ST_NIL);
+    fence_result qb = run(f, 4, c_lock("x", b, 5000, true));
+    CHECK_EQ_U64(qb.status, FENCE_ST_QUEUED);
+    /* A holds x shared: naming x in its own multi-lock would wait for itself. */
+    CHECK_EQ_U64(run(f, 4, c_multi2(v, "y", "x", a, 5000)).status, FENCE_ST_INVALID);
+    /* The phase ends: the multi-lock gets x and y with one token above it. */
+    CHECK_EQ_U64(run(f, 5, c_unlock_sh("x", t1, a)).value, 1);
+    fence_result g = ev(f, q.wait_id);
+    CHECK_EQ_U64(g.status, FENCE_ST_OK);
+    CHECK(g.token > t1);
+    CHECK_EQ_U64(info(f, "x").token, g.token);
+    CHECK_EQ_U64(info(f, "y").token, g.token);
+    CHECK(!info(f, "x").shared);
+    CHECK_EQ_U64(ev(f, qb.wait_id).status, 0xff);
+    /* Its release (UNLOCK of one name) begins B's phase with a higher token. */
+    CHECK_EQ_U64(run(f, 6, c_unlock("y", g.token)).value, 1);
+    fence_result gb = ev(f, qb.wait_id);
+    CHECK_EQ_U64(gb.status, FENCE_ST_OK);
+    CHECK(gb.token > g.token);
+    CHECK(info(f, "x").shared);
+    CHECK_EQ_U64(info(f, "y").token, 0);
+    /* A multi wait behind B's phase times out: the reader queued behind it
+     * joins the phase, with its token. */
+    uint64_t c = lease(f, 7, 60000);
+    fence_result q2 = run(f, 7, c_multi2(v, "x", "z", m, 100));
+    CHECK_EQ_U64(q2.status, FENCE_ST_QUEUED);
+    fence_result qc = run(f, 8, c_lock("x", c, 5000, true));
+    CHECK_EQ_U64(qc.status, FENCE_ST_QUEUED);
+    run(f, 200, c_tick());
+    CHECK_EQ_U64(ev(f, q2.wait_id).status, FENCE_ST_NIL);
+    fence_result gc = ev(f, qc.wait_id);
+    CHECK_EQ_U64(gc.status, FENCE_ST_OK);
+    CHECK_EQ_U64(gc.token, gb.token);
+    CHECK_EQ_U64(info(f, "x").holders, 2);
+    /* A snapshot with a held multi-lock (two locks, one token), a shared
+     * phase and a multi wait on the shared-held lock restores to the same
+     * bytes. */
+    uint64_t d = lease(f, 300, 60000);
+    CHECK_EQ_U64(run(f, 300, c_multi2(v, "p", "q", d, 0)).status, FENCE_ST_OK);
+    fence_result q3 = run(f, 301, c_multi2(v, "x", "p", m, 5000));
+    CHECK_EQ_U64(q3.status, FENCE_ST_QUEUED);
+    CHECK_EQ_U64(run(f, 302, c_lock("x", a, 5000, true)).status, FENCE_ST_QUEUED);
+    size_t n = 0, n2 = 0;
+    uint8_t *s = snap(f, &n);
+    fence_fsm *h = new_fsm();
+    REQUIRE(fence_fsm_restore(h, s, n) == 0);
+    CHECK(fence_fsm_check(h) == NULL);
+    uint8_t *s2 = snap(h, &n2);
+    REQUIRE(n2 == n);
+    CHECK(memcmp(s, s2, n) == 0);
+    /* And the restored copy goes on as the original. */
+    fence_fsm *both[2] = {f, h};
+    for (int i = 0; i < 2; i++) {
+        run(both[i], 303, c_revoke(b));
+        run(both[i], 303, c_revoke(c));
+        CHECK_EQ_U64(info(both[i], "x").token, 0); /* kept for the multi wait */
+        run(both[i], 304, c_revoke(d));
+        CHECK_EQ_U64(ev(both[i], q3.wait_id).status, FENCE_ST_OK);
+    }
+    free(s);
+    free(s2);
+    CHECK(fence_fsm_check(h) == NULL);
+    fence_fsm_destroy(h);
+    done(f);
+}
+
 int main(void)
 {
     TEST_RUN(test_phase_one_token);
@@ -624,5 +721,6 @@ int main(void)
     TEST_RUN(test_snapshot);
     TEST_RUN(test_leader_start);
     TEST_RUN(test_entry_codec);
+    TEST_RUN(test_with_multi);
     return TEST_DONE();
 }
