@@ -116,6 +116,8 @@ t.eq(None, c.execute_command("LOCK.MULTI", mb, "mx", "my"),
 t.eq(None, c.execute_command("LOCK.INFO", "my"), "... and it took nothing")
 t.check(err(lambda: c.execute_command("LOCK.MULTI", ma, "my", "mx", "WAIT", 100)) is not None,
         "LOCK.MULTI by a shared holder of one of its names: error (it would wait for itself)")
+e = err(lambda: c.execute_command("LOCK.MULTI", mb, "mx", "my", "SHARED"))
+t.check(e is not None and "SHARED" in e, "LOCK.MULTI ... SHARED: error, not a lock named SHARED", e)
 mgot = {}
 
 
