@@ -608,6 +608,21 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
 }
 
+/* Release every lock l holds exclusively with token: one lock, or all the
+ * names of one multi-lock (multi.c), in held-list order. */
+static void release_group(fence_fsm *f, fence__lease *l, uint64_t token)
+{
+    fence__link *p = l->held.first;
+    while (p != NULL) {
+        fence__lock *g = HELD_OF(p);
+        p = p->next;
+        if (g->token == token) {
+            fence__held_unlink(f, g);
+            handoff(f, g);
+        }
+    }
+}
+
 /* UNLOCK: release if the token is the holder's; a dedicated lease goes too. */
 static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
@@ -632,18 +647,7 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
-    /* Every lock l holds with this token: one lock, or all the names of
-     * one multi-lock (multi.c), released in held-list order. */
-    uint64_t token = k->token;
-    fence__link *p = l->held.first;
-    while (p != NULL) {
-        fence__lock *g = HELD_OF(p);
-        p = p->next;
-        if (g->token == token) {
-            fence__held_unlink(f, g);
-            handoff(f, g);
-        }
-    }
+    release_group(f, l, k->token);
     if (l->dedicated) {
         lease_remove(f, l, false);
     }
@@ -749,8 +753,8 @@ static void cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r)
             handoff(f, k);
         }
     } else {
-        fence__held_unlink(f, k);
-        handoff(f, k);
+        /* An exclusive hold: as UNLOCK (a multi-lock's names all go). */
+        release_group(f, l, k->token);
     }
     if (l->dedicated) {
         lease_remove(f, l, false);

@@ -631,7 +631,8 @@ static fence_cmd c_multi2(fence_name *v, const char *a, const char *b, uint64_t 
  * multi-lock's token is above the phase's and the next phase's above it;
  * a multi wait that leaves lets the readers behind it join the phase; a
  * lease holding a name shared cannot name it in LOCK.MULTI; a free name
- * kept for a queued multi-lock is not free for a reader. */
+ * kept for a queued multi-lock is not free for a reader; UNLOCK_SHARED of
+ * a multi-lock's name releases the whole multi-lock. */
 static void test_with_multi(void)
 {
     fence_fsm *f = new_fsm();
@@ -677,6 +678,14 @@ static void test_with_multi(void)
     CHECK_EQ_U64(gc.status, FENCE_ST_OK);
     CHECK_EQ_U64(gc.token, gb.token);
     CHECK_EQ_U64(info(f, "x").holders, 2);
+    /* UNLOCK ... LEASE of a multi-lock's name releases all its names, as
+     * UNLOCK does. */
+    uint64_t e2 = lease(f, 250, 60000);
+    fence_result gm = run(f, 250, c_multi2(v, "u", "w", e2, 0));
+    CHECK_EQ_U64(gm.status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(f, 251, c_unlock_sh("w", gm.token, e2)).value, 1);
+    CHECK_EQ_U64(info(f, "u").token, 0);
+    CHECK_EQ_U64(info(f, "w").token, 0);
     /* A snapshot with a held multi-lock (two locks, one token), a shared
      * phase and a multi wait on the shared-held lock restores to the same
      * bytes. */
