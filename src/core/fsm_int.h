@@ -326,8 +326,25 @@ static inline bool fence__lock_is_free(const fence__lock *k)
 {
     return k->holder == NULL && k->nsholders == 0 && !k->in_delay;
 }
-/* Lease l's shared hold of lock k, or NULL (scans the shorter list). */
-fence__shold *fence__shold_of(const fence__lease *l, const fence__lock *k);
+/* Lease l's shared hold of lock k, or NULL (scans the shorter list).
+ * Inline: lock.c asks it too, and shared.c calls down into lock.c. */
+static inline fence__shold *fence__shold_of(const fence__lease *l, const fence__lock *k)
+{
+    if (l->nsheld <= k->nsholders) {
+        for (fence__link *p = l->sheld.first; p != NULL; p = p->next) {
+            if (LSHOLD_OF(p)->lock == k) {
+                return LSHOLD_OF(p);
+            }
+        }
+        return NULL;
+    }
+    for (fence__link *p = k->sholders.first; p != NULL; p = p->next) {
+        if (KSHOLD_OF(p)->lease == l) {
+            return KSHOLD_OF(p);
+        }
+    }
+    return NULL;
+}
 /* Lease l joins lock k's shared phase (k not exclusive-held, not in
  * delay; l not already a holder).  NULL on lack of memory (RETURN mode). */
 fence__shold *fence__shold_add(fence_fsm *f, fence__lock *k, fence__lease *l);

@@ -26,25 +26,6 @@
 #include "base/bytes.h"
 #include "core/fsm_int.h"
 
-/* Lease l's shared hold of lock k, or NULL. */
-fence__shold *fence__shold_of(const fence__lease *l, const fence__lock *k)
-{
-    if (l->nsheld <= k->nsholders) {
-        for (fence__link *p = l->sheld.first; p != NULL; p = p->next) {
-            if (LSHOLD_OF(p)->lock == k) {
-                return LSHOLD_OF(p);
-            }
-        }
-        return NULL;
-    }
-    for (fence__link *p = k->sholders.first; p != NULL; p = p->next) {
-        if (KSHOLD_OF(p)->lease == l) {
-            return KSHOLD_OF(p);
-        }
-    }
-    return NULL;
-}
-
 /* Insert s into its lease's sheld list, keeping it in token order (a
  * lease may join an older phase after a newer one: walk from the tail). */
 static void sheld_insert(fence__lease *l, fence__shold *s)
