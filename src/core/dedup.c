@@ -106,7 +106,14 @@ uint64_t fence__cmd_fp(const fence_cmd *cmd)
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         h = fence__fnv1a64_add_u64(h, fields[i]);
     FENCE_ASSERT(cmd->name_len == 0 || cmd->name != NULL);
-    return fence__fnv1a64_add(h, cmd->name, cmd->name_len);
+    h = fence__fnv1a64_add(h, cmd->name, cmd->name_len);
+    if (cmd->type == FENCE_CMD_ELECT_CAMPAIGN || cmd->type == FENCE_CMD_ELECT_PROCLAIM) {
+        /* The value (older types keep the fingerprint they always had). */
+        FENCE_ASSERT(cmd->value_len == 0 || cmd->value != NULL);
+        h = fence__fnv1a64_add_u64(h, cmd->value_len);
+        h = fence__fnv1a64_add(h, cmd->value, cmd->value_len);
+    }
+    return h;
 }
 
 /* Add a record as the newest (restore uses it). */
