@@ -47,9 +47,12 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
         b->items = items;
         b->cap_items = cap;
     }
-    if (b->names_len + cmd->name_len > b->names_cap) {
+    /* An election's value rides right after the name (at most
+     * FENCE_ELECT_VALUE_MAX bytes, checked by the shell). */
+    size_t extra = (size_t)cmd->name_len + cmd->value_len;
+    if (b->names_len + extra > b->names_cap) {
         size_t cap = b->names_cap ? b->names_cap * 2 : 1024;
-        while (cap < b->names_len + cmd->name_len)
+        while (cap < b->names_len + extra)
             cap *= 2;
         uint8_t *names = realloc(b->names, cap);
         if (names == NULL)
@@ -60,10 +63,13 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
     litem *it = &b->items[b->n_items++];
     it->cmd = *cmd;
     it->cmd.name = NULL;
+    it->cmd.value = NULL;
     it->name_off = (uint32_t)b->names_len;
     if (cmd->name_len > 0)
         memcpy(b->names + b->names_len, cmd->name, cmd->name_len);
-    b->names_len += cmd->name_len;
+    if (cmd->value_len > 0)
+        memcpy(b->names + b->names_len + cmd->name_len, cmd->value, cmd->value_len);
+    b->names_len += extra;
     it->is_read = is_read;
     it->req = r;
     if (!is_read)
@@ -198,6 +204,8 @@ static void propose(fence_leader *l, lbatch *b)
         FENCE_ASSERT(n < FENCE_BATCH_MAX);
         l->cmds[n] = it->cmd;
         l->cmds[n].name = it->cmd.name_len ? b->names + it->name_off : NULL;
+        l->cmds[n].value =
+            it->cmd.value_len ? b->names + it->name_off + it->cmd.name_len : NULL;
         n++;
     }
     FENCE_ASSERT(n == b->n_cmds);
