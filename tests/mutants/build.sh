@@ -26,6 +26,9 @@
 #   leader_read_early  the leader module (src/leader/batch.c) answers a read
 #                  as soon as its batch is proposed, before the writes ahead
 #                  of it in its pipeline are applied
+#   elect_lost_revision  (src/core/elect.c) a leader that resigns or loses
+#                  its lease takes no new election revision, so observers
+#                  never see that the election has no leader
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

@@ -68,11 +68,11 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     uint64_t after = fence_fsm_last_token(nd->fsm);
     for (unsigned k = 0; k < nc; k++) {
         const fence_result *res = &results[k];
-        if ((cmds[k].type != FENCE_CMD_LOCK &&
-             cmds[k].type != FENCE_CMD_ACQUIRE) || res->status != FENCE_ST_OK)
+        if ((cmds[k].type != FENCE_CMD_LOCK && cmds[k].type != FENCE_CMD_ACQUIRE &&
+             cmds[k].type != FENCE_CMD_ELECT_CAMPAIGN) || res->status != FENCE_ST_OK)
             continue;
-        uint64_t lid = cmds[k].type == FENCE_CMD_LOCK ? cmds[k].lease
-                                                       : res->lease;
+        uint64_t lid = cmds[k].type == FENCE_CMD_ACQUIRE ? res->lease
+                                                          : cmds[k].lease;
         if (res->token <= before) {
             sim_grant *g = sim_grant_find(s, res->token);
             if (g == NULL || g->lease != lid || g->name_len != cmds[k].name_len ||
@@ -187,10 +187,10 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
             if (nm == NULL) {
                 /* An event does not carry the name: ask the fsm which lock
                  * now holds this token. */
-                static const char *names[SIM_LOCKS] = {"lock0", "lock1",
-                                                       "lock2", "lock3",
-                                                       "lock4"};
-                for (unsigned L = 0; L < SIM_LOCKS; L++) {
+                static const char *names[2 * SIM_LOCKS] = {
+                    "lock0", "lock1", "lock2", "lock3", "lock4",
+                    "elec0", "elec1", "elec2", "elec3", "elec4"};
+                for (unsigned L = 0; L < 2 * SIM_LOCKS; L++) {
                     fence_fsm_lock_state li;
                     if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)names[L],
                                             5, &li) &&
