@@ -173,4 +173,56 @@ e = err_of(lambda: al.execute_command("ELECTION.CAMPAIGN", "billing:leader", lal
 t.check(e is not None and "ermission" in e, "... but not for billing:leader", e)
 e = err_of(lambda: al.execute_command("ELECTION.OBSERVE", "billing:leader"))
 t.check(e is not None and "ermission" in e, "... nor observe it", e)
+
+# The Python client, sync and asyncio.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "clients", "python", "src"))
+import asyncio  # noqa: E402
+import fenced  # noqa: E402
+import fenced.aio  # noqa: E402
+
+pc = fenced.Client("127.0.0.1:%d" % f.port)
+pl = pc.lease_grant(30000)
+pl2 = pc.lease_grant(30000)
+got_p = pc.campaign("py", pl, b"one")
+t.check(got_p is not None and got_p[1] == pl, "Client.campaign: (token, lease)", got_p)
+st = pc.leader("py")
+t.check(st is not None and st.value == b"one" and st.token == got_p[0] and st.has_leader,
+        "Client.leader: ElectionState", st)
+t.eq(None, pc.campaign("py", pl2, "two"), "Client.campaign of a busy election without wait: None")
+rev = pc.proclaim("py", got_p[0], "uno")
+t.check(rev > st.revision, "Client.proclaim: the new revision", rev)
+t.eq(None, pc.observe("py", after=rev, wait_ms=100), "Client.observe: None when nothing changed")
+t.eq(True, pc.resign("py", got_p[0]), "Client.resign: True")
+now = pc.observe("py")
+t.check(now is not None and not now.has_leader and now.value is None and now.revision > rev,
+        "Client.observe: nobody leads (value None)", now)
+try:
+    pc.campaign("py", pl, b"x" * 4097)
+    t.check(False, "a too-long value raises ValueError")
+except ValueError:
+    t.check(True, "a too-long value raises ValueError")
+
+
+async def aio_part():
+    ac = fenced.aio.Client("127.0.0.1:%d" % f.port)
+    oc = ac._clone()
+    try:
+        al = await ac.lease_grant(30000)
+        got = await ac.campaign("apy", al, "a")
+        seen_a = await ac.observe("apy")
+        nxt = asyncio.ensure_future(oc.observe("apy", after=seen_a.revision, wait_ms=10000))
+        await asyncio.sleep(0.05)
+        await ac.proclaim("apy", got[0], "b")
+        return got, seen_a, await nxt, await ac.leader("apy")
+    finally:
+        await oc.close()
+        await ac.close()
+
+
+got_a, seen_a, nxt, lead_a = asyncio.run(aio_part())
+t.check(got_a is not None and seen_a.value == b"a", "aio: campaign and observe", (got_a, seen_a))
+t.check(nxt is not None and nxt.value == b"b" and nxt.revision > seen_a.revision,
+        "aio: a waiting observe gets the proclaimed value", nxt)
+t.check(lead_a is not None and lead_a.token == got_a[0], "aio: leader", lead_a)
 t.finish()
