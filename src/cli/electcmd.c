@@ -350,7 +350,9 @@ static int campaign(fence_client *c, const elect_args *a, uint64_t lease, leader
 {
     uint64_t start = fence_monotonic_ms();
     for (;;) {
-        uint32_t chunk = 60000;
+        /* One wait as long as the server allows: a campaign again after a
+         * wait ran out queues at the end of the line. */
+        uint32_t chunk = (uint32_t)FENCE_WAIT_MS_MAX;
         if (a->base.wait_ms > 0) {
             uint64_t spent = fence_monotonic_ms() - start;
             if (spent >= a->base.wait_ms)
