@@ -189,7 +189,7 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     }
     if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE) && slot->conn != NULL)
         fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
-    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE)
+    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_CAMPAIGN)
         fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
