@@ -37,6 +37,7 @@ struct fence_observer {
     fence_conn *conn;      /* its connection */
     uint64_t after;        /* answer a revision above this */
     uint64_t deadline_ms;  /* uv_now() at which it answers nil */
+    bool timed_out;        /* on the waking list: answer nil */
     uint16_t name_len;
     uint8_t name[FENCE_NAME_MAX];
 };
@@ -72,45 +73,82 @@ void fence__elect_reply_state(fence_slot *slot, const fence_fsm_elect_state *st,
         free(buf);
 }
 
-static void unlink_obs(fence_server *s, fence_observer *o)
+/* Remove o from the list whose head is *head. */
+static void list_remove(fence_observer **head, fence_observer *o)
 {
     if (o->prev != NULL)
         o->prev->next = o->next;
     else
-        s->obs.head = o->next;
+        *head = o->next;
     if (o->next != NULL)
         o->next->prev = o->prev;
+    o->next = o->prev = NULL;
+}
+
+static void list_push(fence_observer **head, fence_observer *o)
+{
+    o->prev = NULL;
+    o->next = *head;
+    if (*head != NULL)
+        (*head)->prev = o;
+    *head = o;
+}
+
+/* Forget o (its slot stays its connection's). */
+static void forget(fence_server *s, fence_observer **head, fence_observer *o)
+{
+    list_remove(head, o);
     FENCE_ASSERT(s->obs.n > 0);
     s->obs.n--;
     FENCE_ASSERT(o->conn->observers > 0);
     o->conn->observers--;
+    free(o);
 }
 
-/* Arm the timer for the earliest deadline (or stop it). */
-static void rearm(fence_server *s);
-
-static void timer_cb(uv_timer_t *t)
+/* Answer the observers moved to the waking list, one at a time: a reply
+ * that fails for lack of memory closes its connection, and the close
+ * (fence__observe_conn_closed) takes that connection's other observers off
+ * the waking list too, so no freed slot is touched. */
+static void answer_waking(fence_server *s)
 {
-    fence_server *s = t->data;
-    uint64_t now = uv_now(s->loop);
-    fence_observer *o = s->obs.head;
-    while (o != NULL) {
-        fence_observer *next = o->next;
-        if (o->deadline_ms <= now) {
-            unlink_obs(s, o);
-            fence_slot *slot = o->slot;
-            free(o);
-            slot->state = SLOT_NEW;
+    fence_observer *o;
+    while ((o = s->obs.waking) != NULL) {
+        fence_slot *slot = o->slot;
+        fence_fsm_elect_state st;
+        int rc = o->timed_out ? 0 : fence_fsm_elect_info(s->fsm, o->name, o->name_len, &st);
+        char nm[FENCE_NAME_MAX + 32];
+        snprintf(nm, sizeof(nm), "%.*s is a lock", (int)o->name_len, (const char *)o->name);
+        bool timed_out = o->timed_out;
+        forget(s, &s->obs.waking, o);
+        slot->state = SLOT_NEW;
+        if (timed_out) {
             char buf[8];
             size_t n = fence_resp_nil_v(buf, sizeof(buf), slot->resp);
             fence__slot_reply(slot, buf, n);
+        } else if (rc != 0) {
+            fence__slot_error(slot, "WRONGTYPE", nm);
+        } else {
+            fence__elect_reply_state(slot, &st, false);
         }
-        o = next;
     }
-    rearm(s);
-    fence__conns_flush(s);
 }
 
+static void timer_cb(uv_timer_t *t);
+
+/* Arm the timer for uv_now() = due (UINT64_MAX: stop it). */
+static void arm_at(fence_server *s, uint64_t due)
+{
+    s->obs.timer_due = due;
+    if (due == UINT64_MAX) {
+        uv_timer_stop(&s->obs.timer);
+        return;
+    }
+    uint64_t now = uv_now(s->loop);
+    uv_timer_start(&s->obs.timer, timer_cb, due > now ? due - now : 0, 0);
+}
+
+/* Arm the timer for the earliest deadline (or stop it): a scan of the
+ * parked observers. */
 static void rearm(fence_server *s)
 {
     if (s->stopping)
@@ -119,12 +157,28 @@ static void rearm(fence_server *s)
     for (fence_observer *o = s->obs.head; o != NULL; o = o->next)
         if (o->deadline_ms < first)
             first = o->deadline_ms;
-    if (first == UINT64_MAX) {
-        uv_timer_stop(&s->obs.timer);
-        return;
-    }
+    arm_at(s, first);
+}
+
+/* The earliest WAIT ran out: those observers answer nil. */
+static void timer_cb(uv_timer_t *t)
+{
+    fence_server *s = t->data;
+    s->obs.timer_due = UINT64_MAX;
     uint64_t now = uv_now(s->loop);
-    uv_timer_start(&s->obs.timer, timer_cb, first > now ? first - now : 0, 0);
+    fence_observer *o = s->obs.head;
+    while (o != NULL) {
+        fence_observer *next = o->next;
+        if (o->deadline_ms <= now) {
+            list_remove(&s->obs.head, o);
+            o->timed_out = true;
+            list_push(&s->obs.waking, o);
+        }
+        o = next;
+    }
+    answer_waking(s);
+    rearm(s);
+    fence__conns_flush(s);
 }
 
 void fence__observe_init(fence_server *s)
@@ -132,6 +186,7 @@ void fence__observe_init(fence_server *s)
     memset(&s->obs, 0, sizeof(s->obs));
     uv_timer_init(s->loop, &s->obs.timer);
     s->obs.timer.data = s;
+    s->obs.timer_due = UINT64_MAX;
     s->obs.seen_rev = fence_fsm_elect_revision(s->fsm);
 }
 
@@ -219,14 +274,13 @@ void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
     o->deadline_ms = uv_now(s->loop) + wait_ms;
     o->name_len = (uint16_t)name->len;
     memcpy(o->name, name->ptr, name->len);
-    o->next = s->obs.head;
-    if (o->next != NULL)
-        o->next->prev = o;
-    s->obs.head = o;
+    list_push(&s->obs.head, o);
     s->obs.n++;
     c->observers++;
     slot->state = SLOT_OBSERVE;
-    rearm(s);
+    /* Only an earlier deadline moves the timer (no scan per request). */
+    if (o->deadline_ms < s->obs.timer_due && !s->stopping)
+        arm_at(s, o->deadline_ms);
 }
 
 void fence__observe_poll(fence_server *s)
@@ -235,43 +289,37 @@ void fence__observe_poll(fence_server *s)
     if (rev == s->obs.seen_rev)
         return;
     s->obs.seen_rev = rev; /* a restore may lower it: any change wakes */
-    bool woke = false;
     fence_observer *o = s->obs.head;
     while (o != NULL) {
         fence_observer *next = o->next;
         fence_fsm_elect_state st;
         int rc = fence_fsm_elect_info(s->fsm, o->name, o->name_len, &st);
         if (rc != 0 || st.revision > o->after) {
-            unlink_obs(s, o);
-            fence_slot *slot = o->slot;
-            char nm[FENCE_NAME_MAX + 32];
-            snprintf(nm, sizeof(nm), "%.*s is a lock", (int)o->name_len, (const char *)o->name);
-            free(o);
-            slot->state = SLOT_NEW;
-            if (rc != 0)
-                fence__slot_error(slot, "WRONGTYPE", nm);
-            else
-                fence__elect_reply_state(slot, &st, false);
-            woke = true;
+            list_remove(&s->obs.head, o);
+            list_push(&s->obs.waking, o);
         }
         o = next;
     }
-    if (woke)
+    if (s->obs.waking != NULL) {
+        answer_waking(s);
         rearm(s);
+    }
 }
 
 void fence__observe_conn_closed(fence_conn *c)
 {
     fence_server *s = c->srv;
-    fence_observer *o = s->obs.head;
-    while (o != NULL && c->observers > 0) {
-        fence_observer *next = o->next;
-        if (o->conn == c) {
-            unlink_obs(s, o);
-            o->slot->state = SLOT_NEW;
-            free(o);
+    fence_observer **lists[2] = {&s->obs.head, &s->obs.waking};
+    for (int i = 0; i < 2 && c->observers > 0; i++) {
+        fence_observer *o = *lists[i];
+        while (o != NULL && c->observers > 0) {
+            fence_observer *next = o->next;
+            if (o->conn == c) {
+                o->slot->state = SLOT_NEW;
+                forget(s, lists[i], o);
+            }
+            o = next;
         }
-        o = next;
     }
     FENCE_ASSERT(c->observers == 0);
     rearm(s);

@@ -148,9 +148,11 @@ typedef struct fence_owners {
 typedef struct fence_observer fence_observer;
 typedef struct fence_observers {
     fence_observer *head;   /* every parked observer (a doubly linked list) */
+    fence_observer *waking; /* taken off head, being answered (observe.c) */
     uint32_t n;             /* how many */
     uint64_t seen_rev;      /* the core's election revision at the last scan */
     uv_timer_t timer;       /* the earliest WAIT deadline */
+    uint64_t timer_due;     /* uv_now() the timer fires at, UINT64_MAX: stopped */
 } fence_observers;
 
 /* The daemon. */
