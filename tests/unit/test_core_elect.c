@@ -474,6 +474,56 @@ static void test_snapshot(void)
     done(f);
 }
 
+/* A version-4 snapshot (no kinds' sections) restores with no elections
+ * and re-encodes as version 5; a version-4 one that carries a section is
+ * refused; an elections section whose candidates do not match the lock's
+ * waiters is refused. */
+static void test_snapshot_v4(void)
+{
+    fence_fsm *f = new_fsm();
+    uint64_t a = grant(f, 0, 10000, 0);
+    fence_cmd lk = c_named(FENCE_CMD_LOCK, "plain");
+    lk.lease = a;
+    REQUIRE(run(f, 1, lk).status == FENCE_ST_OK);
+    size_t n = 0;
+    uint8_t *s5 = snap(f, &n);
+    CHECK_EQ_U64(s5[4], 5);
+    size_t n4 = n - 16; /* the empty "elect" section: count, counter, tombs */
+    uint8_t *s4 = malloc(n4);
+    REQUIRE(s4 != NULL);
+    memcpy(s4, s5, n4 - 4);
+    s4[4] = 4;
+    reseal(s4, n4);
+    fence_fsm *g = new_fsm();
+    REQUIRE(fence_fsm_restore(g, s4, n4) == 0);
+    size_t m = 0;
+    uint8_t *again = snap(g, &m);
+    REQUIRE(m == n);
+    CHECK(memcmp(again, s5, n) == 0);
+    free(again);
+    /* Version 4 with the section still there: trailing bytes. */
+    s5[4] = 4;
+    reseal(s5, n);
+    CHECK_EQ_I64(fence_fsm_restore(g, s5, n), FENCE_ST_INVALID);
+    free(s4);
+    free(s5);
+    /* A candidate count that is not the lock's waiter count. */
+    uint64_t b = grant(f, 2, 10000, 0);
+    REQUIRE(run(f, 3, c_campaign("e", a, 0, "a")).status == FENCE_ST_OK);
+    REQUIRE(run(f, 3, c_campaign("e", b, 5000, "b")).status == FENCE_ST_QUEUED);
+    uint8_t *s = snap(f, &n);
+    /* The section ends with: u32 candidates (1) | u32 len (1) | "b". */
+    REQUIRE(n > 13);
+    CHECK_EQ_U64(s[n - 4 - 1], 'b');
+    CHECK_EQ_U64(s[n - 4 - 1 - 4 - 4], 1);
+    s[n - 4 - 1 - 4 - 4] = 2;
+    reseal(s, n);
+    CHECK_EQ_I64(fence_fsm_restore(g, s, n), FENCE_ST_INVALID);
+    free(s);
+    fence_fsm_destroy(g);
+    done(f);
+}
+
 /* The entry codec carries the commands and their values; a value over
  * the limit is refused. */
 static void test_entry_codec(void)
@@ -525,6 +575,7 @@ int main(void)
     TEST_RUN(test_reqid_cancel);
     TEST_RUN(test_leader_start_rebase);
     TEST_RUN(test_snapshot);
+    TEST_RUN(test_snapshot_v4);
     TEST_RUN(test_entry_codec);
     return TEST_DONE();
 }
