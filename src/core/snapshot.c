@@ -27,9 +27,10 @@
  *     u64 req_id | u64 owner (version 4 on) | u64 request fingerprint
  *     | u8 status | u64 lease
  *     | u64 token | u64 wait_id | u64 value
- *   version 5: one section per coordination kind, in the order rw, multi,
- *   elect, sem, each u32 count | records (multi: core/multi.c);
- *   a version-4 snapshot restores with them empty.
+ *   version 5: one section per coordination kind, in the order rw,
+ *   multi, elect, sem (each u32 count | records, written and read by the
+ *   kind's own file: core/multi.c for "multi", elect_snap.c for "elect");
+ *   a version-4 snapshot restores with every section empty.
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
@@ -119,6 +120,7 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
     }
     n += (size_t)f->dedup.count * SNAP_DEDUP;
     n += fence__multi_snap_size(f);
+    n += fence__elect_snap_size(f);
     return n;
 }
 
@@ -212,6 +214,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, d->result.value);
     }
     w.p = fence__multi_snap_write(f, w.p, w.end);
+    w.p += fence__elect_snap_write(f, w.p, (size_t)(w.end - w.p));
     size_t body = (size_t)(w.p - buf);
     put32(&w, fence__crc32c(buf, body));
     FENCE_ASSERT((size_t)(w.p - buf) == size);
@@ -580,6 +583,14 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     fence__free(n, v);
     if (rc != 0) {
         return rc;
+    }
+    if (version >= 5 && r.ok) {
+        size_t used = 0;
+        rc = fence__elect_snap_read(n, r.p, left(&r), &used);
+        if (rc != 0) {
+            return rc;
+        }
+        r.p += used;
     }
     if (!r.ok || r.p != r.end) {
         return FENCE_ST_INVALID;
