@@ -202,6 +202,7 @@ static void grant_wait(fence_fsm *f, fence__wait *w)
                      : k->nsholders > 0 ? join_shared(f, k, l)
                                         : grant_shared(f, k, l);
     f->n_handoffs++;
+    fence__elect_won(f, k, w);
     if (acq) {
         FENCE_ASSERT(l->dedicated);
         fence__heap_move(&f->heap, &l->hi, f->now_ms + l->ttl_ms);
@@ -239,6 +240,7 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     r.wait_id = w->id;
     emit(f, w, &r);
     FENCE_ASSERT(fence__list_empty(&w->reqs));
+    fence__elect_cand_free(f, w);
     fence__free(f, w);
     if (k->nsholders > 0) {
         /* The shared waiters it held back may join the phase now. */
@@ -260,6 +262,7 @@ static void lease_remove(fence_fsm *f, fence__lease *l, bool expired)
     while (!fence__list_empty(&l->held)) {
         fence__lock *k = HELD_OF(l->held.first);
         fence__held_unlink(f, k);
+        fence__elect_lost(f, k);
         if (expired && l->lock_delay_ms > 0) {
             fence__lock_set_delay(f, k, l->lock_delay_ms,
                                   f->now_ms + l->lock_delay_ms);
@@ -540,6 +543,10 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
     /* The owner's quota: a lock this lease holds or waits for already
      * counts, so only a new hold or wait is refused. */
     if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL &&
@@ -632,6 +639,10 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     r->status = FENCE_ST_OK;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
     if (k != NULL && k->nsholders > 0 && k->token == c->token) {
         /* The holders of a phase share this token: which one? */
         r->status = FENCE_ST_INVALID;
@@ -671,6 +682,10 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
     bool join = shared && k != NULL && k->nsholders > 0 && k->nwaiters == 0;
     bool free_now = k == NULL || (fence__lock_is_free(k) && k->nwaiters == 0) || join;
     if (!free_now) {
@@ -733,6 +748,10 @@ static void cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     r->status = FENCE_ST_OK;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
     fence__lease *l = fence__lease_find(f, c->lease);
     if (k == NULL || l == NULL || k->token != c->token) {
         r->value = 0;
@@ -817,6 +836,15 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
         break;
     case FENCE_CMD_LEASE_CHECKPOINT:
         fence__cmd_checkpoint(f, c, r); /* checkpoint.c */
+        break;
+    case FENCE_CMD_ELECT_CAMPAIGN:
+        fence__elect_campaign(f, c, r);
+        break;
+    case FENCE_CMD_ELECT_PROCLAIM:
+        fence__elect_proclaim(f, c, r);
+        break;
+    case FENCE_CMD_ELECT_RESIGN:
+        fence__elect_resign(f, c, r);
         break;
     default:
         r->status = FENCE_ST_INVALID;
@@ -937,5 +965,18 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
         }
         fence__dedup_trim(f, f->limits.dedup_max);
     }
+}
+
+/* ---- The primitives the kinds' files use (fsm_int.h) ---------------------- */
+
+uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    return grant(f, k, l);
+}
+
+fence__wait *fence__enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
+                            const fence_cmd *c, fence_result *r)
+{
+    return enqueue(f, l, k, c, false, r);
 }
 

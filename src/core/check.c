@@ -400,5 +400,8 @@ const char *fence_fsm_check(const fence_fsm *f)
     if ((e = fence__multi_check(f)) != NULL) {
         return e;
     }
+    if ((e = fence__elect_check(f)) != NULL) {
+        return e;
+    }
     return check_heap(f, f->leases.count + f->waits.count + ndelay);
 }

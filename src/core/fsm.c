@@ -76,6 +76,7 @@ void fence__fsm_free(fence_fsm *f)
     for (fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
         free_all(f, &LOCK_OF(p)->sholders, offsetof(fence__shold, klink));
     }
+    fence__elect_free_all(f);
     free_all(f, &f->wait_list, offsetof(fence__wait, wlink));
     free_all(f, &f->lock_list, offsetof(fence__lock, tlink));
     free_all(f, &f->lease_list, offsetof(fence__lease, link));

@@ -121,6 +121,9 @@ const char *fence__check_shared(const fence_fsm *f)
         if (n != k->nsholders || k->sholders.last != prev) {
             return "shared holder count wrong";
         }
+        if (n > 0 && k->elect != NULL) {
+            return "an election is held shared";
+        }
         if (n > 0) {
             slocks++;
             if (k->holder != NULL || k->in_delay) {
@@ -157,6 +160,12 @@ const char *fence__check_shared(const fence_fsm *f)
             return "lease's shared hold count wrong";
         }
         lholds += n;
+    }
+    for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        const fence__wait *w = WAIT_OF(p);
+        if (w->shared && (w->parts != NULL || w->lock == NULL || w->lock->elect != NULL)) {
+            return "a shared wait that is not on one plain lock";
+        }
     }
     if (holds != f->nsheld || lholds != f->nsheld || slocks != f->nslocks) {
         return "shared hold counters do not add up";

@@ -33,6 +33,7 @@
  *     rw (core/shared.c): the shared holds and shared waits; a lock held
  *     shared is a lock record above with holder 0 and not in lock-delay
  *     multi (core/multi.c): the multi waits
+ *     elect (core/elect_snap.c): the elections
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
@@ -123,6 +124,7 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
     n += (size_t)f->dedup.count * SNAP_DEDUP;
     n += fence__rw_snap_size(f);
     n += fence__multi_snap_size(f);
+    n += fence__elect_snap_size(f);
     return n;
 }
 
@@ -218,6 +220,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     }
     w.p += fence__rw_snap_write(f, w.p, (size_t)(w.end - w.p));
     w.p = fence__multi_snap_write(f, w.p, w.end);
+    w.p += fence__elect_snap_write(f, w.p, (size_t)(w.end - w.p));
     size_t body = (size_t)(w.p - buf);
     put32(&w, fence__crc32c(buf, body));
     FENCE_ASSERT((size_t)(w.p - buf) == size);
@@ -594,6 +597,14 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     fence__free(n, v);
     if (rc != 0) {
         return rc;
+    }
+    if (version >= 5 && r.ok) {
+        size_t used = 0;
+        rc = fence__elect_snap_read(n, r.p, left(&r), &used);
+        if (rc != 0) {
+            return rc;
+        }
+        r.p += used;
     }
     if (!r.ok || r.p != r.end) {
         return FENCE_ST_INVALID;

@@ -188,6 +188,16 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     case FENCE_ST_NIL:
         reply_nil(slot);
         return;
+    case FENCE_ST_WRONGTYPE: {
+        /* -WRONGTYPE <name> is a <kind> (the one name space). */
+        bool elect_op = slot->op == OP_CAMPAIGN || slot->op == OP_PROCLAIM ||
+                        slot->op == OP_RESIGN;
+        char msg[FENCE_NAME_MAX + 48];
+        snprintf(msg, sizeof(msg), "%.*s is %s", (int)slot->sign_name_len, slot->sign_name,
+                 elect_op ? "a lock" : "an election");
+        fence__slot_error(slot, "WRONGTYPE", msg);
+        return;
+    }
     default:
         break;
     }
@@ -195,7 +205,7 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         slot->conn != NULL)
         fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
     if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_LOCK_MULTI ||
-        slot->op == OP_ACQUIRE_MULTI)
+        slot->op == OP_ACQUIRE_MULTI || slot->op == OP_CAMPAIGN)
         fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
@@ -225,6 +235,11 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         reply_uints(slot, v, 2);
         break;
     }
+    case OP_PROCLAIM: /* the new revision, or 0: the token does not lead */
+    case OP_RESIGN:   /* 1, or 0 */
+        reply_uint(slot, r->value);
+        break;
+    case OP_CAMPAIGN:
     case OP_ACQUIRE: {
         if (slot->signer != NULL) {
             reply_signed(slot, r, true);
@@ -295,6 +310,18 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
         }
         uint64_t v[3] = {li.ttl_ms, remaining(li.deadline_ms, now), li.locks_held};
         reply_uints(slot, v, 3);
+        return;
+    }
+    if (slot->op == OP_ELECT_LEADER) {
+        fence_fsm_elect_state st;
+        if (fence_fsm_elect_info(s->fsm, cmd->name, cmd->name_len, &st) != 0) {
+            char msg[FENCE_NAME_MAX + 32];
+            snprintf(msg, sizeof(msg), "%.*s is a lock", (int)cmd->name_len,
+                     (const char *)cmd->name);
+            fence__slot_error(slot, "WRONGTYPE", msg);
+            return;
+        }
+        fence__elect_reply_state(slot, &st, true);
         return;
     }
     FENCE_ASSERT(slot->op == OP_LOCK_INFO);

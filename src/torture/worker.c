@@ -84,6 +84,7 @@ typedef struct config {
     uint64_t long_pct;       /* percent of holds in [hold_max/2, hold_max] */
     uint64_t shared_pct;     /* percent of iterations that are readers */
     bool once;               /* once mode (demo) instead of the loop */
+    bool elect;              /* --elect: lead the election cfg.lock instead of locking it */
 } config;
 
 static config cfg;                                   /* set once by parse_args */
@@ -432,15 +433,24 @@ static uint64_t do_lock(endpoint *fe, uint64_t lease, bool shared)
     snprintf(ls, sizeof(ls), "%" PRIu64, lease);
     snprintf(ws, sizeof(ws), "%" PRIu64, cfg.wait_ms);
     const char *argv[] = {"LOCK", cfg.lock, ls, "WAIT", ws, "SHARED"};
+    /* --elect: ELECTION.CAMPAIGN name lease value WAIT ms, answered
+     * [token, lease]; logged as the lock it is (the leader's token fences
+     * the same way). */
+    const char *eargv[] = {"ELECTION.CAMPAIGN", cfg.lock, ls, "worker", "WAIT", ws};
     uint64_t n = atomic_fetch_add(&op_seq, 1);
     char lk[600];
     json_escape(lk, sizeof(lk), cfg.lock, strlen(cfg.lock));
     ev("lock", "invoke", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"wait\":%" PRIu64 "%s", lk, lease,
        cfg.wait_ms, shared ? ",\"shared\":1" : "");
     redisReply *r;
-    res rc = call(fe, &r, cfg.wait_ms, shared ? 6 : 5, argv);
+    res rc = cfg.elect ? call(fe, &r, cfg.wait_ms, 6, eargv)
+                       : call(fe, &r, cfg.wait_ms, shared ? 6 : 5, argv);
     uint64_t token = 0;
-    if (rc == RES_OK && r->type == REDIS_REPLY_INTEGER && reply_u64(r, &token) && token != 0) {
+    if (rc == RES_OK && cfg.elect && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        reply_u64(r->element[0], &token) && token != 0) {
+        ev("lock", "ok", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"token\":%" PRIu64, lk, lease, token);
+    } else if (rc == RES_OK && !cfg.elect && r->type == REDIS_REPLY_INTEGER &&
+               reply_u64(r, &token) && token != 0) {
         ev("lock", "ok", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"token\":%" PRIu64 "%s", lk, lease,
            token, shared ? ",\"shared\":1" : "");
     } else {
@@ -509,11 +519,11 @@ static void do_unlock(endpoint *fe, uint64_t token, uint64_t lease)
     char ts[32], ls[32];
     snprintf(ts, sizeof(ts), "%" PRIu64, token);
     snprintf(ls, sizeof(ls), "%" PRIu64, lease);
-    const char *argv[] = {"UNLOCK", cfg.lock, ts, "LEASE", ls};
+    const char *argv[] = {cfg.elect ? "ELECTION.RESIGN" : "UNLOCK", cfg.lock, ts, "LEASE", ls};
     uint64_t n = atomic_fetch_add(&op_seq, 1);
     ev("unlock", "invoke", n, "\"token\":%" PRIu64, token);
     redisReply *r;
-    res rc = call(fe, &r, 0, lease != 0 ? 5 : 3, argv);
+    res rc = call(fe, &r, 0, lease != 0 && !cfg.elect ? 5 : 3, argv);
     uint64_t v;
     if (rc == RES_OK && reply_u64(r, &v)) {
         ev("unlock", "ok", n, "\"token\":%" PRIu64 ",\"released\":%" PRIu64, token, v);
@@ -581,7 +591,7 @@ static void iteration(endpoint *fe, endpoint *se, uint64_t iter)
     atomic_store(&cur_lease, lease);
     /* A reader (a shared hold) or a writer; no draw at all without
      * --shared-pct, so older runs replay as they were. */
-    bool reader = !cfg.once && cfg.shared_pct > 0 && rnd() % 100 < cfg.shared_pct;
+    bool reader = !cfg.once && !cfg.elect && cfg.shared_pct > 0 && rnd() % 100 < cfg.shared_pct;
     uint64_t token = do_lock(fe, lease, reader);
     if (token == 0) {
         atomic_store(&cur_lease, 0);
@@ -667,6 +677,7 @@ static void usage(FILE *f)
             "  --shared-pct P     percent of iterations that read under a shared lock\n"
             "                     (LOCK ... SHARED; read, hold, read, admit again; default 0)\n"
             "  --once             demo mode: one pass writing --value to --key after --hold-ms\n"
+            "  --elect            lead the election --lock (ELECTION.CAMPAIGN / RESIGN)\n"
             "  --key KEY --value V --hold-ms MS\n");
 }
 
@@ -696,6 +707,10 @@ static void parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--once") == 0) {
             cfg.once = true;
+            continue;
+        }
+        if (strcmp(a, "--elect") == 0) {
+            cfg.elect = true;
             continue;
         }
         if (i + 1 >= argc) {

@@ -37,10 +37,38 @@ static int pick_node(sim *s)
 static void set_name(sim_req *q, unsigned lock)
 {
     q->lock = lock;
-    memcpy(q->name_buf, "lock", 4);
-    q->name_buf[4] = (uint8_t)('0' + lock);
+    memcpy(q->name_buf, lock >= SIM_ELECT_BASE ? "elec" : "lock", 4);
+    q->name_buf[4] = (uint8_t)('0' + lock % SIM_ELECT_BASE);
     q->cmd.name = q->name_buf;
     q->cmd.name_len = 5;
+}
+
+/* Some LOCKs and UNLOCKs become elections' commands (core/elect.h),
+ * derived from the fields already drawn so that the random stream (and
+ * every seed's run) stays what it was: a LOCK of a lease id = 1 mod 5 is a
+ * CAMPAIGN for election "elecN"; an UNLOCK of a held election is a RESIGN
+ * (or a PROCLAIM), one of a random name with token 1 or 2 mod 4 a RESIGN
+ * or PROCLAIM of "elecN" (mostly not the leader's token). */
+static void to_election(sim_req *q)
+{
+    fence_cmd *c = &q->cmd;
+    if (c->type == FENCE_CMD_LOCK && c->lease % 5 == 1) {
+        c->type = FENCE_CMD_ELECT_CAMPAIGN;
+        set_name(q, SIM_ELECT_BASE + q->lock % SIM_ELECT_BASE);
+    } else if (c->type == FENCE_CMD_UNLOCK &&
+               (q->lock >= SIM_ELECT_BASE || c->token % 4 == 1 || c->token % 4 == 2)) {
+        c->type = c->token % 3 == 0 ? FENCE_CMD_ELECT_PROCLAIM : FENCE_CMD_ELECT_RESIGN;
+        set_name(q, SIM_ELECT_BASE + q->lock % SIM_ELECT_BASE);
+    } else {
+        return;
+    }
+    if (c->type != FENCE_CMD_ELECT_RESIGN) {
+        q->value_buf[0] = c->type == FENCE_CMD_ELECT_CAMPAIGN ? 'c' : 'p';
+        q->value_buf[1] = (uint8_t)('0' + (c->lease + c->token) % 10);
+        q->value_buf[2] = (uint8_t)('0' + c->wait_ms % 10);
+        c->value = q->value_buf;
+        c->value_len = 3;
+    }
 }
 
 /* Choose a random new request for a client. */
@@ -145,9 +173,10 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->names = q->mnames;
         c->names_count = (uint16_t)n;
     }
+    to_election(q);
     /* Shared (read) holds on about half the LOCKs and ACQUIREs left (not
-     * the multi-locks), derived as the quotas are: a few locks see phases,
-     * queued writers and readers held back behind them. */
+     * the multi-locks nor the elections), derived as the quotas are: a few
+     * locks see phases, queued writers and readers held back behind them. */
     if ((c->type == FENCE_CMD_LOCK && (c->lease + q->lock) % 2 == 1) ||
         (c->type == FENCE_CMD_ACQUIRE && (c->ttl_ms + q->lock) % 2 == 1))
         c->flags |= FENCE_CMD_F_SHARED;
@@ -208,9 +237,10 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
         break;
     case FENCE_CMD_LOCK:
     case FENCE_CMD_ACQUIRE:
+    case FENCE_CMD_ELECT_CAMPAIGN:
         if (r->status == FENCE_ST_OK)
             client_ack_grant(s, cl, q->lock, r->token,
-                             c->type == FENCE_CMD_LOCK ? c->lease : r->lease,
+                             c->type == FENCE_CMD_ACQUIRE ? r->lease : c->lease,
                              (c->flags & FENCE_CMD_F_SHARED) != 0);
         break;
     case FENCE_CMD_LOCK_MULTI:
@@ -221,9 +251,10 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
         break;
     case FENCE_CMD_UNLOCK:
     case FENCE_CMD_UNLOCK_SHARED:
+    case FENCE_CMD_ELECT_RESIGN:
         for (unsigned k = 0; k < cl->n_held; k++)
             if (cl->held[k].token == c->token &&
-                (c->type == FENCE_CMD_UNLOCK || cl->held[k].lease == c->lease)) {
+                (c->type != FENCE_CMD_UNLOCK_SHARED || cl->held[k].lease == c->lease)) {
                 cl->held[k] = cl->held[--cl->n_held];
                 break;
             }
@@ -244,6 +275,8 @@ static void client_retry(sim_client *cl, const sim_req *q)
         d->cmd.name = d->name_buf;
     if (d->cmd.names_count)
         d->cmd.names = d->mnames;
+    if (d->cmd.value_len)
+        d->cmd.value = d->value_buf;
     d->sent = false;
     d->ans = ANS_NONE;
 }

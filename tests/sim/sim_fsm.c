@@ -80,10 +80,11 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     for (unsigned k = 0; k < nc; k++) {
         const fence_result *res = &results[k];
         bool multi = cmds[k].type == FENCE_CMD_LOCK_MULTI;
-        if ((cmds[k].type != FENCE_CMD_LOCK && cmds[k].type != FENCE_CMD_ACQUIRE && !multi) ||
-            res->status != FENCE_ST_OK)
+        if ((cmds[k].type != FENCE_CMD_LOCK && cmds[k].type != FENCE_CMD_ACQUIRE && !multi &&
+             cmds[k].type != FENCE_CMD_ELECT_CAMPAIGN) || res->status != FENCE_ST_OK)
             continue;
-        uint64_t lid = cmds[k].type == FENCE_CMD_LOCK || (multi && cmds[k].lease != 0)
+        uint64_t lid = cmds[k].type == FENCE_CMD_LOCK || cmds[k].type == FENCE_CMD_ELECT_CAMPAIGN ||
+                               (multi && cmds[k].lease != 0)
                            ? cmds[k].lease
                            : res->lease;
         bool shared = (cmds[k].flags & FENCE_CMD_F_SHARED) != 0;
@@ -222,10 +223,10 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
             if (nm == NULL) {
                 /* An event does not carry the name: ask the fsm which lock
                  * now holds this token. */
-                static const char *names[SIM_LOCKS] = {"lock0", "lock1",
-                                                       "lock2", "lock3",
-                                                       "lock4"};
-                for (unsigned L = 0; L < SIM_LOCKS; L++) {
+                static const char *names[2 * SIM_LOCKS] = {
+                    "lock0", "lock1", "lock2", "lock3", "lock4",
+                    "elec0", "elec1", "elec2", "elec3", "elec4"};
+                for (unsigned L = 0; L < 2 * SIM_LOCKS; L++) {
                     fence_fsm_lock_state li;
                     if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)names[L],
                                             5, &li) &&

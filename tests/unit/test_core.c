@@ -9,10 +9,6 @@
 #include "core/snapshot.h"
 #include "core/fsm_int.h"
 
-/* Bytes the empty sections of the coordination kinds take at the end of a
- * version-5 snapshot (a u32 count each: rw and multi). */
-#define SNAP_KIND_TAIL 8
-
 static void alloc_scenario(long budget, uint8_t **snap_out, size_t *len_out)
 {
     fx x;
@@ -312,6 +308,11 @@ static void test_entry_round_trip(void)
     free(buf);
 }
 
+/* Bytes of the coordination kinds' sections in a version-5 snapshot of a
+ * state without any (snapshot.c): rw's (shared.c) is 4, multi's (multi.c)
+ * 4, elect's (elect_snap.c) 16. */
+#define SNAP_KINDS_EMPTY (4 + 4 + 16)
+
 /* Logs and snapshots written before the global bound on waits still
  * load: a version-1 entry's LEADER_START decodes with waits_max =
  * UINT32_MAX (no bound, what it meant), and a version-2 snapshot restores
@@ -356,17 +357,16 @@ static void test_old_versions_load(void)
     uint8_t *v4 = malloc(n4);
     REQUIRE(v4 != NULL);
     REQUIRE(fence_fsm_snapshot(x.f, v4, n4) == n4);
-    CHECK_EQ_U64(v4[4], 5);
+    CHECK_EQ_U64(v4[4], 5); /* version 5: version 4 + the kinds' sections */
     /* Header 4 + 4 + 32 + 20, lease count 4, then the lease: 33 bytes and
      * its owner.  The version-5 kinds' sections (empty: a u32 count each)
      * end it before the CRC. */
-    size_t kinds = SNAP_KIND_TAIL;
     size_t owner_at = 4 + 4 + 32 + 20 + 4 + 33;
-    size_t n = n4 - 8 - kinds;
+    size_t n = n4 - 8 - SNAP_KINDS_EMPTY;
     uint8_t *v3 = malloc(n);
     REQUIRE(v3 != NULL);
     memcpy(v3, v4, owner_at);
-    memcpy(v3 + owner_at, v4 + owner_at + 8, n4 - owner_at - 8 - 4 - kinds);
+    memcpy(v3 + owner_at, v4 + owner_at + 8, n4 - owner_at - 8 - 4 - SNAP_KINDS_EMPTY);
     v3[4] = 3;
     uint32_t crc3 = fence__crc32c(v3, n - 4);
     for (int i = 0; i < 4; i++) {
@@ -570,10 +570,9 @@ static void test_snapshot_stale_queued_record(void)
     uint8_t *s = snap(&x, &n);
     /* The newest dedup record ends the snapshot: its wait_id is the u64
      * before the value and the CRC.  Point it at the wait that ended. */
-    size_t at = n - 20 - SNAP_KIND_TAIL; /* before the (empty) version-5 kinds' sections */
-    REQUIRE(n > 24);
-    CHECK_EQ_U64(s[at], q2.wait_id);
-    s[at] = (uint8_t)q1.wait_id;
+    REQUIRE(n > 20 + SNAP_KINDS_EMPTY);
+    CHECK_EQ_U64(s[n - 20 - SNAP_KINDS_EMPTY], q2.wait_id);
+    s[n - 20 - SNAP_KINDS_EMPTY] = (uint8_t)q1.wait_id;
     reseal(s, n);
     REQUIRE(fence_fsm_restore(y.f, s, n) == 0);
     CHECK(fence_fsm_check(y.f) == NULL);

@@ -15,8 +15,8 @@
 #include "core/snapshot.h"
 
 /* Bytes of the kinds' sections after rw in a snapshot without them (an
- * empty multi section: its u32 count). */
-#define SNAP_AFTER_RW 4
+ * empty multi section: its u32 count, 4; an empty elect section, 16). */
+#define SNAP_AFTER_RW (4 + 16)
 
 static void *s_alloc(void *ctx, size_t n)
 {
