@@ -142,6 +142,15 @@ t.eq(1, c.execute_command("UNLOCK", "my", mgot["token"]), "UNLOCK of one name re
 t2 = c.execute_command("LOCK", "mx", mc, "SHARED")
 t.check(t2 > mgot["token"], "the next shared phase has a higher token", (t2, mgot))
 t.eq(1, c.execute_command("UNLOCK", "mx", t2, "LEASE", mc), "and is released")
+# One name space: an election's name is no lock, shared or not.
+el = c.execute_command("LEASE.GRANT", 60000)
+etok = c.execute_command("ELECTION.CAMPAIGN", "el", el, "v")[0]
+e = err(lambda: c.execute_command("LOCK", "el", el, "SHARED"))
+t.check(e is not None and "WRONGTYPE" in e, "LOCK ... SHARED of an election: WRONGTYPE", e)
+e = err(lambda: c.execute_command("UNLOCK", "el", etok, "LEASE", el))
+t.check(e is not None and "WRONGTYPE" in e, "UNLOCK ... LEASE of an election: WRONGTYPE", e)
+t.check(c.execute_command("ELECTION.RESIGN", "el", etok) in (1, b"OK", "OK"),
+        "the election is unchanged and resigns")
 # Shared holds survive a restart (snapshots every few entries, then the log).
 s1 = c.execute_command("LEASE.GRANT", 120000)
 s2 = c.execute_command("LEASE.GRANT", 120000)
