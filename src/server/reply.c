@@ -16,27 +16,6 @@
 /* Largest value a RESP integer reply can carry. */
 #define INT_REPLY_MAX ((uint64_t)INT64_MAX)
 
-/* ---- Slots ------------------------------------------------------------------ */
-
-/* Make the slot's reply final.  An orphaned slot (its connection closed)
- * is freed instead. */
-void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len)
-{
-    FENCE_ASSERT(slot->state != SLOT_READY);
-    slot->state = SLOT_READY;
-    fence__server_metrics_slot(slot, NULL);
-    fence__net_slot_reply(&slot->base, bytes, len);
-}
-
-/* Reply with "-CODE msg". */
-void fence__slot_error(fence_slot *slot, const char *code, const char *msg)
-{
-    FENCE_ASSERT(slot->state != SLOT_READY);
-    slot->state = SLOT_READY;
-    fence__server_metrics_slot(slot, code);
-    fence__net_slot_error(&slot->base, code, msg);
-}
-
 /* ---- Replies ------------------------------------------------------------------ */
 
 /* Reply for a request that needs the leader when this server cannot serve
