@@ -9,7 +9,7 @@
 for b in fenced fence-store fence-faults fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "torture elect: $BUILD/$b is missing (build it first)"; finish; }
 done
-args=(--elect --duration "${TORTURE_DURATION:-25}" --workers 4 --ttl-ms 1000
+args=(--elect --duration "${TORTURE_DURATION:-15}" --workers 4 --ttl-ms 1000
       --faults pause-holder,pause-waiter,pause,kill-fenced,reset --out "$TEST_TMP/run")
 [ -z "${SEED:-}" ] && [ "${CI:-}" = true ] && SEED=2101
 [ -n "${SEED:-}" ] && args+=(--seed "$SEED")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short torture run (about 40 s) with half of the workers' iterations
+# A short torture run (about 25 s) with half of the workers' iterations
 # readers under a shared lock (LOCK ... SHARED: read, hold, read, admit
 # again; UNLOCK ... LEASE), the rest writers incrementing the counter, every
 # fault kind.  The checker must find no violation: no lost update, no stale
@@ -9,7 +9,7 @@
 for b in fenced fence-store fence-faults fence-torture-worker fence-torture; do
     [ -x "$BUILD/$b" ] || { not_ok "torture: $BUILD/$b is missing (build it first)"; finish; }
 done
-args=(--duration "${TORTURE_DURATION:-35}" --workers 4 --ttl-ms 1000 --shared-pct 50
+args=(--duration "${TORTURE_DURATION:-20}" --workers 4 --ttl-ms 1000 --shared-pct 50
       --out "$TEST_TMP/run")
 [ -z "${SEED:-}" ] && [ "${CI:-}" = true ] && SEED=1002
 [ -n "${SEED:-}" ] && args+=(--seed "$SEED")
