@@ -117,6 +117,12 @@ static void handoff(fence_fsm *f, fence__lock *k)
 {
     FENCE_ASSERT(k->holder == NULL);
     FENCE_ASSERT(!k->in_delay);
+    if (k->sem != NULL) {
+        /* A semaphore's slot: its waiters queue on the semaphore. */
+        FENCE_ASSERT(k->nwaiters == 0);
+        fence__sem_slot_free(f, k);
+        return;
+    }
     fence__wait *w = QWAIT_OF(k->queue.first);
     while (w != NULL && !waiter_eligible(f, w)) {
         w = QWAIT_OF(w->qlink.next);
@@ -155,6 +161,7 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     FENCE_ASSERT(status == FENCE_ST_NIL || status == FENCE_ST_NOLEASE);
     fence__lease *l = w->lease;
     fence__lock *k = w->lock;
+    fence__sem *s = w->sem;
     bool acq = w->acquire;
     fence__wait_unlink(f, w);
     fence_result r;
@@ -164,7 +171,11 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     emit(f, w, &r);
     FENCE_ASSERT(fence__list_empty(&w->reqs));
     fence__free(f, w);
-    fence__lock_maybe_destroy(f, k);
+    if (s != NULL) {
+        fence__sem_maybe_destroy(f, s);
+    } else {
+        fence__lock_maybe_destroy(f, k);
+    }
     if (acq && revoke_dedicated) {
         FENCE_ASSERT(l->dedicated);
         lease_remove(f, l, false);
@@ -414,6 +425,10 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_INVALID;
         return;
     }
+    if (fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE;
+        return;
+    }
     fence__lease *l = fence__lease_find(f, c->lease);
     if (l == NULL || !fence__lease_live(f, l)) {
         r->status = FENCE_ST_NOLEASE;
@@ -477,6 +492,10 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_INVALID;
         return;
     }
+    if (fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE;
+        return;
+    }
     r->status = FENCE_ST_OK;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
     if (k == NULL || k->holder == NULL || k->token != c->token) {
@@ -504,6 +523,10 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         c->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX ||
         c->wait_ms > FENCE_WAIT_MS_MAX) {
         r->status = FENCE_ST_INVALID;
+        return;
+    }
+    if (fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE;
         return;
     }
     if (f->leases.count >= f->limits.leases_max || quota_leases_full(f, c) ||
@@ -606,6 +629,12 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_CANCEL:
         cmd_cancel(f, c, r);
         break;
+    case FENCE_CMD_SEM_ACQUIRE:
+        fence__cmd_sem_acquire(f, c, r);
+        break;
+    case FENCE_CMD_SEM_RELEASE:
+        fence__cmd_sem_release(f, c, r);
+        break;
     default:
         r->status = FENCE_ST_INVALID;
         break;
@@ -613,6 +642,43 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
 }
 
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
+
+/* ---- Entry points for the kinds' files (fsm_int.h) ------------------------ */
+
+uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    return grant(f, k, l);
+}
+
+void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r)
+{
+    emit(f, w, r);
+}
+
+void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired)
+{
+    lease_remove(f, l, expired);
+}
+
+bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w)
+{
+    return waiter_eligible(f, w);
+}
+
+bool fence__may_use(const fence_cmd *c, const fence__lease *l)
+{
+    return may_use(c, l);
+}
+
+bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c)
+{
+    return quota_leases_full(f, c);
+}
+
+bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c)
+{
+    return quota_locks_full(f, c);
+}
 
 /* Apply one command at now_ms: advance time (LEADER_START only moves the
  * clock: it rebases the old deadlines instead of firing them), run the

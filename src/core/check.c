@@ -210,7 +210,7 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
     if (nheld != f->nheld) {
         return "held lock count wrong";
     }
-    if (nwaiters != f->waits.count) {
+    if (nwaiters + f->n_sem_waits != f->waits.count) {
         return "waiters in FIFOs do not match the wait table";
     }
     *ndelay_out = ndelay;
@@ -374,6 +374,9 @@ const char *fence_fsm_check(const fence_fsm *f)
         return e;
     }
     if ((e = check_owners(f)) != NULL) {
+        return e;
+    }
+    if ((e = fence__sem_check(f)) != NULL) {
         return e;
     }
     return check_heap(f, f->leases.count + f->waits.count + ndelay);

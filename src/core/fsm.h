@@ -352,6 +352,26 @@ size_t fence_fsm_locks_list(const fence_fsm *f, uint64_t after, size_t max_visit
                             void *ctx, fence_fsm_lock_entry *out, size_t cap,
                             uint64_t *next);
 
+/* A semaphore as SEM.INFO shows it. */
+typedef struct fence_fsm_sem_state {
+    uint32_t permits;    /* N */
+    uint32_t slots_used; /* slots held or in lock-delay */
+    uint32_t waiters;    /* waits queued on the semaphore */
+} fence_fsm_sem_state;
+/* One slot that is held or in lock-delay. */
+typedef struct fence_fsm_sem_slot {
+    uint32_t slot;        /* 0..N-1: the resource fences it as name#slot */
+    uint64_t token;       /* token of the slot's last grant */
+    uint64_t lease;       /* the holder lease, 0 in lock-delay */
+    uint64_t deadline_ms; /* holder lease deadline, or lock-delay end */
+    uint64_t owner;       /* owner of the holder lease (0 in lock-delay) */
+} fence_fsm_sem_slot;
+/* true when the semaphore exists: *out filled, and its used slots, in slot
+ * order, written to slots (at most cap; *n receives how many). */
+bool fence_fsm_sem_info(const fence_fsm *f, const uint8_t *name, uint16_t len,
+                        fence_fsm_sem_state *out, fence_fsm_sem_slot *slots, size_t cap,
+                        size_t *n);
+
 /* One lease as LEASE.LIST shows it. */
 typedef struct fence_fsm_lease_entry {
     uint64_t id;            /* lease id (the iteration key) */

@@ -44,6 +44,7 @@ enum {
 
 typedef struct fence__lock fence__lock;
 typedef struct fence__wait fence__wait;
+typedef struct fence__sem fence__sem;
 
 /* What one owner has (for the quotas, fsm.h): exists while the owner has a
  * lease; derived state (a snapshot does not carry it; restore rebuilds it
@@ -88,6 +89,9 @@ struct fence__lock {
     uint64_t delay_ms;     /* the lock-delay in force */
     fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
     uint32_t nwaiters;     /* length of the FIFO */
+    fence__sem *sem;       /* a semaphore's slot lock (name#slot): the
+                              semaphore (sem.c); NULL for a plain lock */
+    uint32_t slot;         /* with sem: the slot, 0..permits-1 */
     uint16_t name_len;     /* 1..FENCE_NAME_MAX */
     uint8_t name[];        /* the name bytes */
 };
@@ -102,7 +106,10 @@ struct fence__wait {
     uint64_t id;                 /* from 1, never reused */
     uint64_t wait_ms;            /* requested wait, for LEADER_START rebase */
     struct fence__lease *lease;  /* the lease that waits */
-    fence__lock *lock;           /* the lock waited for */
+    fence__lock *lock;           /* the lock waited for (NULL for a
+                                    semaphore's wait) */
+    fence__sem *sem;             /* SEM_ACQUIRE: the semaphore waited for
+                                    (in its FIFO by qlink), else NULL */
     bool acquire;                /* an ACQUIRE (its lease is dedicated) */
     bool has_req;                /* req_id is a dedup key */
     uint64_t req_id;             /* client request id */
@@ -155,6 +162,11 @@ struct fence_fsm {
     uint64_t n_expired_held; /* ... holding at least one lock */
     uint64_t n_revoked;      /* live leases revoked */
     fence__heap heap;        /* every pending deadline */
+    fence__htab sems;        /* semaphores (fence__sem), by name (sem.c) */
+    fence__list sem_list;    /* every semaphore (fence__sem.link), by
+                                creation */
+    uint64_t n_sem_waits;    /* waits in the semaphores' FIFOs (part of
+                                waits.count) */
 };
 
 /* The object of a list link, or NULL (for walking the lists). */
@@ -281,5 +293,69 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                       fence_result *out);
 /* The body of fence_fsm_advance without the events reset. */
 void fence__advance(fence_fsm *f, uint64_t now_ms);
+
+/* Shared with sem.c: thin entry points into apply.c's statics. */
+/* Grant free lock k to live lease l: the next token. */
+uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l);
+/* Report the end of wait w (resolving its dedup records). */
+void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r);
+/* Release a lease's locks, fail its waits, free it (revoked: expired 0). */
+void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired);
+/* Whether waiter w may be granted now. */
+bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w);
+/* Whether command c may act on lease l. */
+bool fence__may_use(const fence_cmd *c, const fence__lease *l);
+/* The owner's quotas (fsm.h "Quotas") are full. */
+bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
+bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c);
+
+/* ---- sem.c: semaphores of slots ---------------------------------------------- */
+
+/* A semaphore of permits slots.  Slot i is an ordinary lock object named
+ * name#i (the fence a resource guards), with sem/slot set: it is held,
+ * released, expired and put in lock-delay like any lock, but hand-off goes
+ * to the semaphore's FIFO (fence__sem_slot_free).  The semaphore exists
+ * while a slot lock exists (held or in lock-delay) or anyone waits. */
+struct fence__sem {
+    fence__hnode hn;       /* in fsm.sems, by name */
+    fence__link link;      /* in fsm.sem_list, by creation */
+    uint32_t permits;      /* N: 1..FENCE_SEM_PERMITS_MAX, fixed */
+    uint32_t nslots;       /* slot locks that exist (bits set in used) */
+    uint64_t used[FENCE_SEM_PERMITS_MAX / 64]; /* bit i: slot lock i exists */
+    fence__list queue;     /* FIFO of waits (fence__wait.qlink), by id */
+    uint32_t nwaiters;     /* length of queue */
+    uint16_t name_len;     /* 1..FENCE_NAME_MAX */
+    uint8_t name[];        /* the name bytes */
+};
+#define SEM_OF(lnk) FENCE__LIST_ITEM(fence__sem, link, (lnk))
+
+fence__sem *fence__sem_find(const fence_fsm *f, const uint8_t *name, uint16_t len);
+/* When name is base#i (i canonical decimal: no sign, no leading zero, at
+ * most four digits): true, with base's length and i. */
+bool fence__sem_split_slot(const uint8_t *name, uint16_t len, uint16_t *base_len,
+                           uint32_t *slot);
+/* True when name belongs to a semaphore: its own name, or name#i of a slot
+ * i < N of an existing semaphore.  LOCK, ACQUIRE and UNLOCK of such a name
+ * answer WRONGTYPE (one holder per fence). */
+bool fence__sem_claims(const fence_fsm *f, const uint8_t *name, uint16_t len);
+/* Slot lock k (k->sem set) just became available (holder NULL, no
+ * lock-delay): grant it to the semaphore's first eligible waiter, or free
+ * it (and the semaphore when nothing keeps it). */
+void fence__sem_slot_free(fence_fsm *f, fence__lock *k);
+/* Free semaphore s when no slot lock exists and no one waits. */
+void fence__sem_maybe_destroy(fence_fsm *f, fence__sem *s);
+/* Take wait w (w->sem set) out of its semaphore's FIFO (wait_unlink). */
+void fence__sem_unqueue(fence__wait *w);
+void fence__cmd_sem_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r);
+void fence__cmd_sem_release(fence_fsm *f, const fence_cmd *c, fence_result *r);
+/* Free every semaphore (fence__fsm_free). */
+void fence__sem_free_all(fence_fsm *f);
+/* The invariants of the semaphores and their slot locks (check.c). */
+const char *fence__sem_check(const fence_fsm *f);
+/* Snapshot section "sem" (sem_snap.c): size, write (returns the end),
+ * read into a state being restored (0 or FENCE_ST_*). */
+size_t fence__sem_snap_size(const fence_fsm *f);
+uint8_t *fence__sem_snap_write(const fence_fsm *f, uint8_t *p, const uint8_t *end);
+int fence__sem_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end);
 
 #endif /* FENCE_FSM_INT_H */

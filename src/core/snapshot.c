@@ -21,6 +21,11 @@
  *     u64 req_id | u64 owner (version 4 on) | u64 request fingerprint
  *     | u8 status | u64 lease
  *     | u64 token | u64 wait_id | u64 value
+ *   (version 5 on) one section per coordination kind, in the order rw,
+ *   multi, elect, sem, each u32 count | records, written and read by the
+ *   kind's own file: sem is core/sem_snap.c.  A version-4 snapshot
+ *   restores with every section empty.  The waits section above holds the
+ *   waits on locks only; a semaphore's waits are in its section.
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
@@ -31,7 +36,7 @@
 #include "core/snapshot.h"
 
 #define SNAP_MAGIC "FNCS"
-#define SNAP_VERSION 4u
+#define SNAP_VERSION 5u
 #define SNAP_VERSION_MIN 2u
 #define SNAP_HEADER (4 + 4 + 8 * 4 + 5 * 4)
 /* The shortest header (version 2). */
@@ -105,8 +110,9 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
     for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
         n += SNAP_LOCK_FIXED + LOCK_OF(p)->name_len;
     }
-    n += (size_t)f->waits.count * SNAP_WAIT;
+    n += (size_t)(f->waits.count - f->n_sem_waits) * SNAP_WAIT;
     n += (size_t)f->dedup.count * SNAP_DEDUP;
+    n += fence__sem_snap_size(f);
     return n;
 }
 
@@ -158,10 +164,13 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, k->in_delay ? k->delay_ms : 0);
         put64(&w, k->in_delay ? k->hi.deadline_ms : 0);
     }
-    put32(&w, f->waits.count);
+    put32(&w, (uint32_t)(f->waits.count - f->n_sem_waits));
     last = 0;
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
         const fence__wait *x = WAIT_OF(p);
+        if (x->sem != NULL) {
+            continue; /* in the sem section */
+        }
         FENCE_ASSERT(x->id > last);
         FENCE_ASSERT(x->lock->holder != x->lease);
         FENCE_ASSERT(x->has_req || x->req_id == 0);
@@ -189,6 +198,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, d->result.wait_id);
         put64(&w, d->result.value);
     }
+    w.p = fence__sem_snap_write(f, w.p, w.end);
     size_t body = (size_t)(w.p - buf);
     put32(&w, fence__crc32c(buf, body));
     FENCE_ASSERT((size_t)(w.p - buf) == size);
@@ -497,6 +507,21 @@ static int read_dedup(fence_fsm *n, rbuf *r)
     return 0;
 }
 
+/* Attach the QUEUED dedup records of waits restored after the dedup
+ * section (the kinds' sections), oldest first as read_dedup does. */
+static void attach_late(fence_fsm *n)
+{
+    for (fence__link *p = n->dedup_list.first; p != NULL; p = p->next) {
+        fence__dedup *d = DEDUP_OF(p);
+        if (d->result.status == FENCE_ST_QUEUED && d->wait == NULL) {
+            fence__wait *w = fence__wait_find(n, d->result.wait_id);
+            if (w != NULL) {
+                fence__dedup_attach(d, w);
+            }
+        }
+    }
+}
+
 /* Decode a whole snapshot into the empty state n. */
 static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
 {
@@ -544,6 +569,13 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     rc = read_dedup(n, &r);
     if (rc != 0) {
         return rc;
+    }
+    if (version >= 5 && r.ok) {
+        rc = fence__sem_snap_read(n, &r.p, r.end);
+        if (rc != 0) {
+            return rc;
+        }
+        attach_late(n);
     }
     if (!r.ok || r.p != r.end) {
         return FENCE_ST_INVALID;
