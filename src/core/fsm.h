@@ -91,6 +91,28 @@
  * joins the existing wait instead of queueing twice).  A CANCELled wait
  * forgets all of their request ids, so each retry queues afresh.
  *
+ * Semaphores (SEM_ACQUIRE, SEM_RELEASE; core/sem.c): a semaphore of N
+ * permits (1..FENCE_SEM_PERMITS_MAX) is N slots, and slot i is the lock
+ * named name#i (decimal, no leading zero): a resource fences it as that
+ * name.  The first SEM_ACQUIRE fixes N (the name plus "#" and the digits of
+ * N-1 must fit FENCE_NAME_MAX, else INVALID); one with another N answers
+ * WRONGTYPE with value = N.  The semaphore exists while a slot is held or
+ * in lock-delay or anyone waits, and goes away with the last; the next
+ * acquire may then choose another N.  SEM_ACQUIRE grants the lowest free
+ * slot (OK: token, lease, slot), or queues FIFO (QUEUED, WAIT as LOCK) or
+ * answers NIL; a freed slot goes to the first live waiter.  A lease holds
+ * at most one slot of a semaphore: acquiring again answers the slot it
+ * holds (or the wait it has).  lease 0 is the dedicated form: ttl_ms and
+ * lock_delay_ms make a lease as ACQUIRE does (revoked by SEM_RELEASE, a
+ * wait timeout or CANCEL).  SEM_RELEASE frees the slot when token is its
+ * holder's (value 1, else 0; INVALID for a slot >= N).  Slots are locks in
+ * every other respect: expiry and LEASE_REVOKE free them (with lock-delay),
+ * they count against locks_max and quota_locks, their waits against
+ * waits_max, waiters_max (the semaphore's FIFO) and quota_locks.  One name
+ * space: while the semaphore exists, LOCK, ACQUIRE and UNLOCK of its name
+ * or of name#i (i < N) answer WRONGTYPE, and a first SEM_ACQUIRE answers
+ * WRONGTYPE while a lock or a semaphore holds one of those names.
+ *
  * Events: every call that runs commands or time (fence_fsm_apply_entry,
  * fence_fsm_apply, fence_fsm_advance) first forgets the events of the
  * previous call, then collects the events of its own in an array inside the

@@ -26,7 +26,7 @@ void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
     if (admin)
         cmd->flags |= FENCE_CMD_F_ADMIN;
     if ((cmd->type != FENCE_CMD_LEASE_GRANT && cmd->type != FENCE_CMD_LOCK &&
-         cmd->type != FENCE_CMD_ACQUIRE) ||
+         cmd->type != FENCE_CMD_ACQUIRE && cmd->type != FENCE_CMD_SEM_ACQUIRE) ||
         !fence_acl_any_quota(c->srv->acl.acl))
         return;
     const fence_acl_user *u = fence__acl_srv_user(&c->srv->acl, &c->compat);

@@ -402,14 +402,66 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             return;
         break;
     }
+    case OP_SEM_ACQUIRE: {
+        uint32_t end;
+        uint64_t n = 0;
+        cmd.type = FENCE_CMD_SEM_ACQUIRE;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "n", 1, FENCE_SEM_PERMITS_MAX, &n) != 0 ||
+            take_signed(s, slot, m, &cmd, &end) != 0)
+            return;
+        cmd.permits = (uint32_t)n;
+        fence__cmd_sem_keep_name(slot, &cmd);
+        if (arg_is(&m->argv[3], "TTL")) {
+            /* The dedicated form: SEM.ACQUIRE name n TTL ms [LOCKDELAY ms] ... */
+            slot->op = OP_SEM_ACQUIRE_TTL;
+            cmd.lock_delay_ms = s->cfg->lock_delay_ms;
+            if (end < 5) {
+                fence__slot_error(slot, "ERR", "syntax error: TTL without a value");
+                return;
+            }
+            if (arg_u64(slot, &m->argv[4], "TTL", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
+                        &cmd.ttl_ms) != 0 ||
+                parse_options(slot, m, 5, end, OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID, &cmd) !=
+                    0)
+                return;
+        } else if (end > 3) {
+            if (arg_u64(slot, &m->argv[3], "lease", 1, INT_REPLY_MAX, &cmd.lease) != 0 ||
+                parse_options(slot, m, 4, end, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
+                return;
+        } else {
+            fence__slot_error(slot, "ERR", "syntax error: a lease or TTL ms is needed");
+            return;
+        }
+        break;
+    }
+    case OP_SEM_RELEASE: {
+        uint64_t v = 0;
+        cmd.type = FENCE_CMD_SEM_RELEASE;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "slot", 0, FENCE_SEM_PERMITS_MAX - 1, &v) != 0 ||
+            arg_u64(slot, &m->argv[3], "token", 0, INT_REPLY_MAX, &cmd.token) != 0)
+            return;
+        cmd.slot = (uint32_t)v;
+        fence__cmd_sem_keep_name(slot, &cmd);
+        break;
+    }
+    case OP_SEM_INFO:
+        if (arg_name(slot, &m->argv[1], &cmd) != 0)
+            return;
+        break;
     default:
         FENCE_ASSERT(!"command table and dispatch disagree");
         return;
     }
-    /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO), go to the
-     * leader module, which answers through the reply sink (reply.c). */
+    if (def->op == OP_LOCK || def->op == OP_ACQUIRE || def->op == OP_UNLOCK)
+        fence__cmd_sem_keep_name(slot, &cmd); /* for a WRONGTYPE message */
+    /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO, SEM.INFO),
+     * go to the leader module, which answers through the reply sink
+     * (reply.c). */
     fence__server_acl_stamp(c, &cmd);
     slot->state = SLOT_LEADER;
     fence__leader_submit(s->leader, &c->lconn, slot, &cmd,
-                         def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO);
+                         def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO ||
+                             def->op == OP_SEM_INFO);
 }

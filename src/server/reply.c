@@ -174,12 +174,17 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     case FENCE_ST_NIL:
         reply_nil(slot);
         return;
+    case FENCE_ST_WRONGTYPE:
+        fence__cmd_reply_wrongtype(slot, r);
+        return;
     default:
         break;
     }
-    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE) && slot->conn != NULL)
+    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE_TTL) &&
+        slot->conn != NULL)
         fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
-    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE)
+    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE ||
+        slot->op == OP_SEM_ACQUIRE_TTL)
         fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
@@ -210,6 +215,11 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         reply_uints(slot, v, 2);
         break;
     }
+    case OP_SEM_ACQUIRE:
+    case OP_SEM_ACQUIRE_TTL:
+    case OP_SEM_RELEASE:
+        fence__cmd_sem_reply(slot, r);
+        break;
     default:
         FENCE_ASSERT(!"unexpected op for a command result");
         fence__slot_error(slot, "ERR", "internal error");
@@ -235,6 +245,10 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
         }
         uint64_t v[3] = {li.ttl_ms, remaining(li.deadline_ms, now), li.locks_held};
         reply_uints(slot, v, 3);
+        return;
+    }
+    if (slot->op == OP_SEM_INFO) {
+        fence__cmd_sem_info(s, slot, cmd);
         return;
     }
     FENCE_ASSERT(slot->op == OP_LOCK_INFO);

@@ -70,6 +70,11 @@ enum fence_op {
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
     OP_HEALTH,         /* HEALTH: can this node serve writes */
     OP_LIST,           /* LOCK.LIST, LEASE.LIST (list.c) */
+    OP_SEM_ACQUIRE,    /* SEM.ACQUIRE name n lease (cmd_sem.c) */
+    OP_SEM_ACQUIRE_TTL, /* SEM.ACQUIRE name n TTL ms: a dedicated lease
+                           (the slot's op once parsed; replies the lease) */
+    OP_SEM_RELEASE,    /* SEM.RELEASE */
+    OP_SEM_INFO,       /* SEM.INFO (read) */
 };
 
 /* Where a slot is in its life. */
@@ -96,7 +101,9 @@ struct fence_slot {
     const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
                             * to sign the grant with (the server's), else NULL */
     uint16_t sign_name_len; /* with signer: bytes in sign_name */
-    char sign_name[FENCE_NAME_MAX]; /* with signer: the lock name */
+    char sign_name[FENCE_NAME_MAX]; /* with signer: the lock name; SEM.*
+                            * always keep the semaphore's name here (the
+                            * signed slot name and the WRONGTYPE message) */
 };
 
 /* One client connection (TCP or Unix socket): the shared layer's
@@ -239,6 +246,11 @@ void fence__slot_error(fence_slot *slot, const char *code, const char *msg);
 void fence__reply_sink(fence_leader_ops *ops);
 /* Turn a command's result (or a wait's event) into the slot's reply. */
 void fence__cmd_reply_result(fence_slot *slot, const fence_result *r);
+/* cmd_sem.c: the semaphore commands' replies, and WRONGTYPE. */
+void fence__cmd_sem_keep_name(fence_slot *slot, const fence_cmd *cmd);
+void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r);
+void fence__cmd_sem_reply(fence_slot *slot, const fence_result *r);
+void fence__cmd_sem_info(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
 /* Answer a read (LEASE.INFO, LOCK.INFO) from applied state. */
 void fence__cmd_reply_read(fence_server *s, fence_slot *slot,
                            const fence_cmd *cmd);
