@@ -27,14 +27,37 @@ void fence__cmd_sem_keep_name(fence_slot *slot, const fence_cmd *cmd)
     slot->sign_name_len = cmd->name_len;
 }
 
+/* The length of base when the slot's name is base#digits and no semaphore
+ * has the whole name (asked of the state now: it is only the wording);
+ * -1 when the name is a semaphore's own. */
+static int slot_base(fence_slot *slot)
+{
+    int i = (int)slot->sign_name_len;
+    while (i > 0 && slot->sign_name[i - 1] >= '0' && slot->sign_name[i - 1] <= '9')
+        i--;
+    if (i == (int)slot->sign_name_len || i < 2 || slot->sign_name[i - 1] != '#')
+        return -1;
+    if (slot->conn != NULL) {
+        fence_fsm_sem_state st;
+        size_t n = 0;
+        if (fence_fsm_sem_info(slot->conn->srv->fsm, (const uint8_t *)slot->sign_name,
+                               slot->sign_name_len, &st, NULL, 0, &n))
+            return -1;
+    }
+    return i - 1;
+}
+
 /* -WRONGTYPE <name> is a <kind>: the name belongs to another kind. */
 void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r)
 {
     char msg[FENCE_NAME_MAX + 128];
     int len = slot->sign_name_len > 64 ? 64 : (int)slot->sign_name_len;
     const char *name = slot->sign_name;
+    int base;
     bool sem_op = slot->op == OP_SEM_ACQUIRE || slot->op == OP_SEM_ACQUIRE_TTL ||
                   slot->op == OP_SEM_RELEASE;
+    if (memchr(name, '\0', slot->sign_name_len) != NULL)
+        len = 0; /* a name with NUL bytes: not worded */
     if (sem_op && r->value != 0)
         snprintf(msg, sizeof(msg), "%.*s is a semaphore of %" PRIu64 " permits", len, name,
                  r->value);
@@ -42,9 +65,11 @@ void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r)
         snprintf(msg, sizeof(msg),
                  "%.*s is a lock (or a lock holds one of its slot names %.*s#<slot>)", len,
                  name, len, name);
+    else if ((base = slot_base(slot)) >= 0)
+        snprintf(msg, sizeof(msg), "%.*s is a slot of semaphore %.*s (SEM.ACQUIRE, SEM.RELEASE)",
+                 len, name, base > len ? len : base, name);
     else
-        snprintf(msg, sizeof(msg),
-                 "%.*s is a semaphore or one of its slots (SEM.ACQUIRE, SEM.RELEASE)", len,
+        snprintf(msg, sizeof(msg), "%.*s is a semaphore (SEM.ACQUIRE, SEM.RELEASE)", len,
                  name);
     fence__slot_error(slot, "WRONGTYPE", msg);
 }

@@ -19,6 +19,10 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import TMP, Fenced, Tap, redis  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "clients", "python", "src"))
+import fenced  # noqa: E402
+
 t = Tap()
 
 
@@ -157,6 +161,23 @@ t.check(e is not None and "permission" in e.lower(), "alice: SEM.INFO rq is NOPE
 e = err(x, "SEM.RELEASE", "orders:w", 0, x("SEM.INFO", "orders:w")[1][0][1])
 t.check(e is None, "default (+@all, so @admin) may release alice's slot", e)
 ca.close()
+
+# The Python client.
+pc = fenced.Client("127.0.0.1:%d" % f.port)
+pl = pc.lease_grant(60000)
+got_py = pc.sem_acquire("py", 2, pl)
+t.check(got_py is not None and got_py[0] == 0, "python: sem_acquire gives slot 0", got_py)
+si = pc.sem_info("py")
+t.check(si is not None and si.permits == 2 and si.slots[0].token == got_py[1] and
+        si.waiters == 0, "python: sem_info", si)
+try:
+    pc.sem_acquire("py", 3, pl)
+    t.check(False, "python: another N raises WrongType")
+except fenced.WrongType as e:
+    t.check("2 permits" in str(e), "python: another N raises WrongType", str(e))
+t.check(pc.sem_release("py", 0, got_py[1]), "python: sem_release")
+t.eq(None, pc.sem_info("py"), "python: gone after the release")
+pc.close()
 
 # A restart restores the last snapshot (taken every few entries here, with
 # the semaphore in it) and replays the rest: the semaphore is back as it was.
