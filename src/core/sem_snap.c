@@ -6,6 +6,9 @@
  *     order, which is ascending id):
  *       u64 id | u64 lease | u64 wait_ms | u64 deadline_ms
  *       | u8 flags (1: a dedicated lease's, 2: has req_id) | u64 req_id
+ *   u32 nrecs, then per dedup record whose result names a slot other than
+ *   0 (the dedup section has no slot field), in the dedup section's order:
+ *     u32 position in the dedup section | u32 slot
  *
  * The slot locks are in the locks section already (as name#slot): restore
  * flags every lock whose name is a slot of a restored semaphore.  The
@@ -25,9 +28,19 @@
 /* Furthest any deadline may lie beyond now in a valid state. */
 #define SEM_HORIZON_MS (FENCE_TTL_MS_MAX + FENCE_WAIT_MS_MAX)
 
+/* Dedup records whose result carries a slot (other than 0). */
+static uint32_t slot_records(const fence_fsm *f)
+{
+    uint32_t n = 0;
+    for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
+        n += DEDUP_OF(p)->result.slot != 0;
+    }
+    return n;
+}
+
 size_t fence__sem_snap_size(const fence_fsm *f)
 {
-    size_t n = 4;
+    size_t n = 4 + 4 + (size_t)slot_records(f) * 8;
     for (const fence__link *p = f->sem_list.first; p != NULL; p = p->next) {
         const fence__sem *s = SEM_OF(p);
         n += SEM_FIXED + s->name_len + (size_t)s->nwaiters * SEM_WAIT;
@@ -59,6 +72,17 @@ uint8_t *fence__sem_snap_write(const fence_fsm *f, uint8_t *p, const uint8_t *en
                               (w->has_req ? SEM_WAIT_F_REQ : 0));
             fence__put_u64(p + 33, w->req_id);
             p += SEM_WAIT;
+        }
+    }
+    fence__put_u32(p, slot_records(f));
+    p += 4;
+    uint32_t pos = 0;
+    for (const fence__link *q = f->dedup_list.first; q != NULL; q = q->next, pos++) {
+        const fence__dedup *d = DEDUP_OF(q);
+        if (d->result.slot != 0) {
+            fence__put_u32(p, pos);
+            fence__put_u32(p + 4, d->result.slot);
+            p += 8;
         }
     }
     FENCE_ASSERT(p <= end);
@@ -275,6 +299,38 @@ static int link_slots(fence_fsm *n)
     return 0;
 }
 
+/* The slots of the dedup records' results. */
+static int read_slot_records(fence_fsm *n, cur *c)
+{
+    if (!has(c, 4)) {
+        return FENCE_ST_INVALID;
+    }
+    uint32_t count = fence__get_u32(c->p);
+    c->p += 4;
+    if (count > n->dedup.count || !has(c, (size_t)count * 8)) {
+        return FENCE_ST_INVALID;
+    }
+    fence__link *q = n->dedup_list.first;
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t pos = fence__get_u32(c->p);
+        uint32_t slot = fence__get_u32(c->p + 4);
+        c->p += 8;
+        if (pos < at || pos >= n->dedup.count || slot == 0 || slot >= FENCE_SEM_PERMITS_MAX) {
+            return FENCE_ST_INVALID;
+        }
+        while (at < pos) {
+            q = q->next;
+            at++;
+        }
+        FENCE_ASSERT(q != NULL);
+        DEDUP_OF(q)->result.slot = slot;
+        q = q->next;
+        at++;
+    }
+    return 0;
+}
+
 int fence__sem_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end)
 {
     cur c = {*p, end};
@@ -294,6 +350,10 @@ int fence__sem_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end)
         }
     }
     int rc = link_slots(n);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = read_slot_records(n, &c);
     if (rc != 0) {
         return rc;
     }

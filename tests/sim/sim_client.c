@@ -43,6 +43,32 @@ static void set_name(sim_req *q, unsigned lock)
     q->cmd.name_len = 5;
 }
 
+/* Requests drawn for lock SIM_SEM_LOCK (or a client's slot grant) go to
+ * the semaphore: LOCK -> SEM_ACQUIRE with the lease, ACQUIRE -> its TTL
+ * form, UNLOCK -> SEM_RELEASE.  No random draw: every seed's stream stays
+ * what it was. */
+static void to_semaphore(sim_req *q)
+{
+    fence_cmd *c = &q->cmd;
+    bool slot_grant = q->lock >= SIM_SEM_SLOT;
+    if ((q->lock != SIM_SEM_LOCK && !slot_grant) || q->is_read)
+        return;
+    if (c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE) {
+        c->type = FENCE_CMD_SEM_ACQUIRE;
+        c->permits = SIM_SEM_N;
+        if (c->lease == 0 && c->ttl_ms == 0)
+            c->ttl_ms = 1000;
+    } else if (c->type == FENCE_CMD_UNLOCK) {
+        c->type = FENCE_CMD_SEM_RELEASE;
+        c->slot = slot_grant ? q->lock - SIM_SEM_SLOT : (uint32_t)(c->token % SIM_SEM_N);
+    } else {
+        return;
+    }
+    memcpy(q->name_buf, "sem", 3);
+    c->name = q->name_buf;
+    c->name_len = 3;
+}
+
 /* Choose a random new request for a client. */
 static void client_new_req(sim *s, sim_client *cl, sim_req *q)
 {
@@ -76,7 +102,8 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->type = FENCE_CMD_UNLOCK;
         if (cl->n_held && rng_pct(g, 85)) {
             unsigned k = (unsigned)rng_range(g, 0, cl->n_held - 1);
-            set_name(q, cl->held[k].lock);
+            set_name(q, cl->held[k].lock < SIM_SEM_SLOT ? cl->held[k].lock : 0);
+            q->lock = cl->held[k].lock;
             c->token = cl->held[k].token;
         } else {
             set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
@@ -118,6 +145,7 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->flags |= FENCE_CMD_F_QUOTA;
         c->quota_locks = (uint32_t)(3 + c->lease % 4);
     }
+    to_semaphore(q);
 }
 
 /* Record a grant a client was told about. */
@@ -172,7 +200,13 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
             client_ack_grant(s, cl, q->lock, r->token,
                              c->type == FENCE_CMD_LOCK ? c->lease : r->lease);
         break;
+    case FENCE_CMD_SEM_ACQUIRE:
+        if (r->status == FENCE_ST_OK)
+            client_ack_grant(s, cl, SIM_SEM_SLOT + r->slot, r->token,
+                             c->lease != 0 ? c->lease : r->lease);
+        break;
     case FENCE_CMD_UNLOCK:
+    case FENCE_CMD_SEM_RELEASE:
         for (unsigned k = 0; k < cl->n_held; k++)
             if (cl->held[k].token == c->token) {
                 cl->held[k] = cl->held[--cl->n_held];

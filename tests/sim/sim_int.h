@@ -49,6 +49,13 @@
 #define SIM_MAX_NODES 8
 #define SIM_MAX_CLIENTS 32
 #define SIM_LOCKS 5                          /* lock names "lock0".."lock4" */
+/* The semaphore of slots (core/sem.c): requests drawn for the last lock
+ * (lock4) go to the semaphore "sem" of SIM_SEM_N slots instead, whose
+ * slot i is the fence "sem#i"; a client's grant of slot i is recorded as
+ * lock number SIM_SEM_SLOT + i. */
+#define SIM_SEM_LOCK (SIM_LOCKS - 1)
+#define SIM_SEM_N 2
+#define SIM_SEM_SLOT 100
 #define SIM_RESULTS_MAX 256                  /* commands in one sim entry */
 #define SIM_EVENTS_MAX 4096                  /* events in one applied entry */
 #define SIM_CLIENT_LEASES 3                  /* leases a client keeps */
@@ -402,6 +409,8 @@ typedef struct seen_grant {
     const uint8_t *name; /* lock name (NULL for an event: name unknown) */
     uint16_t name_len;   /* its length */
     bool from_event;     /* granted to a waiter */
+    int32_t slot;        /* a semaphore's slot as the result said, else -1
+                            (events: filled in from the fsm) */
 } seen_grant;
 
 /* The run in progress; raft callbacks carry no user pointer of ours for

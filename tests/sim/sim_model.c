@@ -296,6 +296,10 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
             break;
         case FENCE_CMD_LEASE_GRANT:
         case FENCE_CMD_ACQUIRE:
+        case FENCE_CMD_SEM_ACQUIRE:
+            /* SEM_ACQUIRE makes a lease in its TTL form (lease 0) only. */
+            if (c->type == FENCE_CMD_SEM_ACQUIRE && c->lease != 0)
+                break;
             if ((r->status == FENCE_ST_OK || r->status == FENCE_ST_QUEUED) &&
                 r->lease != 0) {
                 l = mlease(s, r->lease);
@@ -309,8 +313,8 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                 l->live = true;
                 l->created_now = true;
                 l->ttl_ms = c->ttl_ms;
-                l->dedicated = c->type == FENCE_CMD_ACQUIRE;
-                if (c->type == FENCE_CMD_ACQUIRE &&
+                l->dedicated = c->type != FENCE_CMD_LEASE_GRANT;
+                if (c->type != FENCE_CMD_LEASE_GRANT &&
                     r->status == FENCE_ST_QUEUED) {
                     l->acq_waiting = true;
                     l->acq_wait_id = r->wait_id;
@@ -334,7 +338,9 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
             }
             break;
         case FENCE_CMD_UNLOCK:
-            /* Unlocking a dedicated (ACQUIRE) lease's lock revokes it. */
+        case FENCE_CMD_SEM_RELEASE:
+            /* Unlocking a dedicated (ACQUIRE) lease's lock revokes it; so
+             * does releasing a slot taken with SEM_ACQUIRE's TTL form. */
             if (r->status == FENCE_ST_OK && r->value == 1) {
                 sim_grant *g = sim_grant_find(s, c->token);
                 l = g ? mlease(s, g->lease) : NULL;
@@ -353,9 +359,13 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
             break;
         }
         /* A grant from this command: its lease must be live right now. */
-        if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE) &&
+        if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE ||
+             c->type == FENCE_CMD_SEM_ACQUIRE) &&
             r->status == FENCE_ST_OK && r->token > nd->last_token) {
-            uint64_t lid = c->type == FENCE_CMD_LOCK ? c->lease : r->lease;
+            uint64_t lid = c->type == FENCE_CMD_LOCK ||
+                                   (c->type == FENCE_CMD_SEM_ACQUIRE && c->lease != 0)
+                               ? c->lease
+                               : r->lease;
             l = mlease(s, lid);
             if (l == NULL || !l->known || !l->live || l->deadline <= now)
                 sim_fail(s, "index %" PRIu64 ": token %" PRIu64 " granted to "

@@ -42,8 +42,8 @@ static void t_free(void *ctx, void *p)
 
 #define MAX_EV 1024
 /* Bytes of the coordination kinds' sections of a version-5 snapshot when
- * all are empty (one u32 count each; this branch has sem's). */
-#define SNAP_KINDS_EMPTY 4
+ * all are empty (sem: two u32 counts). */
+#define SNAP_KINDS_EMPTY 8
 
 /* A state machine plus the events it reported. */
 typedef struct fx {

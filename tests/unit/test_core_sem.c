@@ -608,6 +608,41 @@ static void test_snapshot(void)
     done(f);
 }
 
+/* A REQID retry answered from a restored dedup record names the same
+ * slot (the slot travels in the sem section), for a direct grant and for
+ * a queued one resolved by hand-off. */
+static void test_reqid_slot_after_restore(void)
+{
+    fence_fsm *f = new_fsm();
+    uint64_t a = lease(f, 1, 60000, 0);
+    uint64_t b = lease(f, 1, 60000, 0);
+    uint64_t c = lease(f, 1, 60000, 0);
+    run(f, 2, c_sem("r", 2, a, 0));
+    fence_result rb = run(f, 2, with_req(c_sem("r", 2, b, 0), 10));
+    REQUIRE(rb.slot == 1);
+    fence_result qc = run(f, 3, with_req(c_sem("r", 2, c, 5000), 11));
+    REQUIRE(qc.status == FENCE_ST_QUEUED);
+    run(f, 4, c_revoke(b)); /* slot 1 goes to c */
+    REQUIRE(n_ev == 1 && last_ev[0].result.slot == 1);
+    size_t n = 0;
+    uint8_t *s = snap(f, &n);
+    fence_fsm *g = new_fsm();
+    REQUIRE(fence_fsm_restore(g, s, n) == 0);
+    fence_cmd retry_b = with_req(c_sem("r", 2, b, 0), 10);
+    fence_cmd retry_c = with_req(c_sem("r", 2, c, 5000), 11);
+    fence_result x1, x2;
+    fence_fsm_apply(g, 5, &retry_b, &x1);
+    fence_fsm_apply(g, 5, &retry_c, &x2);
+    CHECK_EQ_U64(x1.slot, 1);
+    CHECK_EQ_U64(x1.token, rb.token);
+    CHECK_EQ_U64(x2.status, FENCE_ST_OK);
+    CHECK_EQ_U64(x2.slot, 1);
+    CHECK_EQ_U64(x2.token, last_ev[0].result.token);
+    fence_fsm_destroy(g);
+    free(s);
+    done(f);
+}
+
 /* The entry codec carries the two commands (version 5) and apply_entry
  * runs them like apply. */
 static void test_entry_codec(void)
@@ -668,6 +703,7 @@ int main(void)
     TEST_RUN(test_reentrant_and_reqid);
     TEST_RUN(test_limits_owners_rebase);
     TEST_RUN(test_snapshot);
+    TEST_RUN(test_reqid_slot_after_restore);
     TEST_RUN(test_entry_codec);
     return TEST_DONE();
 }
