@@ -66,6 +66,23 @@ $(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_LMUT_CHECK)
 
+# Control: the same simulation against the sem_slot_twice mutant (a waiter
+# handed a semaphore's slot is told slot 0, whatever slot it got: two
+# leases believe they hold slot 0) must report a violation.
+SIM_SMUT_DIR   := $(BUILD)/mutant/sem_slot_twice
+SIM_SMUT_BIN   := $(SIM_SMUT_DIR)/tests/fence_sim
+SIM_SMUT_CHECK := $(BUILD)/tests/fence_sim_sem_mutant_check.sh
+
+$(SIM_SMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh sem_slot_twice $(SIM_SMUT_DIR) tests/fence_sim
+
+$(SIM_SMUT_CHECK): $(SIM_SMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted semaphore bug (tests/mutants/sem_slot_twice.patch)\nexec "$$(dirname "$$0")/../mutant/sem_slot_twice/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_SMUT_CHECK)
+
 # Control: the same simulation with the voter floor switched off
 # (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
 # report a violation: a removal of the last voter, or below a live quorum,

@@ -26,6 +26,9 @@
 #   leader_read_early  the leader module (src/leader/batch.c) answers a read
 #                  as soon as its batch is proposed, before the writes ahead
 #                  of it in its pipeline are applied
+#   sem_slot_twice  a waiter handed a semaphore's slot (src/core/sem.c) is
+#                  told slot 0 whatever slot it got: it and slot 0's holder
+#                  both believe they hold slot 0 (a slot granted twice)
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1
