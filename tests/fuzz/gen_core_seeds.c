@@ -121,6 +121,21 @@ static fence_cmd c_acquire(const char *name, uint64_t ttl, uint64_t wait)
                        .wait_ms = wait};
 }
 
+/* SEM_ACQUIRE of name with n permits for lease (0: the TTL form, ttl). */
+static fence_cmd c_sem(const char *name, uint32_t n, uint64_t lease, uint64_t ttl,
+                       uint64_t wait)
+{
+    return (fence_cmd){.type = FENCE_CMD_SEM_ACQUIRE, .name = (const uint8_t *)name,
+                       .name_len = (uint16_t)strlen(name), .permits = n, .lease = lease,
+                       .ttl_ms = ttl, .wait_ms = wait};
+}
+
+static fence_cmd c_sem_release(const char *name, uint32_t slot, uint64_t token)
+{
+    return (fence_cmd){.type = FENCE_CMD_SEM_RELEASE, .name = (const uint8_t *)name,
+                       .name_len = (uint16_t)strlen(name), .slot = slot, .token = token};
+}
+
 /* c as owner with per-owner limits (FENCE_CMD_F_QUOTA). */
 static fence_cmd c_quota(fence_cmd c, uint64_t owner, uint32_t leases, uint32_t locks)
 {
@@ -234,6 +249,14 @@ int main(int argc, char **argv)
             {300, 2, {c_quota(c_acquire("qc", 2000, 0), 9, 1, 1),
                       c_quota(c_lock("qa", 2, 500), 7, 2, 2)}},
             {400, 2, {c_unlock("qa", 1), c_lease(FENCE_CMD_LEASE_REVOKE, 2)}},
+        }},
+        {"sem", 4, {
+            {100, 4, {c_leader(), c_grant(3000, 300), c_grant(3000, 0), c_grant(3000, 0)}},
+            {200, 4, {c_sem("s", 2, 1, 0, 0), c_reqid(c_sem("s", 2, 2, 0, 0), 5),
+                      c_sem("s", 2, 3, 0, 2000), c_sem("s", 2, 0, 1000, 2000)}},
+            {300, 3, {c_lock("s#1", 3, 0), c_sem_release("s", 1, 2),
+                      c_reqid(c_sem("s", 2, 2, 0, 0), 5)}},
+            {3200, 1, {(fence_cmd){.type = FENCE_CMD_TICK}}},
         }},
         {"leader", 3, {
             {5000, 3, {c_leader(), c_grant(1000, 0), c_lock("l", 1, 0)}},
