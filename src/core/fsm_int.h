@@ -5,7 +5,8 @@
  * hashes), heap.c (the deadline heap), lease.c (leases and the locks they
  * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
  * apply.c (grants, releases, time, the commands), check.c (the invariant
- * check), entry.c (the log-entry codec), snapshot.c (the snapshot codec).
+ * check), entry.c (the log-entry codec), snapshot.c (the snapshot codec),
+ * sem.c (semaphores of slots) and sem_snap.c (their snapshot section).
  *
  * Layout in one paragraph: leases, locks, waits and dedup records live in
  * chained hash tables keyed by id / name / req_id.  Every object with a
