@@ -412,6 +412,11 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             return;
         cmd.permits = (uint32_t)n;
         fence__cmd_sem_keep_name(slot, &cmd);
+        if (!fence__server_acl_slots_ok(c, cmd.name, cmd.name_len, cmd.permits)) {
+            fence__slot_error(slot, "NOPERM", "No permissions to access a key (a slot "
+                                              "name name#<slot> of this semaphore)");
+            return;
+        }
         if (arg_is(&m->argv[3], "TTL")) {
             /* The dedicated form: SEM.ACQUIRE name n TTL ms [LOCKDELAY ms] ... */
             slot->op = OP_SEM_ACQUIRE_TTL;

@@ -228,6 +228,8 @@ void fence__server_acl_free(fence_server *s);
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m);
 void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd);
 bool fence__server_acl_admin(fence_conn *c);
+/* SEM.ACQUIRE: the user's key patterns allow every slot fence name#i. */
+bool fence__server_acl_slots_ok(fence_conn *c, const uint8_t *name, uint16_t len, uint32_t n);
 
 /* ---- compat_hook.c ---- */
 /* true: answered by the compat module (do not dispatch m). */

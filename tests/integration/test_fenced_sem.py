@@ -11,7 +11,9 @@ docs/protocol.md SEM.ACQUIRE / SEM.RELEASE / SEM.INFO):
     lease; an expired lease frees its slot for the next waiter;
   - REQID retries; SEM.INFO; bad input answers ERR;
   - the state survives a restart; a user limited to ~orders:* can use
-    orders:* semaphores only; COMMAND DOCS lists the three commands."""
+    orders:* semaphores only, and one whose patterns do not cover the slot
+    names name#i cannot take the semaphore; COMMAND DOCS lists the three
+    commands."""
 import os
 import sys
 import threading
@@ -38,7 +40,8 @@ def err(fn, *args):
 acl = os.path.join(TMP, "users.acl")
 with open(acl, "w") as fh:
     fh.write("user default on nopass ~* +@all\n"
-             "user alice on >al1ce-pw-x ~orders:* +@all -@admin\n")
+             "user alice on >al1ce-pw-x ~orders:* +@all -@admin\n"
+             "user bob on >b0b-pw-x ~exact ~both ~both#* +@all -@admin\n")
 os.chmod(acl, 0o600)
 f = Fenced("fenced", args=["--acl-file", acl, "--snapshot-threshold", "8",
                           "--snapshot-trailing", "2"]).start()
@@ -161,6 +164,15 @@ t.check(e is not None and "permission" in e.lower(), "alice: SEM.INFO rq is NOPE
 e = err(x, "SEM.RELEASE", "orders:w", 0, x("SEM.INFO", "orders:w")[1][0][1])
 t.check(e is None, "default (+@all, so @admin) may release alice's slot", e)
 ca.close()
+# The slot names are keys too: bob may use "exact" but not "exact#0".
+cb = f.client(username="bob", password="b0b-pw-x")
+bl = cb.execute_command("LEASE.GRANT", 60000)
+e = err(cb.execute_command, "SEM.ACQUIRE", "exact", 2, bl)
+t.check(e is not None and "permission" in e.lower(),
+        "bob (~exact): SEM.ACQUIRE exact is NOPERM, its slot names are not his", e)
+t.check(isinstance(cb.execute_command("SEM.ACQUIRE", "both", 2, bl), list),
+        "bob (~both ~both#*): SEM.ACQUIRE both")
+cb.close()
 
 # The Python client.
 pc = fenced.Client("127.0.0.1:%d" % f.port)
