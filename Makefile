@@ -69,10 +69,10 @@ FUZZ_TARGETS :=   # libFuzzer drivers (names under tests/fuzz/)
 
 all:
 
-# FENCE_ASSERT's handler (src/common/assert.c): libfence, libfence-guard and
+# FENCE_ASSERT's handler (src/base/assert.c): libfence, libfence-guard and
 # libfenceproto embed this one object, so that each is complete on its own
 # (the installed libraries too); programs link build/<variant>/libfencecommon.a.
-COMMON_ASSERT_OBJ := $(BUILD)/src/common/assert.o
+COMMON_ASSERT_OBJ := $(BUILD)/src/base/assert.o
 # The daemons' command tables (src/server/commands_table.c,
 # src/store/commands_table.c), which tests of the ACL and compat modules
 # link (mk/acl.mk, mk/compat.mk, mk/cmdtab.mk).

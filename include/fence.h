@@ -274,7 +274,9 @@ FENCE_API uint32_t fence_lock_ttl_ms(const fence_lock *l);
 
 /* The monotonic time (fence_monotonic_ms()) until which this process may
  * assume it holds the lock: the SEND time of the request that granted or
- * last renewed the lease, plus the TTL, minus the margin.  The server's
+ * last renewed the lease, plus the TTL (for a renewal: the TTL its reply
+ * carries, which a cluster's leader answering without a log entry shortens
+ * by its election timeout, docs/leases.md), minus the margin.  The server's
  * deadline started later, so this is conservative.  0 once the lease is
  * known to be lost.
  * LIVENESS ONLY: use it to stop early, never as the guard of a write. */

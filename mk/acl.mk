@@ -1,5 +1,5 @@
-# Users and permissions (src/common/acl.c, docs/security.md): part of
-# libfencecommon.a (mk/common.mk globs src/common/*.c); it hashes with
+# Users and permissions (src/auth/acl.c, docs/security.md): part of
+# libfencecommon.a (mk/common.mk globs its layer folders); it hashes with
 # libsodium, so every program that links acl.o adds $(SODIUM_LIBS).
 
 # Unit test of the parser, logins and checks.
@@ -13,7 +13,7 @@ UNIT_TESTS += $(BUILD)/tests/test_acl
 
 # Fuzz target tests/fuzz/acl_fuzz.c (mk/fuzz.mk).
 FUZZ_TARGETS += acl
-FUZZ_acl_LIBS := $(BUILD)/src/common/num.o $(COMPAT_TABLES) $(BUILD)/libfencecommon.a \
+FUZZ_acl_LIBS := $(BUILD)/src/base/num.o $(COMPAT_TABLES) $(BUILD)/libfencecommon.a \
                  $(BUILD)/libfenceproto.a
 FUZZ_acl_LDLIBS = $(SODIUM_LIBS) $(shell pkg-config --libs libuv 2>/dev/null)
 FUZZ_acl_FLAGS := -max_len=8192

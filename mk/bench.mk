@@ -11,14 +11,14 @@
 # The keepalive row's load generator (epoll + hiredis's reader, the CLI's
 # histogram).
 KEEPALIVE_LOAD := $(BUILD)/tests/keepalive_load
-$(KEEPALIVE_LOAD): $(BUILD)/tests/bench/keepalive_load.o $(BUILD)/tests/bench/loadgen.o $(BUILD)/src/cli/hist.o $(COMMON_ASSERT_OBJ)
+$(KEEPALIVE_LOAD): $(BUILD)/tests/bench/keepalive_load.o $(BUILD)/tests/bench/loadgen.o $(BUILD)/src/fencectl/hist.o $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 
 # The contended rows' event-loop client (same reader and histogram; the
 # two share tests/bench/loadgen.c).
 HANDOFF_LOAD := $(BUILD)/tests/handoff_load
-$(HANDOFF_LOAD): $(BUILD)/tests/bench/handoff_load.o $(BUILD)/tests/bench/loadgen.o $(BUILD)/src/cli/hist.o $(COMMON_ASSERT_OBJ)
+$(HANDOFF_LOAD): $(BUILD)/tests/bench/handoff_load.o $(BUILD)/tests/bench/loadgen.o $(BUILD)/src/fencectl/hist.o $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 

@@ -1,8 +1,8 @@
 # fencectl: the command-line client, `make bench-client`, and its tests.
-CLI_SRC := $(wildcard src/cli/*.c)
+CLI_SRC := $(wildcard src/fencectl/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 # The pure parts, for the unit tests (parsing, histogram).
-CLI_LIB_OBJ := $(BUILD)/src/cli/args.o $(BUILD)/src/cli/hist.o
+CLI_LIB_OBJ := $(BUILD)/src/fencectl/args.o $(BUILD)/src/fencectl/hist.o
 FENCECTL := $(BUILD)/fencectl
 
 # (mk/client.mk is read after this file: name its library literally.)
@@ -30,6 +30,6 @@ BENCH_ARGS ?=
 bench-all: bench-client
 bench-client:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(FENCECTL)
-	@BUILD=$(BUILD) bash src/cli/bench.sh $(BENCH_ARGS)
+	@BUILD=$(BUILD) bash tests/bench/fencectl_bench.sh $(BENCH_ARGS)
 
 .PHONY: bench bench-client

@@ -1,7 +1,7 @@
 # fenced clusters: the cluster integration tests (real processes on
 # 127.0.0.1, and network namespaces for the partition test), the failover
 # benchmark and the 3-node `fencectl bench`.  The daemon's cluster code
-# (src/server/cluster.c) and `fencectl cluster` (src/cli/cluster.c) are
+# (src/server/cluster.c) and `fencectl cluster` (src/fencectl/cluster.c) are
 # built by mk/server.mk and mk/cli.mk through their wildcards.
 #
 # Knobs (environment): FENCE_CLUSTER_LOAD_S (seconds of load before and
@@ -20,16 +20,16 @@ KILLS ?= 10
 bench-cluster: bench-failover bench-cluster3
 bench-failover:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash tests/integration/cluster_failover_bench.sh $(KILLS)
+	@BUILD=$(BUILD) bash tests/bench/cluster_failover_bench.sh $(KILLS)
 bench-cluster3:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash tests/integration/cluster_bench.sh $(BENCH_ARGS)
+	@BUILD=$(BUILD) bash tests/bench/cluster_bench.sh $(BENCH_ARGS)
 bench-all: bench-cluster3
 
 .PHONY: bench-cluster bench-failover bench-cluster3
 
 # Unit test and fuzz target of the pure address parsing (cluster_addr.c).
-CLUSTER_ADDR_OBJ := $(BUILD)/src/server/cluster_addr.o $(BUILD)/src/common/assert.o
+CLUSTER_ADDR_OBJ := $(BUILD)/src/server/cluster_addr.o $(BUILD)/src/base/assert.o
 $(BUILD)/tests/test_cluster_addr: $(BUILD)/tests/unit/test_cluster_addr.o $(CLUSTER_ADDR_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
@@ -39,7 +39,7 @@ FUZZ_TARGETS += cluster_addr
 FUZZ_cluster_addr_LIBS := $(CLUSTER_ADDR_OBJ)
 
 # Unit test and fuzz target of the raft transport's hello (peer_hello.c).
-PEER_HELLO_OBJ := $(BUILD)/src/server/peer_hello.o $(BUILD)/src/common/assert.o
+PEER_HELLO_OBJ := $(BUILD)/src/server/peer_hello.o $(BUILD)/src/base/assert.o
 $(BUILD)/tests/test_peer_hello: $(BUILD)/tests/unit/test_peer_hello.o $(PEER_HELLO_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)

@@ -1,4 +1,4 @@
-# The one command table of each daemon (src/common/compat.h's rows): a unit
+# The one command table of each daemon (src/daemon/compat.h's rows): a unit
 # test walks every table and drives the ACL gate with every row.
 $(BUILD)/tests/test_cmdtab: $(BUILD)/tests/unit/test_cmdtab.o $(COMPAT_TABLES) \
                             $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a

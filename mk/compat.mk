@@ -1,4 +1,4 @@
-# src/common/compat.c: the Redis-client compatibility commands (HELLO,
+# src/daemon/compat*.c: the Redis-client compatibility commands (HELLO,
 # CLIENT, SELECT, COMMAND, MULTI refusal, ...) that fenced and fence-store
 # answer before their own commands, and its tests.  The module itself is
 # part of libfencecommon.a (mk/common.mk); the command tables it describes
@@ -6,7 +6,7 @@
 # ($(COMPAT_TABLES), in the top Makefile).
 
 # Unit test: libfencecommon.a before libfenceproto.a (compat uses the
-# encoders), and again after it (the RESP parser uses common/num.h).
+# encoders), and again after it (the RESP parser uses base/num.h).
 $(BUILD)/tests/test_compat: $(BUILD)/tests/unit/test_compat.o $(COMPAT_TABLES) \
                             $(BUILD)/libfencecommon.a $(BUILD)/libfenceproto.a
 	@mkdir -p $(dir $@)

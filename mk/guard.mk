@@ -1,14 +1,14 @@
 # src/guard: libfence-guard, the resource-side fencing-token guard
 # (include/fence_guard.h), as a static and a shared library.
-GUARD_SRC := $(filter-out src/guard/bench.c,$(wildcard src/guard/*.c))
-GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/common/crc32c.o
+GUARD_SRC := $(wildcard src/guard/*.c)
+GUARD_OBJ := $(GUARD_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/base/crc32c.o
 GUARD_LIB := $(BUILD)/libfence-guard.a
 GUARD_SO_VERSION := 0
 GUARD_SO  := $(BUILD)/libfence-guard.so.$(GUARD_SO_VERSION)
 # -fPIC so one set of objects serves both libraries.
 CFLAGS_src_guard_ := -fPIC -pthread
 
-# Both libraries carry src/common's assert.o (FENCE_ASSERT's handler).
+# Both libraries carry src/base's assert.o (FENCE_ASSERT's handler).
 $(GUARD_LIB): $(GUARD_OBJ) $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
@@ -38,8 +38,8 @@ FUZZ_guard_LDLIBS := -pthread
 guard: $(GUARD_LIB) $(GUARD_SO) $(GUARD_TESTS)
 
 # make bench-guard: admits/s and admits per fsync for 1..64 threads, on
-# distinct fences and on one fence (src/guard/bench.c, not in the library).
-$(BUILD)/guard-bench: $(BUILD)/src/guard/bench.o $(GUARD_LIB)
+# distinct fences and on one fence (tests/bench/guard_bench.c).
+$(BUILD)/guard-bench: $(BUILD)/tests/bench/guard_bench.o $(GUARD_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $^ $(LDFLAGS)
 bench-all: bench-guard

@@ -1,4 +1,4 @@
-# src/common/metrics.c + metrics_http.c: the metrics registry and its HTTP
+# src/ops/metrics.c + metrics_http.c: the metrics registry and its HTTP
 # endpoint (libmicrohttpd).  Both objects live in libfencecommon.a (see
 # common.mk); a program that serves metrics links $(METRICS_LIBS) too.
 METRICS_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd) -lpthread -lm
@@ -44,6 +44,6 @@ INTEG_TESTS += $(sort $(wildcard tests/integration/test_metrics_port*.py))
 bench-all: bench-metrics
 bench-metrics:
 	@$(MAKE) --no-print-directory $(BUILD)/fenced $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash src/common/metrics_bench.sh
+	@BUILD=$(BUILD) bash tests/bench/metrics_bench.sh
 
 .PHONY: bench bench-metrics

@@ -52,10 +52,10 @@ INTEG_TESTS += tests/integration/test_proxy.py tests/integration/test_proxy_orde
                tests/integration/test_proxy_budget.py
 
 # make bench-proxy: small PUTs, 1 and 64 clients, through the proxy and
-# straight to nginx in the same run (src/proxy/bench.py, wrk).
+# straight to nginx in the same run (tests/bench/proxy_bench.py, wrk).
 bench-all: bench-proxy
 bench-proxy: $(FENCE_HTTP_PROXY)
-	/usr/bin/python3 src/proxy/bench.py
+	/usr/bin/python3 tests/bench/proxy_bench.py
 
 .PHONY: bench-proxy
 

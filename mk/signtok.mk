@@ -1,8 +1,8 @@
-# Signed fencing tokens (src/common/signtok*.c, docs/security.md): libsodium,
+# Signed fencing tokens (src/token/signtok*.c, docs/security.md): libsodium,
 # and who links it.
 #
 # The signtok objects are part of $(COMMON_LIB) (mk/common.mk globs
-# src/common/*.c).  A program that calls a fence_signtok_* function links
+# src/token/*.c).  A program that calls a fence_signtok_* function links
 # $(COMMON_LIB) and $(SODIUM_LIBS) (-lsodium); a program that does not needs
 # neither (a static library only brings in the objects that are used).
 # This fragment wires the parts that use signed tokens today:
@@ -17,17 +17,18 @@ SODIUM_CFLAGS := $(shell pkg-config --cflags libsodium 2>/dev/null)
 SODIUM_LIBS   := $(shell pkg-config --libs libsodium 2>/dev/null || echo -lsodium)
 
 # Position-independent, because libfence-guard.so includes these objects.
-CFLAGS_src_common_ += $(SODIUM_CFLAGS) -fPIC
+CFLAGS_src_token_ += $(SODIUM_CFLAGS)
+CFLAGS_src_auth_ += $(SODIUM_CFLAGS)
 
-SIGNTOK_OBJ := $(BUILD)/src/common/signtok.o $(BUILD)/src/common/signtok_file.o \
-               $(BUILD)/src/common/assert.o
+SIGNTOK_OBJ := $(BUILD)/src/token/signtok.o $(BUILD)/src/token/signtok_file.o \
+               $(BUILD)/src/base/assert.o
 
 # libfence-guard: the guard's signed-token check (src/guard/guard.c, verify_keys_path) uses them.
 $(GUARD_LIB) $(GUARD_SO): $(SIGNTOK_OBJ)
 $(GUARD_SO): LDFLAGS += $(SODIUM_LIBS)
 $(GUARD_TESTS) $(BUILD)/guard-bench: LDFLAGS += $(SODIUM_LIBS)
 
-# fencectl keygen (src/cli/keygen.c).
+# fencectl keygen (src/fencectl/keygen.c).
 $(FENCECTL): $(COMMON_LIB)
 $(FENCECTL): LDFLAGS += $(SODIUM_LIBS)
 
@@ -53,9 +54,9 @@ INTEG_TESTS += tests/integration/test_pg_adapter_signed.py
 
 # make bench-signed: grants/s with and without SIGNED, and fence-store
 # FENCE.ADMIT with a plain token vs a verified one, in the same run
-# (src/common/signed_bench.sh).
+# (tests/bench/signed_bench.sh).
 bench-all: bench-signed
 bench-signed: $(BUILD)/fenced $(BUILD)/fence-store $(BUILD)/fencectl
-	@BUILD=$(BUILD) bash src/common/signed_bench.sh
+	@BUILD=$(BUILD) bash tests/bench/signed_bench.sh
 
 .PHONY: bench bench-signed

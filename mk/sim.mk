@@ -83,6 +83,41 @@ $(SIM_SMUT_CHECK): $(SIM_SMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_SMUT_CHECK)
 
+# Control: the same simulation against the multi_partial mutant (a waiting
+# multi-lock first in every queue is granted the names that are free and
+# not the held ones: a multi-lock granted partly) must report a violation.
+SIM_MMUT_DIR   := $(BUILD)/mutant/multi_partial
+SIM_MMUT_BIN   := $(SIM_MMUT_DIR)/tests/fence_sim
+SIM_MMUT_CHECK := $(BUILD)/tests/fence_sim_multi_mutant_check.sh
+
+$(SIM_MMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh multi_partial $(SIM_MMUT_DIR) tests/fence_sim
+
+$(SIM_MMUT_CHECK): $(SIM_MMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted multi-lock bug (tests/mutants/multi_partial.patch)\nexec "$$(dirname "$$0")/../mutant/multi_partial/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_MMUT_CHECK)
+
+# Control: the renew_unrecorded mutant (the leader answers renewals without
+# an entry but forgets to checkpoint every other one: a lease expires before
+# the TTL of its last answered renewal ran out, docs/leases.md) must be
+# caught by the sim's renewal check.
+SIM_RMUT_DIR   := $(BUILD)/mutant/renew_unrecorded
+SIM_RMUT_BIN   := $(SIM_RMUT_DIR)/tests/fence_sim
+SIM_RMUT_CHECK := $(BUILD)/tests/fence_sim_renew_mutant_check.sh
+
+$(SIM_RMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh renew_unrecorded $(SIM_RMUT_DIR) tests/fence_sim
+
+$(SIM_RMUT_CHECK): $(SIM_RMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted renewal bug (tests/mutants/renew_unrecorded.patch)\nexec "$$(dirname "$$0")/../mutant/renew_unrecorded/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_RMUT_CHECK)
+
 # Control: the same simulation with the voter floor switched off
 # (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
 # report a violation: a removal of the last voter, or below a live quorum,

@@ -36,10 +36,10 @@ run-store:
 .PHONY: run-store
 
 # make bench-store: redis-benchmark against a fresh fence-store (free port,
-# temp dir), requests/s per command (src/store/bench.sh).
+# temp dir), requests/s per command (tests/bench/store_bench.sh).
 bench-all: bench-store
 bench-store: $(BUILD)/fence-store
-	@BUILD=$(BUILD) bash src/store/bench.sh
+	@BUILD=$(BUILD) bash tests/bench/store_bench.sh
 
 .PHONY: bench bench-store
 

@@ -1,4 +1,4 @@
-# Client TLS (src/common/tls.c, tls_conf.c; the flags are in fenced's and
+# Client TLS (src/net/tls.c, tls_conf.c; the flags are in fenced's and
 # fence-store's option tables): the integration test against both daemons
 # (certificates made by the test with openssl), and the fuzz target over the
 # pure option and certificate-name checks.

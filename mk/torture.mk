@@ -42,7 +42,7 @@ $(BUILD)/torture_check.py: tools/torture_check.py
 $(BUILD)/torture_common.py: tools/torture_common.py
 	@mkdir -p $(dir $@)
 	install -m 644 $< $@
-$(BUILD)/fenceproto.py: tests/lib/fenceproto.py
+$(BUILD)/fenceproto.py: tools/fenceproto.py
 	@mkdir -p $(dir $@)
 	install -m 644 $< $@
 $(BUILD)/torture_proxy.py: tools/torture_proxy.py

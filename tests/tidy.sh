@@ -4,9 +4,9 @@
 # in a clock, randomness, I/O or the C allocator, and checks the compiled
 # objects for writable globals.  Then the tree-wide conventions that a grep
 # or nm can check (docs/conventions.md; FENCE_ASSERT-only is
-# tests/tidy_asserts.sh): include guards,
-# libraries that do not log, one FNV-1a, files under 1,000 lines, exported
-# names with the fence_ prefix.  Every pattern is first run against a
+# tests/tidy_asserts.sh): include guards, libraries that do not log, one
+# FNV-1a, .c files under 1,000 lines (src/ and tests/), exported names with
+# the fence_ prefix.  Every pattern is first run against a
 # planted violation, so a check that cannot fail is itself a failure.
 # Prints ok / not ok lines for tests/run.sh.
 set -u
@@ -66,9 +66,9 @@ ban "<time.h>"          '#[[:space:]]*include[[:space:]]*<(sys/)?time\.h>'
 ban "<sys/socket.h>"    '#[[:space:]]*include[[:space:]]*<sys/socket\.h>'
 ban "<stdio.h>"         '#[[:space:]]*include[[:space:]]*<stdio\.h>'
 ban "raw assert() (FENCE_ASSERT stays on with NDEBUG)" '(^|[^A-Za-z0-9_])assert[[:space:]]*\('
-# Byte order goes through src/common/bytes.h, not a private copy.
+# Byte order goes through src/base/bytes.h, not a private copy.
 LE_RE='(<<|>>)[[:space:]]*\(?8[[:space:]]*\*[[:space:]]*[a-z]'
-ban "a hand-written little-endian loop (use common/bytes.h)" "$LE_RE"
+ban "a hand-written little-endian loop (use base/bytes.h)" "$LE_RE"
 
 # Planted bugs live as patches under tests/mutants/, never as #ifdefs in
 # the tree (any directory of src/).
@@ -122,7 +122,7 @@ bad_guard() {
 
 # logging FILE...: library files that log (only daemons and the CLI do;
 # libraries return codes and messages).
-LOG_RE='#[[:space:]]*include[[:space:]]*"(common|server)/log\.h"|FENCE_LOG(_[DIWE])?[[:space:]]*\('
+LOG_RE='#[[:space:]]*include[[:space:]]*"(base|server)/log\.h"|FENCE_LOG(_[DIWE])?[[:space:]]*\('
 logging() {
     local f
     for f in "$@"; do
@@ -130,38 +130,35 @@ logging() {
     done
 }
 
-# fnv_copy FILE...: files other than common/hash.h with an FNV prime or
-# offset basis in their code (a private FNV-1a; use common/hash.h).
+# fnv_copy FILE...: files other than base/hash.h with an FNV prime or
+# offset basis in their code (a private FNV-1a; use base/hash.h).
 FNV_RE='1099511628211|0x0*100000001b3|14695981039346656037|0xcbf29ce484222325|16777619|0x0*1000193|2166136261|0x811c9dc5'
 fnv_copy() {
     local f
     for f in "$@"; do
-        case $f in */src/common/hash.h) continue ;; esac
+        case $f in */src/base/hash.h) continue ;; esac
         strip_file "$f" | grep -Eiq -- "$FNV_RE" && rel "$f"
     done
 }
 
-# hex_copy FILE...: files other than common/hex.h that decode a hex digit
-# by hand (c - 'a' + 10; use common/hex.h's fence__hexval).
+# hex_copy FILE...: files other than base/hex.h that decode a hex digit
+# by hand (c - 'a' + 10; use base/hex.h's fence__hexval).
 HEX_RE="-[[:space:]]*'[aA]'[[:space:]]*\\+[[:space:]]*10([^0-9]|$)"
 hex_copy() {
     local f
     for f in "$@"; do
-        case $f in */src/common/hex.h) continue ;; esac
+        case $f in */src/base/hex.h) continue ;; esac
         strip_file "$f" | grep -Eq -- "$HEX_RE" && rel "$f"
     done
 }
 
-# too_long FILE...: .c files of 1,000 lines or more that are not in LONG_OK.
-# LONG_OK lists the files issue 19 found too long and that are being split;
-# remove a line when its file is; never add one.
-LONG_OK=" src/common/compat.c src/proxy/proxy.c "
+# too_long FILE...: .c files of 1,000 lines or more (no exceptions: split
+# a file by concern before it gets there).
 too_long() {
     local f n
     for f in "$@"; do
         n=$(wc -l <"$f")
         [ "$n" -lt 1000 ] && continue
-        case $LONG_OK in *" $(rel "$f") "*) continue ;; esac
         echo "$(rel "$f")($n)"
     done
 }
@@ -187,7 +184,7 @@ unprefixed() {
 # and no code among FILE... defines or uses (a comment left behind by a
 # rename).  Names ending in _ are prefixes ("fence_store_*"), not names;
 # a name that code spells as a string counts as existing.  STALE_OK lists
-# names built at run time (compat.c's INFO field "<server>_version").
+# names built at run time (compat_info.c's INFO field "<server>_version").
 STALE_OK="fence_store_version"
 stale_names() {
     STALE_OK=$STALE_OK python3 - "$@" <<'PY'
@@ -215,23 +212,26 @@ verdict() {
 }
 
 src_c=$(find "$SRC" "$SIM" -name '*.c' | sort)
+# Every other C file under tests/ (unit, fuzz, integration, bench, ...).
+TESTS_DIR=${TIDY_TESTS_DIR:-$ROOT/tests}
+test_c=$(find "$TESTS_DIR" -name '*.c' -not -path "$SIM/*" | sort)
 src_ch=$(find "$SRC" "$SIM" -name '*.[ch]' | sort)
 headers=$(find "$SRC" "$INC" -name '*.h' | sort)
-libs=$(find "$SRC/client" "$SRC/guard" "$SRC/proto" "$SRC/core" -name '*.[ch]' 2>/dev/null | sort)
+libs=$(find "$SRC/libfence" "$SRC/guard" "$SRC/proto" "$SRC/core" -name '*.[ch]' 2>/dev/null | sort)
 
 # shellcheck disable=SC2086  # word splitting of the file lists is wanted
 {
 verdict "every header has a FENCE* include guard" "$(bad_guard $headers)"
 verdict "the libraries (client, guard, proto, core) do not log" "$(logging $libs)"
-verdict "FNV-1a lives in src/common/hash.h only" "$(fnv_copy $src_ch)"
-verdict "hex digits are decoded by src/common/hex.h only" "$(hex_copy $src_ch)"
+verdict "FNV-1a lives in src/base/hash.h only" "$(fnv_copy $src_ch)"
+verdict "hex digits are decoded by src/base/hex.h only" "$(hex_copy $src_ch)"
 if command -v python3 >/dev/null; then
     all_ch=$(find "$SRC" "$INC" "$SIM" -name '*.[ch]' | sort)
     verdict "comments cite only fence_*/FENCE_* names that exist" "$(stale_names $all_ch | sed "s|$ROOT/||")"
 else
     echo "# no python3; stale-name check skipped"
 fi
-verdict "no new .c file of 1,000 lines or more" "$(too_long $src_c)"
+verdict "no .c file of 1,000 lines or more (src/, tests/)" "$(too_long $src_c $test_c)"
 }
 objs=$(find "$BUILD/src" -name '*.o' 2>/dev/null | sort)
 if [ -n "$objs" ] && command -v nm >/dev/null; then
@@ -243,15 +243,15 @@ fi
 
 # The same checks against planted violations: each must be caught.
 pd=$work/planted
-mkdir -p "$pd/src/common"
+mkdir -p "$pd/src/base"
 printf '/* assert(x) in a comment is fine */\nvoid g(void) { _Static_assert(1, "ok"); FENCE_ASSERT(1); }\n' >"$pd/a_ok.c"
 printf '#ifndef OTHER_H\n#define OTHER_H\n#endif\n' >"$pd/b.h"
 printf '#ifndef FENCE_B_H\n#define FENCE_B_HH\n#endif\n' >"$pd/b2.h"
 printf '#ifndef FENCE_B_OK_H\n#define FENCE_B_OK_H\n#endif\n' >"$pd/b_ok.h"
-printf '#include "common/log.h"\nvoid h(void) { FENCE_LOG_I("x"); }\n' >"$pd/c.c"
+printf '#include "base/log.h"\nvoid h(void) { FENCE_LOG_I("x"); }\n' >"$pd/c.c"
 printf 'unsigned long long k(unsigned long long h) { return h * 1099511628211ULL; }\n' >"$pd/d.c"
 printf 'unsigned k32(unsigned h) { return h * 0x01000193u; }\n' >"$pd/d2.c"
-printf '#define FENCE_FNV64_PRIME 1099511628211ULL\n' >"$pd/src/common/hash.h"
+printf '#define FENCE_FNV64_PRIME 1099511628211ULL\n' >"$pd/src/base/hash.h"
 printf 'int hv(char c) { return c >= %sa%s ? c - %sa%s + 10 : c - %s0%s; }\n' "'" "'" "'" "'" "'" "'" >"$pd/h.c"
 printf 'char up(char c) { return (char)(c - %sa%s + %sA%s); }\nint b64(char c) { return c - %sa%s + 26; }\n' "'" "'" "'" "'" "'" "'" >"$pd/h_ok.c"
 seq 1000 | sed 's|.*|/* line */|' >"$pd/e.c"
@@ -266,7 +266,7 @@ expect() { # expect WHAT GOT WANT
 ROOT_SAVE=$ROOT; ROOT=$pd
 expect "include guard" "$(bad_guard "$pd/b.h" "$pd/b2.h" "$pd/b_ok.h" | tr '\n' ' ')" "b.h b2.h "
 expect "logging library" "$(logging "$pd/c.c" "$pd/a_ok.c" | tr '\n' ' ')" "c.c "
-expect "FNV copy" "$(fnv_copy "$pd/d.c" "$pd/d2.c" "$pd/src/common/hash.h" "$pd/a_ok.c" | tr '\n' ' ')" "d.c d2.c "
+expect "FNV copy" "$(fnv_copy "$pd/d.c" "$pd/d2.c" "$pd/src/base/hash.h" "$pd/a_ok.c" | tr '\n' ' ')" "d.c d2.c "
 expect "hex copy" "$(hex_copy "$pd/h.c" "$pd/h_ok.c" | tr '\n' ' ')" "h.c "
 if command -v python3 >/dev/null; then
     printf '/* See fence_gone_away() and FENCE_NO_SUCH; fence_here is fine. */\nint fence_here(void);\n' >"$pd/g.h"

@@ -2,7 +2,7 @@
 # tidy_asserts: asserts stay on in every build.  No source under src/
 # (daemons, libraries, proxy, torture kit) may include <assert.h> or call
 # assert(), which -DNDEBUG removes; they use FENCE_ASSERT
-# (src/common/assert.h).  Test code
+# (src/base/assert.h).  Test code
 # (tests/sim, tests/unit) may keep <assert.h>.  Comments and string literals are
 # stripped first; _Static_assert/static_assert are allowed.  As in tidy.sh,
 # the patterns are first shown to catch a planted violation.
@@ -29,7 +29,7 @@ probe=$work/probe.c
 printf '/* not <assert.h>, not assert(x) */\n#include <assert.h>\n_Static_assert(1, "assert(");\nvoid g(int x) { assert(x); }\n' >"$probe"
 strip_file "$probe" >"$work/probe.stripped"
 clean=$work/clean.c
-printf '/* #include <assert.h> and assert(x) in a comment */\n#include "common/assert.h"\n_Static_assert(1, "x");\nvoid g(int x) { FENCE_ASSERT(x); static_assert(1, ""); }\n' >"$clean"
+printf '/* #include <assert.h> and assert(x) in a comment */\n#include "base/assert.h"\n_Static_assert(1, "x");\nvoid g(int x) { FENCE_ASSERT(x); static_assert(1, ""); }\n' >"$clean"
 strip_file "$clean" >"$work/clean.stripped"
 if grep -Eq "$INCLUDE_RE" "$work/probe.stripped" && grep -Eq "$CALL_RE" "$work/probe.stripped" &&
    ! grep -Eq "$INCLUDE_RE" "$work/clean.stripped" && ! grep -Eq "$CALL_RE" "$work/clean.stripped"; then

@@ -409,6 +409,59 @@ def check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, defaul
                     [g.inv, g.done]))
 
 
+def check_early_expiry(res, ops, grants, slack_ms):
+    """The renewal guarantee (docs/leases.md): a lease whose holder neither
+    unlocked nor revoked loses its lock only once it expired, and it may not
+    expire before the last renewal answered OK ran out: invoke time + the
+    reply's TTL (a grant: + its TTL).  So the next grant of the lock may not
+    complete before that, minus the slack."""
+    ms = 1000000
+    promise = {}  # lease -> [(answered, promised until)]
+    for o in ops:
+        lease = o.get("lease")
+        if lease is None or o.status != "ok" or o.op not in ("grant", "keepalive"):
+            continue
+        ttl = o.get("ttl")
+        if ttl is None:
+            continue
+        promise.setdefault(lease, []).append((o.done_t, o.inv_t + int(ttl) * ms))
+    unlocked = {}
+    for o in ops:
+        if o.op == "unlock" and o.inv is not None:
+            tok = o.get("token")
+            unlocked[tok] = min(unlocked.get(tok, o.inv_t), o.inv_t)
+    revoked = {}
+    for o in ops:
+        if o.op == "revoke" and o.inv is not None:
+            lease = o.get("lease")
+            revoked[lease] = min(revoked.get(lease, o.inv_t), o.inv_t)
+    by_lock = {}
+    for g in grants:
+        by_lock.setdefault(g.get("lock"), []).append(g)
+    res.stats["early_expiry_checked"] = 0
+    for lock, gs in by_lock.items():
+        gs = sorted(gs, key=tok_of)
+        for prev, g in zip(gs, gs[1:]):
+            if tok_of(g) != tok_of(prev) + 1:
+                continue  # another grant may lie between (unknown outcome)
+            lease, gdone = prev.get("lease"), g.done_t
+            if lease == g.get("lease") or unlocked.get(tok_of(prev), gdone) < gdone or \
+                    revoked.get(lease, gdone) < gdone:
+                continue  # let go of, not expired
+            ps = [p for (done, p) in promise.get(lease, []) if done is not None and done < gdone]
+            if not ps:
+                continue
+            res.stats["early_expiry_checked"] += 1
+            if gdone + slack_ms * ms < max(ps):
+                res.violations.append(Violation(
+                    "early-expiry", gdone,
+                    "lock %r went to token %s (completed at %s) while lease %s of %s, holder of token "
+                    "%s, was promised to live until %s by a renewal answered OK, and its holder had "
+                    "neither unlocked nor revoked" % (lock, tok_of(g), _ms(res, gdone), lease,
+                                                     prev.proc, tok_of(prev), _ms(res, max(ps))),
+                    [prev.inv, g.done]))
+
+
 def tok_of(g):
     """Returns the token of a grant op."""
     return g.get("token")
@@ -468,6 +521,7 @@ def check(events, ttl_ms=None, slack_ms=None, liveness_ms=None, inflight_ms=None
     check_counter(res, ops, finals, counter_key)
     check_records(res, ops, finals)
     check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, ttl_ms)
+    check_early_expiry(res, ops, grants, slack_ms)
     check_liveness(res, events, grants, liveness_ms)
     res.violations.sort(key=lambda v: v.t)
     faults = {}

@@ -6,8 +6,8 @@
   machine), "proc" (w<id> for workers, "nemesis", "final"), "op", "phase"
   and "n" (the op's sequence number within its process), plus op fields.
 - The RESP2 client and the port helpers (Resp, RespError, encode_command,
-  free_port, wait_port, wait_fenced_ready) live in tests/lib/fenceproto.py,
-  shared with the tests; they are re-exported here for the tools.
+  free_port, wait_port, wait_fenced_ready) live in fenceproto.py beside this
+  file (the tests use it too); they are re-exported here for the tools.
 """
 
 import json
@@ -16,11 +16,9 @@ import sys
 import threading
 import time
 
-try:
-    import fenceproto  # installed next to the tools (build/<variant>/)
-except ImportError:  # run from the source tree: tools/ -> tests/lib/
-    sys.path.append(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "tests", "lib"))
-    import fenceproto
+# fenceproto.py sits beside this file, in tools/ and where the tools are
+# installed (build/<variant>/, TOOLDIR).
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from fenceproto import (Resp, RespError, encode_command, free_port, wait_fenced_ready,  # noqa: E402,F401
                         wait_port)
 

@@ -198,7 +198,14 @@ func (s *Session) renew() {
 	case err == nil && v.Kind == KindInt:
 		s.mu.Lock()
 		if s.err == nil {
-			s.validUntil = sent.Add(s.ttl - s.margin)
+			// The reply is how long the lease is guaranteed from our send:
+			// a cluster's leader answering without a log entry replies the
+			// TTL minus its election timeout (docs/leases.md).
+			granted := s.ttl
+			if r := time.Duration(v.Int) * time.Millisecond; v.Int > 0 && r < granted {
+				granted = r
+			}
+			s.validUntil = sent.Add(granted - s.margin)
 		}
 		s.mu.Unlock()
 		next = s.ttl / 3

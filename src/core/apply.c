@@ -99,9 +99,13 @@ static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
     return token;
 }
 
-/* True when waiter w may be granted now. */
+/* True when waiter w (a FIFO place: a multi-lock's counts as its wait)
+ * may be granted now. */
 static bool waiter_eligible(const fence_fsm *f, const fence__wait *w)
 {
+    if (w->head != NULL) {
+        w = w->head;
+    }
     if (w->hi.deadline_ms <= f->now_ms) {
         return false;
     }
@@ -129,6 +133,12 @@ static void handoff(fence_fsm *f, fence__lock *k)
     }
     if (w == NULL) {
         fence__lock_maybe_destroy(f, k);
+        return;
+    }
+    if (w->head != NULL) {
+        /* A multi-lock: granted with all its names, or k stays free and
+         * reserved for it (strict FIFO; multi.c). */
+        fence__multi_try(f, w->head);
         return;
     }
     fence__lease *l = w->lease;
@@ -159,6 +169,10 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
                       bool revoke_dedicated)
 {
     FENCE_ASSERT(status == FENCE_ST_NIL || status == FENCE_ST_NOLEASE);
+    if (w->parts != NULL) {
+        fence__multi_fail(f, w, status, revoke_dedicated);
+        return;
+    }
     fence__lease *l = w->lease;
     fence__lock *k = w->lock;
     fence__sem *s = w->sem;
@@ -316,14 +330,27 @@ static bool quota_leases_full(const fence_fsm *f, const fence_cmd *c)
     return o != NULL && o->leases >= c->quota_leases;
 }
 
-/* Whether the owner of c holds or waits for its quota_locks locks already. */
-static bool quota_locks_full(const fence_fsm *f, const fence_cmd *c)
+/* Whether the owner of c would pass its quota_locks with n more locks
+ * held or waited for (a multi-lock's names count one each). */
+bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n)
 {
     if ((c->flags & FENCE_CMD_F_QUOTA) == 0 || c->quota_locks == 0) {
         return false;
     }
     const fence__owner *o = fence__owner_counts(f, c->owner);
-    return o != NULL && (uint64_t)o->locks + o->waits >= c->quota_locks;
+    uint64_t have = o != NULL ? (uint64_t)o->locks + o->waits : 0;
+    return have + n > c->quota_locks;
+}
+
+/* Whether the owner of c holds or waits for its quota_locks locks already. */
+static bool quota_locks_full(const fence_fsm *f, const fence_cmd *c)
+{
+    return fence__quota_locks_full(f, c, 1);
+}
+
+bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c)
+{
+    return quota_leases_full(f, c);
 }
 
 /* LEASE_GRANT: a new lease. */
@@ -356,6 +383,11 @@ static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
 static bool may_use(const fence_cmd *c, const fence__lease *l)
 {
     return l->owner == c->owner || (c->flags & FENCE_CMD_F_ADMIN) != 0;
+}
+
+bool fence__may_use(const fence_cmd *c, const fence__lease *l)
+{
+    return may_use(c, l);
 }
 
 /* LEASE_KEEPALIVE: restart a live lease's full TTL. */
@@ -464,8 +496,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->lease = l->id;
         return;
     }
-    if (k->holder == NULL && !k->in_delay) {
-        FENCE_ASSERT(k->nwaiters == 0);
+    if (k->holder == NULL && !k->in_delay && k->nwaiters == 0) {
         r->status = FENCE_ST_OK;
         r->token = grant(f, k, l);
         r->lease = l->id;
@@ -507,8 +538,18 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
-    fence__held_unlink(f, k);
-    handoff(f, k);
+    /* Every lock l holds with this token: one lock, or all the names of
+     * one multi-lock (multi.c), released in held-list order. */
+    uint64_t token = k->token;
+    fence__link *p = l->held.first;
+    while (p != NULL) {
+        fence__lock *g = HELD_OF(p);
+        p = p->next;
+        if (g->token == token) {
+            fence__held_unlink(f, g);
+            handoff(f, g);
+        }
+    }
     if (l->dedicated) {
         lease_remove(f, l, false);
     }
@@ -535,7 +576,7 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
-    bool free_now = k == NULL || (k->holder == NULL && !k->in_delay);
+    bool free_now = k == NULL || (k->holder == NULL && !k->in_delay && k->nwaiters == 0);
     if (!free_now) {
         if (c->wait_ms == 0) {
             r->status = FENCE_ST_NIL;
@@ -635,6 +676,12 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_SEM_RELEASE:
         fence__cmd_sem_release(f, c, r);
         break;
+    case FENCE_CMD_LOCK_MULTI:
+        fence__multi_cmd(f, c, r);
+        break;
+    case FENCE_CMD_LEASE_CHECKPOINT:
+        fence__cmd_checkpoint(f, c, r); /* checkpoint.c */
+        break;
     default:
         r->status = FENCE_ST_INVALID;
         break;
@@ -643,7 +690,11 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
 
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
 
-/* ---- Entry points for the kinds' files (fsm_int.h) ------------------------ */
+/* The hooks the kinds' files share (fsm_int.h): multi.c, sem.c. */
+void fence__handoff(fence_fsm *f, fence__lock *k)
+{
+    handoff(f, k);
+}
 
 uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l)
 {
@@ -663,21 +714,6 @@ void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired)
 bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w)
 {
     return waiter_eligible(f, w);
-}
-
-bool fence__may_use(const fence_cmd *c, const fence__lease *l)
-{
-    return may_use(c, l);
-}
-
-bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c)
-{
-    return quota_leases_full(f, c);
-}
-
-bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c)
-{
-    return quota_locks_full(f, c);
 }
 
 /* Apply one command at now_ms: advance time (LEADER_START only moves the

@@ -88,7 +88,8 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
             if (k->holder != l) {
                 return "held lock names another holder";
             }
-            if (k->token <= last) {
+            /* Equal tokens: the locks of one multi-lock grant. */
+            if (k->token < last || k->token == 0) {
                 return "held locks not in token order";
             }
             last = k->token;
@@ -151,20 +152,23 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
             fence__htab_prefetch(&f->locks, LOCK_OF(ahead)->hn.hash);
             ahead = ahead->next;
         }
-        if (k->token == 0 || k->token > f->last_token) {
+        /* Token 0: a lock never granted, reserved for a multi-lock
+         * (fence__multi_check); equal tokens: one multi-lock's locks. */
+        if (k->token > f->last_token) {
             return "lock token out of range";
         }
-        if (prev != NULL && prev->token >= k->token) {
-            return "lock tokens not strictly increasing (a token reused?)";
+        if (prev != NULL && prev->token > k->token) {
+            return "lock tokens not in order";
+        }
+        if (prev != NULL && prev->token == k->token && k->token != 0 &&
+            (k->holder != prev->holder && k->holder != NULL && prev->holder != NULL)) {
+            return "two holders share a token";
         }
         if (k->name_len == 0 || k->name_len > FENCE_NAME_MAX) {
             return "lock name length out of range";
         }
         if (fence__lock_find(f, k->name, k->name_len) != k) {
             return "lock not found by name";
-        }
-        if (k->holder == NULL && !k->in_delay) {
-            return "a lock exists that is neither held nor in lock-delay";
         }
         if (k->holder != NULL && k->in_delay) {
             return "a held lock is in lock-delay";
@@ -190,7 +194,7 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
         uint64_t lastw = 0;
         for (const fence__link *x = k->queue.first; x != NULL; x = x->next) {
             const fence__wait *w = QWAIT_OF(x);
-            if (w->lock != k) {
+            if (w->lock != k || (w->head != NULL && w->head->lease != w->lease)) {
                 return "waiter names another lock";
             }
             if (w->id <= lastw) {
@@ -210,7 +214,13 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
     if (nheld != f->nheld) {
         return "held lock count wrong";
     }
-    if (nwaiters + f->n_sem_waits != f->waits.count) {
+    /* Every wait has one place per name in the locks' FIFOs, except a
+     * semaphore's, which is in the semaphore's FIFO (sem.c). */
+    uint64_t places = 0;
+    for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        places += fence__wait_names(WAIT_OF(p));
+    }
+    if (nwaiters + f->n_sem_waits != places) {
         return "waiters in FIFOs do not match the wait table";
     }
     *ndelay_out = ndelay;
@@ -318,7 +328,11 @@ static const char *check_owners(const fence_fsm *f)
     if (n != f->owners.count) {
         return "owner list and owner table differ";
     }
-    if (leases != f->leases.count || locks != f->nheld || waits != f->waits.count) {
+    uint64_t names = 0;
+    for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        names += fence__wait_names(WAIT_OF(p));
+    }
+    if (leases != f->leases.count || locks != f->nheld || waits != names) {
         return "owner counts do not add up to the leases, held locks and waits";
     }
     for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
@@ -338,7 +352,9 @@ static const char *check_owners(const fence_fsm *f)
             if (l->own == o) {
                 ol++;
                 ok += l->nheld;
-                ow += l->nwaits;
+                for (const fence__link *w = l->waits.first; w != NULL; w = w->next) {
+                    ow += fence__wait_names(LWAIT_OF(w));
+                }
             }
         }
         if (ol != o->leases || ok != o->locks || ow != o->waits) {
@@ -374,6 +390,9 @@ const char *fence_fsm_check(const fence_fsm *f)
         return e;
     }
     if ((e = check_owners(f)) != NULL) {
+        return e;
+    }
+    if ((e = fence__multi_check(f)) != NULL) {
         return e;
     }
     if ((e = fence__sem_check(f)) != NULL) {

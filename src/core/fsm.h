@@ -16,6 +16,7 @@
  *     the token of that grant, and a FIFO of waiters.
  *   - next_token: every grant takes next_token++ (first token is 1), across
  *     all locks.  A token is never issued twice and never goes backwards.
+ *     A multi-lock (LOCK_MULTI) is one grant: its locks share its token.
  *
  * Time: "now" of an entry is max(previous now, entry timestamp), so fsm time
  * never goes backwards even if a new leader's clock is behind.  Before the
@@ -52,7 +53,25 @@
  *
  * Limits count objects, never bytes: leases_max live leases, locks_max lock
  * objects, waiters_max waits on one lock, waits_max waits in all, dedup_max
- * request ids.  A command that would pass one answers LIMIT.
+ * request ids.  A command that would pass one answers LIMIT.  A queued
+ * multi-lock is one wait against waits_max and a waiter on each of its
+ * locks against waiters_max; every name it creates counts against
+ * locks_max, and every name against the owner's quota_locks.
+ *
+ * Multi-locks (LOCK_MULTI, core/multi.c; lease 0: the ACQUIRE form with a
+ * dedicated lease of ttl_ms, lock_delay_ms): 1..FENCE_MULTI_NAMES_MAX
+ * distinct names, all granted with one token or none (NIL without a wait,
+ * INVALID for duplicate names or for a lease that holds or waits for part
+ * of the set; the same set again is reentrant OK, or joins its wait).  A
+ * queued one is ONE wait (one id, one event) with a place in every named
+ * lock's FIFO, taken in one step; it holds nothing while waiting and is
+ * granted when every lock is free and its place is the first eligible in
+ * every FIFO.  FIFOs are strict: a free lock whose first waiter is such a
+ * multi-lock stays free (reserved), and LOCK / ACQUIRE of it queue.  No
+ * deadlock: waits sharing locks are in id order in every shared FIFO, so
+ * "blocked by" points only at smaller ids.  UNLOCK of any one of its
+ * names with the token releases every lock its lease holds with that
+ * token; expiry and revocation release them as any locks.
  *
  * LEADER_START answers INVALID when leases_max, locks_max, waiters_max or
  * waits_max is 0 (dedup_max 0 turns dedup off); it then changes nothing, and the old
@@ -127,7 +146,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/limits.h"
+#include "base/limits.h"
 
 /* Largest timestamp (fsm time, ms) an entry may carry; keeps every
  * "now + duration" sum far from overflow.  The entry decoder rejects larger
@@ -178,8 +197,17 @@ typedef enum fence_cmd_type {
     FENCE_CMD_LOCK_MULTI = 15,     /* names[names_count], lease, wait_ms
                                       (lease 0: dedicated, as ACQUIRE) */
     FENCE_CMD_UNLOCK_SHARED = 16,  /* name, token, lease: one shared holder */
+    /* Renewals the leader answered itself (docs/leases.md): ids_count lease
+     * ids; each live one restarts its full TTL at the entry's time, as
+     * LEASE_KEEPALIVE would; an unknown or expired id changes nothing (a
+     * checkpoint never revives a lease).  Version-5 entries only. */
+    FENCE_CMD_LEASE_CHECKPOINT = 17, /* ids[ids_count] */
 } fence_cmd_type;
-#define FENCE_CMD_TYPE_LAST FENCE_CMD_UNLOCK_SHARED
+#define FENCE_CMD_TYPE_LAST FENCE_CMD_LEASE_CHECKPOINT
+
+/* Most lease ids one LEASE_CHECKPOINT carries (the leader splits larger
+ * sets over several commands). */
+#define FENCE_CHECKPOINT_IDS_MAX 16384
 
 /* Flags on a command. */
 #define FENCE_CMD_F_REQID 0x1 /* req_id is a client request id: deduplicate */
@@ -229,6 +257,9 @@ typedef struct fence_cmd {
     const fence_name *names; /* LOCK_MULTI: 1..FENCE_MULTI_NAMES_MAX distinct
                                 names (borrowed) */
     uint16_t names_count;
+    const uint8_t *ids;     /* LEASE_CHECKPOINT: ids_count lease ids, each
+                               a little-endian u64 (borrowed) */
+    uint32_t ids_count;     /* 1..FENCE_CHECKPOINT_IDS_MAX */
 } fence_cmd;
 
 /* Outcome of one command (also of a deferred wait, see fence_event). */
@@ -254,7 +285,8 @@ typedef struct fence_result {
     uint64_t lease;   /* LEASE_GRANT, ACQUIRE: the lease id */
     uint64_t token;   /* LOCK, ACQUIRE: the token granted */
     uint64_t wait_id; /* QUEUED: id of the wait, for the event and CANCEL */
-    uint64_t value;   /* KEEPALIVE: ttl_ms; UNLOCK: 1 or 0 */
+    uint64_t value;   /* KEEPALIVE: ttl_ms; UNLOCK: 1 or 0;
+                         LEASE_CHECKPOINT: the live leases it renewed */
     uint64_t revision; /* ELECT_*: the election's revision after it */
     uint32_t slot;    /* SEM_ACQUIRE: the slot granted */
 } fence_result;

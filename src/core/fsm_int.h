@@ -1,12 +1,14 @@
 /* Private to src/core: the state machine's objects and the functions the
  * core's files share.
  *
- * Files: fsm.c (memory, lifecycle, queries), htab.c (hash tables and
- * hashes), heap.c (the deadline heap), lease.c (leases and the locks they
+ * Files: mem.c (memory: the injected allocator and its failure rule),
+ * fsm.c (lifecycle, queries), htab.c (hash tables and hashes), heap.c
+ * (the deadline heap), lease.c (leases and the locks they
  * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
- * apply.c (grants, releases, time, the commands), check.c (the invariant
- * check), entry.c (the log-entry codec), snapshot.c (the snapshot codec),
- * sem.c (semaphores of slots) and sem_snap.c (their snapshot section).
+ * apply.c (grants, releases, time, the commands), multi.c (LOCK_MULTI:
+ * one wait over many locks, and its snapshot section), sem.c (semaphores
+ * of slots) and sem_snap.c (their snapshot section), check.c (the
+ * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot codec).
  *
  * Layout in one paragraph: leases, locks, waits and dedup records live in
  * chained hash tables keyed by id / name / req_id.  Every object with a
@@ -25,8 +27,8 @@
 
 #include <stdlib.h>
 
-#include "common/assert.h"
-#include "common/crc32c.h"
+#include "base/assert.h"
+#include "base/crc32c.h"
 #include "core/fsm.h"
 #include "core/heap.h"
 #include "core/htab.h"
@@ -77,14 +79,17 @@ typedef struct fence__lease {
     uint32_t nwaits;        /* length of waits */
 } fence__lease;
 
-/* A lock object: exists while held, in lock-delay, or (only transiently,
- * inside fence_fsm_advance) while free with waiters that are due to fail. */
+/* A lock object: exists while held, in lock-delay, while free and kept for
+ * the multi-lock first in its FIFO (multi.c), or (only transiently, inside
+ * fence_fsm_advance) while free with waiters that are due to fail. */
 struct fence__lock {
     fence__hnode hn;       /* in fsm.locks, by name */
     fence__hitem hi;       /* lock-delay end */
     fence__link hlink;     /* in holder's held list */
     fence__link tlink;     /* in fsm.lock_list, by token */
-    uint64_t token;        /* token of the last grant (unique) */
+    uint64_t token;        /* token of the last grant (shared only by the
+                              locks of one multi-lock grant; 0: never
+                              granted, kept for a queued multi-lock) */
     struct fence__lease *holder; /* NULL when free */
     bool in_delay;         /* unavailable until hi.deadline_ms */
     uint64_t delay_ms;     /* the lock-delay in force */
@@ -93,6 +98,11 @@ struct fence__lock {
     fence__sem *sem;       /* a semaphore's slot lock (name#slot): the
                               semaphore (sem.c); NULL for a plain lock */
     uint32_t slot;         /* with sem: the slot, 0..permits-1 */
+    uint32_t snap_ord;     /* scratch, not state: the lock's 1-based place
+                              in the lock section of the snapshot being
+                              written (snapshot.c sets it as it writes that
+                              section; waits name their locks by it, since
+                              the locks of one multi-lock share a token) */
     uint16_t name_len;     /* 1..FENCE_NAME_MAX */
     uint8_t name[];        /* the name bytes */
 };
@@ -108,7 +118,7 @@ struct fence__wait {
     uint64_t wait_ms;            /* requested wait, for LEADER_START rebase */
     struct fence__lease *lease;  /* the lease that waits */
     fence__lock *lock;           /* the lock waited for (NULL for a
-                                    semaphore's wait) */
+                                    semaphore's or a multi wait) */
     fence__sem *sem;             /* SEM_ACQUIRE: the semaphore waited for
                                     (in its FIFO by qlink), else NULL */
     bool acquire;                /* an ACQUIRE (its lease is dedicated) */
@@ -119,6 +129,15 @@ struct fence__wait {
                                   * first: its own and those of LOCKs that
                                   * joined it; resolved when it ends */
     uint32_t nreqs;              /* length of reqs */
+    struct fence__wait *head;    /* a LOCK_MULTI's place in one lock's
+                                  * FIFO: the multi wait it belongs to
+                                  * (only qlink, lock, lease and id are
+                                  * used); NULL for a wait in its own
+                                  * right */
+    struct fence__wait *parts;   /* a LOCK_MULTI wait: its places, one per
+                                  * name in request order (lock is NULL, qlink
+                                  * unused); NULL for a wait on one lock */
+    uint16_t nparts;             /* length of parts (0: not a multi wait) */
 };
 
 /* A remembered command result for idempotent retries. */
@@ -181,7 +200,7 @@ struct fence_fsm {
 #define OWNER_OF(lnk) FENCE__LIST_ITEM(fence__owner, link, (lnk))
 #define WDEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, wlink, (lnk))
 
-/* ---- fsm.c: memory and lifecycle ----------------------------------------- */
+/* ---- mem.c: memory ------------------------------------------------------- */
 
 /* Allocation through the injected allocator.  A failure returns NULL in
  * FENCE__OOM_RETURN mode and stops the process in the others. */
@@ -190,16 +209,20 @@ void fence__free(fence_fsm *f, void *p);
 /* What a failed allocation does in mode oom (returns only in RETURN). */
 void fence__oom(uint8_t oom);
 
+/* ---- heap.c (beside heap.h) ------------------------------------------------ */
+
+/* Room in the heap for every object that may need a slot plus extra new
+ * ones; false as for fence__heap_reserve. */
+bool fence__heap_room(fence_fsm *f, uint32_t extra);
+
+/* ---- fsm.c: lifecycle ------------------------------------------------------ */
+
 /* Keyed hash of a 64-bit key (ids, request ids).  Still a bijection, so
  * equal hashes mean equal keys and lookups compare hashes only. */
 static inline uint64_t fence__key_hash(const fence_fsm *f, uint64_t key)
 {
     return fence__hash_u64(key ^ f->hash_seed);
 }
-
-/* Room in the heap for every object that may need a slot plus extra new
- * ones; false as for fence__heap_reserve. */
-bool fence__heap_room(fence_fsm *f, uint32_t extra);
 
 /* Create an empty state with the given allocator and FENCE__OOM_* mode;
  * NULL on lack of memory (RETURN mode only). */
@@ -294,21 +317,59 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
                       fence_result *out);
 /* The body of fence_fsm_advance without the events reset. */
 void fence__advance(fence_fsm *f, uint64_t now_ms);
-
-/* Shared with sem.c: thin entry points into apply.c's statics. */
-/* Grant free lock k to live lease l: the next token. */
-uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l);
-/* Report the end of wait w (resolving its dedup records). */
+/* For multi.c: hand free lock k to its first eligible waiter (or free it);
+ * report the end of wait w (its dedup records resolved, an event); remove
+ * a lease (its locks released, its waits failed). */
+void fence__handoff(fence_fsm *f, fence__lock *k);
 void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r);
-/* Release a lease's locks, fail its waits, free it (revoked: expired 0). */
 void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired);
-/* Whether waiter w may be granted now. */
-bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w);
-/* Whether command c may act on lease l. */
-bool fence__may_use(const fence_cmd *c, const fence__lease *l);
-/* The owner's quotas (fsm.h "Quotas") are full. */
+/* Whether the owner of c would pass quota_leases with one more lease, or
+ * quota_locks with n more locks. */
 bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
-bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c);
+bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n);
+/* Whether command c may act on lease l (its owner, or ADMIN). */
+bool fence__may_use(const fence_cmd *c, const fence__lease *l);
+
+/* ---- multi.c ---------------------------------------------------------------- */
+
+/* LOCK_MULTI (fsm.h, docs/protocol.md "LOCK.MULTI"). */
+void fence__multi_cmd(fence_fsm *f, const fence_cmd *c, fence_result *r);
+/* Grant multi wait m if it is the first eligible waiter of every lock it
+ * names and all of them are free; true when granted (m is freed). */
+bool fence__multi_try(fence_fsm *f, fence__wait *m);
+/* Fail multi wait m (NIL or NOLEASE) and offer its freed places on; a
+ * dedicated lease goes too when revoke_dedicated is set. */
+void fence__multi_fail(fence_fsm *f, fence__wait *m, uint8_t status, bool revoke_dedicated);
+/* Names (FIFO places) a wait covers: 1, or a multi wait's count. */
+static inline uint32_t fence__wait_names(const fence__wait *w)
+{
+    return w->parts != NULL ? w->nparts : 1;
+}
+/* The wait a FIFO place belongs to. */
+static inline fence__wait *fence__wait_owner(fence__wait *w)
+{
+    return w->head != NULL ? w->head : w;
+}
+/* The multi section of a snapshot (after the dedup section): its size,
+ * writer and reader (v: the locks in snapshot order; the reader also
+ * attaches the QUEUED dedup records of the multi waits). */
+size_t fence__multi_snap_size(const fence_fsm *f);
+uint8_t *fence__multi_snap_write(const fence_fsm *f, uint8_t *p, uint8_t *end);
+int fence__multi_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end,
+                           fence__lock **v, uint32_t nv);
+/* What check.c asks of the multi waits: NULL when all holds. */
+const char *fence__multi_check(const fence_fsm *f);
+
+/* ---- checkpoint.c ---------------------------------------------------------- */
+
+/* LEASE_CHECKPOINT (dispatched by apply.c). */
+void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r);
+
+/* For sem.c (with fence__emit and fence__lease_remove above): grant free
+ * lock k to live lease l with the next token; whether waiter w may be
+ * granted now. */
+uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l);
+bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w);
 
 /* ---- sem.c: semaphores of slots ---------------------------------------------- */
 

@@ -12,8 +12,22 @@ bool fence__hitem_less(const fence__hitem *a, const fence__hitem *b)
     if (a->kind != b->kind) {
         return a->kind < b->kind;
     }
-    FENCE_ASSERT(a == b || a->id != b->id);
-    return a->id < b->id;
+    if (a->id != b->id) {
+        return a->id < b->id;
+    }
+    /* Only lock-delays share an id (the token): the locks of one
+     * multi-lock.  Their names, unique, order them alike on every replica
+     * and after a restore. */
+    FENCE_ASSERT(a == b || a->kind == FENCE__K_DELAY);
+    if (a == b) {
+        return false;
+    }
+    const fence__lock *x = FENCE__CONTAINER(a, fence__lock, hi);
+    const fence__lock *y = FENCE__CONTAINER(b, fence__lock, hi);
+    uint16_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+    FENCE_ASSERT(c != 0 || x->name_len != y->name_len);
+    return c != 0 ? c < 0 : x->name_len < y->name_len;
 }
 
 /* Put item it at position pos. */
@@ -84,6 +98,15 @@ bool fence__heap_reserve(fence_fsm *f, fence__heap *h, uint64_t need)
     h->cap = (uint32_t)cap;
     FENCE_ASSERT(h->cap >= need);
     return true;
+}
+
+/* Room in the heap for every object that may ever need a slot (every
+ * lease, wait and lock) plus extra new ones. */
+bool fence__heap_room(fence_fsm *f, uint32_t extra)
+{
+    uint64_t need = (uint64_t)f->leases.count + f->waits.count +
+                    f->locks.count + extra;
+    return fence__heap_reserve(f, &f->heap, need);
 }
 
 /* Free the array. */

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 
 /* The object that embeds member at address ptr. */
 #define FENCE__CONTAINER(ptr, type, member)                                 \
@@ -67,6 +67,24 @@ static inline void fence__list_append(fence__list *l, fence__link *n)
         l->first = n;
     }
     l->last = n;
+}
+
+/* Insert link n (not on any list) before link at of l (at NULL: append). */
+static inline void fence__list_insert_before(fence__list *l, fence__link *at, fence__link *n)
+{
+    if (at == NULL) {
+        fence__list_append(l, n);
+        return;
+    }
+    n->next = at;
+    n->prev = at->prev;
+    if (at->prev != NULL) {
+        at->prev->next = n;
+    } else {
+        FENCE_ASSERT(l->first == at);
+        l->first = n;
+    }
+    at->prev = n;
 }
 
 /* Remove link n, which is on l. */

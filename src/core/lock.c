@@ -23,12 +23,13 @@ fence__lock *fence__lock_find(const fence_fsm *f, const uint8_t *name,
     return NULL;
 }
 
-/* Append lock k to the by-token list (its token is the largest, or 0 for
- * a lock about to be granted or put in lock-delay). */
+/* Append lock k to the by-token list (its token is the largest, shared
+ * only by the other locks of one multi-lock grant, or 0 for a lock about
+ * to be granted, put in lock-delay, or moved to the head by multi.c). */
 static void tok_append(fence_fsm *f, fence__lock *k)
 {
     FENCE_ASSERT(f->lock_list.last == NULL ||
-                 LOCK_OF(f->lock_list.last)->token < k->token ||
+                 LOCK_OF(f->lock_list.last)->token <= k->token ||
                  k->token == 0);
     fence__list_append(&f->lock_list, &k->tlink);
 }
@@ -186,7 +187,8 @@ void fence__wait_unlink(fence_fsm *f, fence__wait *w)
     fence__heap_remove(&f->heap, &w->hi);
 }
 
-/* The wait of lease l on lock k, or NULL (scans the shorter list). */
+/* The wait of lease l on lock k, or NULL (scans the shorter list).  For
+ * a multi-lock's place in k's FIFO it is the multi wait. */
 fence__wait *fence__wait_of(const fence__lease *l, const fence__lock *k)
 {
     if (l->nwaits <= k->nwaiters) {
@@ -195,13 +197,18 @@ fence__wait *fence__wait_of(const fence__lease *l, const fence__lock *k)
             if (w->lock == k) {
                 return w;
             }
+            for (uint16_t i = 0; i < w->nparts; i++) {
+                if (w->parts[i].lock == k) {
+                    return w;
+                }
+            }
         }
         return NULL;
     }
     for (fence__link *p = k->queue.first; p != NULL; p = p->next) {
         fence__wait *w = QWAIT_OF(p);
         if (w->lease == l) {
-            return w;
+            return fence__wait_owner(w);
         }
     }
     return NULL;

@@ -414,7 +414,7 @@ void fence__cmd_sem_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_LIMIT;
         return;
     }
-    if (fence__quota_locks_full(f, c)) {
+    if (fence__quota_locks_full(f, c, 1)) {
         r->status = FENCE_ST_LIMIT;
         return;
     }
@@ -678,7 +678,7 @@ const char *fence__sem_check(const fence_fsm *f)
     }
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
         const fence__wait *w = WAIT_OF(p);
-        if ((w->lock == NULL) != (w->sem != NULL)) {
+        if (w->parts == NULL && (w->lock == NULL) != (w->sem != NULL)) {
             return "a wait is for neither or both of a lock and a semaphore";
         }
     }

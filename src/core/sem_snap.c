@@ -18,7 +18,7 @@
  * by fence_fsm_check at the end of decode. */
 #include <string.h>
 
-#include "common/bytes.h"
+#include "base/bytes.h"
 #include "core/fsm_int.h"
 
 #define SEM_FIXED (2 + 4 + 4)

@@ -2,7 +2,7 @@
  * trusts nothing.
  *
  * Layout (integers little-endian):
- *   "FNCS" | u32 version (4)
+ *   "FNCS" | u32 version (5)
  *   u64 now_ms | u64 last_token | u64 next_lease_id | u64 next_wait_id
  *   u32 leases_max | u32 locks_max | u32 waiters_max | u32 dedup_max
  *   | u32 waits_max (version 3 only; a version-2 snapshot, written before
@@ -10,12 +10,18 @@
  *   u32 nleases, then per lease (ascending id):
  *     u64 id | u64 ttl_ms | u64 lock_delay_ms | u64 deadline_ms | u8 dedicated
  *     | u64 owner (version 4 on; older snapshots restore with owner 0)
- *   u32 nlocks, then per lock (ascending current token; tokens are unique,
- *   and the lock's key in the snapshot):
+ *   u32 nlocks, then per lock (ascending current token; up to version 4
+ *   tokens are unique and the lock's key in the snapshot; from version 5
+ *   the locks of one multi-lock share a token, in grant order, and a lock
+ *   never granted, kept for a queued multi-lock, has token 0, no holder and
+ *   no lock-delay; a lock's key is then its 1-based place in this list):
  *     u16 name_len | name | u64 token | u64 holder lease (0: none)
  *     | u8 in_delay | u64 delay_ms | u64 delay_end_ms
- *   u32 nwaits, then per wait (ascending id, which is also FIFO order):
- *     u64 id | u64 lease | u64 lock token | u64 wait_ms | u64 deadline_ms
+ *   u32 nwaits, then per wait (ascending id, which is also FIFO order;
+ *   from version 5 the waits for one lock only, multi-locks in their own
+ *   section):
+ *     u64 id | u64 lease | u64 lock token (version 5: the lock's place)
+ *     | u64 wait_ms | u64 deadline_ms
  *     | u8 flags (1: ACQUIRE, 2: has req_id) | u64 req_id
  *   u32 ndedup, then per record (oldest first: the eviction order):
  *     u64 req_id | u64 owner (version 4 on) | u64 request fingerprint
@@ -23,15 +29,16 @@
  *     | u64 token | u64 wait_id | u64 value
  *   (version 5 on) one section per coordination kind, in the order rw,
  *   multi, elect, sem, each u32 count | records, written and read by the
- *   kind's own file: sem is core/sem_snap.c.  A version-4 snapshot
- *   restores with every section empty.  The waits section above holds the
- *   waits on locks only; a semaphore's waits are in its section.
+ *   kind's own file (multi: core/multi.c, sem: core/sem_snap.c).  A
+ *   version-4 snapshot restores with every section empty.  The waits
+ *   section above holds the waits on one lock only; a multi-lock's waits
+ *   and a semaphore's are in their kinds' sections.
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
 
-#include "common/bytes.h"
-#include "common/crc32c.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
 #include "core/fsm_int.h"
 #include "core/snapshot.h"
 
@@ -110,8 +117,12 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
     for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
         n += SNAP_LOCK_FIXED + LOCK_OF(p)->name_len;
     }
-    n += (size_t)(f->waits.count - f->n_sem_waits) * SNAP_WAIT;
+    for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
+        const fence__wait *x = WAIT_OF(p);
+        n += x->parts == NULL && x->sem == NULL ? SNAP_WAIT : 0;
+    }
     n += (size_t)f->dedup.count * SNAP_DEDUP;
+    n += fence__multi_snap_size(f);
     n += fence__sem_snap_size(f);
     return n;
 }
@@ -150,12 +161,16 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     }
     put32(&w, f->locks.count);
     last = 0;
+    uint32_t ord = 0;
     for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
         const fence__lock *k = LOCK_OF(p);
-        FENCE_ASSERT(k->token > last);
+        FENCE_ASSERT(k->token >= last);
         FENCE_ASSERT(k->token <= f->last_token);
-        FENCE_ASSERT((k->holder != NULL) != k->in_delay);
+        FENCE_ASSERT(k->holder == NULL || !k->in_delay);
         last = k->token;
+        /* The scratch place (fsm_int.h: not state, so writing it through
+         * the const state changes nothing a reader of the state sees). */
+        ((fence__lock *)k)->snap_ord = ++ord;
         put16(&w, k->name_len);
         put(&w, k->name, k->name_len);
         put64(&w, k->token);
@@ -164,26 +179,29 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, k->in_delay ? k->delay_ms : 0);
         put64(&w, k->in_delay ? k->hi.deadline_ms : 0);
     }
-    put32(&w, (uint32_t)(f->waits.count - f->n_sem_waits));
+    uint8_t *nwaits_at = room(&w, 4);
+    uint32_t nwaits = 0;
     last = 0;
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
         const fence__wait *x = WAIT_OF(p);
-        if (x->sem != NULL) {
-            continue; /* in the sem section */
+        if (x->parts != NULL || x->sem != NULL) {
+            continue; /* a multi-lock's or a semaphore's: their sections */
         }
+        nwaits++;
         FENCE_ASSERT(x->id > last);
         FENCE_ASSERT(x->lock->holder != x->lease);
         FENCE_ASSERT(x->has_req || x->req_id == 0);
         last = x->id;
         put64(&w, x->id);
         put64(&w, x->lease->id);
-        put64(&w, x->lock->token);
+        put64(&w, x->lock->snap_ord);
         put64(&w, x->wait_ms);
         put64(&w, x->hi.deadline_ms);
         put8(&w, (x->acquire ? SNAP_WAIT_F_ACQUIRE : 0) |
                        (x->has_req ? SNAP_WAIT_F_REQ : 0));
         put64(&w, x->req_id);
     }
+    fence__put_u32(nwaits_at, nwaits);
     put32(&w, f->dedup.count);
     FENCE_ASSERT(f->dedup.count <= f->limits.dedup_max);
     for (const fence__link *p = f->dedup_list.first; p != NULL; p = p->next) {
@@ -198,6 +216,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, d->result.wait_id);
         put64(&w, d->result.value);
     }
+    w.p = fence__multi_snap_write(f, w.p, w.end);
     w.p = fence__sem_snap_write(f, w.p, w.end);
     size_t body = (size_t)(w.p - buf);
     put32(&w, fence__crc32c(buf, body));
@@ -381,7 +400,12 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
         uint64_t in_delay = get8(r);
         uint64_t delay_ms = get64(r);
         uint64_t delay_end = get64(r);
-        if (!r->ok || token <= last || token > n->last_token || in_delay > 1) {
+        /* Version 5: equal tokens (one multi-lock's locks) and token 0
+         * (a lock kept for a queued multi-lock) are allowed; the final
+         * check decides whether the state they make is valid. */
+        bool v5 = r->version >= 5;
+        if (!r->ok || (v5 ? token < last : token <= last) || token > n->last_token ||
+            in_delay > 1) {
             return FENCE_ST_INVALID;
         }
         if (fence__lock_find(n, name, (uint16_t)len) != NULL) {
@@ -392,6 +416,10 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
             holder = fence__lease_find(n, holder_id);
             if (holder == NULL || in_delay || delay_ms != 0 ||
                 delay_end != 0) {
+                return FENCE_ST_INVALID;
+            }
+        } else if (v5 && !in_delay) {
+            if (delay_ms != 0 || delay_end != 0) {
                 return FENCE_ST_INVALID;
             }
         } else if (!in_delay || delay_ms == 0 ||
@@ -438,7 +466,8 @@ static int read_waits(fence_fsm *n, rbuf *r, fence__lock **v, uint32_t nv)
             return FENCE_ST_INVALID;
         }
         fence__lease *l = fence__lease_find(n, lease_id);
-        fence__lock *k = lock_by_token(v, nv, token);
+        fence__lock *k = r->version >= 5 ? (token >= 1 && token <= nv ? v[token - 1] : NULL)
+                                         : lock_by_token(v, nv, token);
         if (l == NULL || k == NULL || k->holder == l ||
             fence__is_waiting(l, k)) {
             return FENCE_ST_INVALID;
@@ -562,11 +591,14 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     if (rc == 0) {
         rc = read_waits(n, &r, v, nv);
     }
-    fence__free(n, v);
-    if (rc != 0) {
-        return rc;
+    if (rc == 0) {
+        rc = read_dedup(n, &r);
     }
-    rc = read_dedup(n, &r);
+    if (rc == 0 && version >= 5) {
+        /* The kinds' sections, in the order rw, multi, elect, sem. */
+        rc = r.ok ? fence__multi_snap_read(n, &r.p, r.end, v, nv) : FENCE_ST_INVALID;
+    }
+    fence__free(n, v);
     if (rc != 0) {
         return rc;
     }

@@ -16,9 +16,11 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f);
  * length written. */
 size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap);
 /* Snapshot layout: see snapshot.c.  Leases in id order, locks in order of
- * their current token (unique: it is the key the snapshot sorts by), waits
+ * their current token (shared only by one multi-lock's locks, which keep
+ * their grant order; waits name a lock by its place in that list), waits
  * in id order (which is each lock's FIFO order), dedup records oldest first
- * (the eviction order), then a CRC32C.  A restore forgets the collected
+ * (the eviction order), the kinds' sections (multi: core/multi.c), then a
+ * CRC32C.  A restore forgets the collected
  * events (they are not part of the state).
  *
  * Replace the state with a decoded snapshot.  0 on success; FENCE_ST_INVALID

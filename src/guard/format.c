@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/bytes.h"
-#include "common/crc32c.h"
+#include "base/assert.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
 #include "fence_guard.h"
 
 

@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/crc32c.h"
+#include "base/crc32c.h"
 
 #define FENCE__GUARD_MAGIC "FNCGUARD"
 #define FENCE__GUARD_VERSION 1u

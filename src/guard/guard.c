@@ -28,9 +28,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/assert.h"
-#include "common/hash.h"
-#include "common/signtok.h"
+#include "base/assert.h"
+#include "base/hash.h"
+#include "token/signtok.h"
 #include "guard/format.h"
 
 #define LOG_NAME "fence-guard.log"

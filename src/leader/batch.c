@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "core/entry.h"
 #include "leader/internal.h"
 
@@ -22,6 +22,10 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
                         fence_lreq *r, fence_lconn *c)
 {
     lbatch *b = l->pending;
+    /* Bytes kept with the item: its name, or a checkpoint's lease ids. */
+    bool ids = cmd->type == FENCE_CMD_LEASE_CHECKPOINT;
+    size_t extra = ids ? (size_t)cmd->ids_count * 8 : cmd->name_len;
+    const uint8_t *src = ids ? cmd->ids : cmd->name;
     if (b != NULL && b->n_items >= FENCE_BATCH_MAX) {
         fence__ld_batch_close(l);
         b = NULL;
@@ -47,9 +51,12 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
         b->items = items;
         b->cap_items = cap;
     }
-    if (b->names_len + cmd->name_len > b->names_cap) {
+    size_t need = extra;
+    for (uint16_t i = 0; i < cmd->names_count; i++)
+        need += 2u + cmd->names[i].len; /* LOCK_MULTI: u16 length + bytes */
+    if (b->names_len + need > b->names_cap) {
         size_t cap = b->names_cap ? b->names_cap * 2 : 1024;
-        while (cap < b->names_len + cmd->name_len)
+        while (cap < b->names_len + need)
             cap *= 2;
         uint8_t *names = realloc(b->names, cap);
         if (names == NULL)
@@ -60,10 +67,19 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
     litem *it = &b->items[b->n_items++];
     it->cmd = *cmd;
     it->cmd.name = NULL;
+    it->cmd.ids = NULL;
     it->name_off = (uint32_t)b->names_len;
-    if (cmd->name_len > 0)
-        memcpy(b->names + b->names_len, cmd->name, cmd->name_len);
-    b->names_len += cmd->name_len;
+    if (extra > 0)
+        memcpy(b->names + b->names_len, src, extra);
+    b->names_len += extra;
+    it->cmd.names = NULL;
+    for (uint16_t i = 0; i < cmd->names_count; i++) {
+        uint16_t len = cmd->names[i].len;
+        b->names[b->names_len] = (uint8_t)len;
+        b->names[b->names_len + 1] = (uint8_t)(len >> 8);
+        memcpy(b->names + b->names_len + 2, cmd->names[i].name, len);
+        b->names_len += 2u + len;
+    }
     it->is_read = is_read;
     it->req = r;
     if (!is_read)
@@ -72,6 +88,8 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
         r->state = RQ_BATCH;
         if (c != NULL) {
             c->unapplied++;
+            if (!is_read && cmd->type == FENCE_CMD_LEASE_KEEPALIVE)
+                c->unapplied_ka++;
             if (is_read)
                 c->read_seq = b->seq;
         }
@@ -124,9 +142,12 @@ void fence__ld_cancel_wait(fence_leader *l, uint64_t wait_id)
  * the entry, then timed out) nothing else would process expired leases and
  * wait timeouts until some client writes.  So the timer is re-armed;
  * fence__leader_timer_take backs off when the deadline is already due. */
-static void internal_fail(fence_leader *l, const litem *it)
+static void internal_fail(fence_leader *l, const lbatch *b, const litem *it)
 {
     FENCE_ASSERT(it->req == NULL);
+    if (it->cmd.type == FENCE_CMD_LEASE_CHECKPOINT)
+        /* Renewals answered here: still owed while this server leads. */
+        fence__ld_renew_record(l, b->names + it->name_off, it->cmd.ids_count);
     if (it->cmd.type == FENCE_CMD_TICK) {
         l->tick_pending = false;
         l->rearm = true;
@@ -137,16 +158,20 @@ static void internal_fail(fence_leader *l, const litem *it)
 
 /* Give an item its answer for a failed proposal (outcome unknown, or never
  * proposed: status NOTLEADER / SHUTDOWN). */
-static void item_fail(fence_leader *l, litem *it, int status)
+static void item_fail(fence_leader *l, const lbatch *b, litem *it, int status)
 {
     fence_lreq *r = it->req;
     if (r == NULL) {
-        internal_fail(l, it);
+        internal_fail(l, b, it);
         return;
     }
     if (r->conn != NULL) {
         FENCE_ASSERT(r->conn->unapplied > 0);
         r->conn->unapplied--;
+        if (!it->is_read && it->cmd.type == FENCE_CMD_LEASE_KEEPALIVE) {
+            FENCE_ASSERT(r->conn->unapplied_ka > 0);
+            r->conn->unapplied_ka--;
+        }
     }
     void *h = fence__ld_req_release(r);
     if (status == FENCE_LST_NOTLEADER || status == FENCE_LST_SHUTDOWN)
@@ -161,7 +186,7 @@ static void item_fail(fence_leader *l, litem *it, int status)
 void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status)
 {
     for (uint32_t i = 0; i < b->n_items; i++)
-        item_fail(l, &b->items[i], status);
+        item_fail(l, b, &b->items[i], status);
     fence__ld_batch_free(b);
 }
 
@@ -191,6 +216,18 @@ static void propose(fence_leader *l, lbatch *b)
     FENCE_ASSERT(l->in_step);
     FENCE_ASSERT(l->in_raft_cb == 0);
     uint32_t n = 0;
+    /* LOCK_MULTI's name arrays, rebuilt over the batch's name bytes for
+     * the encoder (freed once it has run). */
+    size_t n_multi = 0;
+    for (uint32_t i = 0; i < b->n_items; i++)
+        n_multi += b->items[i].is_read ? 0 : b->items[i].cmd.names_count;
+    fence_name *multi = n_multi > 0 ? malloc(n_multi * sizeof(*multi)) : NULL;
+    if (n_multi > 0 && multi == NULL) {
+        llog(l, FENCE_LLOG_WARN, "out of memory encoding a batch");
+        fence__ld_batch_fail(l, b, FENCE_LST_UNKNOWN);
+        return;
+    }
+    size_t used = 0;
     for (uint32_t i = 0; i < b->n_items; i++) {
         litem *it = &b->items[i];
         if (it->is_read)
@@ -198,15 +235,29 @@ static void propose(fence_leader *l, lbatch *b)
         FENCE_ASSERT(n < FENCE_BATCH_MAX);
         l->cmds[n] = it->cmd;
         l->cmds[n].name = it->cmd.name_len ? b->names + it->name_off : NULL;
+        if (it->cmd.names_count > 0) {
+            const uint8_t *p = b->names + it->name_off + it->cmd.name_len;
+            l->cmds[n].names = multi + used;
+            for (uint16_t k = 0; k < it->cmd.names_count; k++) {
+                multi[used].len = (uint16_t)(p[0] | (p[1] << 8));
+                multi[used].name = p + 2;
+                p += 2u + multi[used].len;
+                used++;
+            }
+        }
+        if (it->cmd.type == FENCE_CMD_LEASE_CHECKPOINT)
+            l->cmds[n].ids = b->names + it->name_off;
         n++;
     }
+    FENCE_ASSERT(used == n_multi);
     FENCE_ASSERT(n == b->n_cmds);
     if (n == 0) {
         memset(&l->cmds[0], 0, sizeof(l->cmds[0]));
         l->cmds[0].type = FENCE_CMD_TICK;
         n = 1;
     }
-    uint64_t ts = ld_now(l);
+    uint64_t ts = b->ts != 0 ? b->ts : ld_now(l);
+    b->proposed_mono = l->ops.now_ms(l->ops.ctx);
     size_t size = fence_entry_size(l->cmds, n);
     size_t framed = fence__entry_framed_len(size);
     int rv = FENCE_LST_UNKNOWN;
@@ -224,6 +275,7 @@ static void propose(fence_leader *l, lbatch *b)
         FENCE_ASSERT(len == framed);
         rv = l->ops.propose(l->ops.ctx, b, l->ebuf, len);
     }
+    free(multi);
     if (rv != FENCE_LST_OK) {
         llog(l, FENCE_LLOG_WARN, "propose of %u commands failed", n);
         fence__ld_batch_fail(l, b, rv);
@@ -318,6 +370,10 @@ void fence__leader_submit(fence_leader *l, fence_lconn *c, void *req,
         l->ops.reply_error(l->ops.ctx, req, FENCE_LERR_UNAVAILABLE);
         return;
     }
+    /* A renewal the leader may answer itself (leader.h "Renewals"). */
+    if (!is_read && cmd->type == FENCE_CMD_LEASE_KEEPALIVE &&
+        fence__ld_renew_local(l, c, req, cmd))
+        return;
     /* Linearizable reads: in a cluster they ride the next entry; in a
      * cluster of one they only wait for this connection's own earlier
      * writes, so a pipeline reads its own writes. */
@@ -358,4 +414,5 @@ void fence__leader_conn_close(fence_leader *l, fence_lconn *c)
     }
     c->reqs = NULL;
     c->unapplied = 0;
+    c->unapplied_ka = 0;
 }

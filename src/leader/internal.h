@@ -1,7 +1,10 @@
 /* The leader module's insides, shared by its files (leader.h is the
  * contract).  Layers, each using only those below it:
  *   step.c     life, leadership phases, the step, the timer, shutdown
- *   outcome.c  raft's callbacks: applied entries, events, restore
+ *   outcome.c  raft's callbacks of the leader's proposals: a batch's
+ *              results to its requests, the barrier
+ *   replica.c  raft's state-machine callbacks (every server): apply an
+ *              entry, the events of waits that ended, restore
  *   batch.c    group commit: batches, holding, proposals, intake
  *   requests.c the requests held: connection lists, the wait table, answers
  * No libuv, no raft: what the module needs comes through fence_leader_ops. */
@@ -22,6 +25,15 @@
  * short next to any wait.  The shell's timer has whole-ms resolution and
  * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
 #define HOLD_MS 2
+/* Renewals answered by the leader itself (renew.c, docs/leases.md): the
+ * recorded renewals go out as LEASE_CHECKPOINT commands this long after
+ * the first of them.  A renewal is answered without an entry only when the
+ * lease's replicated deadline is more than RENEW_MARGIN(ttl) ahead, so its
+ * checkpoint has at least ttl/4 to commit before that deadline. */
+#define CKPT_INTERVAL_MS 100
+#define RENEW_MARGIN(ttl) (2 * CKPT_INTERVAL_MS + (ttl) / 4)
+/* Recorded renewals beyond which a checkpoint goes out at once. */
+#define RENEW_PENDING_MAX (4u * FENCE_CHECKPOINT_IDS_MAX)
 
 /* Leadership phases. */
 enum lphase {
@@ -54,7 +66,9 @@ struct fence_lreq {
 /* One request inside a batch. */
 typedef struct litem {
     fence_cmd cmd;     /* the command (name filled in at encode time) */
-    uint32_t name_off; /* offset of the name in the batch's name bytes */
+    uint32_t name_off; /* offset of the name in the batch's name bytes (a
+                          LOCK_MULTI's names follow it there, each a u16
+                          length and its bytes) */
     bool is_read;      /* evaluated when the entry applies; no fence_cmd */
     fence_lreq *req;   /* the request; NULL for internal commands */
 } litem;
@@ -72,6 +86,9 @@ typedef struct lbatch {
     uint64_t seq;        /* from 1, one per batch (fence_lconn.read_seq) */
     uint32_t n_held;     /* leading items known to queue (see fence__ld_batch_hold) */
     uint64_t held_seq;   /* fence_leader.apply_seq when they were checked */
+    uint64_t ts;         /* the entry's timestamp; 0: fsm time at proposal
+                            (a checkpoint's: its last renewal's, renew.c) */
+    uint64_t proposed_mono; /* monotonic ms it was proposed */
 } lbatch;
 
 /* The module. */
@@ -113,6 +130,19 @@ struct fence_leader {
     size_t wait_nb;          /* buckets (power of two) */
     uint64_t n_waits;        /* registered requests */
 
+    uint8_t *renew_ids;      /* renewals answered here since the last
+                                checkpoint: little-endian u64 lease ids */
+    uint32_t renew_n;        /* how many */
+    uint32_t renew_cap;      /* ids allocated */
+    uint64_t ckpt_due;       /* monotonic ms they go out; 0: none recorded */
+    uint64_t renew_last;     /* fsm time of the last renewal recorded */
+    uint64_t proof_mono;     /* monotonic ms an entry of ours was proposed
+                                that has since been applied: a majority
+                                still followed us then (renew.c) */
+    uint64_t renew_window_ms; /* how much a renewal answered here may be
+                                shortened by a leader change (cluster):
+                                fence__leader_renew_window */
+
     unsigned in_raft_cb;     /* depth inside raft callbacks (the rule) */
     bool in_step;            /* inside fence__leader_step */
     fence_leader_stats stats; /* for INFO */
@@ -149,6 +179,7 @@ void *fence__ld_req_release(fence_lreq *r);
 void fence__ld_answer_error(fence_leader *l, void *h, int err);
 void fence__ld_answer_result(fence_leader *l, void *h, const fence_result *r,
                              bool from_wait);
+void fence__ld_answer_read(fence_leader *l, void *h, const fence_cmd *cmd);
 void fence__ld_wait_insert(fence_leader *l, fence_lreq *r, uint64_t wait_id);
 fence_lreq *fence__ld_wait_take(fence_leader *l, uint64_t wait_id);
 bool fence__ld_wait_has(const fence_leader *l, uint64_t wait_id);
@@ -163,5 +194,19 @@ void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status);
 void fence__ld_fail_unproposed(fence_leader *l, int status);
 void fence__ld_propose_closed(fence_leader *l);
 bool fence__ld_batch_hold(fence_leader *l);
+
+/* ---- renew.c ---- */
+/* Answer a LEASE_KEEPALIVE without an entry when it is safe (renew.c);
+ * false: it goes through the log as before. */
+bool fence__ld_renew_local(fence_leader *l, fence_lconn *c, void *req,
+                           const fence_cmd *cmd);
+/* Queue the recorded renewals as LEASE_CHECKPOINT commands when they are
+ * due (force: now); true when any were queued. */
+bool fence__ld_ckpt_maybe(fence_leader *l, bool force);
+/* Record lease ids again (a checkpoint that was not applied while this
+ * server still leads). */
+void fence__ld_renew_record(fence_leader *l, const uint8_t *ids, uint32_t n);
+/* Forget the recorded renewals (leadership lost or shutdown). */
+void fence__ld_renew_reset(fence_leader *l);
 
 #endif /* FENCE_LEADER_INTERNAL_H */

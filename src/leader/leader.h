@@ -4,7 +4,7 @@
  * deterministic simulation (tests/sim) both drive this same module; each
  * supplies an ops table (propose, barrier, is-leader, voters, term, a
  * monotonic clock, a log line, and a reply sink) and forwards raft's
- * callbacks to it.  In fenced, cmd.c submits requests, conn.c closes
+ * callbacks to it.  In fenced, cmd.c submits requests, client_conn.c closes
  * connections, raft_fsm.c fills the raft half of the ops and forwards
  * raft's callbacks, reply.c is the reply sink, and loop.c runs the step at
  * its loop check and owns the one timer.
@@ -73,6 +73,22 @@
  * inside the entries the snapshot replaced: it is answered RESTORED
  * (TRYAGAIN; the leader knows the outcome).
  *
+ * Renewals (docs/leases.md).  A LEASE_KEEPALIVE is answered by a ready
+ * leader itself, with no entry, when the lease is live in the applied
+ * state with its deadline more than RENEW_MARGIN (2 checkpoint intervals +
+ * ttl/4) ahead of fsm time, raft says this server leads, the command is the
+ * owner's (or an admin's), carries no REQID, and its connection has
+ * nothing but KEEPALIVEs still unapplied (pipeline order: it may not
+ * overtake a REVOKE, say; overtaking a renewal changes no answer).  The renewal is recorded; the
+ * recorded ids go out as LEASE_CHECKPOINT commands CKPT_INTERVAL_MS after
+ * the first of them (one entry per interval, only when something was
+ * renewed), and apply restarts each live lease's TTL at that entry's time,
+ * which is after the answer.  Otherwise the KEEPALIVE goes through the log
+ * as before.  The reply is the TTL, minus the renew window in a cluster
+ * (the most a leader change can take from it).  Recorded renewals are
+ * forgotten when leadership is lost: the next leader's LEADER_START
+ * restarts every lease's TTL.
+ *
  * THE RULE FOR CALLING RAFT.  Callbacks from raft into this module
  * (fence__leader_apply, _restored, _applied, _barrier_done) only record
  * what happened and deliver replies; they never call into raft.  Every
@@ -134,7 +150,7 @@ enum fence_lerr {
     FENCE_LERR_RESTORED,        /* its wait ended inside a restored snapshot */
 };
 
-/* Log levels of ops->log (the values of common/log.h). */
+/* Log levels of ops->log (the values of base/log.h). */
 enum { FENCE_LLOG_INFO = 1, FENCE_LLOG_WARN = 2, FENCE_LLOG_ERROR = 3 };
 
 /* What the module needs from its shell.  Every function gets ctx. */
@@ -170,6 +186,8 @@ typedef struct fence_leader_ops {
 struct fence_lconn {
     fence_lreq *reqs;   /* requests of ours the module holds (batch or wait) */
     uint32_t unapplied; /* of them, those in a batch not yet applied */
+    uint32_t unapplied_ka; /* of those, LEASE_KEEPALIVEs ("Renewals": a
+                              renewal may overtake only these) */
     uint64_t read_seq;  /* seq of the last batch a read of ours rode */
 };
 
@@ -180,6 +198,10 @@ typedef struct fence_leader_stats {
     uint64_t entry_bytes; /* bytes of those entries (framed) */
     uint64_t waits;       /* requests registered in the wait table */
     uint64_t holds;       /* times the pending batch was held ("Holding") */
+    uint64_t renewals_local; /* LEASE.KEEPALIVEs answered without an entry
+                                ("Renewals") */
+    uint64_t checkpoints; /* LEASE_CHECKPOINT commands proposed */
+    uint64_t checkpoint_ids; /* lease ids they carried */
 } fence_leader_stats;
 
 /* Create the module over fsm (borrowed; it must outlive the module).
@@ -229,6 +251,11 @@ void fence__leader_applied(fence_leader *l, void *tag, int status,
                            const void *result);
 /* raft_barrier callback. */
 void fence__leader_barrier_done(fence_leader *l, int status);
+
+/* How much a renewal answered without an entry may be shortened by a
+ * leader change (the election timeout, docs/leases.md); its reply says
+ * ttl minus this in a cluster of several voters.  Default 0. */
+void fence__leader_renew_window(fence_leader *l, uint64_t window_ms);
 
 /* ---- Queries ---- */
 

@@ -1,13 +1,15 @@
-/* raft's callbacks into the leader module (leader.h: they record and
- * reply, never call raft): apply an entry and deliver the events of the
- * waits that ended, a snapshot restore, a proposal's outcome, the
- * barrier. */
+/* The outcome of the leader's own proposals, from raft's callbacks of
+ * those requests (leader.h: they record and reply, never call raft): a
+ * batch's entry applied (its results to its requests, a QUEUED one
+ * registered as a wait) or failed, and the barrier.  What every server
+ * does with a committed entry (apply it, deliver the events of waits
+ * that ended, restore a snapshot) is replica.c's, which runs first. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "core/entry.h"
 #include "leader/internal.h"
 
@@ -38,13 +40,14 @@ static void item_done(fence_leader *l, lbatch *b, litem *it,
     if (r->conn != NULL) {
         FENCE_ASSERT(r->conn->unapplied > 0);
         r->conn->unapplied--;
+        if (!it->is_read && it->cmd.type == FENCE_CMD_LEASE_KEEPALIVE) {
+            FENCE_ASSERT(r->conn->unapplied_ka > 0);
+            r->conn->unapplied_ka--;
+        }
     }
     if (it->is_read) {
-        void *h = fence__ld_req_release(r);
-        if (h != NULL) {
-            it->cmd.name = b->names + it->name_off;
-            l->ops.reply_read(l->ops.ctx, h, &it->cmd);
-        }
+        it->cmd.name = b->names + it->name_off;
+        fence__ld_answer_read(l, fence__ld_req_release(r), &it->cmd);
         return;
     }
     FENCE_ASSERT(res != NULL);
@@ -99,73 +102,7 @@ static void inflight_remove(fence_leader *l, lbatch *b)
     l->n_inflight--;
 }
 
-/* ---- Raft's callbacks --------------------------------------------------------- */
-
-/* raft fsm->apply; see leader.h.  Results go to an array of this module
- * that the raft_apply callback (leader only, right after) reads; nothing
- * is allocated per entry, so nothing leaks on followers. */
-const fence_result *fence__leader_apply(fence_leader *l, const uint8_t *buf,
-                                        size_t len)
-{
-    l->in_raft_cb++;
-    size_t plen = fence__entry_unframe(buf, len);
-    int n = plen == SIZE_MAX ? -1
-                             : fence_fsm_apply_entry(l->fsm, buf, plen, l->results,
-                                                     FENCE_BATCH_MAX);
-    if (n < 0) {
-        llog(l, FENCE_LLOG_ERROR, "malformed log entry (%zu bytes): refusing to go on",
-             len);
-        fence__fatal("malformed log entry");
-    }
-    l->n_results = n;
-    l->apply_seq++;
-    l->events = fence_fsm_events(l->fsm, &l->n_events);
-    /* Waits that ended: answer every request registered for them.  The
-     * events stay listed for QUEUED results of this same entry, which are
-     * registered only when its callback runs (item_done). */
-    for (size_t i = 0; i < l->n_events; i++) {
-        const fence_event *ev = &l->events[i];
-        fence_lreq *r;
-        while ((r = fence__ld_wait_take(l, ev->wait_id)) != NULL) {
-            fence_result res = ev->result;
-            fence__ld_answer_result(l, fence__ld_req_release(r), &res, true);
-        }
-    }
-    l->rearm = true;
-    l->in_raft_cb--;
-    return l->results;
-}
-
-/* After a snapshot restore: a request registered for a wait that no
- * longer exists will never get its event (the wait ended inside the
- * entries the snapshot replaced; this happens to a deposed leader whose
- * clients still wait on it and that catches up by InstallSnapshot).
- * Answer such requests RESTORED (TRYAGAIN): the outcome is unknown here,
- * and a retry (same REQID, or LOCK by the same lease) gets it from the
- * leader.  One request at a time, with a fresh scan of its bucket after
- * each reply, because a reply that fails for lack of memory closes its
- * connection, which unlinks that connection's other requests. */
-void fence__leader_restored(fence_leader *l)
-{
-    l->in_raft_cb++;
-    l->events = NULL; /* the fsm's array is gone with the old state */
-    l->n_events = 0;
-    l->apply_seq++;
-    for (size_t b = 0; b < l->wait_nb; b++) {
-        fence_lreq *r = l->wait_tab[b];
-        while (r != NULL) {
-            if (fence_fsm_wait_exists(l->fsm, r->wait_id)) {
-                r = r->wnext;
-                continue;
-            }
-            fence__ld_wait_remove(l, r);
-            fence__ld_answer_error(l, fence__ld_req_release(r), FENCE_LERR_RESTORED);
-            r = l->wait_tab[b];
-        }
-    }
-    l->rearm = true;
-    l->in_raft_cb--;
-}
+/* ---- raft's callbacks of a proposal ----------------------------------------- */
 
 /* raft_apply callback: the batch's entry is committed and applied (status
  * OK; the results are those fence__leader_apply wrote just before), or its
@@ -185,6 +122,8 @@ void fence__leader_applied(fence_leader *l, void *tag, int status,
     }
     FENCE_ASSERT(result == l->results);
     FENCE_ASSERT(l->n_results >= 0);
+    if (b->proposed_mono > l->proof_mono)
+        l->proof_mono = b->proposed_mono; /* leader.h "Renewals" */
     FENCE_ASSERT((uint32_t)l->n_results == b->n_cmds + (b->n_cmds == 0 ? 1u : 0u));
     uint32_t j = 0;
     for (uint32_t i = 0; i < b->n_items; i++) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "core/entry.h"
 #include "leader/internal.h"
 
@@ -62,6 +62,13 @@ void fence__ld_answer_result(fence_leader *l, void *h, const fence_result *r,
     FENCE_ASSERT(r->status != FENCE_ST_QUEUED);
     if (h != NULL)
         l->ops.reply_result(l->ops.ctx, h, r, from_wait);
+}
+
+/* Answer a read from the state now to a released handle (NULL: nothing). */
+void fence__ld_answer_read(fence_leader *l, void *h, const fence_cmd *cmd)
+{
+    if (h != NULL)
+        l->ops.reply_read(l->ops.ctx, h, cmd);
 }
 
 /* ---- The wait table: wait_id -> requests --------------------------------- */

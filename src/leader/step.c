@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "core/entry.h"
 #include "leader/internal.h"
 
@@ -66,6 +66,8 @@ static void watch_leadership(fence_leader *l)
         /* Requests not yet proposed: tell their clients where to go. */
         fence__ld_fail_unproposed(l, FENCE_LST_NOTLEADER);
         l->tick_pending = false;
+        fence__ld_renew_reset(l); /* the next LEADER_START restarts every TTL */
+        l->proof_mono = 0;
     }
 }
 
@@ -104,6 +106,7 @@ void fence__leader_step(fence_leader *l)
     if (l->phase == PH_BARRIER_DONE && !l->stopping)
         start_leadership(l);
     if (l->phase != PH_NONE) {
+        fence__ld_ckpt_maybe(l, false);
         fence__ld_propose_closed(l);
         if (l->pending != NULL && l->n_inflight == 0 && !fence__ld_batch_hold(l)) {
             fence__ld_batch_close(l);
@@ -125,10 +128,13 @@ void fence__leader_timer(fence_leader *l)
         l->hold_over = true;
         l->rearm = true;
     }
+    bool ckpt = fence__ld_ckpt_maybe(l, false);
+    if (!ckpt && l->renew_n > 0)
+        l->rearm = true; /* fired a hair early for the checkpoint */
     if (l->phase != PH_READY || l->tick_pending || l->stopping)
         return;
-    if (held && fence_fsm_next_deadline(l->fsm) > ld_now(l))
-        return; /* it fired for the hold only */
+    if ((held || ckpt || l->renew_n > 0) && fence_fsm_next_deadline(l->fsm) > ld_now(l))
+        return; /* it fired for the hold or the checkpoint only */
     fence_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
     cmd.type = FENCE_CMD_TICK;
@@ -150,9 +156,14 @@ bool fence__leader_timer_take(fence_leader *l, uint64_t *delay_ms)
     if (l->phase != PH_READY || l->stopping)
         return true;
     uint64_t hold = UINT64_MAX;
-    if (l->hold_until != 0) {
-        uint64_t mono = l->ops.now_ms(l->ops.ctx);
+    uint64_t mono = l->ops.now_ms(l->ops.ctx);
+    if (l->hold_until != 0)
         hold = l->hold_until > mono ? l->hold_until - mono : 0;
+    if (l->renew_n > 0) {
+        /* The next checkpoint ("Renewals"); +1 as for deadlines. */
+        uint64_t ck = l->ckpt_due > mono ? l->ckpt_due - mono + 1 : 0;
+        if (ck < hold)
+            hold = ck;
     }
     uint64_t deadline = fence_fsm_next_deadline(l->fsm);
     if (deadline == UINT64_MAX) {
@@ -185,6 +196,7 @@ void fence__leader_stop(fence_leader *l)
     l->stopping = true;
     l->rearm = true;
     fence__ld_fail_unproposed(l, FENCE_LST_SHUTDOWN);
+    fence__ld_renew_reset(l);
 }
 
 /* ---- Life ------------------------------------------------------------------------ */
@@ -245,5 +257,6 @@ void fence__leader_destroy(fence_leader *l)
     free(l->wait_tab);
     free(l->cmds);
     free(l->ebuf);
+    free(l->renew_ids);
     free(l);
 }

@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/hex.h"
-#include "common/num.h"
+#include "base/assert.h"
+#include "base/hex.h"
+#include "base/num.h"
 
 /* Error texts.  They follow Redis' wording where Redis has one, so that
  * clients and humans see what they are used to. */
@@ -672,7 +672,7 @@ size_t fence_resp_request(char *buf, size_t cap, uint32_t argc,
 int fence_resp_parse_u64(const char *p, size_t n, uint64_t max, uint64_t *out)
 {
     FENCE_ASSERT(out != NULL);
-    /* At most 20 bytes (leading zeros included), then common/num.h. */
+    /* At most 20 bytes (leading zeros included), then base/num.h. */
     if (n > 20)
         return -1;
     return fence__num_u64(p, n, max, out);

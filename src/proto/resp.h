@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "common/limits.h"
+#include "base/limits.h"
 
 /* Return codes of fence_resp_parse besides "> 0: bytes consumed". */
 #define FENCE_RESP_PARTIAL (-2)   /* need more bytes */

@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/crc32c.h"
-#include "common/fs.h"
+#include "base/crc32c.h"
+#include "base/fs.h"
 
 struct fence_proxy_bindlog {
     int fd;           /* the log, O_WRONLY|O_APPEND after open */

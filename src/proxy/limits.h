@@ -1,11 +1,11 @@
 /* fence-proxy's limits, with their reasons (kept beside the proxy rather
- * than in src/common/limits.h, which another part owns; the lead may move
+ * than in src/base/limits.h, which another part owns; the lead may move
  * them).  _DEFAULT values are what a fresh install uses, _MAX values are
  * ceilings that configuration cannot exceed. */
 #ifndef FENCE_PROXY_LIMITS_H
 #define FENCE_PROXY_LIMITS_H
 
-#include "common/limits.h"
+#include "base/limits.h"
 #include "fence_guard.h"
 
 /* Longest fence name (Fencing-Lock value): the guard's and fenced's bound. */

@@ -1,5 +1,5 @@
 /* fence-proxy's entry point: the option table (flags, --config file and
- * --help from one table, src/common/options.h), the cross-field checks,
+ * --help from one table, src/base/options.h), the cross-field checks,
  * the log, then the server loop (proxy.c). */
 #include <h2o.h>
 #include <h2o/url.h>
@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/log.h"
-#include "common/num.h"
-#include "common/options.h"
-#include "common/version.h"
+#include "base/assert.h"
+#include "base/log.h"
+#include "base/num.h"
+#include "base/options.h"
+#include "base/version.h"
 #include "proxy/proxy.h"
 
 #define C fence_proxy_config
@@ -135,7 +135,7 @@ int fence__proxy_config_check(fence_proxy_config *cfg, char *err, size_t cap)
         return -1;
     }
     /* The log-level row checked the word when it was set (the shared
-     * parser, common/options.h FENCE_OPT_F_LOGLEVEL). */
+     * parser, base/options.h FENCE_OPT_F_LOGLEVEL). */
     FENCE_ASSERT(fence__log_level_parse(cfg->log_level) >= 0);
     if (fence__log_format_parse(cfg->log_format) < 0) {
         snprintf(err, cap, "--log-format: '%s' is not text or json", cfg->log_format);

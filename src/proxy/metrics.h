@@ -1,4 +1,4 @@
-/* fence-proxy's metrics: the resource families of common/metrics_res.h
+/* fence-proxy's metrics: the resource families of ops/metrics_res.h
  * under the prefix "fence_proxy" (docs/metrics.md), plus the proxy's own
  * (docs/proxy.md): refusals for another fence, bindings, connections
  * closed to make room, memory held.  Updated on the proxy's loop; served
@@ -6,7 +6,7 @@
 #ifndef FENCE_PROXY_METRICS_H
 #define FENCE_PROXY_METRICS_H
 
-#include "common/metrics_res.h"
+#include "ops/metrics_res.h"
 
 /* The proxy's own families. */
 typedef struct fence_proxy_metrics {

@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "common/hex.h"
+#include "base/hex.h"
 
 /* RFC 3986 unreserved: ALPHA DIGIT - . _ ~ */
 static bool unreserved(unsigned char c)

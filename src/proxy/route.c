@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/num.h"
+#include "base/assert.h"
+#include "base/num.h"
 #include "proxy/path.h"
 
 int fence__proxy_token_parse(const char *p, size_t n, uint64_t *out)

@@ -25,7 +25,7 @@
  * replaced by the first path segment after the prefix ("/docs/ * doc:{name}"
  * puts /docs/a/b under fence "doc:a").  A fenced request whose Fencing-Lock
  * is not that fence is refused.  Without FENCE, a path belongs to the first
- * fence that wrote it (bindings, proxy.c).
+ * fence that wrote it (bindings, proxy_fence.c).
  *
  * A request that carries a token is fenced whatever its route says; the
  * route decides which methods are refused (428) without one. */

@@ -1,5 +1,5 @@
-/* fenced's hook into users and permissions (src/common/acl_srv.h): the
- * skeleton (src/common/daemon.h) loads the ACL before the listeners open,
+/* fenced's hook into users and permissions (src/daemon/acl_srv.h): the
+ * skeleton (src/daemon/daemon.h) loads the ACL before the listeners open,
  * sets the AUTH and CLIENT LIST callbacks and reloads on SIGHUP; here
  * every request passes the gate before the compat module and the command
  * table, and each core command carries its user's owner id
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/acl_srv.h"
+#include "daemon/acl_srv.h"
 #include "server/server.h"
 
 /* The gate and the user's maxconns (the skeleton's); true when it
@@ -28,7 +28,8 @@ void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
     if (admin)
         cmd->flags |= FENCE_CMD_F_ADMIN;
     if ((cmd->type != FENCE_CMD_LEASE_GRANT && cmd->type != FENCE_CMD_LOCK &&
-         cmd->type != FENCE_CMD_ACQUIRE && cmd->type != FENCE_CMD_SEM_ACQUIRE) ||
+         cmd->type != FENCE_CMD_ACQUIRE && cmd->type != FENCE_CMD_SEM_ACQUIRE &&
+         cmd->type != FENCE_CMD_LOCK_MULTI) ||
         !fence_acl_any_quota(c->srv->acl.acl))
         return;
     const fence_acl_user *u = fence__acl_srv_user(&c->srv->acl, &c->compat);

@@ -10,8 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/limits.h"
 
 /* glibc's syscall(). */
 typedef long (*syscall_fn)(long number, ...);

@@ -1,7 +1,7 @@
 /* CLUSTER.* commands (run-time membership changes and leadership
  * transfer); see cluster.h for the address format (node.c holds the
  * raft glue for it) and docs/cluster.md for operations. */
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/cluster.h"
 
 #include <inttypes.h>
@@ -11,7 +11,7 @@
 #include <strings.h>
 
 #include "server/cluster_addr.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "server/server.h"
 #include "server/voter_floor.h"
 

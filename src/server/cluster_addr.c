@@ -1,5 +1,5 @@
 /* Address parsing for cluster membership; see cluster_addr.h. */
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/cluster_addr.h"
 
 #include <arpa/inet.h>

@@ -9,10 +9,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/cluster.h"
 #include "server/commands_table.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */
@@ -141,6 +141,19 @@ static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t fir
     return 0;
 }
 
+int fence__cmd_arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
+                       uint64_t min, uint64_t max, uint64_t *out)
+{
+    return arg_u64(slot, a, what, min, max, out);
+}
+
+int fence__cmd_lock_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
+                            uint32_t end, bool lockdelay, fence_cmd *cmd)
+{
+    return parse_options(slot, m, first, end,
+                         OPTF_WAIT | OPTF_REQID | (lockdelay ? OPTF_LOCKDELAY : 0), cmd);
+}
+
 /* A trailing SIGNED on LOCK/ACQUIRE (always the last argument): if present,
  * check that this server can sign, remember the lock name in the slot for
  * the reply, and return in *argc the argument count without it; -1 after
@@ -220,7 +233,10 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         "lease_expirations_with_locks:%llu\r\n"
         "revocations:%llu\r\n"
         "loop_lag_max_us:%llu\r\n"
-        "loop_lag_over_20ms:%llu\r\n",
+        "loop_lag_over_20ms:%llu\r\n"
+        "renewals_local:%llu\r\n"
+        "checkpoints:%llu\r\n"
+        "checkpoint_leases:%llu\r\n",
         FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
         (unsigned long long)fence__node_term(&s->node),
@@ -239,7 +255,9 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         (unsigned long long)st.grants, (unsigned long long)st.handoffs,
         (unsigned long long)st.expirations, (unsigned long long)st.expirations_with_locks,
         (unsigned long long)st.revocations,
-        (unsigned long long)s->lag.max_us, (unsigned long long)s->lag.over_20ms);
+        (unsigned long long)s->lag.max_us, (unsigned long long)s->lag.over_20ms,
+        (unsigned long long)ls.renewals_local, (unsigned long long)ls.checkpoints,
+        (unsigned long long)ls.checkpoint_ids);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     const char *note = fence_fsm_build_note();
@@ -302,6 +320,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     }
     fence_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
+    fence_name names[FENCE_MULTI_NAMES_MAX]; /* LOCK.MULTI's, borrowed from m */
     switch (def->op) {
     case OP_PING: {
         char buf[128];
@@ -453,6 +472,11 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     }
     case OP_SEM_INFO:
         if (arg_name(slot, &m->argv[1], &cmd) != 0)
+            return;
+        break;
+    case OP_LOCK_MULTI:
+    case OP_ACQUIRE_MULTI:
+        if (fence__cmd_multi_parse(s, slot, m, &cmd, names) != 0)
             return;
         break;
     default:

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */

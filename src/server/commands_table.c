@@ -6,7 +6,7 @@
  * redis-cli shows as hints. */
 #include "server/commands_table.h"
 
-#include "common/acl.h"
+#include "auth/acl.h"
 #include "server/server.h"
 
 /* ACL categories (the acl column). */
@@ -71,6 +71,19 @@ static const fence_compat_arg sem_release_args[] = {
     {"slot", "integer", NULL, 0, NULL, 0},
     {"token", "integer", NULL, 0, NULL, 0},
 };
+static const fence_compat_arg lock_multi_args[] = {
+    {"lease", "integer", NULL, 0, NULL, 0},
+    {"name", "key", NULL, FENCE_COMPAT_ARG_MULTIPLE, NULL, 0},
+    {"ms", "integer", "WAIT", OPT, NULL, 0},
+    {"id", "integer", "REQID", OPT, NULL, 0},
+};
+static const fence_compat_arg acquire_multi_args[] = {
+    {"ttl_ms", "integer", NULL, 0, NULL, 0},
+    {"name", "key", NULL, FENCE_COMPAT_ARG_MULTIPLE, NULL, 0},
+    {"ms", "integer", "WAIT", OPT, NULL, 0},
+    {"lockdelay", "integer", "LOCKDELAY", OPT, NULL, 0},
+    {"id", "integer", "REQID", OPT, NULL, 0},
+};
 static const fence_compat_arg info_args[] = {
     {"section", "string", NULL, OPT, NULL, 0},
 };
@@ -130,6 +143,18 @@ const fence_compat_command fence__server_commands[] = {
      "Replies [n, [[slot, token, lease, remaining_ms]...], waiters], or nil.",
      ARGS(name_arg), NULL, 0,
      LOCK | R, 1, 2, OP_SEM_INFO},
+    /* The multi-locks: every name (argument 2 on, up to the first option
+     * word) is a key the user's ~patterns must allow. */
+    {"LOCK.MULTI", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
+     "Locks every name for a lease, all or none, with one token; replies it, or nil.",
+     ARGS(lock_multi_args), NULL, 0,
+     LOCK | W, 2, 2 + FENCE_MULTI_NAMES_MAX + 4, OP_LOCK_MULTI, FENCE_COMPAT_KEYS_REST},
+    {"ACQUIRE.MULTI", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
+     "Grants a lease and locks every name with it, all or none; replies [token, lease] or "
+     "nil.",
+     ARGS(acquire_multi_args), NULL, 0,
+     LOCK | LEASE | W, 2, 2 + FENCE_MULTI_NAMES_MAX + 6, OP_ACQUIRE_MULTI,
+     FENCE_COMPAT_KEYS_REST},
     {"INFO", -1, LOCAL, "server", "0.1.0",
      "Server state and counters, one key:value a line.", ARGS(info_args), NULL, 0,
      CONN | R, 0, 2, OP_INFO},

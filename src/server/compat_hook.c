@@ -1,11 +1,11 @@
 /* fenced's hook into the Redis-client compatibility module
- * (src/common/compat.h): every parsed request goes through
+ * (src/daemon/compat.h): every parsed request goes through
  * fence_compat_handle before fenced's own command table (cmd.c).  The
  * context itself (HELLO's server name, the command table, CLIENT LIST,
- * AUTH) is the skeleton's: fence__daemon_users_init (src/common/daemon.h). */
+ * AUTH) is the skeleton's: fence__daemon_users_init (src/daemon/daemon.h). */
 #include <stddef.h>
 
-#include "common/daemon.h"
+#include "daemon/daemon.h"
 #include "server/server.h"
 
 /* Offer request m of c to the compat module; true when it answered (the

@@ -1,4 +1,4 @@
-/* fenced's option table (the engine is src/common/options.c: flags,
+/* fenced's option table (the engine is src/base/options.c: flags,
  * config file and --help), the --peers parser and the checks across
  * fields. */
 #include "server/config.h"
@@ -7,15 +7,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/acl_srv.h"
-#include "common/assert.h"
-#include "common/daemon.h"
-#include "common/limits.h"
-#include "common/log.h"
-#include "common/num.h"
-#include "common/options.h"
-#include "common/tls.h"
-#include "common/version.h"
+#include "daemon/acl_srv.h"
+#include "base/assert.h"
+#include "daemon/daemon.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/num.h"
+#include "base/options.h"
+#include "net/tls.h"
+#include "base/version.h"
 
 #define T fence_config
 #define U64(n, field, lo, hi, def, a, h) \
@@ -45,8 +45,13 @@ static const fence_opt options[] = {
     U64("snapshot-threshold", snapshot_threshold, 4, 1000000000, 1024, "<n>",
         "least log entries between snapshots (scales up with the live "
         "objects)"),
-    U64("snapshot-trailing", snapshot_trailing, 0, 1000000000, 128, "<n>",
-        "log entries kept after a snapshot"),
+    /* At least 1: libraft 0.15 takes a snapshot put with 0 trailing
+     * entries for an InstallSnapshot and moves the next append index back
+     * to the snapshot's, so entries appended while a forked snapshot was
+     * encoded (acknowledged ones) were dropped and a restart reissued
+     * their lease ids and tokens (docs/cluster.md, libraft pitfalls). */
+    U64("snapshot-trailing", snapshot_trailing, 1, 1000000000, 128, "<n>",
+        "log entries kept after a snapshot (at least 1)"),
     U64("snapshot-fork", snapshot_fork, 0, 1, 1, "<0|1>",
         "1: a forked child encodes each snapshot (the loop only forks); "
         "0: the loop encodes it"),

@@ -1,4 +1,4 @@
-/* fenced configuration: one table of options (src/common/options.h)
+/* fenced configuration: one table of options (src/base/options.h)
  * drives the command-line flags, the config file (one "name value"
  * directive a line, '#' comments; at most FENCE_OPTS_FILE_MAX bytes and
  * FENCE_OPTS_LINE_MAX a line) and --help/--version.  Everything is parsed
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/daemon.h"
+#include "daemon/daemon.h"
 
 /* Most servers in a --peers list (raft voters). */
 #define FENCE_PEERS_MAX 16
@@ -29,7 +29,7 @@ typedef struct fence_peer {
 /* Everything the daemon can be told.  Strings are NUL-terminated. */
 typedef struct fence_config {
     fence_daemon_conf daemon;      /* the options every RESP daemon has
-                                    * (common/daemon.h) */
+                                    * (daemon/daemon.h) */
     char data_dir[1024];           /* raft log and snapshots */
     uint64_t lock_delay_ms;        /* default lock-delay for grants */
     uint64_t node_id;              /* this server's raft id */

@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/limits.h"
 
 /* One tick: record how late it came, arm the next one. */
 static void on_tick(uv_timer_t *t)

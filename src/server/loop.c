@@ -1,37 +1,23 @@
 /* The daemon's shell: it owns the libuv handles (the loop check, the
  * leader timer, the signals, the loop-lag monitor), sets everything up and
- * tears it down.  It is on no request's path: connections (conn.c) hand
+ * tears it down.  It is on no request's path: connections (client_conn.c) hand
  * requests to the command table (cmd.c), which submits them to the leader
- * module (src/leader); raft_fsm.c is the module's side towards raft, and
- * reply.c its reply sink.  Here the module is only driven: its step at
+ * module (src/leader); raft_ops.c and raft_fsm.c are the module's side
+ * towards raft (its requests; the state machine), and reply.c its reply
+ * sink.  Here the module is only driven: its step at
  * every loop check and its one timer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
-#include "common/assert.h"
-#include "common/log.h"
+#include "base/assert.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* Monotonic milliseconds (uv_hrtime never jumps with the wall clock). */
 static uint64_t mono_ms(void)
 {
     return uv_hrtime() / 1000000;
-}
-
-/* Allocator handed to the core. */
-static void *core_alloc(void *ctx, size_t size)
-{
-    (void)ctx;
-    return malloc(size);
-}
-
-/* Deallocator handed to the core. */
-static void core_free(void *ctx, void *ptr)
-{
-    (void)ctx;
-    free(ptr);
 }
 
 /* ---- Timer and loop check --------------------------------------------------- */
@@ -85,6 +71,8 @@ static void signal_cb(uv_signal_t *h, int signum)
 static void node_closed(fence_node *n)
 {
     fence_server *s = (fence_server *)((char *)n - offsetof(fence_server, node));
+    fence__signq_close(s->signq); /* answers (frees) what it still signs */
+    s->signq = NULL;
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->tick_timer, NULL);
     fence__lag_close(&s->lag);
@@ -122,24 +110,12 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     }
     fence_resp_limits_default(&s->resp_lim);
     s->resp_lim.bulk_max = cfg->max_bulk;
-    fence_fsm_opts fo;
-    memset(&fo, 0, sizeof(fo));
-    fo.alloc.alloc = core_alloc;
-    fo.alloc.free = core_free;
-    /* Keys the core's hash tables so clients cannot choose lock names or
-     * request ids that all land in one bucket.  It changes no result and no
-     * snapshot byte, so every node may use its own. */
-    if (getrandom(&fo.hash_seed, sizeof(fo.hash_seed), 0) !=
-        (ssize_t)sizeof(fo.hash_seed))
-        fo.hash_seed = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
-    if (fence_fsm_create(&fo, &s->fsm) != 0) {
-        FENCE_LOG_E("cannot create the state machine");
+    if (fence__raft_fsm_create(s) != 0)
         return -1;
-    }
     fence_leader_ops ops;
     memset(&ops, 0, sizeof(ops));
     ops.ctx = s;
-    fence__raft_ops(&ops);   /* propose, barrier, leadership (raft_fsm.c) */
+    fence__raft_ops(&ops);   /* propose, barrier, leadership (raft_ops.c) */
     fence__reply_sink(&ops); /* the replies (reply.c) */
     fence_limits lim;
     fence_limits_default(&lim);
@@ -152,6 +128,9 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
         FENCE_LOG_E("out of memory at start");
         return -1;
     }
+    /* A renewal answered without an entry may lose up to an election
+     * timeout to a leader change (docs/leases.md). */
+    fence__leader_renew_window(s->leader, cfg->election_timeout_ms);
     fence__raft_fsm_init(s);
 
     uv_check_init(loop, &s->check);

@@ -3,7 +3,7 @@
  * SIGHUP reopens the --log-file (logrotate) and reads the --acl-file and
  * the --token-signing-key again (a bad file keeps what was in force): the
  * listeners, the shared options, AUTH/HELLO/CLIENT, the ACL and SIGHUP are
- * the RESP daemon skeleton's (src/common/daemon.h), as in fence-store. */
+ * the RESP daemon skeleton's (src/daemon/daemon.h), as in fence-store. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +11,12 @@
 #include <sys/resource.h>
 #include <uv.h>
 
-#include "common/acl_srv.h"
-#include "common/daemon.h"
-#include "common/version.h"
+#include "daemon/acl_srv.h"
+#include "daemon/daemon.h"
+#include "base/version.h"
 #include "server/aio_reap.h"
 #include "server/config.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* The configuration and the server live for the whole process. */
@@ -24,13 +24,14 @@ static fence_config config;
 static fence_server server;
 /* The token signing key (--token-signing-key), when one is given. */
 static fence_signtok_signer signer;
-/* SIGHUP (common/daemon.h): outside the server, which its init zeroes. */
+/* SIGHUP (daemon/daemon.h): outside the server, which its init zeroes. */
 static fence_daemon_signals signals;
 
-/* Read --token-signing-key again.  Grants are signed on the loop thread
- * (this handler's thread), and a slot points at this one static signer,
- * so overwriting it is atomic for every reply: grants answered from now
- * on carry the new key id.  A bad file keeps the old key. */
+/* Read --token-signing-key again.  A slot points at this one static
+ * signer, and the signing thread (signq.h) works from a copy of it taken
+ * on the loop thread (this handler's thread) when a grant is applied, so
+ * overwriting it here never races a signature: grants applied from now on
+ * carry the new key id.  A bad file keeps the old key. */
 static void reload_signer(void)
 {
     fence_signtok_signer fresh;
@@ -49,7 +50,7 @@ static void reload_signer(void)
 }
 
 /* SIGHUP, after the skeleton reopened the log and reloaded the ACL
- * (common/daemon.h): the signing key, when there is one. */
+ * (daemon/daemon.h): the signing key, when there is one. */
 static void reload_keys(void *arg)
 {
     (void)arg;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/server.h"
 
 /* One row of the family table. */
@@ -251,7 +251,7 @@ void fence__server_metrics_publish(fence_server *s)
     fence__srv_metrics_health_set(m, why);
 }
 
-/* A slot's reply is final (conn.c): latency by command, errors by code. */
+/* A slot's reply is final (reply.c): latency by command, errors by code. */
 void fence__server_metrics_slot(fence_slot *slot, const char *code)
 {
     if (slot->conn == NULL)
@@ -306,8 +306,9 @@ void fence__server_metrics_grant(fence_slot *slot, const fence_result *r)
                     (unsigned long long)slot->conn->id, who);
 }
 
-/* The batch size of an entry applied on this leader: the number of its
- * results, which apply already decoded (raft_fsm.c), not its bytes. */
+/* The batch size of an entry applied on this leader (raft_ops.c, in the
+ * entry's raft_apply callback): the number of its results, which apply
+ * already decoded, not its bytes. */
 void fence__server_metrics_batch(fence_server *s, size_t n)
 {
     fence_metric_observe(s->metrics.batch_size, (double)n);

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/log.h"
-#include "common/metrics.h"
+#include "base/log.h"
+#include "ops/metrics.h"
 
 /* Audit lines of one kind per second at most (the rest are counted). */
 #define FENCE_AUDIT_BURST 20

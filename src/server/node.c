@@ -1,5 +1,5 @@
 /* Raft glue: raft_uv setup, crash-stop wrappers, bootstrap; see node.h. */
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/node.h"
 
 #include <errno.h>
@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "common/fs.h"
+#include "base/fs.h"
 #include "server/cluster.h" /* FENCE_CLUSTER_ADDR_MAX */
 #include "server/cluster_addr.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "server/peer_tls.h"
 
 #define NODE_OF_IO(p) ((fence_node *)((char *)(p) - offsetof(fence_node, io)))

@@ -33,7 +33,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/metrics.h"
+#include "ops/metrics.h"
 #include "server/config.h"
 
 typedef struct fence_node fence_node;
@@ -82,6 +82,8 @@ void fence__node_set_peer_refusals(fence_node *n, fence_metric *m);
 #define FENCE_RAFT_SEGMENT_BYTES (8u * 1024u * 1024u)
 /* Below this many segments of free space, start-up warns. */
 #define FENCE_RAFT_SEGMENTS_WARN 3u
+
+/* ---- raft_storage.c: what fenced says about raft's storage ---- */
 
 /* raft_strerror(rv), with words for the codes libraft 0.15 calls "unknown
  * error" (RAFT_NOSPACE: "no space left on device", and the other codes

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 #include "server/server.h"
 
 /* The record of lease id, or NULL. */

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 
 _Static_assert(FENCE_PEER_HELLO_ADDR_MAX - 1 <= 0xffff, "the length field is 16 bits");
 

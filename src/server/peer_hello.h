@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/limits.h"
+#include "base/limits.h"
 
 /* Fixed part: magic, version, id, address length. */
 #define FENCE_PEER_HELLO_HEAD 18

@@ -1,5 +1,5 @@
 /* The mutual-TLS raft transport: a socketpair per peer connection, pumped
- * through OpenSSL memory BIOs (common/tls_pump.h) to the TCP socket.  See
+ * through OpenSSL memory BIOs (net/tls_pump.h) to the TCP socket.  See
  * peer_tls.h. */
 #include "server/peer_tls.h"
 
@@ -14,10 +14,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
-#include "common/log.h"
-#include "common/tls_pump.h"
+#include "base/assert.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "net/tls_pump.h"
 #include "server/peer_hello.h"
 
 /* Bytes read from the TLS session at a time. */

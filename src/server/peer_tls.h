@@ -3,7 +3,7 @@
  * libraft 0.15's raft_uv talks to its peers through a struct
  * raft_uv_transport that hands it plain uv_stream_t handles.  This
  * transport gives raft one end of a Unix socketpair per peer connection and
- * pumps the other end through OpenSSL (memory BIOs, common/tls_pump.h, so
+ * pumps the other end through OpenSSL (memory BIOs, net/tls_pump.h, so
  * libuv keeps owning the TCP socket) to the real TCP connection.
  *
  * Connection setup, in order, before raft ever sees a byte:
@@ -45,7 +45,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/metrics.h"
+#include "ops/metrics.h"
 
 /* Fill t with the TLS transport: load the certificate, key and CA, and
  * prepare the OpenSSL context.  check_id: require CN "node-<id>".
@@ -80,7 +80,7 @@ void fence__peer_tls_set_refusals(struct raft_uv_transport *t, fence_metric *m);
 
 /* Pending (not yet authenticated) incoming connections one source address
  * that is not a member's host may hold; a newer one from it evicts its
- * oldest.  (The total is FENCE_PEER_TLS_PENDING_MAX, src/common/limits.h.) */
+ * oldest.  (The total is FENCE_PEER_TLS_PENDING_MAX, src/base/limits.h.) */
 #define FENCE_PEER_TLS_PENDING_PER_IP 4
 /* A connection that has sent no byte this long after it was accepted is
  * dropped (a real peer sends its ClientHello at once); the whole handshake

@@ -1,21 +1,17 @@
-/* raft's side of the leader module (src/leader/leader.h): the ops that
- * call raft (propose, barrier, and what the module asks about leadership,
- * voters and the term) and raft's callbacks, forwarded to the module:
- * the raft_apply and raft_barrier callbacks and the state machine raft
- * drives (fsm->apply, snapshot, restore).
- *
- * The rule for calling raft (leader.h): the module calls ops->propose and
- * ops->barrier only from fence__leader_step, which loop.c runs at its loop
- * check, never from inside a raft callback.  The callbacks below only
- * forward to the module, which records and replies.
+/* The state machine raft drives on every server: its creation (the core
+ * over malloc) and raft's view of it (struct raft_fsm): apply an entry
+ * (forwarded to the leader module, src/leader/replica.c), snapshot
+ * (forked or in the loop, snapfork.h) and restore.  The other half of
+ * fenced's side towards raft, the requests the leader module makes
+ * (propose, barrier) and their callbacks, is raft_ops.c.
  *
  * libraft 0.15 behaviour this file relies on (read in its v0.15.0
  * source; the rest is listed in leader.h):
- *   - client.c raft_apply(): the buffer belongs to raft only when it
- *     returns 0 (on failure logDiscard() does not free it; we do).
- *   - replication.c applyCommand(): the raft_apply callback gets the result
- *     pointer fsm->apply set, right after that apply; it points into the
- *     leader module, so nobody frees it.
+ *   - replication.c applyCommand(): fsm->apply runs on every server for
+ *     every committed command entry; on the leader the raft_apply
+ *     callback of the same entry (raft_ops.c) fires right after it, with
+ *     the result pointer apply set, which points into the leader module
+ *     (nobody frees it).
  *   - snapshot.c snapshotRestore(): on success the restored buffer is the
  *     fsm's to raft_free.  With fsm version 3 and snapshot_finalize set,
  *     the buffers fsm->snapshot / snapshot_async hand out stay ours.
@@ -26,124 +22,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
-#include "common/assert.h"
-#include "common/log.h"
+#include "base/assert.h"
+#include "base/log.h"
 #include "server/server.h"
 
-/* One proposal handed to raft. */
-typedef struct apply_req {
-    struct raft_apply req; /* raft's request (data = this) */
-    fence_server *srv;     /* the server */
-    void *tag;             /* the leader module's batch */
-} apply_req;
-
-/* raft's status as the leader module's (leader.h fence_lstatus). */
-static int lstatus(int rv)
-{
-    switch (rv) {
-    case 0:
-        return FENCE_LST_OK;
-    case RAFT_NOTLEADER:
-        return FENCE_LST_NOTLEADER;
-    case RAFT_SHUTDOWN:
-        return FENCE_LST_SHUTDOWN;
-    default:
-        return FENCE_LST_UNKNOWN; /* RAFT_LEADERSHIPLOST, RAFT_NOMEM, ... */
-    }
-}
-
-/* ---- The ops that call raft ------------------------------------------------- */
-
-/* raft_apply callback: hand the outcome to the module. */
-static void batch_applied(struct raft_apply *req, int status, void *result)
-{
-    apply_req *a = req->data;
-    fence_server *s = a->srv;
-    void *tag = a->tag;
-    free(a);
-    if (status != 0)
-        FENCE_LOG_W("entry not applied: %s", fence__raft_strerror(status));
-    else /* the batch size, from the results apply decoded (not the bytes) */
-        fence__server_metrics_batch(s, fence__leader_results(s->leader));
-    fence__leader_applied(s->leader, tag, lstatus(status), result);
-}
-
-/* ops->propose: copy the entry into a raft buffer and raft_apply it. */
-static int op_propose(void *ctx, void *tag, const uint8_t *entry, size_t len)
-{
-    fence_server *s = ctx;
-    apply_req *a = malloc(sizeof(*a));
-    uint8_t *buf = raft_malloc(len);
-    int rv = RAFT_NOMEM;
-    if (a != NULL && buf != NULL) {
-        memcpy(buf, entry, len);
-        a->req.data = a;
-        a->srv = s;
-        a->tag = tag;
-        rv = fence__node_apply(&s->node, &a->req, buf, len, batch_applied);
-    }
-    if (rv != 0) {
-        raft_free(buf); /* raft took ownership only on success */
-        free(a);
-        FENCE_LOG_W("propose of an entry of %zu bytes failed: %s", len,
-                    fence__raft_strerror(rv));
-        return lstatus(rv);
-    }
-    return FENCE_LST_OK;
-}
-
-/* raft_barrier callback: the catch-up is over (or failed). */
-static void barrier_done(struct raft_barrier *req, int status)
-{
-    fence_server *s = req->data;
-    fence__leader_barrier_done(s->leader, lstatus(status));
-}
-
-/* ops->barrier. */
-static int op_barrier(void *ctx)
-{
-    fence_server *s = ctx;
-    s->barrier.data = s;
-    return lstatus(fence__node_barrier(&s->node, &s->barrier, barrier_done));
-}
-
-/* ops->is_leader. */
-static bool op_is_leader(void *ctx)
-{
-    fence_server *s = ctx;
-    return fence__node_is_leader(&s->node);
-}
-
-/* ops->voters. */
-static unsigned op_voters(void *ctx)
-{
-    fence_server *s = ctx;
-    return fence__node_voters(&s->node);
-}
-
-/* ops->term. */
-static uint64_t op_term(void *ctx)
-{
-    fence_server *s = ctx;
-    return fence__node_term(&s->node);
-}
-
-/* ops->now_ms. */
-static uint64_t op_now_ms(void *ctx)
+/* Allocator handed to the core. */
+static void *core_alloc(void *ctx, size_t size)
 {
     (void)ctx;
-    return uv_hrtime() / 1000000;
+    return malloc(size);
 }
 
-/* ops->log: the module's levels are common/log.h's. */
-static void op_log(void *ctx, int level, const char *msg)
+/* Deallocator handed to the core. */
+static void core_free(void *ctx, void *ptr)
 {
     (void)ctx;
-    FENCE_LOG(level, "%s", msg);
+    free(ptr);
 }
 
-/* ---- The raft state machine ----------------------------------------------- */
+/* Create the state machine (s->fsm) over malloc; see server.h. */
+int fence__raft_fsm_create(fence_server *s)
+{
+    fence_fsm_opts fo;
+    memset(&fo, 0, sizeof(fo));
+    fo.alloc.alloc = core_alloc;
+    fo.alloc.free = core_free;
+    /* Keys the core's hash tables so clients cannot choose lock names or
+     * request ids that all land in one bucket.  It changes no result and no
+     * snapshot byte, so every node may use its own. */
+    if (getrandom(&fo.hash_seed, sizeof(fo.hash_seed), 0) !=
+        (ssize_t)sizeof(fo.hash_seed))
+        fo.hash_seed = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
+    if (fence_fsm_create(&fo, &s->fsm) != 0) {
+        FENCE_LOG_E("cannot create the state machine");
+        return -1;
+    }
+    return 0;
+}
 
 /* raft fsm->apply: the module applies the entry on every server. */
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
@@ -267,18 +185,6 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     scale_snapshot_threshold(s);
     fence__leader_restored(s->leader);
     return 0;
-}
-
-/* Fill the raft side of the leader module's ops (ctx is the server). */
-void fence__raft_ops(fence_leader_ops *ops)
-{
-    ops->propose = op_propose;
-    ops->barrier = op_barrier;
-    ops->is_leader = op_is_leader;
-    ops->voters = op_voters;
-    ops->term = op_term;
-    ops->now_ms = op_now_ms;
-    ops->log = op_log;
 }
 
 /* Set up raft's view of the state machine (snapshot_async is set once

@@ -1,7 +1,7 @@
 /* The reply side of fenced: the leader module's reply sink (leader.h
  * fence_leader_ops.reply_*), the turning of a command's result, a read or
  * an error into its RESP reply, and the slots that carry replies in
- * request order on the shared connection layer (src/common/conn.h).
+ * request order on the shared connection layer (src/net/conn.h).
  * The end of every request's walk: cmd.c (or the leader module, through
  * the sink) decides the answer, this file words it and makes it final. */
 #include <inttypes.h>
@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
+#include "base/log.h"
 #include "server/server.h"
 
 /* Largest value a RESP integer reply can carry. */
@@ -114,22 +115,26 @@ static void reply_nil(fence_slot *slot)
 
 /* Reply with a grant's signed token (LOCK ... SIGNED), or [signed token,
  * lease] (ACQUIRE ... SIGNED).  Ed25519 is deterministic: a reentrant LOCK
- * and a REQID retry get the same string. */
+ * and a REQID retry get the same string.  The signature is made by the
+ * signing thread (signq.h), which the first signed grant starts; the
+ * reply follows from a later loop callback.  Without that thread, here. */
 static void reply_signed(fence_slot *slot, const fence_result *r, bool with_lease)
 {
-    char tok[FENCE_SIGNTOK_BUF_SIZE];
-    size_t n = fence_signtok_sign(slot->signer, slot->sign_name, slot->sign_name_len,
-                                  r->token, tok, sizeof(tok));
-    FENCE_ASSERT(n > 0);
-    char buf[FENCE_SIGNTOK_BUF_SIZE + 64];
-    size_t off = 0;
-    if (with_lease)
-        off += fence_resp_array(buf, sizeof(buf), 2);
-    off += fence_resp_bulk(buf + off, sizeof(buf) - off, tok, n);
-    if (with_lease)
-        off += fence_resp_uint(buf + off, sizeof(buf) - off,
-                               r->lease > INT_REPLY_MAX ? INT_REPLY_MAX : r->lease);
-    FENCE_ASSERT(off <= sizeof(buf));
+    fence_server *s = slot->conn != NULL ? slot->conn->srv : NULL;
+    if (s != NULL && s->signq == NULL && !s->signq_off && !s->stopping &&
+        fence__signq_start(&s->signq, s->loop) != 0) {
+        s->signq_off = true;
+        FENCE_LOG_W("cannot start the token-signing thread: grants are signed on the "
+                    "loop thread");
+    }
+    if (s != NULL && !s->stopping &&
+        fence__signq_submit(s->signq, slot, slot->signer, slot->sign_name,
+                            slot->sign_name_len, r->token, r->lease, with_lease))
+        return;
+    char buf[FENCE_SIGNQ_REPLY_MAX];
+    size_t off = fence__signq_reply(slot->signer, slot->sign_name, slot->sign_name_len,
+                                    r->token, r->lease, with_lease, buf, sizeof(buf));
+    FENCE_ASSERT(off > 0);
     fence__slot_reply(slot, buf, off);
 }
 
@@ -180,11 +185,13 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     default:
         break;
     }
-    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE_TTL) &&
+    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE_TTL ||
+         slot->op == OP_ACQUIRE_MULTI) &&
         slot->conn != NULL)
         fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
     if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE ||
-        slot->op == OP_SEM_ACQUIRE_TTL)
+        slot->op == OP_SEM_ACQUIRE_TTL || slot->op == OP_LOCK_MULTI ||
+        slot->op == OP_ACQUIRE_MULTI)
         fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
@@ -206,6 +213,14 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         else
             reply_uint(slot, r->token);
         break;
+    case OP_LOCK_MULTI:
+        reply_uint(slot, r->token);
+        break;
+    case OP_ACQUIRE_MULTI: {
+        uint64_t v[2] = {r->token, r->lease};
+        reply_uints(slot, v, 2);
+        break;
+    }
     case OP_ACQUIRE: {
         if (slot->signer != NULL) {
             reply_signed(slot, r, true);

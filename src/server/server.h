@@ -1,13 +1,14 @@
 /* Internal structures of the fenced daemon, shared by its files.
  *
- * Data path: conn.c puts fenced on the shared connection layer
- * (src/common/conn.h), which reads bytes into a bounded per-connection
+ * Data path: client_conn.c puts fenced on the shared connection layer
+ * (src/net/conn.h), which reads bytes into a bounded per-connection
  * buffer and parses requests with fence_resp_parse; cmd.c validates each
  * request and either answers it at once (PING, INFO, reads in a
  * single-voter cluster) or submits it to the leader module (src/leader:
  * group commit, leadership phases, waits), which proposes batches as ONE
- * raft entry each through raft_fsm.c (its side towards raft, and raft's
- * callbacks) and answers each request through the reply sink in reply.c.
+ * raft entry each through raft_ops.c (its requests to raft and their
+ * callbacks), applies them as raft's state machine through raft_fsm.c,
+ * and answers each request through the reply sink in reply.c.
  * loop.c only owns the libuv handles (loop check, timer, signals) and is
  * on no request's path.  Every request owns a reply slot in its
  * connection's queue; replies leave strictly in request order, whenever
@@ -15,7 +16,7 @@
  *
  * Lifetimes: a slot belongs to its connection until the connection closes.
  * A slot handed to the leader module (SLOT_LEADER) is the module's handle:
- * on close the module forgets it first (conn.c calls
+ * on close the module forgets it first (client_conn.c calls
  * fence__leader_conn_close, which also cancels the connection's waits
  * through the log), then it is freed.
  * A slot held by cluster.c (SLOT_BATCH) is orphaned (conn = NULL) and freed
@@ -31,13 +32,13 @@
 #include "server/lag.h"
 
 #include "core/entry.h"
-#include "common/acl_conns.h"
-#include "common/acl_srv.h"
-#include "common/compat.h"
-#include "common/conn.h"
-#include "common/daemon.h"
-#include "common/limits.h"
-#include "common/signtok.h"
+#include "daemon/acl_conns.h"
+#include "daemon/acl_srv.h"
+#include "daemon/compat.h"
+#include "net/conn.h"
+#include "daemon/daemon.h"
+#include "base/limits.h"
+#include "token/signtok.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
 #include "proto/resp.h"
@@ -45,6 +46,7 @@
 #include "leader/leader.h"
 #include "server/metrics.h"
 #include "server/node.h"
+#include "server/signq.h"
 #include "server/snapfork.h"
 
 #define FENCED_VERSION "0.1.0"
@@ -69,12 +71,14 @@ enum fence_op {
     OP_INFO,           /* INFO (read) */
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
     OP_HEALTH,         /* HEALTH: can this node serve writes */
-    OP_LIST,           /* LOCK.LIST, LEASE.LIST (list.c) */
     OP_SEM_ACQUIRE,    /* SEM.ACQUIRE name n lease (cmd_sem.c) */
     OP_SEM_ACQUIRE_TTL, /* SEM.ACQUIRE name n TTL ms: a dedicated lease
                            (the slot's op once parsed; replies the lease) */
     OP_SEM_RELEASE,    /* SEM.RELEASE */
     OP_SEM_INFO,       /* SEM.INFO (read) */
+    OP_LIST,           /* LOCK.LIST, LEASE.LIST (cmd_list.c) */
+    OP_LOCK_MULTI,     /* LOCK.MULTI (cmd_multi.c) */
+    OP_ACQUIRE_MULTI,  /* ACQUIRE.MULTI (cmd_multi.c) */
 };
 
 /* Where a slot is in its life. */
@@ -82,11 +86,13 @@ enum fence_slot_state {
     SLOT_NEW = 0,   /* just created */
     SLOT_BATCH,     /* held by cluster.c: orphaned (conn = NULL) on close */
     SLOT_LEADER,    /* handed to the leader module (its handle) */
+    SLOT_SIGNING,   /* its grant is being signed (signq.h): orphaned
+                       (conn = NULL) on close, freed when signed */
     SLOT_READY,     /* reply bytes are final */
 };
 
 /* One request's place in its connection's reply order: the shared
- * layer's slot (src/common/conn.h: queue order, reply bytes) and fenced's
+ * layer's slot (src/net/conn.h: queue order, reply bytes) and fenced's
  * part. */
 struct fence_slot {
     fence_net_slot base;   /* the layer's slot (first) */
@@ -115,7 +121,7 @@ struct fence_conn {
     fence_lconn lconn;      /* the leader module's state of this connection */
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
     fence_owner_tag *owner;   /* the tag of its last grant, or NULL (owners.c) */
-    uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
+    uint64_t quota_mark;      /* admitted under maxconns (daemon/acl_conns.h) */
 };
 
 /* Who a lease was granted to (owners.c): the grantee connection's client
@@ -153,12 +159,15 @@ struct fence_server {
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */
     fence_signtok_signer *signer; /* --token-signing-key, or NULL */
+    fence_signq *signq;          /* signs grants off the loop (signq.h), started
+                                  * at the first signed grant, or NULL */
+    bool signq_off;              /* it could not start: sign on the loop */
 
     fence_net net;               /* listeners and client connections */
     fence_compat_ctx compat;     /* Redis-client commands (compat_hook.c) */
     fence_acl_srv acl;           /* users and permissions (acl_hook.c) */
     fence_acl_conns acl_conns;   /* connections per user, maxconns (acl_conns.h) */
-    fence_daemon daemon;         /* the RESP daemon skeleton (common/daemon.h):
+    fence_daemon daemon;         /* the RESP daemon skeleton (daemon/daemon.h):
                                   * compat ctx, ACL set-up, listeners, SIGHUP */
     uv_signal_t sig_term;        /* SIGTERM: clean stop */
     uv_signal_t sig_int;         /* SIGINT: clean stop */
@@ -180,9 +189,14 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg);
 void fence__server_stop(fence_server *s);
 void fence__server_free(fence_server *s);
 
-/* ---- raft_fsm.c: the leader module's side towards raft ---- */
+/* ---- raft_ops.c: the leader module's requests to raft ---- */
 /* Fill ops' propose, barrier, is_leader, voters, term, now_ms and log. */
 void fence__raft_ops(fence_leader_ops *ops);
+
+/* ---- raft_fsm.c: the state machine raft drives ---- */
+/* Create s->fsm: the core over malloc, its hash tables keyed by a random
+ * seed.  0, or -1 (logged). */
+int fence__raft_fsm_create(fence_server *s);
 /* Set up s->raft_fsm (apply, snapshot, restore, finalize). */
 void fence__raft_fsm_init(fence_server *s);
 /* Encode snapshots in a forked child (after snapfork init succeeded). */
@@ -194,7 +208,7 @@ const fence_owner *fence__owner_find(fence_server *s, uint64_t lease);
 void fence__owner_conn_closed(fence_conn *c);
 void fence__owners_free(fence_server *s);
 
-/* ---- list.c ---- */
+/* ---- cmd_list.c ---- */
 /* LOCK.LIST [pattern] [COUNT n] [CURSOR c] and LEASE.LIST [COUNT n]
  * [CURSOR c], answered from applied state. */
 void fence__list_locks(fence_server *s, fence_slot *slot, const fence_resp_msg *m);
@@ -213,7 +227,7 @@ void fence__server_metrics_grant(fence_slot *slot, const fence_result *r);
  * on this leader: its batch size. */
 void fence__server_metrics_batch(fence_server *s, size_t n);
 
-/* ---- conn.c: fenced on the shared connection layer ---- */
+/* ---- client_conn.c: fenced on the shared connection layer ---- */
 int fence__listen(fence_server *s);
 void fence__listen_close(fence_server *s);
 void fence__conn_close(fence_conn *c);
@@ -239,6 +253,20 @@ bool fence__server_compat(fence_conn *c, const fence_resp_msg *m);
 /* Handle one parsed request from c: answer it, or submit it to the leader
  * module (whose answer comes through the reply sink). */
 void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *msg);
+/* For cmd_multi.c: argument a as an integer in [min, max] (else an ERR
+ * reply naming what, and -1); the options WAIT and REQID (and LOCKDELAY
+ * when lockdelay) in argv[first..end) (else an ERR reply and -1). */
+int fence__cmd_arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
+                       uint64_t min, uint64_t max, uint64_t *out);
+int fence__cmd_lock_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
+                            uint32_t end, bool lockdelay, fence_cmd *cmd);
+
+/* ---- cmd_multi.c ---- */
+/* Parse LOCK.MULTI / ACQUIRE.MULTI (slot->def) into cmd, its names into
+ * names[FENCE_MULTI_NAMES_MAX] (borrowed from m); 0, or -1 after an error
+ * reply. */
+int fence__cmd_multi_parse(fence_server *s, fence_slot *slot, const fence_resp_msg *m,
+                           fence_cmd *cmd, fence_name *names);
 
 /* ---- reply.c: slots, the reply sink, results as RESP ---- */
 /* Make a slot's reply final (copies bytes; frees an orphaned slot). */

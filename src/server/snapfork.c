@@ -14,10 +14,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/limits.h"
 #include "core/snapshot.h"
-#include "common/log.h"
+#include "base/log.h"
 
 /* Child exit codes (anything else, or a signal, is unexpected). */
 #define CHILD_OK 0

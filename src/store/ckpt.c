@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/assert.h"
-#include "common/bytes.h"
-#include "common/crc32c.h"
-#include "common/fs.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
+#include "base/fs.h"
+#include "base/limits.h"
 
 /* lmdb-meta.ckpt: two slots of one image each, written in place in turn
  * (the file is created once at its full size, so a checkpoint needs no

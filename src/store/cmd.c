@@ -7,8 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/assert.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/limits.h"
 #include "store/commands_table.h"
 
 /* Format an error message into err (printf style) and return -1. */

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/signtok.h"
+#include "token/signtok.h"
 #include "proto/resp.h"
 
 /* The commands fence-store understands. */

@@ -5,7 +5,7 @@
  * convention (the name counts). */
 #include "store/commands_table.h"
 
-#include "common/acl.h"
+#include "auth/acl.h"
 #include "store/cmd.h"
 
 /* ACL categories (the acl column).  acl_key is the fence argument: FGET

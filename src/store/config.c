@@ -4,14 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/acl_srv.h"
-#include "common/assert.h"
-#include "common/daemon.h"
-#include "common/limits.h"
-#include "common/log.h"
-#include "common/options.h"
-#include "common/tls.h"
-#include "common/version.h"
+#include "daemon/acl_srv.h"
+#include "base/assert.h"
+#include "daemon/daemon.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "base/options.h"
+#include "net/tls.h"
+#include "base/version.h"
 
 #define T fence_store_config
 

@@ -1,4 +1,4 @@
-/* fence-store configuration: one option table (src/common/options.h)
+/* fence-store configuration: one option table (src/base/options.h)
  * drives the flags, the --config file and --help; the whole struct is then
  * validated. */
 #ifndef FENCE_STORE_CONFIG_H
@@ -8,12 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/daemon.h"
+#include "daemon/daemon.h"
 
 /* Everything fence-store can be told. */
 typedef struct fence_store_config {
     fence_daemon_conf daemon; /* the options every RESP daemon has
-                               * (common/daemon.h) */
+                               * (daemon/daemon.h) */
     char data_dir[1024];     /* directory of the LMDB environment */
     char token_verify_keys[1024]; /* verify.keys: accept only signed tokens
                               * that verify (docs/security.md); "" for none */

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/fs.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/fs.h"
+#include "base/limits.h"
 
 /* Replay one WAL record (fence_store_wal_apply_fn): its operations and
  * its LSN in one transaction, committed (not synced: recovery syncs once

@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/limits.h"
+#include "base/limits.h"
 #include "store/cmd.h"
 
 /* An open store (opaque). */

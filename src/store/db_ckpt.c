@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 
 /* Capture a checkpoint of LMDB's state at db->lsn into c (the open
  * transaction committed first); 0 or an LMDB/errno code. */

@@ -4,7 +4,9 @@
  *   db_layout.c what the databases hold: record format 2 (and the upgrade
  *               from 1), marks, bindings, the LSN key, WAL operations
  *   db_defer.c  deferred commits: the open transaction, the pending
- *               batches, logging a batch, a full map or disk
+ *               batches, a full map or disk
+ *   db_log.c    logging a batch: its WAL record, fdatasync, the pending
+ *               copy; a batch the log cannot take syncs LMDB at once
  *   db_write.c  the write rule (token, mark, fence binding) and batches
  *   db_read.c   reads and INFO's counters
  *   db_ckpt.c   checkpoints: capture, sync, install
@@ -18,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/log.h"
+#include "base/log.h"
 #include "store/ckpt.h"
 #include "store/db.h"
 #include "store/wal.h"
@@ -139,17 +141,20 @@ int fence__store_db_commit_or_block(fence_store_db *db);
 /* Drop the unusable open transaction with the current batch's writes and
  * start again from LMDB's state plus the pending batches. */
 void fence__store_db_lose_batch(fence_store_db *db);
-/* Log the current batch (WAL record, fdatasync); 0 or an LMDB error (the
- * batch's writes are then gone). */
-int fence__store_db_commit_durable(fence_store_db *db);
 /* While blocked, retry the commit once per batch; true when writes may
  * run. */
 bool fence__store_db_unblocked(fence_store_db *db);
 
-/* ---- db_ckpt.c: checkpoints ---- */
+/* ---- db_ckpt.c: checkpoints (above db_defer.c) ---- */
 
 /* Commit, capture, sync, save and install a checkpoint on this thread;
  * 0 or an LMDB/errno code. */
 int fence__store_db_checkpoint_now(fence_store_db *db);
+
+/* ---- db_log.c: logging a batch (above db_defer.c and db_ckpt.c) ---- */
+
+/* Log the current batch (WAL record, fdatasync); 0 or an LMDB error (the
+ * batch's writes are then gone). */
+int fence__store_db_commit_durable(fence_store_db *db);
 
 #endif /* FENCE_STORE_DB_INT_H */

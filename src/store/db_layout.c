@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/bytes.h"
-#include "common/limits.h"
+#include "base/assert.h"
+#include "base/bytes.h"
+#include "base/limits.h"
 
 /* The meta key holding the LSN of the last batch in LMDB (8 bytes LE):
  * written in each batch's transaction, so LMDB's content and its LSN

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 
 /* Begin a read-only transaction or stop. */
 static MDB_txn *read_txn(fence_store_db *db)

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/bytes.h"
-#include "common/limits.h"
-#include "common/num.h"
+#include "base/assert.h"
+#include "base/bytes.h"
+#include "base/limits.h"
+#include "base/num.h"
 
 /* A write or commit failed (the batch's writes are gone): a full map or
  * a full file system is reported and logged in words an operator acts on;

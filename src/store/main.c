@@ -1,6 +1,6 @@
 /* fence-store: a key/value server that enforces fencing tokens, on LMDB.
  * main() parses the flags, takes the data directory's lock, opens the
- * store and runs the server on the RESP daemon skeleton (common/daemon.h). */
+ * store and runs the server on the RESP daemon skeleton (daemon/daemon.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -10,10 +10,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "common/daemon.h"
-#include "common/fs.h"
-#include "common/log.h"
-#include "common/version.h"
+#include "daemon/daemon.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/version.h"
 #include "store/config.h"
 #include "store/db.h"
 #include "store/server.h"

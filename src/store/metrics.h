@@ -1,10 +1,10 @@
-/* fence-store's metrics: the resource families of common/metrics_res.h
+/* fence-store's metrics: the resource families of ops/metrics_res.h
  * under the prefix "fence_store", and the hooks server.c calls (on the
  * event loop). */
 #ifndef FENCE_STORE_METRICS_H
 #define FENCE_STORE_METRICS_H
 
-#include "common/metrics_res.h"
+#include "ops/metrics_res.h"
 #include "store/cmd.h"
 #include "store/db.h"
 

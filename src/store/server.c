@@ -1,5 +1,5 @@
 /* fence-store's network side (see server.h), on the shared connection
- * layer (src/common/conn.h).
+ * layer (src/net/conn.h).
  *
  * One thread, one libuv loop.  Each connection has a bounded read buffer
  * (--max-value plus FENCE_STORE_RBUF_SLACK) that the RESP parser works on;
@@ -29,7 +29,7 @@
  * "-LIMIT" and are closed.
  *
  * Signals: SIGINT and SIGTERM stop the server; SIGHUP (the daemon
- * skeleton's, common/daemon.h, like the listeners, the compat context and
+ * skeleton's, daemon/daemon.h, like the listeners, the compat context and
  * the ACL) reopens the --log-file (logrotate) and reads --acl-file and,
  * through reload_keys, --token-verify-keys again (a bad file keeps what
  * was in force). */
@@ -44,16 +44,16 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "common/assert.h"
-#include "common/acl_conns.h"
-#include "common/acl_srv.h"
-#include "common/compat.h"
-#include "common/compat_net.h"
-#include "common/conn.h"
-#include "common/daemon.h"
-#include "common/limits.h"
-#include "common/log.h"
-#include "common/tls.h"
+#include "base/assert.h"
+#include "daemon/acl_conns.h"
+#include "daemon/acl_srv.h"
+#include "daemon/compat.h"
+#include "daemon/compat_net.h"
+#include "net/conn.h"
+#include "daemon/daemon.h"
+#include "base/limits.h"
+#include "base/log.h"
+#include "net/tls.h"
 #include "proto/resp.h"
 #include "store/cmd.h"
 #include "store/metrics.h"
@@ -100,7 +100,7 @@ typedef struct server {
 typedef struct store_conn {
     fence_net_conn base;      /* the layer's connection (first) */
     fence_compat_conn compat; /* CLIENT SETNAME, MULTI refusal, ... */
-    uint64_t quota_mark;      /* admitted under maxconns (common/acl_conns.h) */
+    uint64_t quota_mark;      /* admitted under maxconns (daemon/acl_conns.h) */
 } store_conn;
 
 /* A connection was accepted: fresh compat state. */

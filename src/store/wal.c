@@ -12,12 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/assert.h"
-#include "common/bytes.h"
-#include "common/crc32c.h"
-#include "common/fs.h"
-#include "common/limits.h"
-#include "common/log.h"
+#include "base/assert.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
+#include "base/fs.h"
+#include "base/limits.h"
+#include "base/log.h"
 #include "store/walrec.h"
 
 /* The file header's magic and version. */

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
-#include "common/bytes.h"
-#include "common/crc32c.h"
+#include "base/assert.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
 
 /* Bytes an operation takes before its key. */
 #define OP_HDR 8

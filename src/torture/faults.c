@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/version.h"
+#include "base/version.h"
 
 /* Most connections proxied at once; more are refused (closed). */
 #define PROXY_CONNS_MAX 256

@@ -38,7 +38,7 @@
 
 #include <hiredis.h>
 
-#include "common/version.h"
+#include "base/version.h"
 
 /* Most server addresses a worker can rotate through (cluster nodes). */
 #define WORKER_ADDRS_MAX 8

@@ -20,7 +20,7 @@
  * shared cores those wake-ups (not the server's path) take a large part of
  * a handoff.  Run both: the difference is the client's.
  *
- * Prints one line on stdout (latencies in microseconds, src/cli/hist.c,
+ * Prints one line on stdout (latencies in microseconds, src/fencectl/hist.c,
  * ACQUIRE send to reply):
  *   cycles=.. seconds=.. cycles_per_s=.. p50_us=.. p99_us=.. max_us=..
  *   min_cycles=.. max_cycles=.. errors=..
@@ -36,7 +36,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "cli/hist.h"
+#include "fencectl/hist.h"
 #include "loadgen.h"
 
 /* One connection. */

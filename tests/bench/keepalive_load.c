@@ -14,11 +14,15 @@
  *      due, whether or not earlier ones were answered), for SECONDS, while
  *      the probe runs its cycles again.
  * Prints one "key=value ..." line per phase on stdout (latencies in
- * microseconds, from src/cli/hist.c's histogram, send to reply):
+ * microseconds, from src/fencectl/hist.c's histogram, send to reply):
  *   idle lock_cycles=.. lock_p50_us=.. lock_p99_us=.. lock_max_us=..
  *   grant leases=.. seconds=.. grants_per_s=..
  *   load target_per_s=.. keepalives=.. keepalives_per_s=.. ka_p50_us=.. ...
- *        lock_cycles=.. lock_p50_us=.. ... errors=.. skipped=..
+ *        lock_cycles=.. lock_p50_us=.. ... raft_entries=.. raft_entries_per_s=..
+ *        logged_cmds=.. renewals_local=.. errors=.. skipped=..
+ *   (raft_entries, logged_cmds (INFO batch_commands: commands written into
+ *   those entries), renewals_local: INFO's counters over the load phase,
+ *   read on a connection of their own; entries include the probe's)
  * Exit 1 on a connection failure or an error reply to a grant. */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -32,8 +36,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cli/hist.h"
-#include "common/assert.h"
+#include "fencectl/hist.h"
+#include "base/assert.h"
 #include "loadgen.h"
 
 /* Most replies a connection may owe before renewals due on it are skipped
@@ -311,6 +315,29 @@ static void raise_nofile(void)
     }
 }
 
+/* One INFO counter of the server (a blocking connection of its own), or 0
+ * when it cannot be read (an older server without it). */
+static uint64_t info_counter(int port, const char *key)
+{
+    redisContext *rc = redisConnect("127.0.0.1", port);
+    uint64_t v = 0;
+    if (rc != NULL && rc->err == 0) {
+        redisReply *r = redisCommand(rc, "INFO fenced");
+        if (r != NULL && r->type == REDIS_REPLY_STRING) {
+            char pat[64];
+            snprintf(pat, sizeof(pat), "\n%s:", key);
+            const char *p = strstr(r->str, pat);
+            if (p != NULL)
+                v = strtoull(p + strlen(pat), NULL, 10);
+        }
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    if (rc != NULL)
+        redisFree(rc);
+    return v;
+}
+
 /* Parse the arguments, run the three phases, print their lines. */
 int main(int argc, char **argv)
 {
@@ -396,6 +423,9 @@ int main(int argc, char **argv)
     uint64_t t0 = loadgen_now_us();
     load_end_us = t0 + secs * 1000000u;
     uint64_t sent = 0, skipped = 0;
+    uint64_t entries0 = info_counter(port, "raft_entries");
+    uint64_t local0 = info_counter(port, "renewals_local");
+    uint64_t cmds0 = info_counter(port, "batch_commands");
     probe_phase_start();
     while (loadgen_now_us() < load_end_us) {
         uint64_t now = loadgen_now_us();
@@ -418,6 +448,9 @@ int main(int argc, char **argv)
         poll_once(1);
     }
     probe_phase_stop();
+    uint64_t entries1 = info_counter(port, "raft_entries");
+    uint64_t local1 = info_counter(port, "renewals_local");
+    uint64_t cmds1 = info_counter(port, "batch_commands");
     /* Drain: the replies to renewals sent in time still count for latency. */
     uint64_t give_up = loadgen_now_us() + 10000000u;
     for (;;) {
@@ -437,6 +470,10 @@ int main(int argc, char **argv)
            fencectl_hist_quantile(&ka_hist, 0.50), fencectl_hist_quantile(&ka_hist, 0.99),
            ka_hist.max);
     print_probe();
+    printf(" raft_entries=%" PRIu64 " raft_entries_per_s=%.1f logged_cmds=%" PRIu64
+           " renewals_local=%" PRIu64,
+           entries1 - entries0, (double)(entries1 - entries0) / load_s, cmds1 - cmds0,
+           local1 - local0);
     printf(" errors=%" PRIu64 " skipped=%" PRIu64 "\n", errors, skipped);
     if (first_error[0] != '\0')
         fprintf(stderr, "keepalive_load: first error reply: %s\n", first_error);

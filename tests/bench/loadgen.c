@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/assert.h"
+#include "base/assert.h"
 
 const char *loadgen_prog = "loadgen";
 

@@ -8,7 +8,7 @@ prints one table whose rows all have the same columns:
   what | clients | rate/s | p50 us | p99 us | max us | value | peer (same run) | ratio | notes
 
 Latencies are microseconds, from the load generator's histogram (fencectl
-bench --format tsv and tests/bench/keepalive_load: src/cli/hist.c, within
+bench --format tsv and tests/bench/keepalive_load: src/fencectl/hist.c, within
 3%; redis-benchmark: its own, to the microsecond).  "value" holds the rows
 whose figure is not a rate (fsync time, floor, bytes per lock, restart
 time, loop lag).  "ratio" is rate / peer rate unless the notes say
@@ -25,7 +25,7 @@ Environment:
   BENCH_ROUNDS   cells per side of a comparison, interleaved (default 2;
                  smoke 1)
   BENCH_ONLY     comma-separated sections to run (fenced, store, big,
-                 keepalive, cluster, features, proxy, go); default all
+                 keepalive, cluster, features, proxy, go, multi); default all
   FSYNC_PROBE    the fsync probe (default BUILD/tests/fsync_probe)
   BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
                  filesystem is the one every data dir and the fsync probe use
@@ -45,7 +45,7 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from fenceproto import Resp, RespError, encode_command, free_port, wait_port  # noqa: E402
 
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
@@ -57,7 +57,10 @@ BIG = int(os.environ.get("BENCH_BIG", "10000" if SMOKE else "1000000"))
 KA_LEASES = 1000 if SMOKE else 100000
 KA_CONNS = 50 if SMOKE else 1000
 KA_TTL_MS = 10000
-SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy", "go"]
+# The 1M-lease renewal row (issue 23): BIG leases renewed every ttl/3.
+KA_BIG_TTL_MS = 30000
+SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy", "go",
+            "multi"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s] or SECTIONS
 
 FENCED = os.path.join(BUILD, "fenced")
@@ -491,7 +494,7 @@ def section_store():
                 "--appendonly", "yes", "--appendfsync", "always", "--save", ""], "redis.log")
     if not wait_port(sport, 30) or not wait_port(rport, 30):
         raise RuntimeError("fence-store or redis-server did not listen")
-    v = "0123456789abcdef"  # as src/store/bench.sh
+    v = "0123456789abcdef"  # as tests/bench/store_bench.sh
     for c in (1, 64):
         log("Redis SET appendfsync always, fence-store FSET, %d clients" % c)
         res = interleaved([
@@ -637,6 +640,47 @@ def section_keepalive():
             ratio=pct(load["lock_cycles"], idle["lock_cycles"]),
             notes="idle (same probe, before the leases): p50 %.0f p99 %.0f max %.0f us"
                   % (idle["lock_p50_us"], idle["lock_p99_us"], idle["lock_max_us"])))
+    add(Row("raft entries/s during that load (INFO raft_entries)", KA_CONNS,
+            value="%.1f/s" % load.get("raft_entries_per_s", 0),
+            ratio=pct(load.get("renewals_local", 0), load["sent"]),
+            notes="ratio: renewals answered by the leader without an entry (docs/leases.md), "
+                  "%d of %d; without the probe's (2 a LOCK/UNLOCK cycle): %.1f/s; commands "
+                  "logged: %.0f/s" % (load.get("renewals_local", 0), load["sent"],
+                                      renewal_entries(load), load.get("logged_cmds", 0) / SECS)))
+    f.stop()
+    section_keepalive_big()
+
+
+def renewal_entries(load):
+    """Raft entries/s of a keepalive_load phase, less the probe's two a cycle."""
+    return max(0.0, load.get("raft_entries", 0) - 2 * load["lock_cycles"]) / SECS
+
+
+def section_keepalive_big():
+    """BIG leases (1M) renewed every ttl/3 on 1,000 connections."""
+    f = Fenced("keepalive-big", ["--max-leases", str(BIG + 1000),
+                                 "--max-clients", str(KA_CONNS + 1000)]).start()
+    log("keepalive: %d leases, %d connections, ttl %d ms" % (BIG, KA_CONNS, KA_BIG_TTL_MS))
+    out = subprocess.run([KEEPALIVE_LOAD, str(f.port), str(BIG), str(KA_CONNS),
+                          str(KA_BIG_TTL_MS), str(SECS)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError("keepalive_load failed: %s" % out.stderr.decode()[-300:])
+    ph = {ln.split()[0]: kv(ln) for ln in out.stdout.decode().splitlines() if ln.strip()}
+    grant, load = ph["grant"], ph["load"]
+    add(Row("keepalive load: %s leases, LEASE.KEEPALIVE each every ttl/3 (ttl %d s)"
+            % ("1M" if BIG == 1000000 else "%dk" % (BIG // 1000) if BIG % 1000 == 0 else str(BIG),
+               KA_BIG_TTL_MS // 1000), KA_CONNS, load["keepalives_per_s"],
+            load["ka_p50_us"], load["ka_p99_us"], load["ka_max_us"],
+            value="%.1f entries/s" % load.get("raft_entries_per_s", 0),
+            peer="target %.0f/s" % load["target_per_s"],
+            ratio=pct(load["keepalives_per_s"], load["target_per_s"]),
+            notes="open loop; %d error replies, %d skipped; %d answered without an entry; "
+                  "%.1f entries/s without the probe's; LOCK meanwhile p99 %.0f us; granted at "
+                  "%.0f/s" % (load["errors"], load["skipped"], load.get("renewals_local", 0),
+                              renewal_entries(load), load["lock_p99_us"],
+                              grant["grants_per_s"])))
+    # (Its value column: raft entries per second over the load phase.)
     f.stop()
 
 
@@ -756,6 +800,26 @@ def section_features():
     f.stop()
 
 
+def section_multi():
+    """Atomic multi-locks (issue 21): ACQUIRE.MULTI of 3 random names with
+    a 50 ms dedicated lease (never released: expiry frees them, as a
+    crashed holder's would), 64 clients, against ACQUIRE of 1 random name
+    the same way (the peer), interleaved."""
+    f = Fenced("multi").start()
+    one = ["ACQUIRE", "one:__rand_int__", "50"]
+    three = ["ACQUIRE.MULTI", "50", "a:__rand_int__", "b:__rand_int__", "c:__rand_int__"]
+    log("multi: ACQUIRE of 1 name / ACQUIRE.MULTI of 3, 64 clients")
+    res = interleaved([("one", lambda: timed_redis_benchmark(f.port, 64, *one)),
+                       ("three", lambda: timed_redis_benchmark(f.port, 64, *three))])
+    r1 = merge_rb(res["one"])
+    r3 = merge_rb(res["three"])
+    add(Row("ACQUIRE of 1 random name, 50 ms lease left to expire, 64 clients "
+            "(redis-benchmark; peer of the next row)", 64, *r1, notes=rounds_note()))
+    add(Row("ACQUIRE.MULTI of 3 random names (all or none, one token), same", 64, *r3,
+            peer="1 name %.0f/s" % r1[0], ratio=pct(r3[0], r1[0]), notes=rounds_note()))
+    f.stop()
+
+
 def section_go():
     """The Go client (clients/go/internal/bench: Client.Acquire + Release
     per cycle, each goroutine its own Client of one connection, TTL 10 s,
@@ -804,7 +868,7 @@ WRK_RUNS = [0]  # cells so far: each wrk cell's clients get fences of their own
 
 
 def wrk_cell(port, clients, mode, script):
-    """wrk --latency with src/proxy/bench.py's PUT script: (rps, p50, p99,
+    """wrk --latency with tests/bench/proxy_bench.py's PUT script: (rps, p50, p99,
     max in us, non-2xx)."""
     WRK_RUNS[0] += 1
     run = "%d.%d" % (clients, WRK_RUNS[0])
@@ -829,13 +893,13 @@ def wrk_cell(port, clients, mode, script):
 
 def section_proxy():
     """Row 7 (continued): fence-proxy in front of nginx against nginx alone,
-    small WebDAV PUTs with wrk (the script of src/proxy/bench.py)."""
+    small WebDAV PUTs with wrk (the script of tests/bench/proxy_bench.py)."""
     if shutil.which("wrk") is None or shutil.which("nginx") is None:
         raise RuntimeError("wrk or nginx not installed (scripts/deps.sh test)")
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-    sys.path.insert(0, os.path.join(ROOT, "src", "proxy"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
     import importlib
-    pb = importlib.import_module("bench")  # src/proxy/bench.py: its LUA script
+    pb = importlib.import_module("proxy_bench")  # tests/bench/proxy_bench.py: its LUA script
     from test_proxy_lib import Nginx, Proxy
     script = os.path.join(TMP, "put.lua")
     with open(script, "w") as f:
@@ -908,7 +972,8 @@ def main():
     t0 = time.monotonic()
     funcs = {"fenced": section_fenced, "store": section_store, "big": section_big,
              "keepalive": section_keepalive, "cluster": section_cluster,
-             "features": section_features, "proxy": section_proxy, "go": section_go}
+             "features": section_features, "proxy": section_proxy, "go": section_go,
+             "multi": section_multi}
     try:
         for name in SECTIONS:
             if name not in ONLY:

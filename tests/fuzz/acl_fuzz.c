@@ -1,5 +1,5 @@
-/* Fuzz target for the ACL file parser (src/common/acl.c) and the request
- * gate (src/common/acl_srv.c).
+/* Fuzz target for the ACL file parser (src/auth/acl.c) and the request
+ * gate (src/daemon/acl_srv.c).
  *
  * An input that starts with '*' or '!' is a client's byte stream for the
  * gate (mode 2, below); any other input is an ACL file.  Properties of an
@@ -24,8 +24,8 @@
 
 #include <strings.h>
 
-#include "common/acl.h"
-#include "common/acl_srv.h"
+#include "auth/acl.h"
+#include "daemon/acl_srv.h"
 #include "../lib/cmd_cats.h"
 #include "fuzz.h"
 #include "proto/resp.h"

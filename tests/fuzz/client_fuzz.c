@@ -8,8 +8,8 @@
  * parsed command line is internally consistent. */
 #include <string.h>
 
-#include "cli/args.h"
-#include "client/pure.h"
+#include "fencectl/args.h"
+#include "libfence/pure.h"
 #include "fence.h"
 #include "fuzz.h"
 

@@ -1,4 +1,4 @@
-/* Fuzz target for the Redis-client compatibility module (src/common/compat.c).
+/* Fuzz target for the Redis-client compatibility module (src/daemon/compat*.c).
  *
  * The input's first byte picks the daemon's table (fenced or fence-store)
  * and whether an auth callback and a CLIENT LIST callback exist; the rest
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/compat.h"
+#include "daemon/compat.h"
 #include "fuzz.h"
 #include "server/commands_table.h"
 #include "store/commands_table.h"

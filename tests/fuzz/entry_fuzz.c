@@ -121,6 +121,12 @@ static int decode(const uint8_t *data, size_t size, uint64_t *ts)
     uint32_t n = 0;
     int rc;
     fence_cmd c;
+    /* A LOCK_MULTI's names array is the iterator's (valid until the next
+     * command): copy each into the pool, which lives as long as cmds. */
+    static fence_name *pool;
+    static size_t pool_cap;
+    size_t pool_used = 0;
+    static size_t offs[FENCE_BATCH_MAX];
     while ((rc = fence_entry_next(&it, &c)) == 1) {
         FUZZ_CHECK(n < it.count);
         FUZZ_CHECK(c.name_len <= FENCE_NAME_MAX);
@@ -128,13 +134,41 @@ static int decode(const uint8_t *data, size_t size, uint64_t *ts)
             FUZZ_CHECK(c.name >= data);
             FUZZ_CHECK(c.name + c.name_len <= data + size);
         }
+        FUZZ_CHECK(c.names_count <= FENCE_MULTI_NAMES_MAX);
+        if (pool_used + c.names_count > pool_cap) {
+            size_t cap = (pool_cap ? pool_cap * 2 : 256) + c.names_count;
+            fence_name *np = realloc(pool, cap * sizeof(*np));
+            FUZZ_CHECK(np != NULL);
+            pool = np;
+            pool_cap = cap;
+        }
+        offs[n] = pool_used;
+        for (uint16_t k = 0; k < c.names_count; k++) {
+            FUZZ_CHECK(c.names[k].name >= data);
+            FUZZ_CHECK(c.names[k].name + c.names[k].len <= data + size);
+            pool[pool_used++] = c.names[k];
+        }
         cmds[n++] = c;
     }
+    for (uint32_t i = 0; i < n; i++)
+        cmds[i].names = cmds[i].names_count > 0 ? pool + offs[i] : NULL;
     FUZZ_CHECK(rc == 0 || rc == -FENCE_ST_INVALID);
     if (rc != 0)
         return -1;
     FUZZ_CHECK(n == it.count);
     return (int)n;
+}
+
+/* True when two commands name the same LOCK_MULTI names, in order. */
+static bool names_same(const fence_cmd *a, const fence_cmd *b)
+{
+    if (a->names_count != b->names_count)
+        return false;
+    for (uint16_t k = 0; k < a->names_count; k++)
+        if (a->names[k].len != b->names[k].len ||
+            memcmp(a->names[k].name, b->names[k].name, a->names[k].len) != 0)
+            return false;
+    return true;
 }
 
 /* True when two decoded commands ask for the same thing. */
@@ -149,7 +183,7 @@ static bool same_cmd(const fence_cmd *a, const fence_cmd *b)
            (a->name_len == 0 || memcmp(a->name, b->name, a->name_len) == 0) &&
            memcmp(&a->limits, &b->limits, sizeof(a->limits)) == 0 &&
            a->owner == b->owner && a->quota_leases == b->quota_leases &&
-           a->quota_locks == b->quota_locks;
+           a->quota_locks == b->quota_locks && names_same(a, b);
 }
 
 /* Checks that enc (the current encoding of the n commands in cmds, from

@@ -16,6 +16,9 @@
  * Not part of the build: run it by hand when the formats change.  The seeds
  * of older format versions are kept under other names (seed-v1-* entries,
  * seed-v2-* snapshots) so that the decoders of old versions stay fuzzed.
+ * seed-checkpoint* and seed-bad-checkpoint-count (LEASE_CHECKPOINT,
+ * docs/leases.md: two leases, a checkpoint renewing one, a later one that
+ * finds it expired) were written by hand, not by this program.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -135,6 +138,20 @@ static fence_cmd c_sem_release(const char *name, uint32_t slot, uint64_t token)
     return (fence_cmd){.type = FENCE_CMD_SEM_RELEASE, .name = (const uint8_t *)name,
                        .name_len = (uint16_t)strlen(name), .slot = slot, .token = token};
 }
+
+/* LOCK_MULTI of n names from names (lease 0: the ACQUIRE form, ttl). */
+static fence_cmd c_multi(const fence_name *names, uint16_t n, uint64_t lease, uint64_t ttl,
+                         uint64_t wait)
+{
+    return (fence_cmd){.type = FENCE_CMD_LOCK_MULTI, .names = names, .names_count = n,
+                       .lease = lease, .ttl_ms = ttl, .wait_ms = wait};
+}
+
+/* Names for the multi-lock scenario. */
+static const fence_name mn_ab[] = {{(const uint8_t *)"a", 1}, {(const uint8_t *)"b", 1}};
+static const fence_name mn_bc[] = {{(const uint8_t *)"b", 1}, {(const uint8_t *)"c", 1}};
+static const fence_name mn_cad[] = {{(const uint8_t *)"c", 1}, {(const uint8_t *)"a", 1},
+                                    {(const uint8_t *)"d", 1}};
 
 /* c as owner with per-owner limits (FENCE_CMD_F_QUOTA). */
 static fence_cmd c_quota(fence_cmd c, uint64_t owner, uint32_t leases, uint32_t locks)
@@ -262,6 +279,15 @@ int main(int argc, char **argv)
             {5000, 3, {c_leader(), c_grant(1000, 0), c_lock("l", 1, 0)}},
             {100, 1, {c_leader()}},
             {900, 1, {c_lock("m", 1, 0)}},
+        }},
+        /* Multi-locks (issue 21): granted whole, a waiter over a held name
+         * keeping a free one reserved, the ACQUIRE form queued behind it,
+         * a single LOCK behind both; left queued for the snapshot. */
+        {"multi", 3, {
+            {100, 4, {c_leader(), c_grant(60000, 0), c_grant(60000, 0), c_grant(60000, 0)}},
+            {200, 4, {c_multi(mn_ab, 2, 1, 0, 0), c_reqid(c_multi(mn_bc, 2, 2, 0, 9000), 5),
+                      c_multi(mn_cad, 3, 0, 4000, 8000), c_lock("d", 3, 7000)}},
+            {300, 1, {c_lock("a", 1, 0)}},
         }},
     };
     for (size_t i = 0; i < sizeof(sc) / sizeof(sc[0]); i++)

@@ -1,4 +1,4 @@
-/* Fuzz target for the metrics renderer (src/common/metrics.c): the input
+/* Fuzz target for the metrics renderer (src/ops/metrics.c): the input
  * builds a registry (families of each type, some labelled with a small
  * cap) and a stream of updates whose label values are raw input bytes
  * (lock names are any bytes).  The rendered text is then checked line by
@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/metrics.h"
+#include "ops/metrics.h"
 #include "fuzz.h"
 
 /* Bytes read from the input, zero past its end. */

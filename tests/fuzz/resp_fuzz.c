@@ -169,7 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fence_resp_limits tiny = {.args_max = 3, .bulk_max = 8, .inline_max = 16};
     parse_stream(buf, size, &tiny);
-    /* The limits of a connection not logged in (src/common/conn_guard.c). */
+    /* The limits of a connection not logged in (src/net/conn_guard.c). */
     fence_resp_limits pre = {.args_max = FENCE_PRELOGIN_ARGS_MAX,
                              .bulk_max = FENCE_PRELOGIN_BULK_MAX,
                              .inline_max = FENCE_PRELOGIN_INLINE_MAX};

@@ -1,4 +1,4 @@
-/* Fuzz target for the signed-token parsers (src/common/signtok.c).
+/* Fuzz target for the signed-token parsers (src/token/signtok.c).
  *
  * The first input byte picks the parser (mod 4), the rest is its input:
  *   0  fence_signtok_parse (and fence_signtok_check, with and without a
@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "common/signtok.h"
+#include "token/signtok.h"
 #include "fuzz.h"
 
 /* The signed-token parser and the resource hook. */

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/limits.h"
+#include "base/limits.h"
 #include "fuzz.h"
 #include "proto/resp.h"
 #include "store/cmd.h"

@@ -1,11 +1,11 @@
 /* libFuzzer target: the client-TLS option checks and the certificate
- * common-name rule (src/common/tls_conf.c).  The input is split at '\n'
+ * common-name rule (src/net/tls_conf.c).  The input is split at '\n'
  * into cert, key, ca, tls-auth-clients word, port, tls-port and a unix
  * flag; the whole input is also given to fence__tls_cn_valid. */
 #include <string.h>
 
-#include "common/limits.h"
-#include "common/tls.h"
+#include "base/limits.h"
+#include "net/tls.h"
 #include "fuzz.h"
 
 /* Copy the next '\n'-terminated field of data into out (cut at cap-1). */

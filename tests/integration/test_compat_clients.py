@@ -2,7 +2,7 @@
 """What redis-py sends on connect, and transactions, against real fenced
 and fence-store processes (issue 13).  Run with /usr/bin/python3.
 
-Both daemons call fence_compat_handle (src/common/compat.h) before their
+Both daemons call fence_compat_handle (src/daemon/compat.h) before their
 own commands; registered in `make test` by mk/compat.mk.
 
 Checks, for each daemon:

@@ -99,7 +99,7 @@ proto_error_case("bad multibulk length", b"*abc\r\n")
 proto_error_case("bad bulk length", b"*1\r\n$x\r\n")
 proto_error_case("missing CRLF after bulk", b"*1\r\n$4\r\nPINGxx")
 proto_error_case("oversized bulk (over --max-bulk)", b"*2\r\n$4\r\nPING\r\n$70000\r\n")
-proto_error_case("too many arguments", b"*65\r\n" + b"$1\r\na\r\n" * 65)
+proto_error_case("too many arguments", b"*81\r\n" + b"$1\r\na\r\n" * 81)  # FENCE_ARGS_MAX + 1
 proto_error_case("overlong inline line", b"P" * (70 * 1024))
 proto_error_case("unbalanced quotes", b'PING "abc\r\n')
 # Garbage: whatever the parser thinks of it, the server must survive.

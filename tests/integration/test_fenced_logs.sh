@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fenced's shared front end (src/common): --version, the shared log line
+# fenced's shared front end (src/daemon): --version, the shared log line
 # format (time, pid, level word), the deprecated --obuf-max spelling, and
 # SIGHUP: after a logrotate-style mv, kill -HUP leaves fenced running (it
 # used to kill it) and the log goes on in a new file at the same path.

@@ -306,7 +306,7 @@ def test_wait_outcome_not_lost_in_snapshot():
         procs[i] = spawn("snap-n%d" % i, [
             "--node-id", str(i), "--port", str(ports[i]), "--raft-port", str(rports[i]),
             "--data-dir", os.path.join(TMP, "snap-n%d" % i), "--peers", peers,
-            "--snapshot-threshold", "4", "--snapshot-trailing", "0"])
+            "--snapshot-threshold", "4", "--snapshot-trailing", "1"])
     leader = wait_ready(list(ports.values()), secs=40)
     if not ok(leader is not None, "three nodes elect a ready leader"):
         return

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """fenced and fence-store share one option set, by construction (issue 19,
-step 2: one RESP daemon skeleton, src/common/daemon.h).
+step 2: one RESP daemon skeleton, src/daemon/daemon.h).
 
 Both tables include the same rows (FENCE_DAEMON_OPT_ROWS): listeners, TLS,
 --config, client limits, logging, users, connection guards.  This test
@@ -48,7 +48,7 @@ DETAIL_DIFFERS = {"port", "max-clients", "max-obuf"}
 HELP_DIFFERS = {"insecure"}
 # Options both have that are each daemon's own row (own default, own text).
 OWN_IN_BOTH = {"data-dir"}
-# The option engine's own (src/common/options.c), in every binary.
+# The option engine's own (src/base/options.c), in every binary.
 ENGINE = {"help", "version"}
 
 

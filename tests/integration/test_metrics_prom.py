@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The metrics endpoint under a real Prometheus (Debian's prometheus).
 
-A stand-alone exporter over src/common/metrics (build/tests/metrics_demo)
+A stand-alone exporter over src/ops/metrics (build/tests/metrics_demo)
 is scraped by a prometheus server started here on 127.0.0.1 (temp config
 and storage, free port, 1s interval):
 - promtool check metrics accepts /metrics;

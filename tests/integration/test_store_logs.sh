@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fence-store's shared front end (src/common): --version, --config with
+# fence-store's shared front end (src/daemon): --version, --config with
 # file:line errors, the shared log line format (time, pid, level word),
 # --log-level words (and the old digits, deprecated), --log-file reopened
 # on SIGHUP after a logrotate-style mv (the store stays up, the new file

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Client TLS on fenced and fence-store (src/common/tls.c), with real
+"""Client TLS on fenced and fence-store (src/net/tls.c), with real
 processes and certificates made here with openssl (tests/integration/
 tls_certs.py): redis-cli --tls and redis-py ssl=True against both daemons,
 the plain port switched off, mutual TLS refusing a client without a

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/acl_srv.h"
-#include "common/compat.h"
+#include "daemon/acl_srv.h"
+#include "daemon/compat.h"
 #include "server/commands_table.h"
 #include "store/commands_table.h"
 

@@ -20,7 +20,7 @@ business; need_module() imports them or skips):
   exit; stop_process() signals one by PID and reaps it; wait_up() polls a
   probe until the process serves, exits or time runs out; read_log().
 - free_port(), wait_port() and encode_command() (a RESP2 command), from
-  fenceproto.py beside this file, which the torture tools use too.
+  tools/fenceproto.py, which ships with the torture tools.
 - Waiting on conditions, never on the clock: wait_for(pred) polls until
   pred() holds, wait_log(path, regex) until a log line appears,
   wait_info(port, field, value) until fenced's INFO says so, wait_exit(proc)
@@ -45,7 +45,8 @@ BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build", "release"))
 if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# fenceproto.py (RESP and ports) ships with the torture tools, in tools/.
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from fenceproto import Resp, RespError, encode_command, free_port, wait_port  # noqa: E402,F401
 
 _procs = []       # every process spawned or tracked, killed by PID at exit

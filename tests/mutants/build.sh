@@ -29,6 +29,13 @@
 #   sem_slot_twice  a waiter handed a semaphore's slot (src/core/sem.c) is
 #                  told slot 0 whatever slot it got: it and slot 0's holder
 #                  both believe they hold slot 0 (a slot granted twice)
+#   multi_partial  core/multi.c grants a waiting multi-lock that is first
+#                  in every queue the names that are free and skips the
+#                  held ones: a multi-lock granted partly (issue 21)
+#   renew_unrecorded  the leader module (src/leader/renew.c) answers a
+#                  LEASE.KEEPALIVE without an entry but records only every
+#                  other one for its checkpoint: a lease expires before the
+#                  TTL of its last answered renewal ran out (docs/leases.md)
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

@@ -21,6 +21,9 @@
  *   - raft is never called from inside a raft callback;
  *   - no grant goes to a lease that an independent model says was expired,
  *     revoked or unknown at the grant's entry time;
+ *   - no lease expires before a renewal its client was answered OK for ran
+ *     out: sent + the reply's TTL (which a leader answering without an
+ *     entry shortens by the renew window, docs/leases.md), in sim time;
  *   - snapshots are byte-identical across nodes at equal applied index, and
  *     a restored snapshot re-encodes to the same bytes.
  *
@@ -65,6 +68,11 @@ typedef struct fence_sim_result {
     uint64_t snapshots_restored; /* fsm restores (install or restart) */
     uint64_t model_adjusts;      /* lease deadlines the model took from the
                                     fsm (rules it does not model) */
+    uint64_t local_renewals;     /* KEEPALIVEs answered without an entry
+                                    (docs/leases.md) */
+    uint64_t checkpoints;        /* LEASE_CHECKPOINT commands applied */
+    uint64_t promise_checks;     /* lease expiries checked against the
+                                    renewals their clients were answered */
     uint64_t model_forgets;      /* request ids forgotten by a CANCEL */
     uint64_t reads;              /* reads answered and checked */
     uint64_t wait_answers;       /* answers that were a wait's outcome */

@@ -146,6 +146,31 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->quota_locks = (uint32_t)(3 + c->lease % 4);
     }
     to_semaphore(q);
+    /* Atomic multi-locks (core/multi.c): some LOCKs and ACQUIREs become a
+     * LOCK_MULTI of their lock and one or two others (ACQUIRE: the lease-0
+     * form with a dedicated lease), derived from the fields already drawn
+     * so every seed's random stream stays what it was.  After the
+     * semaphore's turn: a request drawn for lock4 is the semaphore's, but
+     * lock4 may be a later name of a multi-lock (a plain lock "lock4"; the
+     * semaphore's names are "sem", "sem#0", "sem#1"). */
+    if ((c->type == FENCE_CMD_LOCK && c->lease % 4 == 1) ||
+        (c->type == FENCE_CMD_ACQUIRE && c->ttl_ms % 5 == 0)) {
+        static const char *const nm[SIM_LOCKS] = {"lock0", "lock1", "lock2", "lock3",
+                                                  "lock4"};
+        unsigned n = 2 + (unsigned)(c->wait_ms % 2);
+        const unsigned off[SIM_MULTI_MAX] = {0, 1, 3};
+        for (unsigned i = 0; i < n; i++) {
+            q->mnames[i].name = (const uint8_t *)nm[(q->lock + off[i]) % SIM_LOCKS];
+            q->mnames[i].len = 5;
+        }
+        if (c->type == FENCE_CMD_ACQUIRE)
+            c->lease = 0;
+        c->type = FENCE_CMD_LOCK_MULTI;
+        c->name = NULL;
+        c->name_len = 0;
+        c->names = q->mnames;
+        c->names_count = (uint16_t)n;
+    }
 }
 
 /* Record a grant a client was told about. */
@@ -182,6 +207,12 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
         break;
     case FENCE_CMD_LEASE_KEEPALIVE:
     case FENCE_CMD_LEASE_REVOKE:
+        /* A renewal promises sent + the reply's TTL (docs/leases.md).  Not
+         * a retry by REQID: that answers the first attempt's outcome (and
+         * renews nothing more); fenced's LEASE.KEEPALIVE takes no REQID. */
+        if (c->type == FENCE_CMD_LEASE_KEEPALIVE && r->status == FENCE_ST_OK &&
+            !(c->flags & FENCE_CMD_F_REQID))
+            sim_model_promise(s, c->lease, q->sent_at, r->value, q->local);
         if (r->status == FENCE_ST_NOLEASE ||
             c->type == FENCE_CMD_LEASE_REVOKE) {
             for (unsigned k = 0; k < cl->n_leases; k++)
@@ -205,6 +236,11 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
             client_ack_grant(s, cl, SIM_SEM_SLOT + r->slot, r->token,
                              c->lease != 0 ? c->lease : r->lease);
         break;
+    case FENCE_CMD_LOCK_MULTI:
+        /* One token for every name; the history names the first. */
+        if (r->status == FENCE_ST_OK)
+            client_ack_grant(s, cl, q->lock, r->token, c->lease != 0 ? c->lease : r->lease);
+        break;
     case FENCE_CMD_UNLOCK:
     case FENCE_CMD_SEM_RELEASE:
         for (unsigned k = 0; k < cl->n_held; k++)
@@ -227,6 +263,8 @@ static void client_retry(sim_client *cl, const sim_req *q)
     *d = *q;
     if (d->cmd.name_len)
         d->cmd.name = d->name_buf;
+    if (d->cmd.names_count)
+        d->cmd.names = d->mnames;
     d->sent = false;
     d->ans = ANS_NONE;
 }
@@ -245,8 +283,8 @@ static void check_pipeline(sim *s, sim_client *cl, unsigned k)
                         "was sent", cl->id, q->state_index, q->floor_index);
         for (unsigned j = 0; j < cl->n_pipe; j++) {
             const sim_req *w = &cl->pipe[j];
-            if (j == k || w->ans != ANS_RESULT || w->from_wait)
-                continue;
+            if (j == k || w->ans != ANS_RESULT || w->from_wait || w->local)
+                continue; /* (a renewal answered without an entry is no write) */
             if (j < k && w->state_index > q->state_index)
                 sim_fail(s, "client %u: a read was answered from index %" PRIu64
                             ", before the write ahead of it in its pipeline "
@@ -361,6 +399,8 @@ void sim_client_drive(sim *s, sim_client *cl)
             cl->pipe[k] = cl->retry[k];
             if (cl->pipe[k].cmd.name_len)
                 cl->pipe[k].cmd.name = cl->pipe[k].name_buf;
+            if (cl->pipe[k].cmd.names_count)
+                cl->pipe[k].cmd.names = cl->pipe[k].mnames;
         }
         cl->n_pipe = cl->n_retry;
         cl->n_retry = 0;
@@ -383,7 +423,11 @@ void sim_client_drive(sim *s, sim_client *cl)
         q->sent = true;
         q->ans = ANS_NONE;
         q->floor_index = s->acked_index;
+        q->sent_at = s->fx.time;
         fence__leader_submit(n->leader, &cl->lconn, q, &q->cmd, q->is_read);
+        q->local = q->ans == ANS_RESULT && q->cmd.type == FENCE_CMD_LEASE_KEEPALIVE;
+        if (q->local)
+            s->res->local_renewals++; /* answered at once: without an entry */
     }
     client_process(s, cl);
 }

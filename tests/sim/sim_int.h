@@ -39,7 +39,7 @@
 #include <raft.h>
 #include <raft/fixture.h>
 
-#include "common/hash.h"
+#include "base/hash.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
@@ -56,6 +56,7 @@
 #define SIM_SEM_LOCK (SIM_LOCKS - 1)
 #define SIM_SEM_N 2
 #define SIM_SEM_SLOT 100
+#define SIM_MULTI_MAX 3                      /* names of one LOCK_MULTI */
 #define SIM_RESULTS_MAX 256                  /* commands in one sim entry */
 #define SIM_EVENTS_MAX 4096                  /* events in one applied entry */
 #define SIM_CLIENT_LEASES 3                  /* leases a client keeps */
@@ -93,7 +94,7 @@ static inline bool rng_pct(uint64_t *state, unsigned pct)
     return rng_next(state) % 100 < pct;
 }
 
-/* Feed bytes into a 64-bit FNV-1a hash (common/hash.h); used to compare
+/* Feed bytes into a 64-bit FNV-1a hash (base/hash.h); used to compare
  * entries, results and snapshots across nodes without keeping copies. */
 static inline uint64_t fnv(uint64_t h, const void *data, size_t len)
 {
@@ -125,6 +126,9 @@ typedef struct sim_mlease {
     uint64_t acq_wait_deadline; /* its deadline */
     bool created_now;   /* created by the current entry */
     bool dedicated;     /* made by ACQUIRE: UNLOCK of its lock revokes it */
+    uint64_t promised;  /* sim time until which a KEEPALIVE answered OK
+                           promised the lease lives (sent + reply) */
+    bool promised_local; /* that answer came without an entry */
 } sim_mlease;
 
 /* One applied index as first seen by any node. */
@@ -324,7 +328,20 @@ typedef struct sim_req {
     bool read_ok;          /* ANS_READ: the lease / lock existed */
     uint64_t state_index;  /* index of the node's state when answered */
     uint64_t floor_index;  /* highest index acknowledged anywhere at send */
+    fence_name mnames[SIM_MULTI_MAX]; /* LOCK_MULTI: its names (cmd.names ->
+                                         here; each points at a constant) */
+    uint64_t sent_at;      /* sim time it was sent */
+    bool local;            /* a KEEPALIVE answered at once, without an entry */
 } sim_req;
+
+/* A LOCK_MULTI answered QUEUED, until its wait ends: the grant event must
+ * hand its lease every one of the names with the event's token. */
+typedef struct sim_mmulti {
+    uint64_t wait_id;              /* the wait */
+    uint64_t lease;                /* the lease that waits */
+    uint16_t n;                    /* names */
+    unsigned locks[SIM_MULTI_MAX]; /* their lock numbers, request order */
+} sim_mmulti;
 
 #define SIM_PIPE_MAX 4  /* requests a client pipelines at once */
 
@@ -400,6 +417,9 @@ typedef struct sim {
     unsigned in_cb;            /* depth inside raft callbacks (the rule) */
     sim_req_raft *raft_reqs;   /* raft requests in flight */
     fence_event *events;       /* scratch: events of the entry applied */
+    sim_mmulti *mmulti;        /* multi-locks waiting (by wait id) */
+    size_t n_mmulti;           /* entries in mmulti */
+    size_t cap_mmulti;         /* capacity of mmulti */
 } sim;
 
 /* One grant seen while applying an entry (from a result or an event). */
@@ -430,8 +450,17 @@ void sim_snap_free(struct raft_snapshot *sn);
 fence_fsm *sim_node_fsm_new(sim_node *n);
 uint64_t sim_node_snap_hash(sim_node *n);
 sim_grant *sim_grant_find(sim *s, uint64_t token);
+/* sim_multi.c: check the multi-locks of an entry the first node applied
+ * (all or none) and name their event grants in gr. */
+void sim_multi_entry(sim *s, sim_node *nd, uint64_t index, const fence_cmd *cmds,
+                     const fence_result *res, unsigned nc, const fence_event *evs,
+                     unsigned n_ev, uint64_t before, seen_grant *gr, unsigned ng);
 void sim_grant_add(sim *s, uint64_t token, uint64_t index, uint64_t lease,
                    const uint8_t *name, uint16_t name_len);
+/* A KEEPALIVE sent at sent_at was answered OK with ttl_ms: the lease must
+ * not expire before sent_at + ttl_ms (sim time). */
+void sim_model_promise(sim *s, uint64_t lease, uint64_t sent_at, uint64_t ttl_ms,
+                       bool local);
 void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                      const fence_cmd *cmds, const fence_result *res,
                      unsigned n, const fence_event *evs, unsigned n_ev,

@@ -147,6 +147,9 @@ static void print_stats(uint64_t seed, unsigned nodes, int membership,
            r->crashes, r->snapshots_taken, r->snapshots_restored,
            r->model_adjusts, r->model_forgets, r->reads, r->wait_answers,
            r->disconnects, r->unknown_batches, r->step);
+    printf("# seed %" PRIu64 " renewals: %" PRIu64 " answered without an entry, %" PRIu64
+           " checkpoints applied, %" PRIu64 " expiries checked against answered renewals\n",
+           seed, r->local_renewals, r->checkpoints, r->promise_checks);
     if (membership)
         printf("# seed %" PRIu64 " membership: %" PRIu64 " added, %" PRIu64
                " removed, %" PRIu64 " refused by the voter floor (%" PRIu64

@@ -52,6 +52,31 @@ static sim_mlease *mlease(sim *s, uint64_t id)
     return &s->mleases[id];
 }
 
+/* See sim_int.h. */
+void sim_model_promise(sim *s, uint64_t lease, uint64_t sent_at, uint64_t ttl_ms,
+                       bool local)
+{
+    sim_mlease *l = mlease(s, lease);
+    if (l != NULL && sent_at + ttl_ms > l->promised) {
+        l->promised = sent_at + ttl_ms;
+        l->promised_local = local;
+    }
+}
+
+/* A lease is found expired at sim time now: not before the last renewal
+ * its client was answered for ran out (docs/leases.md). */
+static void promise_check(sim *s, size_t id, const sim_mlease *l)
+{
+    s->res->promise_checks++;
+    if (s->fx.time < l->promised)
+        sim_fail(s, "index %" PRIu64 ": lease %zu expired at sim time %" PRIu64
+                    ", %" PRIu64 " ms before the TTL of its last answered "
+                    "renewal (answered %s) ran out (sim time %" PRIu64 ")",
+                 s->model_index, id, (uint64_t)s->fx.time,
+                 l->promised - (uint64_t)s->fx.time,
+                 l->promised_local ? "without an entry" : "through the log", l->promised);
+}
+
 /* Find (or make room for) a request id in the model's table. */
 static sim_reqid *reqid_slot(sim *s, uint64_t req_id)
 {
@@ -228,8 +253,10 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                   res[0].status == FENCE_ST_OK;
     for (size_t id = 1; id < s->cap_mleases; id++) {
         sim_mlease *l = &s->mleases[id];
-        if (l->live && l->deadline <= now && !starts)
+        if (l->live && l->deadline <= now && !starts) {
             l->live = false;
+            promise_check(s, id, l);
+        }
         l->live_at_entry = l->live;
         l->created_now = false;
     }
@@ -294,6 +321,11 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                     m->deadline = mdeadline(m, now);
             }
             break;
+        case FENCE_CMD_LOCK_MULTI:
+            /* On an existing lease: as LOCK; lease 0: the ACQUIRE form. */
+            if (c->lease != 0)
+                break;
+            /* fall through */
         case FENCE_CMD_LEASE_GRANT:
         case FENCE_CMD_ACQUIRE:
         case FENCE_CMD_SEM_ACQUIRE:
@@ -337,6 +369,27 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                 l->deadline = mdeadline(l, now);
             }
             break;
+        case FENCE_CMD_LEASE_CHECKPOINT: {
+            /* Renewals the leader answered itself: each live lease
+             * restarts its TTL now; unknown or dead ones stay dead. */
+            uint64_t renewed = 0;
+            s->res->checkpoints++;
+            for (uint32_t j = 0; j < c->ids_count; j++) {
+                uint64_t id = 0;
+                for (int b = 7; b >= 0; b--)
+                    id = (id << 8) | c->ids[8 * j + (unsigned)b];
+                l = mlease(s, id);
+                if (l != NULL && l->known && l->live) {
+                    l->deadline = mdeadline(l, now);
+                    renewed++;
+                }
+            }
+            if (r->status != FENCE_ST_OK || r->value != renewed)
+                sim_fail(s, "index %" PRIu64 ": a checkpoint of %u ids renewed %"
+                            PRIu64 " leases (status %u), the model %" PRIu64,
+                         index, c->ids_count, r->value, r->status, renewed);
+            break;
+        }
         case FENCE_CMD_UNLOCK:
         case FENCE_CMD_SEM_RELEASE:
             /* Unlocking a dedicated (ACQUIRE) lease's lock revokes it; so
@@ -360,10 +413,12 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
         }
         /* A grant from this command: its lease must be live right now. */
         if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE ||
-             c->type == FENCE_CMD_SEM_ACQUIRE) &&
+             c->type == FENCE_CMD_SEM_ACQUIRE || c->type == FENCE_CMD_LOCK_MULTI) &&
             r->status == FENCE_ST_OK && r->token > nd->last_token) {
             uint64_t lid = c->type == FENCE_CMD_LOCK ||
-                                   (c->type == FENCE_CMD_SEM_ACQUIRE && c->lease != 0)
+                                   ((c->type == FENCE_CMD_SEM_ACQUIRE ||
+                                     c->type == FENCE_CMD_LOCK_MULTI) &&
+                                    c->lease != 0)
                                ? c->lease
                                : r->lease;
             l = mlease(s, lid);

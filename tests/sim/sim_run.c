@@ -253,6 +253,7 @@ static void cluster_teardown(sim *s)
     free(s->hist);
     free(s->grants);
     free(s->acks);
+    free(s->mmulti);
     free(s->mleases);
     free(s->reqids);
     free(s->mwaits);

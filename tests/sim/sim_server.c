@@ -283,6 +283,9 @@ void sim_node_server_new(sim_node *n)
     int rv = fence__leader_create(&ops, n->fsm, &lim, &n->leader);
     assert(rv == 0);
     (void)rv;
+    /* As fenced does (loop.c): a leader change may take up to the election
+     * timeout from a renewal answered without an entry. */
+    fence__leader_renew_window(n->leader, SIM_ELECTION_MS);
     n->timer_at = UINT64_MAX;
 }
 

@@ -379,6 +379,118 @@ int main(void)
     commit(0);
     props_clear();
 
+    /* Renewals (leader.h "Renewals"): answered without an entry, then one
+     * checkpoint stamped with the last renewal's time, ahead of the rest. */
+    fence__leader_renew_window(g_l, 400);
+    n_answers = 0;
+    grant.ttl_ms = 10000;
+    fence__leader_submit(g_l, &a, &reqs[600], &grant, false);
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+    uint64_t rl = answers[0].r.lease;
+    fence_cmd rka = cmd_of(FENCE_CMD_LEASE_KEEPALIVE);
+    rka.lease = rl;
+    clock_ms += 10;
+    uint64_t renew_at = fence__leader_now(g_l);
+    fence__leader_submit(g_l, &a, &reqs[601], &rka, false);
+    CHECK(n_answers == 2 && answers[1].req == 601 && answers[1].kind == 1 &&
+          answers[1].r.status == FENCE_ST_OK && answers[1].r.value == 9600,
+          "a renewal is answered at once: TTL minus the renew window");
+    fence__leader_step(g_l);
+    CHECK(n_props == 0, "... with no entry");
+    fence_cmd ka2 = cmd_of(FENCE_CMD_LEASE_KEEPALIVE);
+    ka2.lease = 999;
+    fence__leader_submit(g_l, &b, &reqs[602], &ka2, false);
+    CHECK(n_answers == 2, "an unknown lease's renewal goes through the log");
+        CHECK(fence__leader_timer_take(g_l, &delay) && delay <= 101,
+          "the timer is armed for the checkpoint");
+    fence__leader_step(g_l); /* the unknown lease's KEEPALIVE goes */
+    CHECK(n_props == 1, "the log's KEEPALIVE is proposed");
+    clock_ms += 100;
+    fence__leader_timer(g_l);
+    fence__leader_step(g_l);
+    fence_cmd c1;
+    CHECK(n_props == 2 && prop_count(1, &c1) == 1 && c1.type == FENCE_CMD_LEASE_CHECKPOINT &&
+          c1.ids_count == 1, "one checkpoint after the interval");
+    {
+        size_t plen = fence__entry_unframe(props[1].buf, props[1].len);
+        fence_entry_iter it;
+        CHECK(fence_entry_open(&it, props[1].buf, plen) == 0 && it.timestamp_ms == renew_at,
+              "stamped with the renewal's time, not the proposal's");
+    }
+    commit(0);
+    commit(1);
+    CHECK(n_answers == 3 && answers[2].req == 602 && answers[2].r.status == FENCE_ST_NOLEASE,
+          "the log answers NOLEASE");
+    fence_fsm_lease_state ls;
+    CHECK(fence_fsm_lease_info(fsm, rl, fence__leader_now(g_l), &ls) == 0 &&
+          ls.deadline_ms == renew_at + 10000, "the checkpoint renewed the lease");
+    props_clear();
+    /* No entry of ours applied for a whole window: not sure to lead. */
+    clock_ms += 400;
+    fence__leader_submit(g_l, &a, &reqs[603], &rka, false);
+    CHECK(n_answers == 3, "without a recent applied entry a renewal goes through the log");
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+    CHECK(n_answers == 4 && answers[3].r.value == 10000, "... and answers the TTL");
+    /* A write of the same connection still unapplied: in order, via the log. */
+    fence__leader_submit(g_l, &a, &reqs[604], &grant, false);
+    fence__leader_step(g_l);
+    fence__leader_submit(g_l, &a, &reqs[605], &rka, false);
+    CHECK(n_answers == 4, "behind an unapplied write of its connection: through the log");
+    fence__leader_step(g_l);
+    commit(0);
+    fence__leader_step(g_l);
+    commit(1);
+    props_clear();
+    CHECK(n_answers == 6 && answers[5].req == 605, "answered in order");
+    fence__leader_submit(g_l, &a, &reqs[606], &rka, false);
+    CHECK(n_answers == 7 && answers[6].r.value == 9600, "then at once again");
+    /* Behind an unapplied renewal (of another lease) it is still answered
+     * at once: overtaking a renewal changes no answer. */
+    fence__leader_submit(g_l, &a, &reqs[609], &ka2, false);
+    fence__leader_submit(g_l, &a, &reqs[610], &rka, false);
+    CHECK(n_answers == 8 && answers[7].req == 610 && answers[7].r.value == 9600,
+          "behind an unapplied KEEPALIVE of its connection: still at once");
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+    CHECK(n_answers == 9 && answers[8].req == 609 && answers[8].r.status == FENCE_ST_NOLEASE,
+          "the one through the log answers after");
+    n_answers = 7;
+    /* Another owner's renewal goes through the log, which says NOPERM. */
+    fence_cmd oka = rka;
+    oka.owner = 77;
+    fence__leader_submit(g_l, &b, &reqs[607], &oka, false);
+    CHECK(n_answers == 7, "another owner's renewal is not answered by the leader itself");
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+    CHECK(n_answers == 8 && answers[7].req == 607 && answers[7].r.status == FENCE_ST_NOPERM,
+          "... the log answers NOPERM");
+    oka.flags |= FENCE_CMD_F_ADMIN;
+    fence__leader_submit(g_l, &b, &reqs[608], &oka, false);
+    CHECK(n_answers == 9 && answers[8].r.status == FENCE_ST_OK, "an admin's is answered at once");
+    /* Leadership lost with a renewal recorded: no checkpoint afterwards. */
+    leader = false;
+    fence__leader_step(g_l);
+    clock_ms += 200;
+    fence__leader_timer(g_l);
+    fence__leader_step(g_l);
+    CHECK(n_props == 0, "renewals recorded are forgotten when leadership is lost");
+    fence_leader_stats lst;
+    fence__leader_stats_get(g_l, &lst);
+    CHECK(lst.renewals_local == 4 && lst.checkpoints == 1 && lst.checkpoint_ids == 1,
+          "stats count the renewals and the checkpoint");
+    leader = true;
+    fence__leader_step(g_l);
+    fence__leader_barrier_done(g_l, FENCE_LST_OK);
+    fence__leader_step(g_l);
+    commit(0);
+    props_clear();
+
     /* Leadership lost: what is not proposed is refused. */
     n_answers = 0;
     fence__leader_submit(g_l, &a, &reqs[300], &grant, false);

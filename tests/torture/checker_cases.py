@@ -280,6 +280,28 @@ def test_expired_grant_slack():
     expect("slack large enough to cover the gap suppresses the report", h.run(slack_ms=1000), [])
 
 
+def early_history(grant_at):
+    """w1 holds token 1; its renewal answered at 1001 promises the lease
+    until 1000 + 1000; w2's LOCK completes (token 2) at grant_at, with no
+    UNLOCK or REVOKE by w1."""
+    h = H()
+    h.op("w1", "grant", 0, 1, lease=1, ttl=1000)
+    h.op("w1", "lock", 1, 2, lock="L", lease=1, token=1)
+    h.op("w1", "keepalive", 1000, 1001, lease=1, ttl=1000)
+    h.op("w2", "grant", 5, 6, lease=2, ttl=5000)
+    h.op("w2", "keepalive", 1000, 1001, lease=2, ttl=5000)
+    h.op("w2", "lock", 7, None, lock="L", lease=2)
+    n = [e for e in h.events if e["proc"] == "w2" and e["op"] == "lock"][0]["n"]
+    h.add(grant_at, "w2", "lock", "ok", n, lock="L", lease=2, token=2)
+    return h
+
+
+def test_early_expiry():
+    expect("a lease that expires before its last answered renewal ran out is reported",
+           early_history(1500).run(), ["early-expiry"])
+    expect("the lock moving on once that renewal ran out is fine", early_history(2050).run(), [])
+
+
 def test_valid_handoff():
     """A waiter whose lease is kept alive gets the lock: no report."""
     h = H()
@@ -395,7 +417,8 @@ def main():
                test_token_order, test_concurrent_grants_any_order, test_fence_order_equal_tokens,
                test_lost_update_final, test_counter_unknown_ok, test_counter_too_high, test_record_lost,
                test_final_unreadable, test_expired_grant, test_expired_grant_restart,
-               test_expired_grant_leader_change, test_expired_grant_unknown_keepalive, test_expired_grant_slack, test_valid_handoff,
+               test_expired_grant_leader_change, test_expired_grant_unknown_keepalive, test_expired_grant_slack, test_early_expiry,
+               test_valid_handoff,
                test_liveness, test_files_and_cli, test_mutations):
         try:
             fn()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Control run: the core's tests must catch the planted etcd#11456 bug.
-# Builds test_core and test_core_model against the grant_expired mutant
+# Builds test_core_lock (the lock and lease commands) and test_core_model
+# against the grant_expired mutant
 # (tests/mutants/grant_expired.patch: expired leases queued as waiters are
 # not reaped, and hand-off skips the liveness check) with
 # tests/mutants/build.sh, and expects both test programs to FAIL.  A test
@@ -14,13 +15,13 @@ command -v "${CC:-cc}" >/dev/null || { echo "# skipped: no C compiler"; exit 77;
 out=$BUILD/mutant/grant_expired
 log=$(mktemp /tmp/fence-bugctl.XXXXXX)
 trap 'rm -f "$log"' EXIT
-if ! bash tests/mutants/build.sh grant_expired "$out" tests/test_core tests/test_core_model >"$log" 2>&1; then
+if ! bash tests/mutants/build.sh grant_expired "$out" tests/test_core_lock tests/test_core_model >"$log" 2>&1; then
     sed 's/^/# /' "$log" | tail -n 20
     echo "not ok - the grant_expired mutant builds (tests/mutants/build.sh)"
     exit 1
 fi
 fails=0
-for t in test_core test_core_model; do
+for t in test_core_lock test_core_model; do
     FENCE_SEEDS=300 "$out/tests/$t" >"$log" 2>&1
     rc=$?
     if [ "$rc" -ne 0 ] && grep -q '^not ok' "$log"; then

@@ -1,4 +1,4 @@
-/* A stand-alone exporter over src/common/metrics for the Prometheus test
+/* A stand-alone exporter over src/ops/metrics for the Prometheus test
  * harness (tests/integration/test_metrics_prom.py): registers one family
  * of each kind, serves them on 127.0.0.1:PORT (argv[1]; 0 picks one) and
  * updates them every 10 ms until SIGTERM.  Prints "port N" once serving.
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/metrics.h"
+#include "ops/metrics.h"
 
 static volatile sig_atomic_t stop;
 

@@ -1,10 +1,10 @@
-/* src/common/acl: the ACL file parser, logins, command and name checks. */
+/* src/auth/acl: the ACL file parser, logins, command and name checks. */
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/acl.h"
-#include "common/acl_srv.h"
+#include "auth/acl.h"
+#include "daemon/acl_srv.h"
 #include "../lib/cmd_cats.h"
 #include "proto/resp.h"
 #include "../lib/test.h"

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "../lib/test.h"
-#include "cli/args.h"
-#include "cli/hist.h"
+#include "fencectl/args.h"
+#include "fencectl/hist.h"
 
 /* Parse a NULL-terminated list of words (argv[0] added). */
 static int parse(fencectl_args *a, char *err, const char **words)

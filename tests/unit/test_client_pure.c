@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "../lib/test.h"
-#include "client/pure.h"
+#include "libfence/pure.h"
 #include "fence.h"
 
 /* Addresses of every accepted form parse to the right fields. */

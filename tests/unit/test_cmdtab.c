@@ -1,6 +1,6 @@
-/* Every daemon has ONE command table (src/common/compat.h's
+/* Every daemon has ONE command table (src/daemon/compat.h's
  * fence_compat_command rows: src/server/commands_table.c,
- * src/store/commands_table.c, compat.c's builtins, acl_srv.c's ACL
+ * src/store/commands_table.c, compat_command.c's builtins, acl_srv.c's ACL
  * subcommands), from which dispatch, the ACL check, COMMAND and the metric
  * labels are derived.  This test walks every table and fails on a row that
  * would let a command past the ACL: no categories, unknown category bits, a
@@ -14,10 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/acl.h"
-#include "common/acl_srv.h"
-#include "common/compat.h"
-#include "common/limits.h"
+#include "auth/acl.h"
+#include "daemon/acl_srv.h"
+#include "daemon/compat.h"
+#include "base/limits.h"
 #include "proto/resp.h"
 #include "server/commands_table.h"
 #include "store/commands_table.h"
@@ -65,6 +65,10 @@ static int check_rows(const char *tname, const fence_compat_command *t, size_t n
             (r->acl_key >= required || r->acl_key > r->n_args ||
              (r->args[r->acl_key - 1].flags & FENCE_COMPAT_ARG_OPTIONAL)))
             problem(tname, r->name, "acl_key names no required argument");
+        if (r->acl_keys != FENCE_COMPAT_KEYS_ONE &&
+            (r->acl_keys != FENCE_COMPAT_KEYS_REST || r->acl_key == 0 ||
+             r->acl_key > r->n_args || !(r->args[r->acl_key - 1].flags & FENCE_COMPAT_ARG_MULTIPLE)))
+            problem(tname, r->name, "a key range that does not start at a repeated key argument");
         if (daemon) {
             unsigned min = (unsigned)(r->arity < 0 ? -r->arity : r->arity);
             if (r->argc_max == 0 || r->argc_max < min || r->argc_max > FENCE_ARGS_MAX)
@@ -89,10 +93,12 @@ static void test_checker_can_fail(void)
         {"WIDE", 2, 0, "x", "0.1.0", "s", one, 1, NULL, 0, FENCE_ACL_CAT_READ, 1, 5, 0},
         {"BITS", 1, 0, "x", "0.1.0", "s", NULL, 0, NULL, 0, 0x80000000u, 0, 1, 0},
         {"BITS", 1, 0, "x", "0.1.0", "s", NULL, 0, NULL, 0, FENCE_ACL_CAT_READ, 0, 1, 0},
+        {"RANGE", 2, 0, "x", "0.1.0", "s", one, 1, NULL, 0, FENCE_ACL_CAT_READ, 1, 2, 0,
+         FENCE_COMPAT_KEYS_REST},
     };
     int found = check_rows("planted", bad, sizeof(bad) / sizeof(bad[0]), true);
     problems = 0;
-    CHECK_EQ_I64(found, 6);
+    CHECK_EQ_I64(found, 7);
 }
 
 static void test_tables(void)
@@ -192,8 +198,82 @@ static void test_gate_store(void)
     gate_walk(fence__store_commands, fence__store_commands_n);
 }
 
+/* A request from words (borrowed). */
+static void words_msg(fence_resp_msg *m, const char *const *w, unsigned n)
+{
+    memset(m, 0, sizeof(*m));
+    m->argc = n;
+    for (unsigned i = 0; i < n; i++) {
+        m->argv[i].ptr = w[i];
+        m->argv[i].len = strlen(w[i]);
+    }
+}
+
+/* The key range form (FENCE_COMPAT_KEYS_REST): every argument from acl_key
+ * up to the first option word is a key, and the gate checks each of them
+ * against the user's ~patterns, but no option value. */
+static void test_key_range(void)
+{
+    const fence_compat_command *row = fence_compat_command_find(
+        fence__server_commands, fence__server_commands_n, "LOCK.MULTI", 10);
+    REQUIRE(row != NULL);
+    CHECK_EQ_U64(row->acl_keys, FENCE_COMPAT_KEYS_REST);
+    fence_resp_msg m;
+    const char *w1[] = {"LOCK.MULTI", "7", "orders:1", "orders:2", "wait", "5", "REQID", "9"};
+    words_msg(&m, w1, 8);
+    CHECK_EQ_U64(fence_compat_command_keys_end(row, &m), 4);
+    const char *w2[] = {"LOCK.MULTI", "7", "a", "b", "c"};
+    words_msg(&m, w2, 5);
+    CHECK_EQ_U64(fence_compat_command_keys_end(row, &m), 5);
+    const fence_compat_command *one = fence_compat_command_find(
+        fence__server_commands, fence__server_commands_n, "LOCK", 4);
+    REQUIRE(one != NULL);
+    const char *w3[] = {"LOCK", "x", "7", "WAIT", "5"};
+    words_msg(&m, w3, 5);
+    CHECK_EQ_U64(fence_compat_command_keys_end(one, &m), 2);
+    /* The gate, for a user limited to ~orders:*. */
+    char path[] = "/tmp/fence-cmdtab.XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    const char *acl = "user default on nopass ~orders:* +@all\n";
+    REQUIRE(write(fd, acl, strlen(acl)) == (ssize_t)strlen(acl));
+    close(fd);
+    fence_acl_srv s;
+    char err[256];
+    REQUIRE(fence__acl_srv_init(&s, path, err, sizeof(err)) == 0);
+    unlink(path);
+    fence__acl_srv_set_commands(&s, fence__server_commands, fence__server_commands_n);
+    struct {
+        const char *w[8];
+        unsigned n;
+        bool refused;
+    } cases[] = {
+        {{"LOCK.MULTI", "7", "orders:1", "orders:2", "WAIT", "5"}, 6, false},
+        {{"LOCK.MULTI", "7", "orders:1", "billing", "WAIT", "5"}, 6, true},
+        {{"LOCK.MULTI", "7", "billing", "orders:1"}, 4, true},
+        {{"ACQUIRE.MULTI", "100", "orders:1", "LOCKDELAY", "5", "REQID", "1"}, 7, false},
+        {{"ACQUIRE.MULTI", "100", "orders:1", "orders:9", "pay"}, 5, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        words_msg(&m, cases[i].w, cases[i].n);
+        fence_compat_conn cc;
+        fence_compat_conn_init(&cc, 1);
+        fence__acl_srv_conn_open(&s, &cc);
+        fence_acl_out out;
+        bool answered = fence__acl_srv_gate(&s, &cc, &m, &out);
+        if (answered != cases[i].refused)
+            printf("#   case %zu: answered %d\n", i, answered);
+        CHECK(answered == cases[i].refused);
+        if (answered)
+            CHECK(out.ptr != NULL && strstr(out.ptr, "NOPERM") != NULL);
+        fence__acl_out_free(&out);
+    }
+    fence__acl_srv_free(&s);
+}
+
 int main(void)
 {
+    TEST_RUN(test_key_range);
     TEST_RUN(test_checker_can_fail);
     TEST_RUN(test_tables);
     TEST_RUN(test_gate_fenced);

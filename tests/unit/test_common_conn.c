@@ -1,4 +1,4 @@
-/* src/common/conn: the shared connection layer on a real libuv loop and
+/* src/net/conn: the shared connection layer on a real libuv loop and
  * real sockets (127.0.0.1, an ephemeral port): replies leave in request
  * order whatever order the daemon fills its slots in, the pipeline limit
  * pauses parsing, max-clients refuses politely, protocol errors and QUIT
@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "common/conn.h"
+#include "net/conn.h"
 #include "../lib/test.h"
 
 /* What the test daemon has seen. */

@@ -1,5 +1,5 @@
-/* src/common/crc32c: the check value and a few known vectors. */
-#include "common/crc32c.h"
+/* src/base/crc32c: the check value and a few known vectors. */
+#include "base/crc32c.h"
 #include "../lib/test.h"
 
 /* RFC 3720's check value, the empty string, and 32 zero bytes. */

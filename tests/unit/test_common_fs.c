@@ -1,9 +1,9 @@
-/* src/common/fs: mkdir -p, directory fsync, free-space checks. */
+/* src/base/fs: mkdir -p, directory fsync, free-space checks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "common/fs.h"
+#include "base/fs.h"
 #include "../lib/test.h"
 
 /* A fresh temporary directory for the case. */

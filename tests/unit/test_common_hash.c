@@ -1,12 +1,12 @@
-/* src/common/hash.h and hex.h: FNV-1a pinned to the published vectors and
+/* src/base/hash.h and hex.h: FNV-1a pinned to the published vectors and
  * to the values the tree used before the helper existed (the owner id
  * goes into the replicated log and the request fingerprint into
  * snapshots, so neither may change by one bit), and the hex digit table. */
 #include <string.h>
 
-#include "common/acl.h"
-#include "common/hash.h"
-#include "common/hex.h"
+#include "auth/acl.h"
+#include "base/hash.h"
+#include "base/hex.h"
 #include "../lib/test.h"
 
 /* The FNV authors' test vectors for "", "a" and "foobar". */

@@ -1,11 +1,11 @@
-/* src/common/log: the shared line format, level words, the level check
+/* src/base/log: the shared line format, level words, the level check
  * before formatting, and reopen after a logrotate-style rename. */
 #include <errno.h>
 #include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "common/log.h"
+#include "base/log.h"
 #include "../lib/test.h"
 
 /* Read a whole small file into buf (NUL-terminated). */

@@ -1,7 +1,7 @@
-/* src/common/num: the strict decimal parsers every daemon shares. */
+/* src/base/num: the strict decimal parsers every daemon shares. */
 #include <string.h>
 
-#include "common/num.h"
+#include "base/num.h"
 #include "../lib/test.h"
 
 /* fence__num_u64 over a C string. */

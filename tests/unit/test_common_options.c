@@ -1,8 +1,8 @@
-/* src/common/options: one table for defaults, flags, config files,
+/* src/base/options: one table for defaults, flags, config files,
  * --help and --version; errors name the file, line and directive. */
 #include <stdbool.h>
 
-#include "common/options.h"
+#include "base/options.h"
 #include "../lib/test.h"
 
 /* A small config struct, as a daemon would have. */

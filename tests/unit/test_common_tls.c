@@ -1,10 +1,10 @@
-/* src/common/tls_conf.c: the client-TLS option checks and the CN rule
+/* src/net/tls_conf.c: the client-TLS option checks and the CN rule
  * (the transport itself is tested with real processes in
  * tests/integration/test_tls.py). */
 #include <string.h>
 
-#include "common/limits.h"
-#include "common/tls.h"
+#include "base/limits.h"
+#include "net/tls.h"
 #include "../lib/test.h"
 
 /* fence__tls_conf_check over the fields; the message in err. */

@@ -1,4 +1,4 @@
-/* src/common/tls_pump.c: two pumps, a server and a client, over a
+/* src/net/tls_pump.c: two pumps, a server and a client, over a
  * socketpair driven by a libuv loop: the handshake, a message each way,
  * both send paths (queued write with the sent callback and its tag;
  * uv_try_write through a scratch buffer), discard, and free.  The
@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#include "common/tls_pump.h"
+#include "net/tls_pump.h"
 #include "../lib/test.h"
 
 /* One side of the exchange. */

@@ -1,4 +1,4 @@
-/* Unit tests of the Redis-client compatibility module (src/common/compat.c):
+/* Unit tests of the Redis-client compatibility module (src/daemon/compat*.c):
  * what redis-py, ioredis, node-redis and redis-cli send on connect (HELLO,
  * AUTH, CLIENT, SELECT, ECHO, TIME, RESET), COMMAND and its subcommands
  * over both daemons' tables, the refused-transaction state machine (no
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/compat.h"
+#include "daemon/compat.h"
 #include "server/commands_table.h"
 #include "store/commands_table.h"
 #include "../lib/resp_check.h"

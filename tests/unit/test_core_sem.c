@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "common/crc32c.h"
+#include "base/crc32c.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"

@@ -3,7 +3,7 @@
  * holders still write afterwards; rotation; the verify cache. */
 #include <sys/stat.h>
 
-#include "common/signtok.h"
+#include "token/signtok.h"
 #include "fence_guard.h"
 #include "../lib/test.h"
 

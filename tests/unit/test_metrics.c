@@ -1,4 +1,4 @@
-/* Unit tests of src/common/metrics.c (registry, renderer) and
+/* Unit tests of src/ops/metrics.c (registry, renderer) and
  * metrics_http.c (the endpoint: paths, methods, bad input, many scrapers,
  * a writer updating while scrapers render). */
 #include <arpa/inet.h>
@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "common/limits.h"
-#include "common/metrics.h"
+#include "base/limits.h"
+#include "ops/metrics.h"
 #include "../lib/test.h"
 
 /* Render m into a NUL-terminated string (malloc). */

@@ -279,7 +279,7 @@ static void test_error_multibulk_length(void)
     ERROR("*99999999999999999999\r\n", NULL, FENCE_RESP_EPROTO, PROTO_MB);
     ERROR("*-99999999999999999999\r\n", NULL, FENCE_RESP_EPROTO, PROTO_MB);
     /* Valid numbers that are simply too many are ETOOBIG. */
-    ERROR("*65\r\n", NULL, FENCE_RESP_ETOOBIG, PROTO_MANY);
+    ERROR("*81\r\n", NULL, FENCE_RESP_ETOOBIG, PROTO_MANY); /* FENCE_ARGS_MAX + 1 */
     ERROR("*9223372036854775807\r\n", NULL, FENCE_RESP_ETOOBIG, PROTO_MANY);
 }
 

@@ -1,9 +1,9 @@
-/* Unit tests of signed tokens (src/common/signtok.c): the strict parser, the
+/* Unit tests of signed tokens (src/token/signtok.c): the strict parser, the
  * encoder, the signed message, key files, both schemes, forgeries, rotation
  * and the verify cache. */
 #include <sys/stat.h>
 
-#include "common/signtok.h"
+#include "token/signtok.h"
 #include "../lib/test.h"
 
 /* Parse a C string. */

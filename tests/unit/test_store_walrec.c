@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/bytes.h"
-#include "common/crc32c.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
 #include "../lib/test.h"
 
 /* A record with a put into each database and a delete. */

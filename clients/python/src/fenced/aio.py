@@ -338,6 +338,32 @@ class Client:
             return None
         return _as_int(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
 
+    async def _multi_request(self, cmd: str, arg: int, names: Sequence[str], wait_ms: int) -> Any:
+        """cmd arg name... [WAIT ms] REQID id (one REQID for the retries)."""
+        if not names:
+            raise ValueError("a multi-lock needs at least one name")
+        args: List[Any] = [cmd, arg] + list(names)
+        if wait_ms > 0:
+            args += ["WAIT", wait_ms]
+        args += ["REQID", _reqid()]
+        return await self.call(*args, wait_ms=wait_ms)
+
+    async def lock_multi(self, names: Sequence[str], lease: int,
+                         wait_ms: int = 0) -> Optional[int]:
+        """LOCK.MULTI: every name or none, one fencing token; None if some
+        name stayed busy.  ``unlock(any_name, token)`` releases all."""
+        r = await self._multi_request("LOCK.MULTI", lease, names, wait_ms)
+        return None if r is None else _as_int(r, "LOCK.MULTI")
+
+    async def acquire_multi(self, names: Sequence[str], ttl_ms: int,
+                            wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+        """ACQUIRE.MULTI: a dedicated lease and every name, all or none;
+        (token, lease) or None."""
+        r = await self._multi_request("ACQUIRE.MULTI", ttl_ms, names, wait_ms)
+        if r is None:
+            return None
+        return _as_int(r[0], "ACQUIRE.MULTI"), _as_int(r[1], "ACQUIRE.MULTI")
+
     async def unlock(self, name: str, token: int) -> bool:
         """UNLOCK name token: True if that token held the lock and released it."""
         return _as_int(await self.call("UNLOCK", name, token), "UNLOCK") == 1
@@ -555,8 +581,8 @@ class Lock:
                         % (lease, self.name)))
                     return
                 try:
-                    await ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
-                                                                         self.ttl_ms // 3)))
+                    got = await ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
+                                                                               self.ttl_ms // 3)))
                 except LeaseLost as e:
                     await self._mark_lost(e)
                     return
@@ -565,7 +591,10 @@ class Lock:
                     continue
                 if self._stop.is_set():
                     return
-                self.valid_until = sent + (self.ttl_ms - _margin_ms(self.ttl_ms)) / 1000.0
+                # The reply: how long the lease is guaranteed from our send
+                # (docs/leases.md).
+                granted = min(self.ttl_ms, got) if isinstance(got, int) and got > 0 else self.ttl_ms
+                self.valid_until = sent + max(0, granted - _margin_ms(self.ttl_ms)) / 1000.0
                 delay = interval
         finally:
             await ka.close()

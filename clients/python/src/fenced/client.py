@@ -420,6 +420,35 @@ class Client:
             return None
         return _as_int(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
 
+    def _multi_request(self, cmd: str, arg: int, names: Sequence[str], wait_ms: int) -> Any:
+        """cmd arg name... [WAIT ms] REQID id (one REQID, so a retry after a
+        lost reply is applied once)."""
+        if not names:
+            raise ValueError("a multi-lock needs at least one name")
+        args: List[Any] = [cmd, arg] + list(names)
+        if wait_ms > 0:
+            args += ["WAIT", wait_ms]
+        args += ["REQID", _reqid()]
+        return self.call(*args, wait_ms=wait_ms)
+
+    def lock_multi(self, names: Sequence[str], lease: int, wait_ms: int = 0) -> Optional[int]:
+        """LOCK.MULTI lease name... [WAIT wait_ms]: every name or none, with
+        one fencing token valid at each of them; None if some name stayed
+        busy (then nothing was taken).  ``unlock(any_name, token)`` releases
+        all of them."""
+        r = self._multi_request("LOCK.MULTI", lease, names, wait_ms)
+        return None if r is None else _as_int(r, "LOCK.MULTI")
+
+    def acquire_multi(self, names: Sequence[str], ttl_ms: int,
+                      wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+        """ACQUIRE.MULTI: a dedicated lease and every name, all or none;
+        (token, lease) or None.  ``unlock(any_name, token)`` releases all
+        and revokes the lease."""
+        r = self._multi_request("ACQUIRE.MULTI", ttl_ms, names, wait_ms)
+        if r is None:
+            return None
+        return _as_int(r[0], "ACQUIRE.MULTI"), _as_int(r[1], "ACQUIRE.MULTI")
+
     def unlock(self, name: str, token: int) -> bool:
         """UNLOCK name token: True if that token held the lock and released it."""
         return _as_int(self.call("UNLOCK", name, token), "UNLOCK") == 1
@@ -670,15 +699,19 @@ class Lock:
                         % (lease, self.name)))
                     return
                 try:
-                    ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
-                                                                        self.ttl_ms // 3)))
+                    got = ka.lease_keepalive(lease, timeout_ms=max(10, min(left_ms,
+                                                                              self.ttl_ms // 3)))
                 except LeaseLost as e:
                     self._mark_lost(e)
                     return
                 except FencedError:
                     delay = min(interval, max(0.01, self.ttl_ms / 20000.0))
                     continue
-                self.valid_until = sent + (self.ttl_ms - _margin_ms(self.ttl_ms)) / 1000.0
+                # The reply is how long the lease is guaranteed from our send:
+                # a cluster's leader answering without a log entry replies
+                # the TTL minus its election timeout (docs/leases.md).
+                granted = min(self.ttl_ms, got) if isinstance(got, int) and got > 0 else self.ttl_ms
+                self.valid_until = sent + max(0, granted - _margin_ms(self.ttl_ms)) / 1000.0
                 delay = interval
         finally:
             ka.close()

@@ -1,0 +1,35 @@
+/* LEASE_CHECKPOINT: the renewals the leader answered itself (without an
+ * entry each) since its last checkpoint; docs/leases.md says what a client
+ * may rely on.  Each live lease listed restarts its full TTL at the
+ * entry's time, exactly as LEASE_KEEPALIVE would.  An unknown or expired
+ * id is a no-op: everything due was processed before the command runs, so
+ * an expired lease is gone by then, and a checkpoint never revives one
+ * (the rule "never grant to an expired lease" is the replicated state's,
+ * untouched by what the leader answered).  A lease listed twice is renewed
+ * twice at the same time: the same deadline.  No owner check: the leader
+ * lists only renewals it answered OK, which it checked against the lease's
+ * owner as apply would (src/leader/renew.c).  value: the live leases
+ * renewed. */
+#include "base/bytes.h"
+#include "core/fsm_int.h"
+
+void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    if (c->ids_count == 0 || c->ids_count > FENCE_CHECKPOINT_IDS_MAX || c->ids == NULL) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    uint64_t renewed = 0;
+    for (uint32_t i = 0; i < c->ids_count; i++) {
+        uint64_t id = fence__get_u64(c->ids + (size_t)i * 8);
+        fence__lease *l = fence__lease_find(f, id);
+        if (l == NULL || !fence__lease_live(f, l)) {
+            continue;
+        }
+        fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
+        FENCE_ASSERT(fence__lease_live(f, l));
+        renewed++;
+    }
+    r->status = FENCE_ST_OK;
+    r->value = renewed;
+}
