@@ -352,6 +352,13 @@ void fence__multi_cmd(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     uint16_t n = c->names_count;
+    for (uint16_t i = 0; i < n; i++) {
+        /* One name space: a semaphore's name or slot is another kind. */
+        if (fence__sem_claims(f, c->names[i].name, c->names[i].len)) {
+            r->status = FENCE_ST_WRONGTYPE;
+            return;
+        }
+    }
     fence__lease *l = NULL;
     if (!dedicated) {
         l = fence__lease_find(f, c->lease);

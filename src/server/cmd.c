@@ -485,6 +485,8 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
     }
     if (def->op == OP_LOCK || def->op == OP_ACQUIRE || def->op == OP_UNLOCK)
         fence__cmd_sem_keep_name(slot, &cmd); /* for a WRONGTYPE message */
+    if (def->op == OP_LOCK_MULTI || def->op == OP_ACQUIRE_MULTI)
+        fence__cmd_sem_keep_multi_name(s, slot, &cmd);
     /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO, SEM.INFO),
      * go to the leader module, which answers through the reply sink
      * (reply.c). */

@@ -27,6 +27,46 @@ void fence__cmd_sem_keep_name(fence_slot *slot, const fence_cmd *cmd)
     slot->sign_name_len = cmd->name_len;
 }
 
+/* Whether name is a semaphore's or one of its slots' in the state now. */
+static bool sem_claims_now(fence_fsm *fsm, const uint8_t *name, uint16_t len)
+{
+    fence_fsm_sem_state st;
+    size_t n = 0;
+    if (fence_fsm_sem_info(fsm, name, len, &st, NULL, 0, &n))
+        return true;
+    uint16_t i = len;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+        i--;
+    if (i == len || len - i > 4 || i < 2 || name[i - 1] != '#' ||
+        (len - i > 1 && name[i] == '0'))
+        return false;
+    uint32_t v = 0;
+    for (uint16_t j = i; j < len; j++)
+        v = v * 10 + (uint32_t)(name[j] - '0');
+    return fence_fsm_sem_info(fsm, name, (uint16_t)(i - 1), &st, NULL, 0, &n) &&
+           v < st.permits;
+}
+
+/* LOCK.MULTI / ACQUIRE.MULTI: keep the first name that is a semaphore's
+ * (or a slot's) in the state now, else the first name: only the wording of
+ * a WRONGTYPE error (the core decides, in the log). */
+void fence__cmd_sem_keep_multi_name(fence_server *s, fence_slot *slot, const fence_cmd *cmd)
+{
+    FENCE_ASSERT(cmd->names_count > 0);
+    uint16_t pick = 0;
+    for (uint16_t i = 0; i < cmd->names_count; i++) {
+        if (sem_claims_now(s->fsm, cmd->names[i].name, cmd->names[i].len)) {
+            pick = i;
+            break;
+        }
+    }
+    fence_cmd one;
+    memset(&one, 0, sizeof(one));
+    one.name = cmd->names[pick].name;
+    one.name_len = cmd->names[pick].len;
+    fence__cmd_sem_keep_name(slot, &one);
+}
+
 /* The length of base when the slot's name is base#digits and no semaphore
  * has the whole name (asked of the state now: it is only the wording);
  * -1 when the name is a semaphore's own. */

@@ -278,6 +278,7 @@ void fence__reply_sink(fence_leader_ops *ops);
 void fence__cmd_reply_result(fence_slot *slot, const fence_result *r);
 /* cmd_sem.c: the semaphore commands' replies, and WRONGTYPE. */
 void fence__cmd_sem_keep_name(fence_slot *slot, const fence_cmd *cmd);
+void fence__cmd_sem_keep_multi_name(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
 void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r);
 void fence__cmd_sem_reply(fence_slot *slot, const fence_result *r);
 void fence__cmd_sem_info(fence_server *s, fence_slot *slot, const fence_cmd *cmd);

@@ -104,6 +104,16 @@ for cmd in (("LOCK", "jobs#1", leases[0]), ("LOCK", "jobs#0", leases[0], "WAIT",
             ("UNLOCK", "jobs#1", got["a"][1])):
     e = err(x, *cmd)
     t.check(e is not None and e.startswith("WRONGTYPE"), "%s %s: WRONGTYPE" % cmd[:2], e)
+# Multi-locks share the name space: a semaphore's name or slot in LOCK.MULTI / ACQUIRE.MULTI
+# is WRONGTYPE (naming the offending name) and nothing is taken.
+for cmd, bad in ((("LOCK.MULTI", leases[2], "mfree", "jobs#1"),
+                  "jobs#1 is a slot of semaphore jobs"),
+                 (("ACQUIRE.MULTI", 5000, "jobs", "mfree", "WAIT", 100),
+                  "jobs is a semaphore")):
+    e = err(x, *cmd)
+    t.check(e is not None and e.startswith("WRONGTYPE") and bad in e,
+            "%s over a semaphore's name: WRONGTYPE" % cmd[0], e)
+t.eq(None, x("LOCK.INFO", "mfree"), "the refused multi-lock took nothing")
 t.check(isinstance(x("LOCK", "jobs#2", leases[0]), int), "jobs#2 (not a slot of 2) is a lock")
 e = err(x, "SEM.ACQUIRE", "jobs#2", 1, leases[1])
 t.check(e is not None and e.startswith("WRONGTYPE"), "a lock's name as a semaphore: WRONGTYPE",

@@ -693,6 +693,85 @@ static void test_entry_codec(void)
     done(f);
 }
 
+/* LOCK_MULTI of these names for lease (0: the ACQUIRE form with ttl). */
+static fence_cmd c_multi(const fence_name *names, uint16_t n, uint64_t lease, uint64_t ttl,
+                         uint64_t wait_ms)
+{
+    fence_cmd c = {.type = FENCE_CMD_LOCK_MULTI, .names = names, .names_count = n,
+                   .lease = lease, .ttl_ms = ttl, .wait_ms = wait_ms};
+    return c;
+}
+
+#define FN(s) {(const uint8_t *)(s), (uint16_t)(sizeof(s) - 1)}
+
+/* The one name space with multi-locks (core/multi.c): a LOCK_MULTI naming
+ * a semaphore or one of its slots answers WRONGTYPE and takes nothing; a
+ * first SEM_ACQUIRE over a lock kept free for a queued multi-lock answers
+ * WRONGTYPE; a multi wait and a semaphore wait of one lease live side by
+ * side (snapshot round trip in run), and its revoke ends both. */
+static void test_with_multi_locks(void)
+{
+    fence_fsm *f = new_fsm();
+    uint64_t a = lease(f, 1, 60000, 0);
+    uint64_t b = lease(f, 1, 60000, 0);
+    fence_result g = run(f, 2, c_sem("s", 2, a, 0));
+    REQUIRE(g.status == FENCE_ST_OK);
+    static const fence_name slot1[] = {FN("m1"), FN("s#1")};
+    static const fence_name semname[] = {FN("s"), FN("m1")};
+    static const fence_name beyond[] = {FN("m1"), FN("s#2")};
+    CHECK_EQ_U64(run(f, 3, c_multi(slot1, 2, b, 0, 0)).status, FENCE_ST_WRONGTYPE);
+    CHECK_EQ_U64(run(f, 3, c_multi(semname, 2, 0, 5000, 1000)).status, FENCE_ST_WRONGTYPE);
+    CHECK_EQ_U64(run(f, 3, c_multi(slot1, 2, b, 0, 9000)).status, FENCE_ST_WRONGTYPE);
+    fence_fsm_lock_state li;
+    CHECK(!fence_fsm_lock_info(f, (const uint8_t *)"m1", 2, &li));
+    /* s#2 is no slot of a semaphore of 2: a plain name. */
+    fence_result m = run(f, 4, c_multi(beyond, 2, b, 0, 0));
+    CHECK_EQ_U64(m.status, FENCE_ST_OK);
+    CHECK_EQ_U64(m.token, g.token + 1);
+    /* c queues a multi-lock over q#0 (free) and y (held by a): q#0 is
+     * created, kept free for it with token 0, and is a lock now. */
+    uint64_t c = lease(f, 5, 60000, 0);
+    run(f, 5, c_lock("y", a, 0));
+    static const fence_name q[] = {FN("q#0"), FN("y")};
+    fence_result w = run(f, 6, c_multi(q, 2, c, 0, 30000));
+    REQUIRE(w.status == FENCE_ST_QUEUED);
+    CHECK(!fence_fsm_lock_info(f, (const uint8_t *)"q#0", 3, &li)); /* free */
+    CHECK_EQ_U64(run(f, 7, c_sem("q", 1, b, 0)).status, FENCE_ST_WRONGTYPE);
+    CHECK_EQ_U64(run(f, 7, c_sem("q#0", 1, b, 0)).status, FENCE_ST_WRONGTYPE);
+    /* The same lease waits for a slot too. */
+    CHECK_EQ_U64(run(f, 8, c_sem("s", 2, b, 0)).status, FENCE_ST_OK);
+    fence_result sw = run(f, 8, c_sem("s", 2, c, 30000));
+    REQUIRE(sw.status == FENCE_ST_QUEUED);
+    fence_fsm_stats st;
+    fence_fsm_stats_get(f, &st);
+    CHECK_EQ_U64(st.waiters, 2);
+    /* a's revoke frees s#0 (to c's semaphore wait) and y (to c's
+     * multi-lock, with q#0 at once): two events, two new tokens. */
+    uint64_t before = fence_fsm_last_token(f);
+    run(f, 9, c_revoke(a));
+    REQUIRE(n_ev == 2);
+    CHECK_EQ_U64(last_ev[0].result.status, FENCE_ST_OK);
+    CHECK_EQ_U64(last_ev[1].result.status, FENCE_ST_OK);
+    CHECK_EQ_U64(last_ev[0].result.token + last_ev[1].result.token, 2 * before + 3);
+    REQUIRE(fence_fsm_lock_info(f, (const uint8_t *)"q#0", 3, &li));
+    CHECK_EQ_U64(li.lease, c);
+    fence_result again = run(f, 10, c_sem("s", 2, c, 0));
+    CHECK_EQ_U64(again.status, FENCE_ST_OK);
+    CHECK_EQ_U64(again.slot, 0);
+    /* c's revoke ends both of its grants; UNLOCK of the multi-lock's
+     * names is the other way, and it leaves the semaphore alone. */
+    CHECK_EQ_U64(run(f, 11, c_unlock("s#2", m.token)).status, FENCE_ST_OK);
+    run(f, 11, c_revoke(c));
+    run(f, 12, c_revoke(b));
+    fence_fsm_sem_state ss;
+    fence_fsm_sem_slot sl[16];
+    size_t ns = 0;
+    CHECK(!info(f, "s", &ss, sl, &ns));
+    fence_fsm_stats_get(f, &st);
+    CHECK_EQ_U64(st.locks, 0);
+    done(f);
+}
+
 int main(void)
 {
     TEST_RUN(test_basic_slots);
@@ -705,5 +784,6 @@ int main(void)
     TEST_RUN(test_snapshot);
     TEST_RUN(test_reqid_slot_after_restore);
     TEST_RUN(test_entry_codec);
+    TEST_RUN(test_with_multi_locks);
     return TEST_DONE();
 }
