@@ -355,6 +355,53 @@ typedef struct fence_lock_info {
 FENCE_API int fence_lock_info_get(fence_client *c, const char *name,
                                   fence_lock_info *out);
 
+/* ---- Leader election (docs/recipes.md, docs/protocol.md ELECTION.*) ------
+ * An election is a name whose leader holds a fencing token (from the same
+ * counter as locks), a value, and a revision that grows with every change
+ * of leader or value.  Errors as for fence_lock_acquire(); FENCE_ESERVER
+ * with "WRONGTYPE" in the message when the name is a lock. */
+
+#define FENCE_ELECTION_VALUE_MAX 4096 /* bytes of an election's value */
+#define FENCE_ELECTION_NOW UINT64_MAX /* fence_election_observe: no AFTER */
+
+typedef struct fence_election_state {
+    bool has_leader;       /* false: nobody leads (token and lease are 0) */
+    bool changed;          /* observe: false when nothing newer came within
+                              the wait (the rest is then 0) */
+    uint64_t token;        /* the leader's fencing token */
+    uint64_t lease;        /* the leader's lease */
+    uint64_t revision;     /* the election's revision */
+    size_t value_len;      /* bytes in value */
+    char value[FENCE_ELECTION_VALUE_MAX + 1]; /* the leader's value, NUL-terminated */
+} fence_election_state;
+
+/* ELECTION.CAMPAIGN name lease value [WAIT wait_ms]: *token_out is the
+ * leader's token once elected.  FENCE_EBUSY if not elected within wait_ms
+ * (0: try once), FENCE_ENOLEASE if the lease is gone, FENCE_ETOOBIG for a
+ * value over FENCE_ELECTION_VALUE_MAX. */
+FENCE_API int fence_election_campaign(fence_client *c, const char *name, uint64_t lease,
+                                      const void *value, size_t value_len,
+                                      uint32_t wait_ms, uint64_t *token_out);
+/* ELECTION.PROCLAIM name token value: *revision_out (may be NULL) is the new
+ * revision.  FENCE_ESTALE when token no longer leads. */
+FENCE_API int fence_election_proclaim(fence_client *c, const char *name, uint64_t token,
+                                      const void *value, size_t value_len,
+                                      uint64_t *revision_out);
+/* ELECTION.RESIGN name token: *resigned_out (may be NULL) is false when the
+ * token did not lead (any more). */
+FENCE_API int fence_election_resign(fence_client *c, const char *name, uint64_t token,
+                                    bool *resigned_out);
+/* ELECTION.LEADER name (linearizable): out->has_leader false when nobody
+ * leads (revision then 0: use observe to learn it). */
+FENCE_API int fence_election_leader(fence_client *c, const char *name,
+                                    fence_election_state *out);
+/* ELECTION.OBSERVE name [AFTER after] [WAIT wait_ms]: the state, at once
+ * when after is FENCE_ELECTION_NOW or the revision is above after, else
+ * the first change within wait_ms (out->changed false when none came).
+ * Any node answers it, followers too. */
+FENCE_API int fence_election_observe(fence_client *c, const char *name, uint64_t after,
+                                     uint32_t wait_ms, fence_election_state *out);
+
 /* INFO: *text_out is the server's "key:value" lines, NUL-terminated; free it
  * with fence_free(). */
 FENCE_API int fence_server_info(fence_client *c, char **text_out);

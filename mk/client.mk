@@ -55,6 +55,13 @@ unit-tests: $(CLIENT_THREADS_TEST)
 endif
 INTEG_TESTS += $(wildcard tests/integration/test_client_*.sh)
 
+# libfence's election calls against a real fenced (test_client_elect.sh).
+CLIENT_ELECT_TEST := $(BUILD)/tests/test_client_elect
+$(CLIENT_ELECT_TEST): $(BUILD)/tests/integration/test_client_elect.o $(CLIENT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
+tests: $(CLIENT_ELECT_TEST)
+
 # The fence-store helper over TLS with a login: a C program run by
 # tests/integration/test_client_store_tls.py against a real fence-store
 # (built in every variant; the test prefers the asan one).

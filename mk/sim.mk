@@ -118,6 +118,23 @@ $(SIM_RMUT_CHECK): $(SIM_RMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_RMUT_CHECK)
 
+# Control: the elect_lost_revision mutant (a leader that leaves takes no
+# new election revision: observers would never learn it is gone) must be
+# caught by the simulation's election model (sim_model.c).
+SIM_EMUT_DIR   := $(BUILD)/mutant/elect_lost_revision
+SIM_EMUT_BIN   := $(SIM_EMUT_DIR)/tests/fence_sim
+SIM_EMUT_CHECK := $(BUILD)/tests/fence_sim_elect_mutant_check.sh
+
+$(SIM_EMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh elect_lost_revision $(SIM_EMUT_DIR) tests/fence_sim
+
+$(SIM_EMUT_CHECK): $(SIM_EMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted election bug (tests/mutants/elect_lost_revision.patch)\nexec "$$(dirname "$$0")/../mutant/elect_lost_revision/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_EMUT_CHECK)
+
 # Control: the same simulation with the voter floor switched off
 # (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
 # report a violation: a removal of the last voter, or below a live quorum,

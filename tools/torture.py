@@ -575,6 +575,9 @@ def parse_args(argv):
     ap.add_argument("--external-fenced", help="test your own deployment: fenced address(es) h:p[,h:p]")
     ap.add_argument("--external-store", help="test your own deployment: fence-store address h:p")
     ap.add_argument("--lock", default=None, help="lock name (default torture-<seed>)")
+    ap.add_argument("--elect", action="store_true",
+                    help="election workload: the workers lead the election --lock (ELECTION.CAMPAIGN "
+                         "... WAIT, RESIGN) instead of locking it; the leader's token fences the writes")
     ap.add_argument("--fence", default=None, help="fence name (default torture-<seed>)")
     ap.add_argument("--expect-violation", action="store_true",
                     help="control mode: succeed only if the checker reports a violation")
@@ -695,7 +698,8 @@ def main(argv=None):
             fenced_addrs = [("127.0.0.1", n.port) for n in fenced]
         use_ft = "clock" in a.kinds
         for i in range(1, a.workers + 1):
-            workers.append(Worker(i, a, fenced_addrs, store_addr, outdir, a.seed, use_ft, []))
+            workers.append(Worker(i, a, fenced_addrs, store_addr, outdir, a.seed, use_ft,
+                                  ["--elect"] if a.elect else []))
         if len(fenced_addrs) > 1:
             monitor = LeaderMonitor(fenced_addrs, hist)
             monitor.start()

@@ -13,6 +13,12 @@
 #define FENCE_ELECT_VALUE_MAX 4096     /* bytes of an election's value */
 #define FENCE_SEM_PERMITS_MAX 1024     /* N of a semaphore (its slots) */
 #define FENCE_MULTI_NAMES_MAX 64       /* names of one LOCK.MULTI */
+/* Parked ELECTION.OBSERVEs (src/server/observe.c): each holds its slot and
+ * a copy of the name (under 300 bytes); a connection may park this many
+ * (a pipeline of observers), the server this many in all; beyond them
+ * OBSERVE answers -LIMIT. */
+#define FENCE_OBSERVERS_PER_CONN 16
+#define FENCE_OBSERVERS_MAX 10000
 
 /* ---- Wire protocol (src/proto) ------------------------------------------- */
 

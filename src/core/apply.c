@@ -146,6 +146,7 @@ static void handoff(fence_fsm *f, fence__lock *k)
     fence__wait_unlink(f, w);
     uint64_t token = grant(f, k, l);
     f->n_handoffs++;
+    fence__elect_won(f, k, w);
     if (acq) {
         FENCE_ASSERT(l->dedicated);
         fence__heap_move(&f->heap, &l->hi, f->now_ms + l->ttl_ms);
@@ -184,6 +185,7 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     r.wait_id = w->id;
     emit(f, w, &r);
     FENCE_ASSERT(fence__list_empty(&w->reqs));
+    fence__elect_cand_free(f, w);
     fence__free(f, w);
     if (s != NULL) {
         fence__sem_maybe_destroy(f, s);
@@ -204,6 +206,7 @@ static void lease_remove(fence_fsm *f, fence__lease *l, bool expired)
     while (!fence__list_empty(&l->held)) {
         fence__lock *k = HELD_OF(l->held.first);
         fence__held_unlink(f, k);
+        fence__elect_lost(f, k);
         if (expired && l->lock_delay_ms > 0) {
             fence__lock_set_delay(f, k, l->lock_delay_ms,
                                   f->now_ms + l->lock_delay_ms);
@@ -471,6 +474,10 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
     /* The owner's quota: a lock this lease holds or waits for already
      * counts, so only a new hold or wait is refused. */
     if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL)) &&
@@ -529,6 +536,10 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     r->status = FENCE_ST_OK;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
     if (k == NULL || k->holder == NULL || k->token != c->token) {
         r->value = 0;
         return;
@@ -576,6 +587,10 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
     bool free_now = k == NULL || (k->holder == NULL && !k->in_delay && k->nwaiters == 0);
     if (!free_now) {
         if (c->wait_ms == 0) {
@@ -682,6 +697,15 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_LEASE_CHECKPOINT:
         fence__cmd_checkpoint(f, c, r); /* checkpoint.c */
         break;
+    case FENCE_CMD_ELECT_CAMPAIGN:
+        fence__elect_campaign(f, c, r);
+        break;
+    case FENCE_CMD_ELECT_PROCLAIM:
+        fence__elect_proclaim(f, c, r);
+        break;
+    case FENCE_CMD_ELECT_RESIGN:
+        fence__elect_resign(f, c, r);
+        break;
     default:
         r->status = FENCE_ST_INVALID;
         break;
@@ -690,15 +714,11 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
 
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
 
-/* The hooks the kinds' files share (fsm_int.h): multi.c, sem.c. */
+/* The hooks the kinds' files share (fsm_int.h): multi.c, sem.c (and
+ * fence__grant below). */
 void fence__handoff(fence_fsm *f, fence__lock *k)
 {
     handoff(f, k);
-}
-
-uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l)
-{
-    return grant(f, k, l);
 }
 
 void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r)
@@ -804,5 +824,18 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
         }
         fence__dedup_trim(f, f->limits.dedup_max);
     }
+}
+
+/* ---- The primitives the kinds' files use (fsm_int.h) ---------------------- */
+
+uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    return grant(f, k, l);
+}
+
+fence__wait *fence__enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
+                            const fence_cmd *c, fence_result *r)
+{
+    return enqueue(f, l, k, c, false, r);
 }
 

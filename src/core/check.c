@@ -395,6 +395,9 @@ const char *fence_fsm_check(const fence_fsm *f)
     if ((e = fence__multi_check(f)) != NULL) {
         return e;
     }
+    if ((e = fence__elect_check(f)) != NULL) {
+        return e;
+    }
     if ((e = fence__sem_check(f)) != NULL) {
         return e;
     }

@@ -119,6 +119,12 @@ uint64_t fence__cmd_fp(const fence_cmd *cmd)
         h = fence__fnv1a64_add_u64(h, cmd->names[i].len);
         h = fence__fnv1a64_add(h, cmd->names[i].name, cmd->names[i].len);
     }
+    if (cmd->type == FENCE_CMD_ELECT_CAMPAIGN || cmd->type == FENCE_CMD_ELECT_PROCLAIM) {
+        /* The value (older types keep the fingerprint they always had). */
+        FENCE_ASSERT(cmd->value_len == 0 || cmd->value != NULL);
+        h = fence__fnv1a64_add_u64(h, cmd->value_len);
+        h = fence__fnv1a64_add(h, cmd->value, cmd->value_len);
+    }
     return h;
 }
 

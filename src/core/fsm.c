@@ -73,6 +73,7 @@ void fence__fsm_free(fence_fsm *f)
     if (f == NULL) {
         return;
     }
+    fence__elect_free_all(f);
     free_all(f, &f->wait_list, offsetof(fence__wait, wlink));
     free_all(f, &f->lock_list, offsetof(fence__lock, tlink));
     free_all(f, &f->lease_list, offsetof(fence__lease, link));

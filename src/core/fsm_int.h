@@ -8,7 +8,8 @@
  * apply.c (grants, releases, time, the commands), multi.c (LOCK_MULTI:
  * one wait over many locks, and its snapshot section), sem.c (semaphores
  * of slots) and sem_snap.c (their snapshot section), check.c (the
- * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot codec).
+ * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot codec),
+ * elect.c and elect_snap.c (leader election: core/elect.h).
  *
  * Layout in one paragraph: leases, locks, waits and dedup records live in
  * chained hash tables keyed by id / name / req_id.  Every object with a
@@ -48,6 +49,11 @@ enum {
 typedef struct fence__lock fence__lock;
 typedef struct fence__wait fence__wait;
 typedef struct fence__sem fence__sem;
+typedef struct fence__elect fence__elect;
+typedef struct fence__cand fence__cand;
+
+/* Slots of the table of revisions of elections that are gone (elect.c). */
+#define FENCE__ELECT_TOMBS 256u
 
 /* What one owner has (for the quotas, fsm.h): exists while the owner has a
  * lease; derived state (a snapshot does not carry it; restore rebuilds it
@@ -103,6 +109,7 @@ struct fence__lock {
                               written (snapshot.c sets it as it writes that
                               section; waits name their locks by it, since
                               the locks of one multi-lock share a token) */
+    fence__elect *elect;   /* non-NULL: the name is an election (elect.c) */
     uint16_t name_len;     /* 1..FENCE_NAME_MAX */
     uint8_t name[];        /* the name bytes */
 };
@@ -138,6 +145,22 @@ struct fence__wait {
                                   * name in request order (lock is NULL, qlink
                                   * unused); NULL for a wait on one lock */
     uint16_t nparts;             /* length of parts (0: not a multi wait) */
+    fence__cand *cand;           /* ELECT_CAMPAIGN: the candidate's value
+                                  * (elect.c); NULL for a LOCK/ACQUIRE */
+};
+
+/* A value of an election: a candidate's (on its wait) or the leader's. */
+struct fence__cand {
+    uint32_t len;      /* 0..FENCE_ELECT_VALUE_MAX */
+    uint8_t bytes[];
+};
+
+/* An election (elect.c): the lock object of its name carries it.  The
+ * lock's holder is the leader, its FIFO the candidates. */
+struct fence__elect {
+    uint64_t revision;  /* fsm.elect_rev at its last change (> 0) */
+    fence__cand *value; /* the leader's value; non-NULL iff the lock has a
+                         * holder */
 };
 
 /* A remembered command result for idempotent retries. */
@@ -176,6 +199,11 @@ struct fence_fsm {
     fence__list wait_list;   /* all waits (fence__wait.wlink), by id */
     fence__list dedup_list;  /* dedup records (fence__dedup.link), by age */
     uint64_t nheld;          /* locks with a holder */
+    uint64_t elect_rev;      /* last election revision given (elect.c) */
+    uint64_t nelect;         /* lock objects that are elections */
+    uint64_t elect_tomb[FENCE__ELECT_TOMBS]; /* per slot of an unkeyed name
+                              * hash: the highest revision of an election
+                              * that went away (elect.c) */
     uint64_t n_grants;       /* counted events (fence_fsm_stats; not state) */
     uint64_t n_handoffs;     /* grants to a queued waiter */
     uint64_t n_expired;      /* leases that ran out */
@@ -365,10 +393,41 @@ const char *fence__multi_check(const fence_fsm *f);
 /* LEASE_CHECKPOINT (dispatched by apply.c). */
 void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r);
 
-/* For sem.c (with fence__emit and fence__lease_remove above): grant free
- * lock k to live lease l with the next token; whether waiter w may be
- * granted now. */
+/* apply.c's primitives, for the kinds' files: grant free lock k to l (the
+ * next token); queue l on k (fills r: QUEUED or LIMIT); hand an available
+ * lock to its first eligible waiter; whether c may use lease l; whether
+ * c's owner is at its lock quota. */
 uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l);
+fence__wait *fence__enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
+                            const fence_cmd *c, fence_result *r);
+
+/* ---- elect.c --------------------------------------------------------------- */
+
+void fence__elect_campaign(fence_fsm *f, const fence_cmd *c, fence_result *r);
+void fence__elect_proclaim(fence_fsm *f, const fence_cmd *c, fence_result *r);
+void fence__elect_resign(fence_fsm *f, const fence_cmd *c, fence_result *r);
+/* Hooks of the lock machinery (each a no-op for a plain lock / wait):
+ * election lock k was handed to wait w (w's value becomes the leader's);
+ * k's holder just left (held_unlink); wait w goes away without winning;
+ * lock k is being destroyed. */
+void fence__elect_won(fence_fsm *f, fence__lock *k, fence__wait *w);
+void fence__elect_lost(fence_fsm *f, fence__lock *k);
+void fence__elect_cand_free(fence_fsm *f, fence__wait *w);
+void fence__elect_lock_gone(fence_fsm *f, fence__lock *k);
+/* Free every election's and candidate's memory (fence__fsm_free). */
+void fence__elect_free_all(fence_fsm *f);
+/* The invariants of elections (check.c). */
+const char *fence__elect_check(const fence_fsm *f);
+/* Snapshot section "elect" (snapshot.c): its size, writing it at p (cap
+ * bytes, at least the size; returns the bytes written), and reading it
+ * into the restored state n from p (len bytes left): 0 and *used, or
+ * FENCE_ST_INVALID / FENCE_ST_LIMIT. */
+size_t fence__elect_snap_size(const fence_fsm *f);
+size_t fence__elect_snap_write(const fence_fsm *f, uint8_t *p, size_t cap);
+int fence__elect_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used);
+
+/* For sem.c (with fence__grant above): whether waiter w may be granted
+ * now. */
 bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w);
 
 /* ---- sem.c: semaphores of slots ---------------------------------------------- */

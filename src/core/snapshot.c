@@ -29,10 +29,10 @@
  *     | u64 token | u64 wait_id | u64 value
  *   (version 5 on) one section per coordination kind, in the order rw,
  *   multi, elect, sem, each u32 count | records, written and read by the
- *   kind's own file (multi: core/multi.c, sem: core/sem_snap.c).  A
- *   version-4 snapshot restores with every section empty.  The waits
- *   section above holds the waits on one lock only; a multi-lock's waits
- *   and a semaphore's are in their kinds' sections.
+ *   kind's own file (multi: core/multi.c, elect: elect_snap.c, sem:
+ *   core/sem_snap.c).  A version-4 snapshot restores with every section
+ *   empty.  The waits section above holds the waits on one lock only; a
+ *   multi-lock's waits and a semaphore's are in their kinds' sections.
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
@@ -123,6 +123,7 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
     }
     n += (size_t)f->dedup.count * SNAP_DEDUP;
     n += fence__multi_snap_size(f);
+    n += fence__elect_snap_size(f);
     n += fence__sem_snap_size(f);
     return n;
 }
@@ -217,6 +218,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, d->result.value);
     }
     w.p = fence__multi_snap_write(f, w.p, w.end);
+    w.p += fence__elect_snap_write(f, w.p, (size_t)(w.end - w.p));
     w.p = fence__sem_snap_write(f, w.p, w.end);
     size_t body = (size_t)(w.p - buf);
     put32(&w, fence__crc32c(buf, body));
@@ -601,6 +603,14 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     fence__free(n, v);
     if (rc != 0) {
         return rc;
+    }
+    if (version >= 5 && r.ok) {
+        size_t used = 0;
+        rc = fence__elect_snap_read(n, r.p, left(&r), &used);
+        if (rc != 0) {
+            return rc;
+        }
+        r.p += used;
     }
     if (version >= 5 && r.ok) {
         rc = fence__sem_snap_read(n, &r.p, r.end);

@@ -93,6 +93,8 @@ static const char usage_top[] =
     "  demo [ARGS]                     run fence-demo (the pause scenario)\n"
     "  cluster info|add|remove|transfer  cluster membership (fencectl cluster --help)\n"
     "  keygen DIR [opts]               make a token signing key (fencectl keygen --help)\n"
+    "  elect NAME VALUE -- CMD         run CMD while leading election NAME (fencectl elect --help)\n"
+    "  elect --observe NAME            print each leader of election NAME as it changes\n"
     "\n"
     "Run `fencectl COMMAND --help` for a command's options.\n"
     "exit codes: 0 ok, 1 error, 64 usage, 69 server unreachable,\n"

@@ -46,6 +46,10 @@ int fencectl_cmd_cluster(int argc, char **argv);
  * and the live view itself (parses its own options; returns the exit
  * code). */
 bool fencectl_is_top(int argc, char **argv);
+/* `fencectl elect NAME VALUE -- CMD` and `elect --observe NAME`
+ * (src/fencectl/electcmd.c). */
+bool fencectl_is_elect(int argc, char **argv);
+int fencectl_cmd_elect(int argc, char **argv);
 int fencectl_cmd_top(int argc, char **argv);
 
 /* Whether the command line is `fencectl [opts] keygen ...` (src/fencectl/keygen.c). */

@@ -234,6 +234,8 @@ int main(int argc, char **argv)
         return fencectl_cmd_keygen(argc, argv);
     if (fencectl_is_top(argc, argv)) /* src/fencectl/top.c */
         return fencectl_cmd_top(argc, argv);
+    if (fencectl_is_elect(argc, argv)) /* src/fencectl/electcmd.c */
+        return fencectl_cmd_elect(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {
         fprintf(stderr, "fencectl: %s\n", err);

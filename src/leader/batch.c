@@ -51,7 +51,9 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
         b->items = items;
         b->cap_items = cap;
     }
-    size_t need = extra;
+    /* An election's value rides right after the name (at most
+     * FENCE_ELECT_VALUE_MAX bytes, checked by the shell). */
+    size_t need = extra + cmd->value_len;
     for (uint16_t i = 0; i < cmd->names_count; i++)
         need += 2u + cmd->names[i].len; /* LOCK_MULTI: u16 length + bytes */
     if (b->names_len + need > b->names_cap) {
@@ -68,10 +70,15 @@ static litem *batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
     it->cmd = *cmd;
     it->cmd.name = NULL;
     it->cmd.ids = NULL;
+    it->cmd.value = NULL;
     it->name_off = (uint32_t)b->names_len;
     if (extra > 0)
         memcpy(b->names + b->names_len, src, extra);
     b->names_len += extra;
+    if (cmd->value_len > 0) {
+        memcpy(b->names + b->names_len, cmd->value, cmd->value_len);
+        b->names_len += cmd->value_len;
+    }
     it->cmd.names = NULL;
     for (uint16_t i = 0; i < cmd->names_count; i++) {
         uint16_t len = cmd->names[i].len;
@@ -236,7 +243,7 @@ static void propose(fence_leader *l, lbatch *b)
         l->cmds[n] = it->cmd;
         l->cmds[n].name = it->cmd.name_len ? b->names + it->name_off : NULL;
         if (it->cmd.names_count > 0) {
-            const uint8_t *p = b->names + it->name_off + it->cmd.name_len;
+            const uint8_t *p = b->names + it->name_off + it->cmd.name_len + it->cmd.value_len;
             l->cmds[n].names = multi + used;
             for (uint16_t k = 0; k < it->cmd.names_count; k++) {
                 multi[used].len = (uint16_t)(p[0] | (p[1] << 8));
@@ -247,6 +254,8 @@ static void propose(fence_leader *l, lbatch *b)
         }
         if (it->cmd.type == FENCE_CMD_LEASE_CHECKPOINT)
             l->cmds[n].ids = b->names + it->name_off;
+        l->cmds[n].value =
+            it->cmd.value_len ? b->names + it->name_off + it->cmd.name_len : NULL;
         n++;
     }
     FENCE_ASSERT(used == n_multi);

@@ -73,6 +73,7 @@ static void on_close(void *ctx, fence_net_conn *nc)
     fence_server *s = ctx;
     fence__leader_conn_close(s->leader, &((fence_conn *)nc)->lconn);
     fence__owner_conn_closed((fence_conn *)nc);
+    fence__observe_conn_closed((fence_conn *)nc);
     fence__daemon_conn_closed(&((fence_conn *)nc)->srv->daemon, nc); /* maxconns */
 }
 

@@ -85,6 +85,28 @@ static int arg_name(fence_slot *slot, const fence_resp_arg *a, fence_cmd *cmd)
     return 0;
 }
 
+/* The election value at argv[at] (before end): at most
+ * FENCE_ELECT_VALUE_MAX bytes; reply ERR and return -1 otherwise. */
+static int arg_value(fence_slot *slot, const fence_resp_msg *m, uint32_t at, uint32_t end,
+                     fence_cmd *cmd)
+{
+    if (at >= end) {
+        fence__slot_error(slot, "ERR", "wrong number of arguments: the value is missing");
+        return -1;
+    }
+    const fence_resp_arg *a = &m->argv[at];
+    if (a->len > FENCE_ELECT_VALUE_MAX) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "election value must be at most %d bytes",
+                 FENCE_ELECT_VALUE_MAX);
+        fence__slot_error(slot, "ERR", msg);
+        return -1;
+    }
+    cmd->value = (const uint8_t *)a->ptr;
+    cmd->value_len = (uint32_t)a->len;
+    return 0;
+}
+
 /* Options after the fixed arguments: WAIT <ms>, LOCKDELAY <ms>, REQID <id>,
  * each allowed at most once and only where the command takes it. */
 enum { OPTF_WAIT = 1, OPTF_LOCKDELAY = 2, OPTF_REQID = 4 };
@@ -479,20 +501,51 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         if (fence__cmd_multi_parse(s, slot, m, &cmd, names) != 0)
             return;
         break;
+    case OP_CAMPAIGN: {
+        /* ELECTION.CAMPAIGN name lease value [WAIT ms] [REQID id] [SIGNED] */
+        uint32_t end;
+        cmd.type = FENCE_CMD_ELECT_CAMPAIGN;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0 ||
+            take_signed(s, slot, m, &cmd, &end) != 0 || arg_value(slot, m, 3, end, &cmd) != 0 ||
+            parse_options(slot, m, 4, end, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
+            return;
+        break;
+    }
+    case OP_PROCLAIM:
+    case OP_RESIGN:
+        /* ELECTION.PROCLAIM name token value / ELECTION.RESIGN name token */
+        cmd.type = def->op == OP_PROCLAIM ? FENCE_CMD_ELECT_PROCLAIM : FENCE_CMD_ELECT_RESIGN;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "token", 0, INT_REPLY_MAX, &cmd.token) != 0 ||
+            (def->op == OP_PROCLAIM && arg_value(slot, m, 3, m->argc, &cmd) != 0))
+            return;
+        break;
+    case OP_ELECT_LEADER:
+        if (arg_name(slot, &m->argv[1], &cmd) != 0)
+            return;
+        break;
+    case OP_OBSERVE:
+        fence__observe_cmd(s, c, slot, m);
+        return;
     default:
         FENCE_ASSERT(!"command table and dispatch disagree");
         return;
     }
-    if (def->op == OP_LOCK || def->op == OP_ACQUIRE || def->op == OP_UNLOCK)
-        fence__cmd_sem_keep_name(slot, &cmd); /* for a WRONGTYPE message */
+    /* The name, for WRONGTYPE's message (SIGNED has copied it already);
+     * a multi-lock's: the one a semaphore claims, if any. */
+    if (cmd.name_len > 0 && slot->signer == NULL) {
+        memcpy(slot->sign_name, cmd.name, cmd.name_len);
+        slot->sign_name_len = cmd.name_len;
+    }
     if (def->op == OP_LOCK_MULTI || def->op == OP_ACQUIRE_MULTI)
         fence__cmd_sem_keep_multi_name(s, slot, &cmd);
-    /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO, SEM.INFO),
-     * go to the leader module, which answers through the reply sink
-     * (reply.c). */
+    /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO, SEM.INFO,
+     * ELECTION.LEADER), go to the leader module, which answers through the
+     * reply sink (reply.c). */
     fence__server_acl_stamp(c, &cmd);
     slot->state = SLOT_LEADER;
     fence__leader_submit(s->leader, &c->lconn, slot, &cmd,
                          def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO ||
-                             def->op == OP_SEM_INFO);
+                             def->op == OP_SEM_INFO || def->op == OP_ELECT_LEADER);
 }

@@ -87,7 +87,9 @@ static int slot_base(fence_slot *slot)
     return i - 1;
 }
 
-/* -WRONGTYPE <name> is a <kind>: the name belongs to another kind. */
+/* -WRONGTYPE <name> is a <kind>: the name belongs to another kind (a
+ * lock, an election, a semaphore or one of its slots).  Only the wording
+ * asks the state now; the log decided. */
 void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r)
 {
     char msg[FENCE_NAME_MAX + 128];
@@ -96,6 +98,11 @@ void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r)
     int base;
     bool sem_op = slot->op == OP_SEM_ACQUIRE || slot->op == OP_SEM_ACQUIRE_TTL ||
                   slot->op == OP_SEM_RELEASE;
+    bool elect_op = slot->op == OP_CAMPAIGN || slot->op == OP_PROCLAIM ||
+                    slot->op == OP_RESIGN || slot->op == OP_ELECT_LEADER;
+    bool sem_name = !sem_op && slot->conn != NULL &&
+                    sem_claims_now(slot->conn->srv->fsm, (const uint8_t *)name,
+                                   slot->sign_name_len);
     if (memchr(name, '\0', slot->sign_name_len) != NULL)
         len = 0; /* a name with NUL bytes: not worded */
     if (sem_op && r->value != 0)
@@ -103,14 +110,17 @@ void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r)
                  r->value);
     else if (sem_op)
         snprintf(msg, sizeof(msg),
-                 "%.*s is a lock (or a lock holds one of its slot names %.*s#<slot>)", len,
-                 name, len, name);
-    else if ((base = slot_base(slot)) >= 0)
+                 "%.*s is a lock or an election (or one holds one of its slot names "
+                 "%.*s#<slot>)",
+                 len, name, len, name);
+    else if (sem_name && (base = slot_base(slot)) >= 0)
         snprintf(msg, sizeof(msg), "%.*s is a slot of semaphore %.*s (SEM.ACQUIRE, SEM.RELEASE)",
                  len, name, base > len ? len : base, name);
-    else
+    else if (sem_name)
         snprintf(msg, sizeof(msg), "%.*s is a semaphore (SEM.ACQUIRE, SEM.RELEASE)", len,
                  name);
+    else
+        snprintf(msg, sizeof(msg), "%.*s is %s", len, name, elect_op ? "a lock" : "an election");
     fence__slot_error(slot, "WRONGTYPE", msg);
 }
 

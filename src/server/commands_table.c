@@ -84,6 +84,23 @@ static const fence_compat_arg acquire_multi_args[] = {
     {"lockdelay", "integer", "LOCKDELAY", OPT, NULL, 0},
     {"id", "integer", "REQID", OPT, NULL, 0},
 };
+static const fence_compat_arg campaign_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"lease", "integer", NULL, 0, NULL, 0},
+    {"value", "string", NULL, 0, NULL, 0},
+    {"ms", "integer", "WAIT", OPT, NULL, 0},
+    {"id", "integer", "REQID", OPT, NULL, 0},
+};
+static const fence_compat_arg proclaim_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"token", "integer", NULL, 0, NULL, 0},
+    {"value", "string", NULL, 0, NULL, 0},
+};
+static const fence_compat_arg observe_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"revision", "integer", "AFTER", OPT, NULL, 0},
+    {"ms", "integer", "WAIT", OPT, NULL, 0},
+};
 static const fence_compat_arg info_args[] = {
     {"section", "string", NULL, OPT, NULL, 0},
 };
@@ -155,6 +172,27 @@ const fence_compat_command fence__server_commands[] = {
      ARGS(acquire_multi_args), NULL, 0,
      LOCK | LEASE | W, 2, 2 + FENCE_MULTI_NAMES_MAX + 6, OP_ACQUIRE_MULTI,
      FENCE_COMPAT_KEYS_REST},
+    {"ELECTION.CAMPAIGN", -4, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
+     "Queues a lease as a candidate for name; replies [token, lease] once elected.",
+     ARGS(campaign_args), NULL, 0,
+     LOCK | W, 1, 9, OP_CAMPAIGN},
+    {"ELECTION.PROCLAIM", 4, LOGGED, "lock", "0.1.0",
+     "The leader (its token) sets a new value; replies the new revision, or 0.",
+     ARGS(proclaim_args), NULL, 0,
+     LOCK | W, 1, 4, OP_PROCLAIM},
+    {"ELECTION.RESIGN", 3, LOGGED, "lock", "0.1.0",
+     "The leader (its token) steps down; replies 1 or 0.", ARGS(unlock_args), NULL, 0,
+     LOCK | W, 1, 3, OP_RESIGN},
+    {"ELECTION.LEADER", 2, READ, "lock", "0.1.0",
+     "Replies [value, token, lease, revision] of the leader, or nil.", ARGS(name_arg),
+     NULL, 0,
+     LOCK | R, 1, 2, OP_ELECT_LEADER},
+    {"ELECTION.OBSERVE", -2, FENCE_COMPAT_CMD_READONLY | FENCE_COMPAT_CMD_BLOCKING, "lock",
+     "0.1.0",
+     "The first state with a revision above AFTER: [value|nil, token, lease, revision]; "
+     "waits up to WAIT ms, then nil.",
+     ARGS(observe_args), NULL, 0,
+     LOCK | R, 1, 6, OP_OBSERVE},
     {"INFO", -1, LOCAL, "server", "0.1.0",
      "Server state and counters, one key:value a line.", ARGS(info_args), NULL, 0,
      CONN | R, 0, 2, OP_INFO},

@@ -47,6 +47,7 @@ static void check_cb(uv_check_t *h)
 {
     fence_server *s = h->data;
     fence__leader_step(s->leader);
+    fence__observe_poll(s); /* elections that changed wake their observers */
     fence__conns_flush(s);
     /* Flushing resumes paused connections, whose buffered requests may
      * have filled the batch again; nothing else would wake the loop for
@@ -75,6 +76,7 @@ static void node_closed(fence_node *n)
     s->signq = NULL;
     uv_close((uv_handle_t *)&s->check, NULL);
     uv_close((uv_handle_t *)&s->tick_timer, NULL);
+    fence__observe_close(s);
     fence__lag_close(&s->lag);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);
@@ -138,6 +140,7 @@ int fence__server_init(fence_server *s, uv_loop_t *loop, fence_config *cfg)
     uv_check_start(&s->check, check_cb);
     uv_timer_init(loop, &s->tick_timer);
     s->tick_timer.data = s;
+    fence__observe_init(s);
     fence__lag_start(&s->lag, loop);
     uv_signal_init(loop, &s->sig_term);
     s->sig_term.data = s;

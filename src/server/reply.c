@@ -180,6 +180,7 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         reply_nil(slot);
         return;
     case FENCE_ST_WRONGTYPE:
+        /* -WRONGTYPE <name> is a <kind> (the one name space; cmd_sem.c). */
         fence__cmd_reply_wrongtype(slot, r);
         return;
     default:
@@ -191,7 +192,7 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
     if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE ||
         slot->op == OP_SEM_ACQUIRE_TTL || slot->op == OP_LOCK_MULTI ||
-        slot->op == OP_ACQUIRE_MULTI)
+        slot->op == OP_ACQUIRE_MULTI || slot->op == OP_CAMPAIGN)
         fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
     case OP_GRANT:
@@ -221,6 +222,11 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         reply_uints(slot, v, 2);
         break;
     }
+    case OP_PROCLAIM: /* the new revision, or 0: the token does not lead */
+    case OP_RESIGN:   /* 1, or 0 */
+        reply_uint(slot, r->value);
+        break;
+    case OP_CAMPAIGN:
     case OP_ACQUIRE: {
         if (slot->signer != NULL) {
             reply_signed(slot, r, true);
@@ -264,6 +270,18 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
     }
     if (slot->op == OP_SEM_INFO) {
         fence__cmd_sem_info(s, slot, cmd);
+        return;
+    }
+    if (slot->op == OP_ELECT_LEADER) {
+        fence_fsm_elect_state st;
+        if (fence_fsm_elect_info(s->fsm, cmd->name, cmd->name_len, &st) != 0) {
+            fence_result wr;
+            memset(&wr, 0, sizeof(wr));
+            wr.status = FENCE_ST_WRONGTYPE;
+            fence__cmd_reply_wrongtype(slot, &wr); /* a lock's or a semaphore's name */
+            return;
+        }
+        fence__elect_reply_state(slot, &st, true);
         return;
     }
     FENCE_ASSERT(slot->op == OP_LOCK_INFO);

@@ -39,6 +39,7 @@
 #include "daemon/daemon.h"
 #include "base/limits.h"
 #include "token/signtok.h"
+#include "core/elect.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
 #include "proto/resp.h"
@@ -79,6 +80,12 @@ enum fence_op {
     OP_LIST,           /* LOCK.LIST, LEASE.LIST (cmd_list.c) */
     OP_LOCK_MULTI,     /* LOCK.MULTI (cmd_multi.c) */
     OP_ACQUIRE_MULTI,  /* ACQUIRE.MULTI (cmd_multi.c) */
+    OP_CAMPAIGN,       /* ELECTION.CAMPAIGN */
+    OP_PROCLAIM,       /* ELECTION.PROCLAIM */
+    OP_RESIGN,         /* ELECTION.RESIGN */
+    OP_ELECT_LEADER,   /* ELECTION.LEADER (read) */
+    OP_OBSERVE,        /* ELECTION.OBSERVE (observe.c: served from applied
+                          state on any node, parked server-side) */
 };
 
 /* Where a slot is in its life. */
@@ -89,6 +96,7 @@ enum fence_slot_state {
     SLOT_SIGNING,   /* its grant is being signed (signq.h): orphaned
                        (conn = NULL) on close, freed when signed */
     SLOT_READY,     /* reply bytes are final */
+    SLOT_OBSERVE,   /* a parked ELECTION.OBSERVE (observe.c) */
 };
 
 /* One request's place in its connection's reply order: the shared
@@ -106,10 +114,11 @@ struct fence_slot {
     uint64_t t0_ns;        /* when the request was parsed (latency metric) */
     const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
                             * to sign the grant with (the server's), else NULL */
-    uint16_t sign_name_len; /* with signer: bytes in sign_name */
-    char sign_name[FENCE_NAME_MAX]; /* with signer: the lock name; SEM.*
-                            * always keep the semaphore's name here (the
-                            * signed slot name and the WRONGTYPE message) */
+    uint16_t sign_name_len; /* bytes in sign_name */
+    char sign_name[FENCE_NAME_MAX]; /* the name a command names (the lock
+                            * name to sign with signer; WRONGTYPE's message;
+                            * SEM.* keep the semaphore's name: the signed
+                            * slot name) */
 };
 
 /* One client connection (TCP or Unix socket): the shared layer's
@@ -122,6 +131,7 @@ struct fence_conn {
     fence_compat_conn compat; /* Redis-client state (compat_hook.c) */
     fence_owner_tag *owner;   /* the tag of its last grant, or NULL (owners.c) */
     uint64_t quota_mark;      /* admitted under maxconns (daemon/acl_conns.h) */
+    uint32_t observers;       /* its parked ELECTION.OBSERVEs (observe.c) */
 };
 
 /* Who a lease was granted to (owners.c): the grantee connection's client
@@ -146,6 +156,17 @@ typedef struct fence_owners {
     size_t n;        /* records used */
     size_t cap;      /* records allocated */
 } fence_owners;
+
+/* Parked ELECTION.OBSERVEs (observe.c). */
+typedef struct fence_observer fence_observer;
+typedef struct fence_observers {
+    fence_observer *head;   /* every parked observer (a doubly linked list) */
+    fence_observer *waking; /* taken off head, being answered (observe.c) */
+    uint32_t n;             /* how many */
+    uint64_t seen_rev;      /* the core's election revision at the last scan */
+    uv_timer_t timer;       /* the earliest WAIT deadline */
+    uint64_t timer_due;     /* uv_now() the timer fires at, UINT64_MAX: stopped */
+} fence_observers;
 
 /* The daemon. */
 struct fence_server {
@@ -182,6 +203,7 @@ struct fence_server {
     uint64_t stat_commands;      /* requests processed */
     fence_srv_metrics metrics;   /* metric families, /metrics, /health (metrics.c) */
     fence_owners owners;         /* who was granted each lease (owners.c) */
+    fence_observers obs;         /* parked ELECTION.OBSERVEs (observe.c) */
 };
 
 /* ---- loop.c: the libuv handles, start and stop ---- */
@@ -207,6 +229,21 @@ void fence__owner_record(fence_conn *c, uint64_t lease);
 const fence_owner *fence__owner_find(fence_server *s, uint64_t lease);
 void fence__owner_conn_closed(fence_conn *c);
 void fence__owners_free(fence_server *s);
+
+/* ---- observe.c: ELECTION.OBSERVE ---- */
+void fence__observe_init(fence_server *s);
+void fence__observe_close(fence_server *s); /* closes the timer handle */
+/* ELECTION.OBSERVE name [AFTER revision] [WAIT ms]: answer or park. */
+void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
+                        const fence_resp_msg *m);
+/* Once per loop turn: wake the observers whose election changed. */
+void fence__observe_poll(fence_server *s);
+/* c is closing: forget its observers (their slots go with it). */
+void fence__observe_conn_closed(fence_conn *c);
+/* Reply to slot with an election's state ([value|nil, token, lease,
+ * revision]); nil_if_none: plain nil when it has no leader (LEADER). */
+void fence__elect_reply_state(fence_slot *slot, const fence_fsm_elect_state *st,
+                              bool nil_if_none);
 
 /* ---- cmd_list.c ---- */
 /* LOCK.LIST [pattern] [COUNT n] [CURSOR c] and LEASE.LIST [COUNT n]

@@ -79,7 +79,8 @@ typedef struct config {
     uint64_t seed;           /* PRNG seed */
     uint64_t ops;            /* iterations in loop mode, 0 = forever */
     uint64_t long_pct;       /* percent of holds in [hold_max/2, hold_max] */
-    bool once;               /* once mode (demo) instead of the loop */
+    bool once;
+    bool elect;    /* --elect: lead the election cfg.lock instead of locking it */               /* once mode (demo) instead of the loop */
 } config;
 
 static config cfg;                                   /* set once by parse_args */
@@ -428,14 +429,22 @@ static uint64_t do_lock(endpoint *fe, uint64_t lease)
     snprintf(ls, sizeof(ls), "%" PRIu64, lease);
     snprintf(ws, sizeof(ws), "%" PRIu64, cfg.wait_ms);
     const char *argv[] = {"LOCK", cfg.lock, ls, "WAIT", ws};
+    /* --elect: ELECTION.CAMPAIGN name lease value WAIT ms, answered
+     * [token, lease]; logged as the lock it is (the leader's token fences
+     * the same way). */
+    const char *eargv[] = {"ELECTION.CAMPAIGN", cfg.lock, ls, "worker", "WAIT", ws};
     uint64_t n = atomic_fetch_add(&op_seq, 1);
     char lk[600];
     json_escape(lk, sizeof(lk), cfg.lock, strlen(cfg.lock));
     ev("lock", "invoke", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"wait\":%" PRIu64, lk, lease, cfg.wait_ms);
     redisReply *r;
-    res rc = call(fe, &r, cfg.wait_ms, 5, argv);
+    res rc = cfg.elect ? call(fe, &r, cfg.wait_ms, 6, eargv) : call(fe, &r, cfg.wait_ms, 5, argv);
     uint64_t token = 0;
-    if (rc == RES_OK && r->type == REDIS_REPLY_INTEGER && reply_u64(r, &token) && token != 0) {
+    if (rc == RES_OK && cfg.elect && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        reply_u64(r->element[0], &token) && token != 0) {
+        ev("lock", "ok", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"token\":%" PRIu64, lk, lease, token);
+    } else if (rc == RES_OK && !cfg.elect && r->type == REDIS_REPLY_INTEGER &&
+               reply_u64(r, &token) && token != 0) {
         ev("lock", "ok", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"token\":%" PRIu64, lk, lease, token);
     } else {
         token = 0;
@@ -501,7 +510,7 @@ static void do_unlock(endpoint *fe, uint64_t token)
 {
     char ts[32];
     snprintf(ts, sizeof(ts), "%" PRIu64, token);
-    const char *argv[] = {"UNLOCK", cfg.lock, ts};
+    const char *argv[] = {cfg.elect ? "ELECTION.RESIGN" : "UNLOCK", cfg.lock, ts};
     uint64_t n = atomic_fetch_add(&op_seq, 1);
     ev("unlock", "invoke", n, "\"token\":%" PRIu64, token);
     redisReply *r;
@@ -639,6 +648,7 @@ static void usage(FILE *f)
             "  --ops N            iterations, 0 = until killed (default 0)\n"
             "  --long-pct P       percent of holds in [hold-max/2, hold-max] (default 5)\n"
             "  --once             demo mode: one pass writing --value to --key after --hold-ms\n"
+            "  --elect            lead the election --lock (ELECTION.CAMPAIGN / RESIGN)\n"
             "  --key KEY --value V --hold-ms MS\n");
 }
 
@@ -668,6 +678,10 @@ static void parse_args(int argc, char **argv)
         }
         if (strcmp(a, "--once") == 0) {
             cfg.once = true;
+            continue;
+        }
+        if (strcmp(a, "--elect") == 0) {
+            cfg.elect = true;
             continue;
         }
         if (i + 1 >= argc) {

@@ -25,7 +25,7 @@ Environment:
   BENCH_ROUNDS   cells per side of a comparison, interleaved (default 2;
                  smoke 1)
   BENCH_ONLY     comma-separated sections to run (fenced, store, big,
-                 keepalive, cluster, features, proxy, go, multi); default all
+                 keepalive, cluster, features, proxy, go, multi, elect); default all
   FSYNC_PROBE    the fsync probe (default BUILD/tests/fsync_probe)
   BENCH_TMPDIR   where the temp dir goes (default $TMPDIR or /tmp): its
                  filesystem is the one every data dir and the fsync probe use
@@ -60,7 +60,7 @@ KA_TTL_MS = 10000
 # The 1M-lease renewal row (issue 23): BIG leases renewed every ttl/3.
 KA_BIG_TTL_MS = 30000
 SECTIONS = ["fenced", "store", "big", "keepalive", "cluster", "features", "proxy", "go",
-            "multi"]
+            "multi", "elect"]
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s] or SECTIONS
 
 FENCED = os.path.join(BUILD, "fenced")
@@ -817,6 +817,68 @@ def section_multi():
             "(redis-benchmark; peer of the next row)", 64, *r1, notes=rounds_note()))
     add(Row("ACQUIRE.MULTI of 3 random names (all or none, one token), same", 64, *r3,
             peer="1 name %.0f/s" % r1[0], ratio=pct(r3[0], r1[0]), notes=rounds_note()))
+
+
+def _quantile(v, q):
+    """The q-quantile of the sorted list v (microseconds), or None."""
+    if not v:
+        return None
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def section_elect():
+    """Two rows of leader election (issue 21 §1), with a Python driver over
+    raw RESP (so the latencies include its overhead on both sides):
+    CAMPAIGN handoff: the leader resigns, the waiting candidate's CAMPAIGN
+    reply arrives (RESIGN sent -> reply read); OBSERVE latency: an observer
+    parked with AFTER its revision gets the new state after the leader
+    resigns and the next candidate is elected (RESIGN sent -> OBSERVE reply)."""
+    f = Fenced("elect").start()
+    a = Resp("127.0.0.1", f.port, timeout=30)
+    b = Resp("127.0.0.1", f.port, timeout=30)
+    o = Resp("127.0.0.1", f.port, timeout=30)
+    la = a.call("LEASE.GRANT", 600000)
+    lb = b.call("LEASE.GRANT", 600000)
+    tok = a.call("ELECTION.CAMPAIGN", "bench-e", la, "a")[0]
+    leader, waiter = (a, la), (b, lb)
+    handoff, observe = [], []
+    t_end = time.monotonic() + SECS
+    n = 0
+    while time.monotonic() < t_end:
+        (lc, ll), (wc, wl) = leader, waiter
+        rev = o.call("ELECTION.OBSERVE", "bench-e")[3]
+        wc.sock.sendall(encode_command("ELECTION.CAMPAIGN", "bench-e", wl, "v", "WAIT", 30000))
+        o.sock.sendall(encode_command("ELECTION.OBSERVE", "bench-e", "AFTER", rev, "WAIT", 30000))
+        # The candidate is queued once LOCK.INFO (an election is a lock
+        # object) counts a waiter; the observer was sent before that poll.
+        for _ in range(10000):
+            if lc.call("LOCK.INFO", "bench-e")[3] >= 1:
+                break
+        t0 = time.monotonic()
+        lc.sock.sendall(encode_command("ELECTION.RESIGN", "bench-e", tok))
+        st = o._reply()
+        t_obs = time.monotonic()
+        r = wc._reply()
+        t_won = time.monotonic()
+        if lc._reply() != 1 or isinstance(r, RespError) or isinstance(st, RespError):
+            raise RuntimeError("elect: unexpected replies %r %r" % (r, st))
+        observe.append((t_obs - t0) * 1e6)
+        handoff.append((t_won - t0) * 1e6)
+        tok = r[0]
+        leader, waiter = waiter, leader
+        n += 1
+    handoff.sort()
+    observe.sort()
+    secs = max(1e-9, SECS)
+    add(Row("ELECTION.CAMPAIGN handoff: RESIGN -> the waiting candidate elected", 2,
+            n / secs, _quantile(handoff, 0.5), _quantile(handoff, 0.99), handoff[-1] if handoff
+            else None, notes="%d handoffs; one RESIGN entry each (fsync); Python driver" % n))
+    add(Row("ELECTION.OBSERVE latency of a change: RESIGN -> parked observer's reply", 1,
+            None, _quantile(observe, 0.5), _quantile(observe, 0.99),
+            observe[-1] if observe else None,
+            notes="woken at the loop turn after the apply; %d changes" % n))
+    for c in (a, b, o):
+        c.close()
     f.stop()
 
 
@@ -973,7 +1035,8 @@ def main():
     funcs = {"fenced": section_fenced, "store": section_store, "big": section_big,
              "keepalive": section_keepalive, "cluster": section_cluster,
              "features": section_features, "proxy": section_proxy, "go": section_go,
-             "multi": section_multi}
+             "multi": section_multi,
+             "elect": section_elect}
     try:
         for name in SECTIONS:
             if name not in ONLY:

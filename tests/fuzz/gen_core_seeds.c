@@ -153,6 +153,19 @@ static const fence_name mn_bc[] = {{(const uint8_t *)"b", 1}, {(const uint8_t *)
 static const fence_name mn_cad[] = {{(const uint8_t *)"c", 1}, {(const uint8_t *)"a", 1},
                                     {(const uint8_t *)"d", 1}};
 
+static fence_cmd c_elect(uint8_t type, const char *name, uint64_t lease_or_token,
+                         uint64_t wait, const char *value)
+{
+    fence_cmd c = {.type = type, .name = (const uint8_t *)name,
+                   .name_len = (uint16_t)strlen(name), .wait_ms = wait,
+                   .value = (const uint8_t *)value, .value_len = (uint32_t)strlen(value)};
+    if (type == FENCE_CMD_ELECT_CAMPAIGN)
+        c.lease = lease_or_token;
+    else
+        c.token = lease_or_token;
+    return c;
+}
+
 /* c as owner with per-owner limits (FENCE_CMD_F_QUOTA). */
 static fence_cmd c_quota(fence_cmd c, uint64_t owner, uint32_t leases, uint32_t locks)
 {
@@ -274,6 +287,16 @@ int main(int argc, char **argv)
             {300, 3, {c_lock("s#1", 3, 0), c_sem_release("s", 1, 2),
                       c_reqid(c_sem("s", 2, 2, 0, 0), 5)}},
             {3200, 1, {(fence_cmd){.type = FENCE_CMD_TICK}}},
+        }},
+        {"elect", 4, {
+            {100, 3, {c_leader(), c_grant(3000, 0), c_grant(3000, 0)}},
+            {200, 3, {c_elect(FENCE_CMD_ELECT_CAMPAIGN, "e", 1, 0, "host-a"),
+                      c_elect(FENCE_CMD_ELECT_CAMPAIGN, "e", 2, 5000, "host-b"),
+                      c_elect(FENCE_CMD_ELECT_PROCLAIM, "e", 1, 0, "host-a2")}},
+            {300, 2, {c_elect(FENCE_CMD_ELECT_RESIGN, "e", 1, 0, ""),
+                      c_reqid(c_elect(FENCE_CMD_ELECT_CAMPAIGN, "f", 1, 100, "x"), 5)}},
+            {400, 2, {c_elect(FENCE_CMD_ELECT_RESIGN, "f", 3, 0, ""),
+                      c_elect(FENCE_CMD_ELECT_CAMPAIGN, "e", 1, 900, "again")}},
         }},
         {"leader", 3, {
             {5000, 3, {c_leader(), c_grant(1000, 0), c_lock("l", 1, 0)}},

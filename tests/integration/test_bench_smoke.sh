@@ -29,7 +29,8 @@ for what in 'fenced uncontended (a lock per client)' 'PING round trip' 'fsync, d
             'memory per lease' 'loop lag max during that cell' 'restart to serving' \
             'keepalive load' 'LOCK+UNLOCK on its own lock during that load' \
             '1 node, uncontended' '3-node cluster' 'TLS 1.3' 'signed grants' '/metrics scraped' 'nginx alone' \
-            'fence-proxy -> nginx, PUT, same token' 'fence-proxy -> nginx, PUT, a new token'; do
+            'fence-proxy -> nginx, PUT, same token' 'fence-proxy -> nginx, PUT, a new token' \
+            'ELECTION.CAMPAIGN handoff' 'ELECTION.OBSERVE latency of a change'; do
     check "a row: $what" grep -qF "$what" "$out"
 done
 check "no section failed" bash -c "! grep -q FAILED '$out'"

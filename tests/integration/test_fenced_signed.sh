@@ -41,6 +41,10 @@ mapfile -t acq < <(rc "$pe" ACQUIRE job 5000 SIGNED)
 check "ACQUIRE ... SIGNED replies [signed token, lease]" \
     [ "${#acq[@]}" = 2 ] && grep -qE '^[1-9][0-9]*\.k1\.[A-Za-z0-9_-]{86}$' <<<"${acq[0]}"
 check "the lease is a number" grep -qE '^[1-9][0-9]*$' <<<"${acq[1]}"
+mapfile -t el < <(rc "$pe" ELECTION.CAMPAIGN leader "$lease" me SIGNED)
+check "ELECTION.CAMPAIGN ... SIGNED replies [signed token, lease]" \
+    [ "${#el[@]}" = 2 ] && grep -qE '^[1-9][0-9]*\.k1\.[A-Za-z0-9_-]{86}$' <<<"${el[0]}"
+check_eq "... for the leader's token" "${el[0]%%.*}" "$(rc "$pe" ELECTION.LEADER leader | sed -n 2p)"
 mapfile -t plain < <(rc "$pe" ACQUIRE job2 5000)
 check "ACQUIRE without SIGNED still replies two integers" grep -qE '^[0-9]+$' <<<"${plain[0]}"
 out=$(rc "$pe" LOCK orders "$lease" SIGNED EXTRA 2>&1)

@@ -36,6 +36,9 @@
 #                  LEASE.KEEPALIVE without an entry but records only every
 #                  other one for its checkpoint: a lease expires before the
 #                  TTL of its last answered renewal ran out (docs/leases.md)
+#   elect_lost_revision  (src/core/elect.c) a leader that resigns or loses
+#                  its lease takes no new election revision, so observers
+#                  never see that the election has no leader
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1

@@ -37,8 +37,8 @@ static int pick_node(sim *s)
 static void set_name(sim_req *q, unsigned lock)
 {
     q->lock = lock;
-    memcpy(q->name_buf, "lock", 4);
-    q->name_buf[4] = (uint8_t)('0' + lock);
+    memcpy(q->name_buf, lock >= SIM_ELECT_BASE ? "elec" : "lock", 4);
+    q->name_buf[4] = (uint8_t)('0' + lock % SIM_ELECT_BASE);
     q->cmd.name = q->name_buf;
     q->cmd.name_len = 5;
 }
@@ -67,6 +67,34 @@ static void to_semaphore(sim_req *q)
     memcpy(q->name_buf, "sem", 3);
     c->name = q->name_buf;
     c->name_len = 3;
+}
+
+/* Some LOCKs and UNLOCKs become elections' commands (core/elect.h),
+ * derived from the fields already drawn so that the random stream (and
+ * every seed's run) stays what it was: a LOCK of a lease id = 1 mod 5 is a
+ * CAMPAIGN for election "elecN"; an UNLOCK of a held election is a RESIGN
+ * (or a PROCLAIM), one of a random name with token 1 or 2 mod 4 a RESIGN
+ * or PROCLAIM of "elecN" (mostly not the leader's token). */
+static void to_election(sim_req *q)
+{
+    fence_cmd *c = &q->cmd;
+    if (c->type == FENCE_CMD_LOCK && c->lease % 5 == 1) {
+        c->type = FENCE_CMD_ELECT_CAMPAIGN;
+        set_name(q, SIM_ELECT_BASE + q->lock % SIM_ELECT_BASE);
+    } else if (c->type == FENCE_CMD_UNLOCK &&
+               (q->lock >= SIM_ELECT_BASE || c->token % 4 == 1 || c->token % 4 == 2)) {
+        c->type = c->token % 3 == 0 ? FENCE_CMD_ELECT_PROCLAIM : FENCE_CMD_ELECT_RESIGN;
+        set_name(q, SIM_ELECT_BASE + q->lock % SIM_ELECT_BASE);
+    } else {
+        return;
+    }
+    if (c->type != FENCE_CMD_ELECT_RESIGN) {
+        q->value_buf[0] = c->type == FENCE_CMD_ELECT_CAMPAIGN ? 'c' : 'p';
+        q->value_buf[1] = (uint8_t)('0' + (c->lease + c->token) % 10);
+        q->value_buf[2] = (uint8_t)('0' + c->wait_ms % 10);
+        c->value = q->value_buf;
+        c->value_len = 3;
+    }
 }
 
 /* Choose a random new request for a client. */
@@ -171,6 +199,7 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->names = q->mnames;
         c->names_count = (uint16_t)n;
     }
+    to_election(q);
 }
 
 /* Record a grant a client was told about. */
@@ -227,9 +256,10 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
         break;
     case FENCE_CMD_LOCK:
     case FENCE_CMD_ACQUIRE:
+    case FENCE_CMD_ELECT_CAMPAIGN:
         if (r->status == FENCE_ST_OK)
             client_ack_grant(s, cl, q->lock, r->token,
-                             c->type == FENCE_CMD_LOCK ? c->lease : r->lease);
+                             c->type == FENCE_CMD_ACQUIRE ? r->lease : c->lease);
         break;
     case FENCE_CMD_SEM_ACQUIRE:
         if (r->status == FENCE_ST_OK)
@@ -243,6 +273,7 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
         break;
     case FENCE_CMD_UNLOCK:
     case FENCE_CMD_SEM_RELEASE:
+    case FENCE_CMD_ELECT_RESIGN:
         for (unsigned k = 0; k < cl->n_held; k++)
             if (cl->held[k].token == c->token) {
                 cl->held[k] = cl->held[--cl->n_held];
@@ -265,6 +296,8 @@ static void client_retry(sim_client *cl, const sim_req *q)
         d->cmd.name = d->name_buf;
     if (d->cmd.names_count)
         d->cmd.names = d->mnames;
+    if (d->cmd.value_len)
+        d->cmd.value = d->value_buf;
     d->sent = false;
     d->ans = ANS_NONE;
 }

@@ -97,11 +97,12 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         const fence_result *res = &results[k];
         bool multi = cmds[k].type == FENCE_CMD_LOCK_MULTI;
         if ((cmds[k].type != FENCE_CMD_LOCK && cmds[k].type != FENCE_CMD_ACQUIRE && !multi &&
-             cmds[k].type != FENCE_CMD_SEM_ACQUIRE) ||
+             cmds[k].type != FENCE_CMD_SEM_ACQUIRE && cmds[k].type != FENCE_CMD_ELECT_CAMPAIGN) ||
             res->status != FENCE_ST_OK)
             continue;
         bool sem = cmds[k].type == FENCE_CMD_SEM_ACQUIRE;
-        uint64_t lid = cmds[k].type == FENCE_CMD_LOCK || ((sem || multi) && cmds[k].lease != 0)
+        uint64_t lid = cmds[k].type == FENCE_CMD_LOCK || cmds[k].type == FENCE_CMD_ELECT_CAMPAIGN ||
+                               ((sem || multi) && cmds[k].lease != 0)
                            ? cmds[k].lease
                            : res->lease;
         /* A multi-lock is one grant; the history names its first name.  A
@@ -254,10 +255,10 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
             if (nm == NULL) {
                 /* An event does not carry the name: ask the fsm which lock
                  * now holds this token. */
-                static const char *names[SIM_LOCKS] = {"lock0", "lock1",
-                                                       "lock2", "lock3",
-                                                       "lock4"};
-                for (unsigned L = 0; L < SIM_LOCKS; L++) {
+                static const char *names[2 * SIM_LOCKS] = {
+                    "lock0", "lock1", "lock2", "lock3", "lock4",
+                    "elec0", "elec1", "elec2", "elec3", "elec4"};
+                for (unsigned L = 0; L < 2 * SIM_LOCKS; L++) {
                     fence_fsm_lock_state li;
                     if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)names[L],
                                             5, &li) &&

@@ -40,6 +40,7 @@
 #include <raft/fixture.h>
 
 #include "base/hash.h"
+#include "core/elect.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
@@ -57,6 +58,8 @@
 #define SIM_SEM_N 2
 #define SIM_SEM_SLOT 100
 #define SIM_MULTI_MAX 3                      /* names of one LOCK_MULTI */
+#define SIM_ELECT_BASE 10                    /* lock numbers from here are the
+                                                elections "elec0".."elec4" */
 #define SIM_RESULTS_MAX 256                  /* commands in one sim entry */
 #define SIM_EVENTS_MAX 4096                  /* events in one applied entry */
 #define SIM_CLIENT_LEASES 3                  /* leases a client keeps */
@@ -318,6 +321,7 @@ enum { ANS_NONE = 0, ANS_RESULT, ANS_READ, ANS_ERROR };
 typedef struct sim_req {
     fence_cmd cmd;         /* the command (name -> name_buf); type 0: a read */
     uint8_t name_buf[8];   /* its lock name */
+    uint8_t value_buf[8];  /* ELECT_CAMPAIGN / PROCLAIM: its value */
     unsigned lock;         /* lock number (LOCK/UNLOCK/ACQUIRE/LOCK.INFO) */
     bool is_read;          /* LEASE.INFO (cmd.lease) or LOCK.INFO (name) */
     bool sent;             /* handed to a node's leader module */
@@ -414,6 +418,12 @@ typedef struct sim {
     uint64_t model_index;      /* last index the model processed */
     uint64_t model_token;      /* highest token in the history */
     uint64_t acked_index;      /* highest index of a write acknowledged */
+    struct {
+        bool has_leader;       /* the elections as the model saw them */
+        uint64_t token;        /* after the last entry (sim_model.c) */
+        uint64_t revision;
+        uint64_t value_hash;
+    } melect[SIM_LOCKS];
     unsigned in_cb;            /* depth inside raft callbacks (the rule) */
     sim_req_raft *raft_reqs;   /* raft requests in flight */
     fence_event *events;       /* scratch: events of the entry applied */

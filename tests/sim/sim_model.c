@@ -232,6 +232,44 @@ static void model_queued(sim *s, uint64_t wait_id, uint64_t req_id,
     w->cancelled = false;
 }
 
+/* The elections after an entry (core/elect.h): a revision never goes
+ * backwards, every change of leader or value takes a new one, no revision
+ * is above the counter, and a leader's lease is live in the lease model. */
+static void model_elections(sim *s, uint64_t index, uint64_t now, sim_node *nd)
+{
+    uint64_t counter = fence_fsm_elect_revision(nd->fsm);
+    for (unsigned e = 0; e < SIM_LOCKS && !s->res->failed; e++) {
+        char nm[6] = "elec0";
+        nm[4] = (char)('0' + e);
+        fence_fsm_elect_state st;
+        if (fence_fsm_elect_info(nd->fsm, (const uint8_t *)nm, 5, &st) != 0) {
+            sim_fail(s, "index %" PRIu64 ": %s is not an election", index, nm);
+            return;
+        }
+        uint64_t vh = st.has_leader ? fnv(FNV_INIT, st.value, st.value_len) : 0;
+        bool changed = st.has_leader != s->melect[e].has_leader ||
+                       st.token != s->melect[e].token || vh != s->melect[e].value_hash;
+        if (st.revision < s->melect[e].revision || st.revision > counter ||
+            (changed && st.revision == s->melect[e].revision))
+            sim_fail(s, "index %" PRIu64 ": election %s went from revision %" PRIu64
+                        " (token %" PRIu64 ") to %" PRIu64 " (token %" PRIu64
+                        ", counter %" PRIu64 ")%s",
+                     index, nm, s->melect[e].revision, s->melect[e].token, st.revision,
+                     st.token, counter, changed ? " although it changed" : "");
+        if (st.has_leader) {
+            sim_mlease *l = mlease(s, st.lease);
+            if (l == NULL || !l->known || !l->live || l->deadline <= now)
+                sim_fail(s, "index %" PRIu64 ": election %s is led by lease %" PRIu64
+                            " (token %" PRIu64 "), which is not live in the model",
+                         index, nm, st.lease, st.token);
+        }
+        s->melect[e].has_leader = st.has_leader;
+        s->melect[e].token = st.token;
+        s->melect[e].revision = st.revision;
+        s->melect[e].value_hash = vh;
+    }
+}
+
 /* The lease model, run once per index (by the first node applying it):
  * check every new grant went to a live lease and keep lease deadlines from
  * the applied commands alone.  Rules (fsm.h "Time"): now = max(previous
@@ -413,9 +451,10 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
         }
         /* A grant from this command: its lease must be live right now. */
         if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE ||
-             c->type == FENCE_CMD_SEM_ACQUIRE || c->type == FENCE_CMD_LOCK_MULTI) &&
+             c->type == FENCE_CMD_SEM_ACQUIRE || c->type == FENCE_CMD_LOCK_MULTI ||
+             c->type == FENCE_CMD_ELECT_CAMPAIGN) &&
             r->status == FENCE_ST_OK && r->token > nd->last_token) {
-            uint64_t lid = c->type == FENCE_CMD_LOCK ||
+            uint64_t lid = c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ELECT_CAMPAIGN ||
                                    ((c->type == FENCE_CMD_SEM_ACQUIRE ||
                                      c->type == FENCE_CMD_LOCK_MULTI) &&
                                     c->lease != 0)
@@ -462,6 +501,7 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                 m->live = false;
         }
     model_waits_end(s, evs, n_ev);
+    model_elections(s, index, now, nd);
     if (fence_fsm_now(nd->fsm) != now)
         sim_fail(s, "index %" PRIu64 ": fsm time %" PRIu64 " after the entry, "
                     "expected max(previous %" PRIu64 ", timestamp %" PRIu64 ")",

@@ -141,7 +141,9 @@ static void final_checks(sim *s)
         const sim_ack *a = &s->acks[k];
         sim_grant *g = sim_grant_find(s, a->token);
         char nm[8] = "lock0";
-        nm[4] = (char)('0' + a->lock);
+        if (a->lock >= SIM_ELECT_BASE)
+            memcpy(nm, "elec", 4);
+        nm[4] = (char)('0' + a->lock % SIM_ELECT_BASE);
         if (a->lock >= SIM_SEM_SLOT) /* a semaphore's slot: the fence sem#i */
             snprintf(nm, sizeof nm, "sem#%c", (char)('0' + (a->lock - SIM_SEM_SLOT) % 10));
         if (g == NULL)

@@ -22,6 +22,7 @@ from typing import (Any, Callable, Dict, Iterator, List, NamedTuple, Optional, S
 import redis
 from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 
+from . import elect
 from .errors import (AuthFailed, FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain, Unreachable,
                      from_redis, keep_codes, with_context)
 
@@ -484,6 +485,40 @@ class Client:
             return None
         slots = [SemSlot(*[_as_int(x, "SEM.INFO") for x in s]) for s in r[1]]
         return SemInfo(_as_int(r[0], "SEM.INFO"), slots, _as_int(r[2], "SEM.INFO"))
+
+    # ---- leader election (fenced.elect) -------------------------------------------
+
+    def campaign(self, name: str, lease: int, value: "elect.Value",
+                 wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+        """ELECTION.CAMPAIGN: queue ``lease`` as a candidate for ``name``
+        with ``value``; returns (token, lease) once elected, None when not
+        elected within wait_ms (0: try once).  Keep the lease alive while
+        campaigning and leading."""
+        r = self.call(*elect.campaign_args(name, lease, value, wait_ms), wait_ms=wait_ms)
+        token = elect.campaign_reply(r)
+        return None if token is None else (token, lease)
+
+    def proclaim(self, name: str, token: int, value: "elect.Value") -> int:
+        """ELECTION.PROCLAIM: the leader's new value; returns the new
+        revision, or 0 when ``token`` no longer leads."""
+        return _as_int(self.call(*elect.proclaim_args(name, token, value)), "ELECTION.PROCLAIM")
+
+    def resign(self, name: str, token: int) -> bool:
+        """ELECTION.RESIGN: True if ``token`` led and stepped down."""
+        return _as_int(self.call("ELECTION.RESIGN", name, token), "ELECTION.RESIGN") == 1
+
+    def leader(self, name: str) -> "Optional[elect.ElectionState]":
+        """ELECTION.LEADER (linearizable): the leader's state, or None."""
+        return elect.state_reply(self.call("ELECTION.LEADER", name), "ELECTION.LEADER")
+
+    def observe(self, name: str, after: Optional[int] = None,
+                wait_ms: int = 0) -> "Optional[elect.ElectionState]":
+        """ELECTION.OBSERVE: without ``after``, the state now (a state with
+        nobody leading has value None); with it, the state once its
+        revision is above ``after``, waiting up to wait_ms, or None when
+        nothing changed by then.  Any node answers (followers too)."""
+        return elect.state_reply(self.call(*elect.observe_args(name, after, wait_ms),
+                                           wait_ms=wait_ms), "ELECTION.OBSERVE")
 
     def info(self) -> Dict[str, str]:
         """INFO as a dict (``role``, ``last_token``, ``leases``, ...)."""
