@@ -128,10 +128,10 @@
  * every other respect: expiry and LEASE_REVOKE free them (with lock-delay),
  * they count against locks_max and quota_locks, their waits against
  * waits_max, waiters_max (the semaphore's FIFO) and quota_locks.  One name
- * space: while the semaphore exists, LOCK, ACQUIRE, UNLOCK and LOCK_MULTI
- * naming its name or name#i (i < N) answer WRONGTYPE, and a first
+ * space: while the semaphore exists, LOCK, ACQUIRE, UNLOCK, LOCK_MULTI and
+ * ELECT_* naming its name or name#i (i < N) answer WRONGTYPE, and a first
  * SEM_ACQUIRE answers WRONGTYPE while a lock (also one kept for a queued
- * multi-lock) or a semaphore holds one of those names.
+ * multi-lock), an election or a semaphore holds one of those names.
  *
  * Events: every call that runs commands or time (fence_fsm_apply_entry,
  * fence_fsm_apply, fence_fsm_advance) first forgets the events of the

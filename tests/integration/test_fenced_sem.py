@@ -114,6 +114,14 @@ for cmd, bad in ((("LOCK.MULTI", leases[2], "mfree", "jobs#1"),
     t.check(e is not None and e.startswith("WRONGTYPE") and bad in e,
             "%s over a semaphore's name: WRONGTYPE" % cmd[0], e)
 t.eq(None, x("LOCK.INFO", "mfree"), "the refused multi-lock took nothing")
+# ... and elections: CAMPAIGN of a semaphore or a slot, and SEM.ACQUIRE of an election.
+for name, bad in (("jobs", "jobs is a semaphore"), ("jobs#0", "jobs#0 is a slot of semaphore")):
+    e = err(x, "ELECTION.CAMPAIGN", name, leases[2], "host")
+    t.check(e is not None and e.startswith("WRONGTYPE") and bad in e,
+            "ELECTION.CAMPAIGN %s: WRONGTYPE" % name, e)
+x("ELECTION.CAMPAIGN", "elected", leases[3], "host")
+e = err(x, "SEM.ACQUIRE", "elected", 2, leases[3])
+t.check(e is not None and e.startswith("WRONGTYPE"), "SEM.ACQUIRE of an election: WRONGTYPE", e)
 t.check(isinstance(x("LOCK", "jobs#2", leases[0]), int), "jobs#2 (not a slot of 2) is a lock")
 e = err(x, "SEM.ACQUIRE", "jobs#2", 1, leases[1])
 t.check(e is not None and e.startswith("WRONGTYPE"), "a lock's name as a semaphore: WRONGTYPE",

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "base/crc32c.h"
+#include "core/elect.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
@@ -772,6 +773,54 @@ static void test_with_multi_locks(void)
     done(f);
 }
 
+/* ELECT_* of name with lease / token (value "v" for CAMPAIGN, PROCLAIM). */
+static fence_cmd c_elect(uint8_t type, const char *name, uint64_t lease, uint64_t token)
+{
+    fence_cmd c = {.type = type, NAME(name), .lease = lease, .token = token};
+    if (type != FENCE_CMD_ELECT_RESIGN) {
+        c.value = (const uint8_t *)"v";
+        c.value_len = 1;
+    }
+    return c;
+}
+
+/* The one name space with elections (core/elect.c): CAMPAIGN, PROCLAIM
+ * and RESIGN of a semaphore's name or slot answer WRONGTYPE and create no
+ * election; SEM_ACQUIRE of an election's name, or of a semaphore whose
+ * slot name is an election, answers WRONGTYPE. */
+static void test_with_elections(void)
+{
+    fence_fsm *f = new_fsm();
+    uint64_t a = lease(f, 1, 60000, 0);
+    uint64_t b = lease(f, 1, 60000, 0);
+    fence_result g = run(f, 2, c_sem("s", 2, a, 0));
+    REQUIRE(g.status == FENCE_ST_OK);
+    const char *names[] = {"s", "s#0", "s#1"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_U64(run(f, 3, c_elect(FENCE_CMD_ELECT_CAMPAIGN, names[i], b, 0)).status,
+                     FENCE_ST_WRONGTYPE);
+        CHECK_EQ_U64(run(f, 3, c_elect(FENCE_CMD_ELECT_PROCLAIM, names[i], 0, g.token)).status,
+                     FENCE_ST_WRONGTYPE);
+        CHECK_EQ_U64(run(f, 3, c_elect(FENCE_CMD_ELECT_RESIGN, names[i], 0, g.token)).status,
+                     FENCE_ST_WRONGTYPE);
+        fence_fsm_elect_state es;
+        CHECK_EQ_I64(fence_fsm_elect_info(f, (const uint8_t *)names[i],
+                                          (uint16_t)strlen(names[i]), &es),
+                     FENCE_ST_WRONGTYPE);
+    }
+    /* s#2 is no slot of a semaphore of 2: an election may have it. */
+    CHECK_EQ_U64(run(f, 4, c_elect(FENCE_CMD_ELECT_CAMPAIGN, "s#2", b, 0)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(f, 4, c_elect(FENCE_CMD_ELECT_CAMPAIGN, "e", b, 0)).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(f, 5, c_sem("e", 1, a, 0)).status, FENCE_ST_WRONGTYPE);
+    CHECK_EQ_U64(run(f, 5, c_sem("t", 3, a, 0)).status, FENCE_ST_OK);
+    run(f, 6, c_revoke(a));
+    /* With s gone, a semaphore s of 3 would claim the election s#2. */
+    CHECK_EQ_U64(run(f, 7, c_sem("s", 3, b, 0)).status, FENCE_ST_WRONGTYPE);
+    CHECK_EQ_U64(run(f, 7, c_sem("s", 2, b, 0)).status, FENCE_ST_OK);
+    run(f, 8, c_revoke(b));
+    done(f);
+}
+
 int main(void)
 {
     TEST_RUN(test_basic_slots);
@@ -785,5 +834,6 @@ int main(void)
     TEST_RUN(test_reqid_slot_after_restore);
     TEST_RUN(test_entry_codec);
     TEST_RUN(test_with_multi_locks);
+    TEST_RUN(test_with_elections);
     return TEST_DONE();
 }
