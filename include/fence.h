@@ -230,11 +230,17 @@ FENCE_API int fence_lock_acquire(fence_client *c, const char *name,
  * must have a signing key (fenced --token-signing-key); otherwise the call
  * fails with the server's error (FENCE_ESERVER) and nothing is granted. */
 #define FENCE_LOCK_SIGNED 0x1u
+/* A shared (read) lock (LOCK/ACQUIRE ... SHARED): shared holders coexist,
+ * an exclusive one waits for them all; the holders admitted together (one
+ * phase) carry one token (docs/recipes.md).  fence_lock_release() releases
+ * it with UNLOCK name token LEASE lease. */
+#define FENCE_LOCK_SHARED 0x2u
 
 /* Bytes that hold any signed token string and its NUL. */
 #define FENCE_SIGNED_TOKEN_BUF_SIZE 192
 
-/* fence_lock_acquire() with flags (0 or FENCE_LOCK_SIGNED); the same
+/* fence_lock_acquire() with flags (0, FENCE_LOCK_SIGNED, FENCE_LOCK_SHARED or
+ * both); the same
  * errors, plus FENCE_EINVAL for an unknown flag and FENCE_EPROTO if a signed
  * reply does not have the signed token's shape. */
 FENCE_API int fence_lock_acquire_ex(fence_client *c, const char *name,

@@ -83,6 +83,24 @@ $(SIM_SMUT_CHECK): $(SIM_SMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_SMUT_CHECK)
 
+# Control: the simulation against the shared_new_token mutant (a shared
+# holder joining a phase is given a new token, so the holders admitted
+# before it no longer carry the phase's token) must report a violation
+# (sim_shared.c); the unit tests (test_core_shared) fail against it too.
+SIM_RWMUT_DIR   := $(BUILD)/mutant/shared_new_token
+SIM_RWMUT_BIN   := $(SIM_RWMUT_DIR)/tests/fence_sim
+SIM_RWMUT_CHECK := $(BUILD)/tests/fence_sim_shared_mutant_check.sh
+
+$(SIM_RWMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh shared_new_token $(SIM_RWMUT_DIR) tests/fence_sim
+
+$(SIM_RWMUT_CHECK): $(SIM_RWMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted shared-phase bug (tests/mutants/shared_new_token.patch)\nexec "$$(dirname "$$0")/../mutant/shared_new_token/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_RWMUT_CHECK)
+
 # Control: the same simulation against the multi_partial mutant (a waiting
 # multi-lock first in every queue is granted the names that are free and
 # not the held ones: a multi-lock granted partly) must report a violation.

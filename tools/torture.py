@@ -201,6 +201,7 @@ class Worker:
                 "--fenced", ",".join("127.0.0.1:%d" % pf.port for pf in self.pfs), "--store", "127.0.0.1:%d" % self.ps.port,
                 "--ttl-ms", str(args.ttl_ms), "--wait-ms", str(args.wait_ms),
                 "--hold-max-ms", str(args.hold_max_ms), "--seed", str(seed), "--long-pct", str(args.long_pct),
+                "--shared-pct", str(args.shared_pct),
                 "--lock", args.lock, "--fence", args.fence, "--counter", args.counter] + extra_args
         logf = open(os.path.join(outdir, "%s.log" % self.name), "a")
         self.proc = subprocess.Popen(argv, env=env, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -558,6 +559,9 @@ def parse_args(argv):
     ap.add_argument("--ttl-ms", type=int, default=1000, help="lease TTL of the workers (default 1000)")
     ap.add_argument("--hold-max-ms", type=int, help="longest hold (default: the TTL)")
     ap.add_argument("--long-pct", type=int, default=5, help="percent of long holds (default 5)")
+    ap.add_argument("--shared-pct", type=int, default=0,
+                    help="percent of worker iterations that are readers under a shared lock "
+                         "(LOCK ... SHARED; checked by read-stable; default 0)")
     ap.add_argument("--wait-ms", type=int, default=5000, help="LOCK WAIT of the workers (default 5000)")
     ap.add_argument("--interval-ms", type=int, default=2500, help="mean time between faults (default 2500)")
     ap.add_argument("--faults", default=",".join(ALL_FAULTS),

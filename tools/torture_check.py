@@ -29,6 +29,11 @@ timeline:
                 full TTL, counted from the first answer given afterwards.
   liveness      After the last fault healed, some lock grant completes within
                 the liveness bound (default TTL + longest hold + 2 s).
+  read-stable   A reader under a shared lock (--shared-pct) reads the counter,
+                holds, reads it again and is admitted again with its token:
+                both reads agree (no write came while its phase's token was
+                still admitted).  Shared grants of one phase share a token:
+                the tokens check allows that among shared grants only.
 
 Usage: torture_check.py [options] HISTORY...
 Exit status: 0 no violation, 1 violations, 2 unreadable input.  With
@@ -151,7 +156,8 @@ def check_grants(res, grants):
     for g in grants:
         tok = g.get("token")
         prev = by_token.get(tok)
-        if prev is not None and prev.get("lease") != g.get("lease"):
+        if prev is not None and prev.get("lease") != g.get("lease") and \
+                not (prev.get("shared") and g.get("shared")):
             res.violations.append(Violation(
                 "tokens", g.done_t,
                 "token %s was granted twice: to lease %s (%s) and to lease %s (%s)"
@@ -169,7 +175,8 @@ def check_grants(res, grants):
         if best is None:
             continue
         bt, at = b.get("token"), best.get("token")
-        if bt < at or (bt == at and b.get("lease") != best.get("lease")):
+        if bt < at or (bt == at and b.get("lease") != best.get("lease") and
+                       not (b.get("shared") and best.get("shared"))):
             res.violations.append(Violation(
                 "tokens", b.done_t,
                 "token order contradicts grant order: token %s (lease %s, %s) was granted after "
@@ -349,7 +356,15 @@ def check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, defaul
         if rs:
             ttl = lease_ttl.get(lease, default_ttl_ms)
             cands.append(max(r.inv_t for r in rs) + ttl * ms)
-        release_lb[tok] = min(cands) if cands else None
+        # The holders of a shared phase share the token: the next grant
+        # waits for the last of them (the latest of their earliest releases).
+        mine = min(cands) if cands else None
+        if tok in release_lb and (release_lb[tok] is None or mine is None):
+            release_lb[tok] = None
+        elif tok in release_lb:
+            release_lb[tok] = max(release_lb[tok], mine)
+        else:
+            release_lb[tok] = mine
     by_lock = {}
     for g in grants:
         by_lock.setdefault(g.get("lock"), []).append(g)
@@ -387,7 +402,12 @@ def check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, defaul
                         _ms(res, kill_t), _ms(res, up_t))
             lb = g.inv_t
             why_lb = "LOCK was invoked at %s" % _ms(res, lb)
-            prev = gs[idx - 1] if idx > 0 else None
+            # The previous grant of another token (joining a shared phase
+            # waits for no earlier holder of it).
+            j = idx - 1
+            while j >= 0 and gs[j].get("token") == tok_of(g):
+                j -= 1
+            prev = gs[j] if j >= 0 else None
             if prev is not None:
                 pt = prev.get("token")
                 if tok_of(g) - pt > 1000:
@@ -407,6 +427,23 @@ def check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, defaul
                     "%s, so it expired by %s; the grant happened no earlier than %s because %s"
                     % (lock, g.get("token"), lease, g.proc, why_ub, _ms(res, ub), _ms(res, lb), why_lb),
                     [g.inv, g.done]))
+
+
+def check_rereads(res, ops):
+    """A reader's two reads agree when its token was admitted after both."""
+    n = 0
+    for o in ops:
+        if o.op != "reread" or o.status != "ok":
+            continue
+        n += 1
+        if o.get("first") != o.get("second"):
+            res.violations.append(Violation(
+                "read-stable", o.done_t,
+                "%s read the counter as %s, then %s, under a shared lock (token %s) whose token "
+                "the fence still admitted after both reads: a write came inside a shared phase"
+                % (o.proc, o.get("first"), o.get("second"), o.get("token")),
+                [o.inv, o.done]))
+    res.stats["rereads_checked"] = n
 
 
 def check_early_expiry(res, ops, grants, slack_ms):
@@ -523,6 +560,7 @@ def check(events, ttl_ms=None, slack_ms=None, liveness_ms=None, inflight_ms=None
     check_expired_grants(res, ops, events, grants, slack_ms, inflight_ms, ttl_ms)
     check_early_expiry(res, ops, grants, slack_ms)
     check_liveness(res, events, grants, liveness_ms)
+    check_rereads(res, ops)
     res.violations.sort(key=lambda v: v.t)
     faults = {}
     for e in events:
@@ -599,8 +637,10 @@ def summary_table(res, out=sys.stdout, title="torture summary"):
     rows += [("admitted (token ok)", s.get("admitted", 0)),
              ("rejected stale", s.get("rejected_stale", 0)),
              ("increments acked", s.get("increments_acked", 0)),
-             ("final counter", s.get("final_counter", "-")),
-             ("violations", s.get("violations", 0)),
+             ("final counter", s.get("final_counter", "-"))]
+    if s.get("rereads_checked"):
+        rows.append(("shared rereads", s["rereads_checked"]))
+    rows += [("violations", s.get("violations", 0)),
              ("seed", s.get("seed", "-"))]
     w = max(len(r[0]) for r in rows)
     print("---- %s ----" % title, file=out)

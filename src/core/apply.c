@@ -83,8 +83,7 @@ static void forget_reqs(fence_fsm *f, fence__wait *w)
 /* Grant free lock k to lease l: the next token. */
 static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
 {
-    FENCE_ASSERT(k->holder == NULL);
-    FENCE_ASSERT(!k->in_delay);
+    FENCE_ASSERT(fence__lock_is_free(k));
     FENCE_ASSERT(fence__lease_live(f, l));
     FENCE_ASSERT(f->last_token < UINT64_MAX);
     uint64_t token = ++f->last_token;
@@ -95,6 +94,32 @@ static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
     fence__lock_retoken(f, k, token);
     fence__held_append(f, l, k);
     FENCE_ASSERT(k->holder == l);
+    f->n_grants++;
+    return token;
+}
+
+/* Lease l joins lock k's current shared phase: it carries the phase's
+ * token (no new token: see shared.c). */
+static uint64_t join_shared(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    FENCE_ASSERT(k->nsholders > 0);
+    FENCE_ASSERT(fence__lease_live(f, l));
+    fence__shold *s = fence__shold_add(f, k, l);
+    FENCE_ASSERT(s != NULL); /* fence__alloc stops on failure */
+    f->n_grants++;
+    return k->token;
+}
+
+/* Begin a shared phase on free lock k with lease l: the next token. */
+static uint64_t grant_shared(fence_fsm *f, fence__lock *k, fence__lease *l)
+{
+    FENCE_ASSERT(fence__lock_is_free(k));
+    FENCE_ASSERT(fence__lease_live(f, l));
+    FENCE_ASSERT(f->last_token < UINT64_MAX);
+    uint64_t token = ++f->last_token;
+    fence__lock_retoken(f, k, token);
+    fence__shold *s = fence__shold_add(f, k, l);
+    FENCE_ASSERT(s != NULL); /* fence__alloc stops on failure */
     f->n_grants++;
     return token;
 }
@@ -110,6 +135,28 @@ static bool waiter_eligible(const fence_fsm *f, const fence__wait *w)
         return false;
     }
     return fence__lease_live(f, w->lease);
+}
+
+static void grant_wait(fence_fsm *f, fence__wait *w);
+
+/* Shared-held lock k: admit into its phase the shared waiters at the head
+ * of its FIFO, up to the first exclusive one that may be granted.
+ * Ineligible waiters are passed over as in handoff. */
+static void admit_shared(fence_fsm *f, fence__lock *k)
+{
+    FENCE_ASSERT(k->nsholders > 0);
+    fence__link *p = k->queue.first;
+    while (p != NULL) {
+        fence__wait *w = QWAIT_OF(p);
+        p = p->next;
+        if (!waiter_eligible(f, w)) {
+            continue;
+        }
+        if (!w->shared) {
+            break;
+        }
+        grant_wait(f, w);
+    }
 }
 
 /* Lock k just became available: grant it to the first eligible waiter in
@@ -141,10 +188,25 @@ static void handoff(fence_fsm *f, fence__lock *k)
         fence__multi_try(f, w->head);
         return;
     }
+    bool shared = w->shared;
+    grant_wait(f, w);
+    if (shared) {
+        admit_shared(f, k);
+    }
+}
+
+/* Grant queued wait w (on one lock) its lock (exclusive, joining the
+ * lock's shared phase, or beginning one), report it and free w. */
+static void grant_wait(fence_fsm *f, fence__wait *w)
+{
     fence__lease *l = w->lease;
+    fence__lock *k = w->lock;
     bool acq = w->acquire;
+    bool shared = w->shared;
     fence__wait_unlink(f, w);
-    uint64_t token = grant(f, k, l);
+    uint64_t token = !shared ? grant(f, k, l)
+                     : k->nsholders > 0 ? join_shared(f, k, l)
+                                        : grant_shared(f, k, l);
     f->n_handoffs++;
     fence__elect_won(f, k, w);
     if (acq) {
@@ -189,6 +251,9 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     fence__free(f, w);
     if (s != NULL) {
         fence__sem_maybe_destroy(f, s);
+    } else if (k->nsholders > 0) {
+        /* The shared waiters it held back may join the phase now. */
+        admit_shared(f, k);
     } else {
         fence__lock_maybe_destroy(f, k);
     }
@@ -207,6 +272,22 @@ static void lease_remove(fence_fsm *f, fence__lease *l, bool expired)
         fence__lock *k = HELD_OF(l->held.first);
         fence__held_unlink(f, k);
         fence__elect_lost(f, k);
+        if (expired && l->lock_delay_ms > 0) {
+            fence__lock_set_delay(f, k, l->lock_delay_ms,
+                                  f->now_ms + l->lock_delay_ms);
+        } else {
+            handoff(f, k);
+        }
+    }
+    /* Then its shared holds, in token order: the last holder of a phase
+     * frees the lock as an exclusive holder would. */
+    while (!fence__list_empty(&l->sheld)) {
+        fence__shold *s = LSHOLD_OF(l->sheld.first);
+        fence__lock *k = s->lock;
+        fence__shold_remove(f, s);
+        if (k->nsholders > 0) {
+            continue;
+        }
         if (expired && l->lock_delay_ms > 0) {
             fence__lock_set_delay(f, k, l->lock_delay_ms,
                                   f->now_ms + l->lock_delay_ms);
@@ -473,6 +554,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
+    bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
     if (k != NULL && k->elect != NULL) {
         r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
@@ -480,7 +562,8 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     /* The owner's quota: a lock this lease holds or waits for already
      * counts, so only a new hold or wait is refused. */
-    if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL)) &&
+    if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL &&
+                       fence__shold_of(l, k) == NULL)) &&
         quota_locks_full(f, c)) {
         r->status = FENCE_ST_LIMIT;
         return;
@@ -497,20 +580,39 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
             return;
         }
     }
-    if (k->holder == l) {
+    bool holds_shared = k->nsholders > 0 && fence__shold_of(l, k) != NULL;
+    if (k->holder == l || holds_shared) {
+        if (holds_shared != shared) {
+            /* Neither an upgrade nor a downgrade: say so. */
+            r->status = FENCE_ST_INVALID;
+            r->value = FENCE_INVALID_MODE;
+            return;
+        }
         r->status = FENCE_ST_OK;
         r->token = k->token;
         r->lease = l->id;
         return;
     }
-    if (k->holder == NULL && !k->in_delay && k->nwaiters == 0) {
+    if (fence__lock_is_free(k) && k->nwaiters == 0) {
         r->status = FENCE_ST_OK;
-        r->token = grant(f, k, l);
+        r->token = shared ? grant_shared(f, k, l) : grant(f, k, l);
+        r->lease = l->id;
+        return;
+    }
+    if (shared && k->nsholders > 0 && k->nwaiters == 0) {
+        /* Nothing queued ahead: join the current phase. */
+        r->status = FENCE_ST_OK;
+        r->token = join_shared(f, k, l);
         r->lease = l->id;
         return;
     }
     fence__wait *w = fence__wait_of(l, k);
     if (w != NULL) {
+        if (w->shared != shared) {
+            r->status = FENCE_ST_INVALID;
+            r->value = FENCE_INVALID_MODE;
+            return;
+        }
         r->status = FENCE_ST_QUEUED;
         r->wait_id = w->id;
         r->lease = l->id;
@@ -520,7 +622,25 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NIL;
         return;
     }
-    enqueue(f, l, k, c, false, r);
+    w = enqueue(f, l, k, c, false, r);
+    if (w != NULL) {
+        w->shared = shared;
+    }
+}
+
+/* Release every lock l holds exclusively with token: one lock, or all the
+ * names of one multi-lock (multi.c), in held-list order. */
+void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token)
+{
+    fence__link *p = l->held.first;
+    while (p != NULL) {
+        fence__lock *g = HELD_OF(p);
+        p = p->next;
+        if (g->token == token) {
+            fence__held_unlink(f, g);
+            handoff(f, g);
+        }
+    }
 }
 
 /* UNLOCK: release if the token is the holder's; a dedicated lease goes too. */
@@ -540,6 +660,12 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
         return;
     }
+    if (k != NULL && k->nsholders > 0 && k->token == c->token) {
+        /* The holders of a phase share this token: which one? */
+        r->status = FENCE_ST_INVALID;
+        r->value = FENCE_INVALID_SHARED;
+        return;
+    }
     if (k == NULL || k->holder == NULL || k->token != c->token) {
         r->value = 0;
         return;
@@ -549,18 +675,7 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
-    /* Every lock l holds with this token: one lock, or all the names of
-     * one multi-lock (multi.c), released in held-list order. */
-    uint64_t token = k->token;
-    fence__link *p = l->held.first;
-    while (p != NULL) {
-        fence__lock *g = HELD_OF(p);
-        p = p->next;
-        if (g->token == token) {
-            fence__held_unlink(f, g);
-            handoff(f, g);
-        }
-    }
+    fence__release_group(f, l, k->token);
     if (l->dedicated) {
         lease_remove(f, l, false);
     }
@@ -586,12 +701,14 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_LIMIT;
         return;
     }
+    bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
     if (k != NULL && k->elect != NULL) {
         r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
         return;
     }
-    bool free_now = k == NULL || (k->holder == NULL && !k->in_delay && k->nwaiters == 0);
+    bool join = shared && k != NULL && k->nsholders > 0 && k->nwaiters == 0;
+    bool free_now = k == NULL || (fence__lock_is_free(k) && k->nwaiters == 0) || join;
     if (!free_now) {
         if (c->wait_ms == 0) {
             r->status = FENCE_ST_NIL;
@@ -626,14 +743,17 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         }
         f->next_lease_id++;
         r->status = FENCE_ST_OK;
-        r->token = grant(f, k, l);
+        r->token = join ? join_shared(f, k, l)
+                   : shared ? grant_shared(f, k, l) : grant(f, k, l);
         r->lease = l->id;
         return;
     }
-    if (enqueue(f, l, k, c, true, r) == NULL) {
+    fence__wait *w = enqueue(f, l, k, c, true, r);
+    if (w == NULL) {
         fence__lease_destroy(f, l);
         return;
     }
+    w->shared = shared;
     f->next_lease_id++;
     fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
 }
@@ -691,6 +811,9 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_SEM_RELEASE:
         fence__cmd_sem_release(f, c, r);
         break;
+    case FENCE_CMD_UNLOCK_SHARED:
+        fence__cmd_unlock_shared(f, c, r);
+        break;
     case FENCE_CMD_LOCK_MULTI:
         fence__multi_cmd(f, c, r);
         break;
@@ -719,6 +842,11 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
 void fence__handoff(fence_fsm *f, fence__lock *k)
 {
     handoff(f, k);
+}
+
+void fence__admit_shared(fence_fsm *f, fence__lock *k)
+{
+    admit_shared(f, k);
 }
 
 void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r)
@@ -774,7 +902,9 @@ void fence_fsm_apply(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
 /* Dedup lookup, the command itself, dedup record. */
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
 {
-    if ((cmd->flags & ~FENCE_CMD_F_ALL) != 0) {
+    if ((cmd->flags & ~FENCE_CMD_F_ALL) != 0 ||
+        ((cmd->flags & FENCE_CMD_F_SHARED) != 0 && cmd->type != FENCE_CMD_LOCK &&
+         cmd->type != FENCE_CMD_ACQUIRE)) {
         out->status = FENCE_ST_INVALID;
         return;
     }

@@ -170,6 +170,10 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
         if (fence__lock_find(f, k->name, k->name_len) != k) {
             return "lock not found by name";
         }
+        if (prev != NULL && prev->token == k->token && k->token != 0 &&
+            (k->nsholders > 0 || prev->nsholders > 0)) {
+            return "a shared phase's token is another lock's too";
+        }
         if (k->holder != NULL && k->in_delay) {
             return "a held lock is in lock-delay";
         }
@@ -332,7 +336,7 @@ static const char *check_owners(const fence_fsm *f)
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
         names += fence__wait_names(WAIT_OF(p));
     }
-    if (leases != f->leases.count || locks != f->nheld || waits != names) {
+    if (leases != f->leases.count || locks != f->nheld + f->nsheld || waits != names) {
         return "owner counts do not add up to the leases, held locks and waits";
     }
     for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
@@ -351,7 +355,7 @@ static const char *check_owners(const fence_fsm *f)
             const fence__lease *l = LEASE_OF(q);
             if (l->own == o) {
                 ol++;
-                ok += l->nheld;
+                ok += l->nheld + l->nsheld;
                 for (const fence__link *w = l->waits.first; w != NULL; w = w->next) {
                     ow += fence__wait_names(LWAIT_OF(w));
                 }
@@ -390,6 +394,9 @@ const char *fence_fsm_check(const fence_fsm *f)
         return e;
     }
     if ((e = check_owners(f)) != NULL) {
+        return e;
+    }
+    if ((e = fence__check_shared(f)) != NULL) {
         return e;
     }
     if ((e = fence__multi_check(f)) != NULL) {

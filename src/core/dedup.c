@@ -112,6 +112,10 @@ uint64_t fence__cmd_fp(const fence_cmd *cmd)
         h = fence__fnv1a64_add_u64(h, cmd->slot);
     }
     FENCE_ASSERT(cmd->name_len == 0 || cmd->name != NULL);
+    /* A shared request differs from the exclusive one (mixed in only when
+     * set, so that every older command keeps its fingerprint). */
+    if (cmd->flags & FENCE_CMD_F_SHARED)
+        h = fence__fnv1a64_add_u64(h, FENCE_CMD_F_SHARED);
     h = fence__fnv1a64_add(h, cmd->name, cmd->name_len);
     /* LOCK_MULTI's names, in request order (nothing for other types, so
      * their fingerprints are as before). */

@@ -73,6 +73,9 @@ void fence__fsm_free(fence_fsm *f)
     if (f == NULL) {
         return;
     }
+    for (fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
+        free_all(f, &LOCK_OF(p)->sholders, offsetof(fence__shold, klink));
+    }
     fence__elect_free_all(f);
     free_all(f, &f->wait_list, offsetof(fence__wait, wlink));
     free_all(f, &f->lock_list, offsetof(fence__lock, tlink));
@@ -149,7 +152,7 @@ int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
     memset(out, 0, sizeof(*out));
     out->ttl_ms = l->ttl_ms;
     out->deadline_ms = l->hi.deadline_ms;
-    out->locks_held = l->nheld;
+    out->locks_held = l->nheld + l->nsheld;
     out->lock_delay_ms = l->lock_delay_ms;
     out->owner = l->owner;
     return 0;
@@ -163,7 +166,7 @@ bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
         return false;
     }
     const fence__lock *k = fence__lock_find(f, name, name_len);
-    if (k == NULL || k->holder == NULL) {
+    if (k == NULL || (k->holder == NULL && k->nsholders == 0)) {
         return false;
     }
     FENCE_ASSERT(!k->in_delay);
@@ -172,11 +175,60 @@ bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
     FENCE_ASSERT(out != NULL);
     memset(out, 0, sizeof(*out));
     out->token = k->token;
-    out->lease = k->holder->id;
-    out->deadline_ms = k->holder->hi.deadline_ms;
     out->waiters = k->nwaiters;
-    out->owner = k->holder->owner;
+    if (k->holder != NULL) {
+        out->lease = k->holder->id;
+        out->deadline_ms = k->holder->hi.deadline_ms;
+        out->owner = k->holder->owner;
+        out->holders = 1;
+        return true;
+    }
+    /* Shared: the first holder, and the latest deadline of them all (the
+     * lock stays held until then). */
+    const fence__lease *first = KSHOLD_OF(k->sholders.first)->lease;
+    out->lease = first->id;
+    out->owner = first->owner;
+    out->shared = true;
+    out->holders = k->nsholders;
+    for (const fence__link *p = k->sholders.first; p != NULL; p = p->next) {
+        const fence__lease *l = KSHOLD_OF(p)->lease;
+        if (l->hi.deadline_ms > out->deadline_ms) {
+            out->deadline_ms = l->hi.deadline_ms;
+        }
+    }
     return true;
+}
+
+/* The holders of a held lock, in admission order (see fsm.h). */
+size_t fence_fsm_lock_holders(const fence_fsm *f, const uint8_t *name, uint16_t name_len,
+                              fence_fsm_holder *out, size_t cap)
+{
+    FENCE_ASSERT(out != NULL || cap == 0);
+    if (name == NULL || name_len == 0 || name_len > FENCE_NAME_MAX) {
+        return 0;
+    }
+    const fence__lock *k = fence__lock_find(f, name, name_len);
+    if (k == NULL) {
+        return 0;
+    }
+    if (k->holder != NULL) {
+        if (cap > 0) {
+            out[0].lease = k->holder->id;
+            out[0].deadline_ms = k->holder->hi.deadline_ms;
+            out[0].owner = k->holder->owner;
+        }
+        return 1;
+    }
+    size_t n = 0;
+    for (const fence__link *p = k->sholders.first; p != NULL; p = p->next, n++) {
+        if (n < cap) {
+            const fence__lease *l = KSHOLD_OF(p)->lease;
+            out[n].lease = l->id;
+            out[n].deadline_ms = l->hi.deadline_ms;
+            out[n].owner = l->owner;
+        }
+    }
+    return n;
 }
 
 /* Iterate the locks in token order (see fsm.h). */
@@ -222,6 +274,18 @@ size_t fence_fsm_locks_list(const fence_fsm *f, uint64_t after, size_t max_visit
         e->deadline_ms = k->holder != NULL ? k->holder->hi.deadline_ms
                                            : (k->in_delay ? k->hi.deadline_ms : 0);
         e->waiters = k->nwaiters;
+        e->holders = k->holder != NULL ? 1 : k->nsholders;
+        e->shared = k->nsholders > 0;
+        if (k->nsholders > 0) {
+            /* The first holder, and the latest deadline of them all. */
+            e->lease = KSHOLD_OF(k->sholders.first)->lease->id;
+            for (const fence__link *q = k->sholders.first; q != NULL; q = q->next) {
+                const fence__lease *l = KSHOLD_OF(q)->lease;
+                if (l->hi.deadline_ms > e->deadline_ms) {
+                    e->deadline_ms = l->hi.deadline_ms;
+                }
+            }
+        }
     }
     if (lnk != NULL && LOCK_OF(lnk)->token == last && token_before != after) {
         n = n_before;
@@ -251,7 +315,7 @@ size_t fence_fsm_leases_list(const fence_fsm *f, uint64_t after, fence_fsm_lease
         e->id = l->id;
         e->ttl_ms = l->ttl_ms;
         e->deadline_ms = l->hi.deadline_ms;
-        e->locks_held = l->nheld;
+        e->locks_held = l->nheld + l->nsheld;
         e->waits = l->nwaits;
         e->owner = l->owner;
     }
@@ -273,7 +337,7 @@ void fence_fsm_stats_get(const fence_fsm *f, fence_fsm_stats *out)
     FENCE_ASSERT(f->nheld <= f->locks.count);
     memset(out, 0, sizeof(*out));
     out->leases = f->leases.count;
-    out->locks = f->nheld;
+    out->locks = f->nheld + f->nslocks;
     out->waiters = f->waits.count;
     out->last_token = f->last_token;
     out->now_ms = f->now_ms;

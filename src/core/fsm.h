@@ -133,6 +133,26 @@
  * SEM_ACQUIRE answers WRONGTYPE while a lock (also one kept for a queued
  * multi-lock), an election or a semaphore holds one of those names.
  *
+ * Shared holds (FENCE_CMD_F_SHARED on LOCK/ACQUIRE, core/shared.c): a
+ * lock is held by one exclusive holder or by the shared holders of one
+ * phase.  A shared request on a free lock begins a phase with the next
+ * token; one on a shared-held lock joins the phase, with the phase's token,
+ * only when no request is queued on the lock (a queued request holds back
+ * every later shared one: FIFO, no writer starvation); otherwise it queues
+ * (or answers NIL).  Hand-off to a shared waiter begins a new phase and
+ * admits the shared waiters behind it up to the first exclusive one; when
+ * a waiter leaves the queue of a shared-held lock, the shared waiters now
+ * at its head join the phase.  Each shared hold counts as a lock for the
+ * owner's quota; the lock is one object for locks_max.  A lease that
+ * holds or waits for a lock in one mode and asks in the other gets
+ * INVALID with value FENCE_INVALID_MODE.  UNLOCK_SHARED (name, token,
+ * lease) ends that lease's hold (shared, or exclusive of that lease);
+ * plain UNLOCK with a shared phase's token answers INVALID with value
+ * FENCE_INVALID_SHARED (the holders share the token: name the lease).  A
+ * lease that ends releases its shared holds after its exclusive ones, in
+ * token order; the last holder of a phase leaving frees the lock (with
+ * the lease's lock-delay if it expired).
+ *
  * Events: every call that runs commands or time (fence_fsm_apply_entry,
  * fence_fsm_apply, fence_fsm_advance) first forgets the events of the
  * previous call, then collects the events of its own in an array inside the
@@ -281,6 +301,13 @@ typedef enum fence_status {
 } fence_status;
 #define FENCE_ST_LAST FENCE_ST_WRONGTYPE
 
+/* fence_result.value with FENCE_ST_INVALID, saying why (0: a field out of
+ * range, or a REQID reused for another request). */
+#define FENCE_INVALID_MODE 1   /* LOCK: the lease holds or waits for the lock
+                                  in the other mode (no upgrade/downgrade) */
+#define FENCE_INVALID_SHARED 2 /* UNLOCK of a shared phase's token: its
+                                  holders share it, UNLOCK_SHARED names one */
+
 typedef struct fence_result {
     uint8_t status;   /* fence_status */
     uint64_t lease;   /* LEASE_GRANT, ACQUIRE: the lease id */
@@ -374,15 +401,31 @@ int fence_fsm_lease_info(const fence_fsm *f, uint64_t lease, uint64_t now_ms,
 /* A held lock as the state machine sees it (not include/fence.h's
  * fence_lock_info). */
 typedef struct fence_fsm_lock_state {
-    uint64_t token;         /* token of the holder's grant */
-    uint64_t lease;         /* the holder lease */
-    uint64_t deadline_ms;   /* holder lease deadline, fsm time */
+    uint64_t token;         /* token of the holder's grant (shared: the
+                               phase's token, every holder's) */
+    uint64_t lease;         /* the holder lease (shared: the first holder) */
+    uint64_t deadline_ms;   /* holder lease deadline, fsm time (shared: the
+                               latest of the holders') */
     uint32_t waiters;       /* waits queued on it */
-    uint64_t owner;         /* owner of the holder lease */
+    uint64_t owner;         /* owner of the holder lease (shared: the first's) */
+    bool shared;            /* held by the shared holders of one phase */
+    uint32_t holders;       /* 1, or the shared holders */
 } fence_fsm_lock_state;
 /* true and *out filled when the lock is held; false when free. */
 bool fence_fsm_lock_info(const fence_fsm *f, const uint8_t *name,
                          uint16_t name_len, fence_fsm_lock_state *out);
+
+/* One holder of a lock. */
+typedef struct fence_fsm_holder {
+    uint64_t lease;
+    uint64_t deadline_ms;   /* its lease's deadline, fsm time */
+    uint64_t owner;
+} fence_fsm_holder;
+/* The holders of a held lock (the exclusive one, or the shared ones in
+ * admission order): writes up to cap of them to out and returns how many
+ * there are (0: free, in lock-delay or unknown). */
+size_t fence_fsm_lock_holders(const fence_fsm *f, const uint8_t *name, uint16_t name_len,
+                              fence_fsm_holder *out, size_t cap);
 
 /* One lock as LOCK.LIST shows it.  name is borrowed from the state
  * machine: valid until the next call that changes the state. */
@@ -390,9 +433,13 @@ typedef struct fence_fsm_lock_entry {
     const uint8_t *name;    /* the name bytes (not NUL-terminated) */
     uint16_t name_len;      /* 1..FENCE_NAME_MAX */
     uint64_t token;         /* token of the last grant (the iteration key) */
-    uint64_t lease;         /* the holder lease, 0 when free (lock-delay) */
-    uint64_t deadline_ms;   /* holder lease deadline, or lock-delay end */
+    uint64_t lease;         /* the holder lease, 0 when free (lock-delay);
+                               shared: the first holder */
+    uint64_t deadline_ms;   /* holder lease deadline, or lock-delay end;
+                               shared: the latest holder deadline */
     uint32_t waiters;       /* waits queued on it */
+    uint32_t holders;       /* 0 (lock-delay), 1, or the shared holders */
+    bool shared;            /* held shared */
 } fence_fsm_lock_entry;
 
 /* Read-only iteration over the locks in token order (deterministic): visit

@@ -8,7 +8,8 @@
  * apply.c (grants, releases, time, the commands), multi.c (LOCK_MULTI:
  * one wait over many locks, and its snapshot section), sem.c (semaphores
  * of slots) and sem_snap.c (their snapshot section), check.c (the
- * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot codec),
+ * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot
+ * codec), shared.c (shared holds: the holders of one shared phase of a lock),
  * elect.c and elect_snap.c (leader election: core/elect.h).
  *
  * Layout in one paragraph: leases, locks, waits and dedup records live in
@@ -49,6 +50,7 @@ enum {
 typedef struct fence__lock fence__lock;
 typedef struct fence__wait fence__wait;
 typedef struct fence__sem fence__sem;
+typedef struct fence__shold fence__shold;
 typedef struct fence__elect fence__elect;
 typedef struct fence__cand fence__cand;
 
@@ -83,20 +85,29 @@ typedef struct fence__lease {
     uint32_t nheld;         /* length of held */
     fence__list waits;      /* waits queued (fence__wait.llink), by id */
     uint32_t nwaits;        /* length of waits */
+    fence__list sheld;      /* shared holds (fence__shold.llink), by the
+                               lock's token (shared.c) */
+    uint32_t nsheld;        /* length of sheld */
 } fence__lease;
 
-/* A lock object: exists while held, in lock-delay, while free and kept for
- * the multi-lock first in its FIFO (multi.c), or (only transiently, inside
- * fence_fsm_advance) while free with waiters that are due to fail. */
+/* A lock object: exists while held (by one exclusive holder, or by the
+ * shared holders of one phase, shared.c), in lock-delay, while free and kept
+ * for the multi-lock first in its FIFO (multi.c), or (only transiently,
+ * inside fence_fsm_advance) while free with waiters that are due to fail. */
 struct fence__lock {
     fence__hnode hn;       /* in fsm.locks, by name */
     fence__hitem hi;       /* lock-delay end */
     fence__link hlink;     /* in holder's held list */
     fence__link tlink;     /* in fsm.lock_list, by token */
     uint64_t token;        /* token of the last grant (shared only by the
-                              locks of one multi-lock grant; 0: never
-                              granted, kept for a queued multi-lock) */
-    struct fence__lease *holder; /* NULL when free */
+                              locks of one multi-lock grant, or while
+                              shared-held, the phase's token, which every
+                              shared holder carries; 0: never granted, kept
+                              for a queued multi-lock) */
+    struct fence__lease *holder; /* the exclusive holder, NULL otherwise */
+    fence__list sholders;  /* shared holders (fence__shold.klink), in
+                              admission order; empty unless shared-held */
+    uint32_t nsholders;    /* length of sholders */
     bool in_delay;         /* unavailable until hi.deadline_ms */
     uint64_t delay_ms;     /* the lock-delay in force */
     fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
@@ -129,6 +140,7 @@ struct fence__wait {
     fence__sem *sem;             /* SEM_ACQUIRE: the semaphore waited for
                                     (in its FIFO by qlink), else NULL */
     bool acquire;                /* an ACQUIRE (its lease is dedicated) */
+    bool shared;                 /* a shared (FENCE_CMD_F_SHARED) request */
     bool has_req;                /* req_id is a dedup key */
     uint64_t req_id;             /* client request id */
     fence__list reqs;            /* dedup records answered QUEUED with
@@ -161,6 +173,15 @@ struct fence__elect {
     uint64_t revision;  /* fsm.elect_rev at its last change (> 0) */
     fence__cand *value; /* the leader's value; non-NULL iff the lock has a
                          * holder */
+};
+
+/* One shared hold: lease `lease` holds lock `lock` in the lock's current
+ * shared phase (its token is lock->token).  shared.c. */
+struct fence__shold {
+    fence__link klink;    /* in lock->sholders, admission order */
+    fence__link llink;    /* in lease->sheld, by lock token */
+    fence__lock *lock;
+    struct fence__lease *lease;
 };
 
 /* A remembered command result for idempotent retries. */
@@ -198,7 +219,9 @@ struct fence_fsm {
     fence__list lock_list;   /* all locks (fence__lock.tlink), by token */
     fence__list wait_list;   /* all waits (fence__wait.wlink), by id */
     fence__list dedup_list;  /* dedup records (fence__dedup.link), by age */
-    uint64_t nheld;          /* locks with a holder */
+    uint64_t nheld;          /* locks with an exclusive holder */
+    uint64_t nsheld;         /* shared holds, over all locks */
+    uint64_t nslocks;        /* locks held shared (nsholders > 0) */
     uint64_t elect_rev;      /* last election revision given (elect.c) */
     uint64_t nelect;         /* lock objects that are elections */
     uint64_t elect_tomb[FENCE__ELECT_TOMBS]; /* per slot of an unkeyed name
@@ -227,6 +250,8 @@ struct fence_fsm {
 #define DEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, link, (lnk))
 #define OWNER_OF(lnk) FENCE__LIST_ITEM(fence__owner, link, (lnk))
 #define WDEDUP_OF(lnk) FENCE__LIST_ITEM(fence__dedup, wlink, (lnk))
+#define KSHOLD_OF(lnk) FENCE__LIST_ITEM(fence__shold, klink, (lnk))
+#define LSHOLD_OF(lnk) FENCE__LIST_ITEM(fence__shold, llink, (lnk))
 
 /* ---- mem.c: memory ------------------------------------------------------- */
 
@@ -335,6 +360,50 @@ void fence__dedup_detach(fence__dedup *d);
 /* Evict the oldest records until at most max remain. */
 void fence__dedup_trim(fence_fsm *f, uint32_t max);
 
+/* ---- shared.c: shared (read) holds ------------------------------------------ */
+
+/* True when lock k has no holder of either mode and is not in lock-delay. */
+static inline bool fence__lock_is_free(const fence__lock *k)
+{
+    return k->holder == NULL && k->nsholders == 0 && !k->in_delay;
+}
+/* Lease l's shared hold of lock k, or NULL (scans the shorter list).
+ * Inline: lock.c asks it too, and shared.c calls down into lock.c. */
+static inline fence__shold *fence__shold_of(const fence__lease *l, const fence__lock *k)
+{
+    if (l->nsheld <= k->nsholders) {
+        for (fence__link *p = l->sheld.first; p != NULL; p = p->next) {
+            if (LSHOLD_OF(p)->lock == k) {
+                return LSHOLD_OF(p);
+            }
+        }
+        return NULL;
+    }
+    for (fence__link *p = k->sholders.first; p != NULL; p = p->next) {
+        if (KSHOLD_OF(p)->lease == l) {
+            return KSHOLD_OF(p);
+        }
+    }
+    return NULL;
+}
+/* Lease l joins lock k's shared phase (k not exclusive-held, not in
+ * delay; l not already a holder).  NULL on lack of memory (RETURN mode). */
+fence__shold *fence__shold_add(fence_fsm *f, fence__lock *k, fence__lease *l);
+/* End one shared hold (unlinked and freed); the lock may become free. */
+void fence__shold_remove(fence_fsm *f, fence__shold *s);
+/* Shared-held lock k: admit into its phase the shared waiters now at the
+ * head of its FIFO (apply.c; multi.c calls it when a multi wait leaves). */
+void fence__admit_shared(fence_fsm *f, fence__lock *k);
+/* The invariants of the shared holds (check.c calls it). */
+const char *fence__check_shared(const fence_fsm *f);
+/* The snapshot's "rw" section (snapshot.c calls these). */
+size_t fence__rw_snap_size(const fence_fsm *f);
+size_t fence__rw_snap_write(const fence_fsm *f, uint8_t *p, size_t cap);
+/* Decode the section from p[0..len) into n (v: n's locks in section order);
+ * *used receives the bytes read.  0, FENCE_ST_INVALID or FENCE_ST_LIMIT. */
+int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used,
+                        fence__lock **v, uint32_t nv);
+
 /* ---- apply.c --------------------------------------------------------------- */
 
 /* Forget the events of the previous call (keeps the array). */
@@ -357,6 +426,11 @@ bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
 bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n);
 /* Whether command c may act on lease l (its owner, or ADMIN). */
 bool fence__may_use(const fence_cmd *c, const fence__lease *l);
+/* Release every lock l holds exclusively with token (one lock, or all the
+ * names of one multi-lock), handing each off (apply.c). */
+void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token);
+/* UNLOCK_SHARED (shared.c). */
+void fence__cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r);
 
 /* ---- multi.c ---------------------------------------------------------------- */
 

@@ -88,6 +88,7 @@ fence__lease *fence__lease_find(const fence_fsm *f, uint64_t id)
 void fence__lease_destroy(fence_fsm *f, fence__lease *l)
 {
     FENCE_ASSERT(l->nheld == 0);
+    FENCE_ASSERT(l->nsheld == 0);
     FENCE_ASSERT(l->nwaits == 0);
     FENCE_ASSERT(l->acq_wait == NULL);
     FENCE_ASSERT(fence__list_empty(&l->held));

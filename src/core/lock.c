@@ -66,8 +66,7 @@ fence__lock *fence__lock_add(fence_fsm *f, const uint8_t *name, uint16_t len,
 void fence__lock_set_delay(fence_fsm *f, fence__lock *k, uint64_t delay_ms,
                            uint64_t end_ms)
 {
-    FENCE_ASSERT(k->holder == NULL);
-    FENCE_ASSERT(!k->in_delay);
+    FENCE_ASSERT(fence__lock_is_free(k));
     FENCE_ASSERT(delay_ms > 0);
     k->in_delay = true;
     k->delay_ms = delay_ms;
@@ -90,6 +89,7 @@ void fence__lock_retoken(fence_fsm *f, fence__lock *k, uint64_t token)
 static void lock_destroy(fence_fsm *f, fence__lock *k)
 {
     FENCE_ASSERT(k->holder == NULL);
+    FENCE_ASSERT(k->nsholders == 0);
     FENCE_ASSERT(!k->in_delay);
     FENCE_ASSERT(k->nwaiters == 0);
     FENCE_ASSERT(fence__list_empty(&k->queue));
@@ -103,7 +103,7 @@ static void lock_destroy(fence_fsm *f, fence__lock *k)
 /* Destroy a lock object if nothing keeps it alive any more. */
 void fence__lock_maybe_destroy(fence_fsm *f, fence__lock *k)
 {
-    if (k->holder == NULL && !k->in_delay && k->nwaiters == 0) {
+    if (fence__lock_is_free(k) && k->nwaiters == 0) {
         lock_destroy(f, k);
     }
 }
@@ -123,6 +123,7 @@ fence__wait *fence__wait_add(fence_fsm *f, uint64_t id, fence__lease *l,
 {
     FENCE_ASSERT(id > 0);
     FENCE_ASSERT(k->holder != l);
+    FENCE_ASSERT(k->nsholders == 0 || fence__shold_of(l, k) == NULL);
     FENCE_ASSERT(f->wait_list.last == NULL ||
                  WAIT_OF(f->wait_list.last)->id < id);
     FENCE_ASSERT(!acquire || (l->dedicated && l->acq_wait == NULL));

@@ -43,10 +43,11 @@
 /* Fixed bytes of one record, before its ordinals. */
 #define MSNAP_FIXED (8 * 4 + 1 + 8 + 2)
 
-/* Whether lock k is free: no holder and no lock-delay. */
+/* Whether lock k is free: no holder of either mode (a shared-held lock is
+ * held: shared.c) and no lock-delay. */
 static bool lock_free(const fence__lock *k)
 {
-    return k->holder == NULL && !k->in_delay;
+    return fence__lock_is_free(k);
 }
 
 /* Whether FIFO place p may be granted now (its wait has not timed out and
@@ -179,6 +180,9 @@ void fence__multi_fail(fence_fsm *f, fence__wait *m, uint8_t status, bool revoke
     for (uint16_t i = 0; i < n; i++) {
         if (lock_free(ks[i])) {
             fence__handoff(f, ks[i]);
+        } else if (ks[i]->nsholders > 0) {
+            /* The shared waiters it held back may join the phase. */
+            fence__admit_shared(f, ks[i]);
         }
     }
     if (acq && revoke_dedicated) {
@@ -237,7 +241,11 @@ static bool answer_known(const fence_cmd *c, fence__lease *l, fence__lock **ks,
         if (ks[i] == NULL) {
             continue;
         }
-        if (ks[i]->holder == l) {
+        if (ks[i]->holder == l ||
+            (ks[i]->nsholders > 0 && fence__shold_of(l, ks[i]) != NULL)) {
+            /* A shared hold of l counts as held: never the same grant, so
+             * the set is answered INVALID below (it would wait for
+             * itself). */
             held++;
             continue;
         }
@@ -598,7 +606,8 @@ static int read_one(fence_fsm *n, const uint8_t **pp, const uint8_t *end, fence_
             return FENCE_ST_INVALID;
         }
         ks[i] = v[ord - 1];
-        if (ks[i]->holder == l || fence__is_waiting(l, ks[i])) {
+        if (ks[i]->holder == l || fence__is_waiting(l, ks[i]) ||
+            (ks[i]->nsholders > 0 && fence__shold_of(l, ks[i]) != NULL)) {
             return FENCE_ST_INVALID;
         }
         for (uint16_t j = 0; j < i; j++) {

@@ -27,11 +27,15 @@
  *     u64 req_id | u64 owner (version 4 on) | u64 request fingerprint
  *     | u8 status | u64 lease
  *     | u64 token | u64 wait_id | u64 value
- *   (version 5 on) one section per coordination kind, in the order rw,
+ *   version 5 on, one section per coordination kind, in the order rw,
  *   multi, elect, sem, each u32 count | records, written and read by the
- *   kind's own file (multi: core/multi.c, elect: elect_snap.c, sem:
- *   core/sem_snap.c).  A version-4 snapshot restores with every section
- *   empty.  The waits section above holds the waits on one lock only; a
+ *   kind's own file (a version-4 snapshot restores with them empty):
+ *     rw (core/shared.c): the shared holds and shared waits; a lock held
+ *     shared is a lock record above with holder 0 and not in lock-delay
+ *     multi (core/multi.c): the multi waits
+ *     elect (core/elect_snap.c): the elections
+ *     sem (core/sem_snap.c): the semaphores and their waits
+ *   The waits section above holds the waits on one lock only; a
  *   multi-lock's waits and a semaphore's are in their kinds' sections.
  *   u32 CRC32C of everything before it.
  */
@@ -122,6 +126,7 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
         n += x->parts == NULL && x->sem == NULL ? SNAP_WAIT : 0;
     }
     n += (size_t)f->dedup.count * SNAP_DEDUP;
+    n += fence__rw_snap_size(f);
     n += fence__multi_snap_size(f);
     n += fence__elect_snap_size(f);
     n += fence__sem_snap_size(f);
@@ -168,6 +173,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         FENCE_ASSERT(k->token >= last);
         FENCE_ASSERT(k->token <= f->last_token);
         FENCE_ASSERT(k->holder == NULL || !k->in_delay);
+        FENCE_ASSERT(k->nsholders == 0 || (k->holder == NULL && !k->in_delay));
         last = k->token;
         /* The scratch place (fsm_int.h: not state, so writing it through
          * the const state changes nothing a reader of the state sees). */
@@ -217,6 +223,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
         put64(&w, d->result.wait_id);
         put64(&w, d->result.value);
     }
+    w.p += fence__rw_snap_write(f, w.p, (size_t)(w.end - w.p));
     w.p = fence__multi_snap_write(f, w.p, w.end);
     w.p += fence__elect_snap_write(f, w.p, (size_t)(w.end - w.p));
     w.p = fence__sem_snap_write(f, w.p, w.end);
@@ -421,6 +428,9 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
                 return FENCE_ST_INVALID;
             }
         } else if (v5 && !in_delay) {
+            /* Held shared (its holders come in the rw section), or kept
+             * for a queued multi-lock; the final check refuses a lock
+             * that is neither. */
             if (delay_ms != 0 || delay_end != 0) {
                 return FENCE_ST_INVALID;
             }
@@ -598,7 +608,12 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
     }
     if (rc == 0 && version >= 5) {
         /* The kinds' sections, in the order rw, multi, elect, sem. */
-        rc = r.ok ? fence__multi_snap_read(n, &r.p, r.end, v, nv) : FENCE_ST_INVALID;
+        size_t used = 0;
+        rc = r.ok ? fence__rw_snap_read(n, r.p, left(&r), &used, v, nv) : FENCE_ST_INVALID;
+        r.p += rc == 0 ? used : 0;
+        if (rc == 0) {
+            rc = r.ok ? fence__multi_snap_read(n, &r.p, r.end, v, nv) : FENCE_ST_INVALID;
+        }
     }
     fence__free(n, v);
     if (rc != 0) {

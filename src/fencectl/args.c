@@ -30,6 +30,7 @@ enum {
     OPT_USER = 1u << 18,
     OPT_PASS = 1u << 19,
     OPT_FORMAT = 1u << 20,
+    OPT_SHARED = 1u << 21,
 };
 
 /* Connection options: every subcommand that talks to fenced takes them. */
@@ -47,7 +48,7 @@ typedef struct cmd_spec {
 
 static const cmd_spec specs[] = {
     {FENCECTL_LOCK, "lock", NULL, 1, OPT_COMMON | OPT_TTL | OPT_WAIT | OPT_ON_LOST | OPT_GRACE |
-                                         OPT_SIGNED},
+                                         OPT_SIGNED | OPT_SHARED},
     {FENCECTL_ACQUIRE, "acquire", NULL, 1, OPT_COMMON | OPT_TTL | OPT_WAIT | OPT_LEASE | OPT_ENV |
                                                OPT_SIGNED},
     {FENCECTL_RELEASE, "release", NULL, 2, OPT_COMMON},
@@ -102,7 +103,7 @@ static const char usage_top[] =
 
 static const char usage_lock[] =
     "usage: fencectl lock NAME [--ttl MS] [--wait MS] [--on-lost term|kill|ignore]\n"
-    "                [--grace MS] [--signed] -- CMD [ARGS...]\n"
+    "                [--grace MS] [--signed] [--shared] -- CMD [ARGS...]\n"
     "\n"
     "Acquire lock NAME, run CMD in its own process group with FENCE_TOKEN,\n"
     "FENCE_LOCK, FENCE_LEASE and FENCE_SERVER set, renew the lease every ttl/3\n"
@@ -119,6 +120,8 @@ static const char usage_lock[] =
     "  --grace MS               SIGTERM to SIGKILL (default ttl/4)\n"
     "  --signed                 ask for a signed token (the server needs a signing\n"
     "                           key) and set FENCE_SIGNED_TOKEN too\n"
+    "  --shared                 a shared (read) lock: other --shared holders run at\n"
+    "                           once with the same token; a writer waits for them\n"
     SERVER_HELP;
 
 static const char usage_acquire[] =
@@ -180,7 +183,8 @@ static const char usage_bench[] =
     "\n"
     "  --duration S   seconds per cell (default 3)\n"
     "  --conns LIST   connection counts (default 1,8,64)\n"
-    "  --mode M       both|uncontended|contended (default both)\n"
+    "  --mode M       both|uncontended|contended|shared (default both; shared:\n"
+    "                 every connection takes one lock shared, outside both)\n"
     "  --ttl MS       lease TTL of each acquire (default 10000)\n"
     "  --prefix NAME  lock name prefix (default bench.<pid>)\n"
     "  --signed       ask for signed grants (the server needs a signing key)\n"
@@ -313,7 +317,7 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
         {"cacert", OPT_CACERT, true},     {"cert", OPT_CERT, true},
         {"key", OPT_KEY, true},           {"sni", OPT_SNI, true},
         {"user", OPT_USER, true},         {"pass", OPT_PASS, true},
-        {"format", OPT_FORMAT, true},
+        {"format", OPT_FORMAT, true},     {"shared", OPT_SHARED, false},
     };
     size_t i;
     for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)
@@ -373,6 +377,9 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
     case OPT_ENV:
         a->env_format = true;
         break;
+    case OPT_SHARED:
+        a->shared = true;
+        break;
     case OPT_SIGNED:
         a->signed_token = true;
         break;
@@ -416,9 +423,11 @@ static int take_option(fencectl_args *a, unsigned allowed, const char *opt,
             a->bench_mode = FENCECTL_BENCH_UNCONTENDED;
         else if (strcmp(value, "contended") == 0)
             a->bench_mode = FENCECTL_BENCH_CONTENDED;
+        else if (strcmp(value, "shared") == 0)
+            a->bench_mode = FENCECTL_BENCH_SHARED;
         else
-            return usage_err(err, errcap, "--mode wants both, uncontended or contended, "
-                             "not \"%s\"", value);
+            return usage_err(err, errcap, "--mode wants both, uncontended, contended or "
+                             "shared, not \"%s\"", value);
         break;
     case OPT_FORMAT:
         if (strcmp(value, "table") == 0)

@@ -46,6 +46,7 @@ typedef enum fencectl_bench_mode {
     FENCECTL_BENCH_BOTH = 0,     /* uncontended then contended */
     FENCECTL_BENCH_UNCONTENDED,  /* a lock per connection */
     FENCECTL_BENCH_CONTENDED,    /* every connection on one lock */
+    FENCECTL_BENCH_SHARED,       /* every connection on one lock, shared */
 } fencectl_bench_mode;
 
 /* Everything the command line can say.  Fields a subcommand does not use
@@ -74,6 +75,7 @@ typedef struct fencectl_args {
     bool lease_set;          /* acquire --lease was given */
     bool env_format;         /* acquire --env: print shell assignments */
     bool signed_token;       /* lock/acquire --signed: ask for a signed token */
+    bool shared;             /* lock --shared: a shared (read) lock */
     uint32_t duration_ms;    /* bench --duration (seconds on the command line) */
     uint32_t conns[FENCECTL_CONNS_MAX]; /* bench --conns */
     size_t n_conns;          /* entries used in conns */

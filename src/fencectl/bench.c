@@ -17,6 +17,7 @@ typedef struct cell {
     const fencectl_args *a;  /* options */
     char prefix[200];        /* lock name prefix */
     bool contended;          /* all workers on one lock */
+    bool shared;             /* ... which they take shared */
     uint64_t start_us;       /* when the workers may start */
     uint64_t stop_us;        /* when they stop starting cycles */
     atomic_int ready;        /* workers connected */
@@ -62,7 +63,9 @@ static void *worker_main(void *arg)
         fence_lock *l = NULL;
         uint64_t t0 = now_us();
         int rc = fence_lock_acquire_ex(w->c, name, ttl, wait,
-                                       ce->a->signed_token ? FENCE_LOCK_SIGNED : 0, &l);
+                                       (ce->a->signed_token ? FENCE_LOCK_SIGNED : 0u) |
+                                           (ce->shared ? FENCE_LOCK_SHARED : 0u),
+                                       &l);
         uint64_t t1 = now_us();
         if (rc != 0) {
             w->errors++;
@@ -86,13 +89,17 @@ static void *worker_main(void *arg)
 }
 
 /* Run one cell (mode x connection count) and print its row. */
-static int run_cell(const fencectl_args *a, const char *prefix, bool contended, uint32_t n)
+static int run_cell(const fencectl_args *a, const char *prefix, bool contended, bool shared,
+                    uint32_t n)
 {
     cell ce;
     memset(&ce, 0, sizeof(ce));
     ce.a = a;
     ce.contended = contended;
-    snprintf(ce.prefix, sizeof(ce.prefix), "%s.%s%u", prefix, contended ? "c" : "u", n);
+    ce.shared = shared;
+    snprintf(ce.prefix, sizeof(ce.prefix), "%s.%s%u", prefix,
+             shared ? "s" : contended ? "c" : "u", n);
+    const char *mode = shared ? "shared" : contended ? "contended" : "uncontended";
     worker *ws = calloc(n, sizeof(*ws));
     if (ws == NULL) {
         fprintf(stderr, "fencectl: bench: out of memory\n");
@@ -152,13 +159,13 @@ static int run_cell(const fencectl_args *a, const char *prefix, bool contended, 
     if (a->bench_tsv)
         printf("%s\t%u\t%.1f\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
                "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
-               contended ? "contended" : "uncontended", n, (double)cycles / secs, cycles,
+               mode, n, (double)cycles / secs, cycles,
                fencectl_hist_quantile(&total, 0.50), fencectl_hist_quantile(&total, 0.99),
                fencectl_hist_quantile(&total, 0.999), total.max,
                cycles == 0 ? 0 : cmin, cmax, errors);
     else
         printf("%-12s %6u %11.1f %9.3f %9.3f %9.3f %15s %7" PRIu64 "\n",
-               contended ? "contended" : "uncontended", n, (double)cycles / secs,
+               mode, n, (double)cycles / secs,
                (double)fencectl_hist_quantile(&total, 0.50) / 1000.0,
                (double)fencectl_hist_quantile(&total, 0.99) / 1000.0,
                (double)fencectl_hist_quantile(&total, 0.999) / 1000.0, fair, errors);
@@ -202,14 +209,17 @@ int fencectl_cmd_bench(const fencectl_args *a)
                "p50 ms", "p99 ms", "p999 ms", "min/max cycles", "errors");
     }
     int rv = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        bool contended = pass == 1;
-        if (contended && a->bench_mode == FENCECTL_BENCH_UNCONTENDED)
+    for (int pass = 0; pass < 3; pass++) {
+        bool contended = pass >= 1;
+        bool shared = pass == 2;
+        if (shared != (a->bench_mode == FENCECTL_BENCH_SHARED))
             continue;
-        if (!contended && a->bench_mode == FENCECTL_BENCH_CONTENDED)
+        if (pass == 1 && a->bench_mode == FENCECTL_BENCH_UNCONTENDED)
+            continue;
+        if (pass == 0 && a->bench_mode == FENCECTL_BENCH_CONTENDED)
             continue;
         for (size_t i = 0; i < a->n_conns; i++) {
-            int r = run_cell(a, prefix, contended, a->conns[i]);
+            int r = run_cell(a, prefix, contended, shared, a->conns[i]);
             if (r != 0 && rv == 0)
                 rv = r;
         }

@@ -217,7 +217,9 @@ int fencectl_cmd_lock(const fencectl_args *a)
     fencectl_tell_reconnects(c);
     fencectl_say_waiting(c, a->name, a->wait_ms);
     int rc = fence_lock_acquire_ex(c, a->name, a->ttl_ms, a->wait_ms,
-                                   a->signed_token ? FENCE_LOCK_SIGNED : 0, &l);
+                                   (a->signed_token ? FENCE_LOCK_SIGNED : 0u) |
+                                       (a->shared ? FENCE_LOCK_SHARED : 0u),
+                                   &l);
     if (rc != 0) {
         const char *msg = fence_client_errmsg(c);
         fprintf(stderr, "fencectl: lock \"%s\": %s%s%s\n", a->name, fence_strerror(rc),

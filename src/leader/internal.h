@@ -186,9 +186,15 @@ bool fence__ld_wait_has(const fence_leader *l, uint64_t wait_id);
 bool fence__ld_wait_remove(fence_leader *l, fence_lreq *r);
 void fence__ld_batch_free(lbatch *b);
 
-/* ---- batch.c ---- */
+/* ---- pending.c: the pending batch ---- */
 void fence__ld_batch_close(fence_leader *l);
 bool fence__ld_batch_add_internal(fence_leader *l, const fence_cmd *cmd);
+/* Append a command or read (is_read) of request r on connection c (both
+ * NULL for an internal command) to the pending batch; NULL out of memory. */
+litem *fence__ld_batch_add(fence_leader *l, const fence_cmd *cmd, bool is_read,
+                           fence_lreq *r, fence_lconn *c);
+
+/* ---- batch.c ---- */
 void fence__ld_cancel_wait(fence_leader *l, uint64_t wait_id);
 void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status);
 void fence__ld_fail_unproposed(fence_leader *l, int status);

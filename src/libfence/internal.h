@@ -87,6 +87,8 @@ struct fence_lock {
     uint64_t lease;            /* lease id */
     uint32_t ttl_ms;           /* lease TTL */
     bool dedicated;            /* lease from ACQUIRE: UNLOCK revokes it */
+    bool shared;               /* FENCE_LOCK_SHARED: released by UNLOCK
+                                  name token LEASE lease */
     char *signed_token;        /* the signed token string (FENCE_LOCK_SIGNED),
                                 * or NULL */
     /* The fields below are guarded by c->mu. */

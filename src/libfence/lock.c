@@ -444,6 +444,29 @@ int fence_token_unlock(fence_client *c, const char *name, uint64_t token,
     return rc;
 }
 
+/* UNLOCK name token LEASE lease: one holder of a shared lock. */
+static int unlock_lease(fence_client *c, const char *name, uint64_t token, uint64_t lease,
+                        bool *released_out)
+{
+    char token_s[U64_BUF], lease_s[U64_BUF];
+    snprintf(token_s, sizeof(token_s), "%" PRIu64, token);
+    snprintf(lease_s, sizeof(lease_s), "%" PRIu64, lease);
+    const char *argv[] = {"UNLOCK", name, token_s, "LEASE", lease_s};
+    redisReply *r;
+    int rc = simple_call(c, 0, 5, argv, &r);
+    if (rc != 0)
+        return rc;
+    uint64_t v = 0;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = fence__reply_error(r, "UNLOCK");
+    else if (!fence__reply_u64(r, &v) || v > 1)
+        rc = fence__fail(FENCE_EPROTO, "UNLOCK: unexpected reply");
+    else if (released_out != NULL)
+        *released_out = v == 1;
+    freeReplyObject(r);
+    return rc;
+}
+
 /* The server answers nil to a queued wait only when the wait times out or
  * is cancelled; it cancels a wait when the connection it came on closes, and
  * then a retry with the same REQID gets that nil.  So a nil that comes
@@ -466,18 +489,21 @@ static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
  * an error nor nil) is handed out in *out for the caller to parse and free;
  * an error reply becomes its code and nil (the wait ran out) FENCE_EBUSY. */
 static int wait_once(fence_client *c, const char *cmd, const char *name,
-                     const char *arg, uint32_t wait_ms, bool sign,
+                     const char *arg, uint32_t wait_ms, unsigned flags,
                      redisReply **out)
 {
+    bool sign = (flags & FENCE_LOCK_SIGNED) != 0;
     int rc;
     char wait_s[U64_BUF], id_s[U64_BUF];
     snprintf(wait_s, sizeof(wait_s), "%" PRIu32, wait_ms);
     snprintf(id_s, sizeof(id_s), "%" PRIu64, fence__reqid());
-    const char *argv[8];
+    const char *argv[9];
     int argc = 0;
     argv[argc++] = cmd;
     argv[argc++] = name;
     argv[argc++] = arg;
+    if (flags & FENCE_LOCK_SHARED)
+        argv[argc++] = "SHARED";
     if (wait_ms > 0) {
         argv[argc++] = "WAIT";
         argv[argc++] = wait_s;
@@ -507,14 +533,14 @@ static int wait_once(fence_client *c, const char *cmd, const char *name,
 /* Sends "cmd name arg [WAIT wait_ms] REQID id" (see wait_once), asking
  * again for the time left after an early nil (see nil_is_early). */
 static int wait_request(fence_client *c, const char *cmd, const char *name,
-                        const char *arg, uint32_t wait_ms, bool sign,
+                        const char *arg, uint32_t wait_ms, unsigned flags,
                         redisReply **out)
 {
     int rc;
     uint64_t start = fence_monotonic_ms();
     uint32_t left = wait_ms;
     for (int i = 0;; i++) {
-        rc = wait_once(c, cmd, name, arg, left, sign, out);
+        rc = wait_once(c, cmd, name, arg, left, flags, out);
         uint64_t now = fence_monotonic_ms();
         if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
             break;
@@ -539,7 +565,7 @@ static int signed_reply(const redisReply *r, const char *cmd,
  * re-ask); with sbuf, SIGNED and the string into sbuf. */
 static int lease_lock(fence_client *c, uint64_t lease, const char *name,
                       uint32_t wait_ms, uint64_t *token_out, char *sbuf,
-                      size_t scap)
+                      size_t scap, bool shared)
 {
     if (c == NULL || token_out == NULL)
         return fence__fail(FENCE_EINVAL, "client and token_out must not be NULL");
@@ -552,7 +578,9 @@ static int lease_lock(fence_client *c, uint64_t lease, const char *name,
     char lease_s[U64_BUF];
     snprintf(lease_s, sizeof(lease_s), "%" PRIu64, lease);
     redisReply *r;
-    rc = wait_request(c, "LOCK", name, lease_s, wait_ms, sbuf != NULL, &r);
+    rc = wait_request(c, "LOCK", name, lease_s, wait_ms,
+                      (sbuf != NULL ? FENCE_LOCK_SIGNED : 0u) | (shared ? FENCE_LOCK_SHARED : 0u),
+                      &r);
     if (rc != 0)
         return rc;
     if (sbuf != NULL)
@@ -567,7 +595,7 @@ static int lease_lock(fence_client *c, uint64_t lease, const char *name,
 int fence_lease_lock(fence_client *c, uint64_t lease, const char *name,
                      uint32_t wait_ms, uint64_t *token_out)
 {
-    return lease_lock(c, lease, name, wait_ms, token_out, NULL, 0);
+    return lease_lock(c, lease, name, wait_ms, token_out, NULL, 0, false);
 }
 
 /* LOCK name lease [WAIT ms] REQID id SIGNED. */
@@ -577,14 +605,14 @@ int fence_lease_lock_signed(fence_client *c, uint64_t lease, const char *name,
 {
     if (signed_out == NULL)
         return fence__fail(FENCE_EINVAL, "signed_out must not be NULL");
-    return lease_lock(c, lease, name, wait_ms, token_out, signed_out, signed_cap);
+    return lease_lock(c, lease, name, wait_ms, token_out, signed_out, signed_cap, false);
 }
 
 /* ACQUIRE name ttl [WAIT ms] REQID id [SIGNED] (see nil_is_early for the
  * re-ask); with sbuf, SIGNED: the reply is [signed token, lease]. */
 static int acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
                        uint32_t wait_ms, uint64_t *token_out,
-                       uint64_t *lease_out, char *sbuf, size_t scap)
+                       uint64_t *lease_out, char *sbuf, size_t scap, bool shared)
 {
     if (c == NULL || token_out == NULL || lease_out == NULL)
         return fence__fail(FENCE_EINVAL, "client, token_out and lease_out must not be NULL");
@@ -599,7 +627,9 @@ static int acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
     char ttl_s[U64_BUF];
     snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
     redisReply *r;
-    rc = wait_request(c, "ACQUIRE", name, ttl_s, wait_ms, sbuf != NULL, &r);
+    rc = wait_request(c, "ACQUIRE", name, ttl_s, wait_ms,
+                      (sbuf != NULL ? FENCE_LOCK_SIGNED : 0u) | (shared ? FENCE_LOCK_SHARED : 0u),
+                      &r);
     if (rc != 0)
         return rc;
     if (sbuf != NULL) {
@@ -622,7 +652,7 @@ int fence_lock_acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
                            uint32_t wait_ms, uint64_t *token_out,
                            uint64_t *lease_out)
 {
-    return acquire_raw(c, name, ttl_ms, wait_ms, token_out, lease_out, NULL, 0);
+    return acquire_raw(c, name, ttl_ms, wait_ms, token_out, lease_out, NULL, 0, false);
 }
 
 /* ACQUIRE name ttl [WAIT ms] REQID id SIGNED. */
@@ -634,7 +664,7 @@ int fence_lock_acquire_raw_signed(fence_client *c, const char *name,
     if (signed_out == NULL)
         return fence__fail(FENCE_EINVAL, "signed_out must not be NULL");
     return acquire_raw(c, name, ttl_ms, wait_ms, token_out, lease_out, signed_out,
-                       signed_cap);
+                       signed_cap, false);
 }
 
 /* LOCK.INFO name. */
@@ -730,8 +760,10 @@ int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
     if (c == NULL || out == NULL)
         return fence__fail(FENCE_EINVAL, "client and out must not be NULL");
     *out = NULL;
-    if ((flags & ~FENCE_LOCK_SIGNED) != 0)
-        return fence__fail(FENCE_EINVAL, "unknown flags 0x%x", flags & ~FENCE_LOCK_SIGNED);
+    const unsigned known = FENCE_LOCK_SIGNED | FENCE_LOCK_SHARED;
+    if ((flags & ~known) != 0)
+        return fence__fail(FENCE_EINVAL, "unknown flags 0x%x", flags & ~known);
+    bool shared = (flags & FENCE_LOCK_SHARED) != 0;
     int rc = check_name(name);
     if (rc == 0)
         rc = check_ttl(ttl_ms);
@@ -740,6 +772,7 @@ int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
     struct fence_lock *l = lock_new(c, name, ttl_ms);
     if (l == NULL)
         return fence__fail(FENCE_ENOMEM, "out of memory");
+    l->shared = shared;
     char *sbuf = NULL;
     if (flags & FENCE_LOCK_SIGNED) {
         sbuf = l->signed_token = malloc(FENCE_SIGNED_TOKEN_BUF_SIZE);
@@ -753,7 +786,7 @@ int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
     if (fence__use_acquire(ttl_ms, wait_ms)) {
         uint64_t sent = fence__lease_now(c);
         rc = acquire_raw(c, name, ttl_ms, wait_ms, &l->token, &l->lease, sbuf,
-                         FENCE_SIGNED_TOKEN_BUF_SIZE);
+                         FENCE_SIGNED_TOKEN_BUF_SIZE, shared);
         if (rc != 0)
             goto out_free_lock;
         l->dedicated = true;
@@ -776,7 +809,7 @@ int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
     if (rc != 0)
         goto out_revoke;
     rc = lease_lock(c, l->lease, name, wait_ms, &l->token, sbuf,
-                    FENCE_SIGNED_TOKEN_BUF_SIZE);
+                    FENCE_SIGNED_TOKEN_BUF_SIZE, shared);
     if (rc != 0)
         goto out_unregister;
     pthread_mutex_lock(&c->mu);
@@ -789,7 +822,8 @@ int fence_lock_acquire_ex(fence_client *c, const char *name, uint32_t ttl_ms,
                          l->lease, name);
         ka_unregister(c, l);
         bool ignored;
-        fence_token_unlock(c, name, l->token, &ignored);
+        if (!shared) /* a shared hold goes with the revoke below */
+            fence_token_unlock(c, name, l->token, &ignored);
         goto out_revoke;
     }
     *out = l;
@@ -813,7 +847,10 @@ out_unlock:
         char msg[FENCE_ERRMSG_BUF_SIZE];
         snprintf(msg, sizeof(msg), "%s", fence_client_errmsg(c));
         bool ignored;
-        fence_token_unlock(c, name, l->token, &ignored);
+        if (shared)
+            unlock_lease(c, name, l->token, l->lease, &ignored);
+        else
+            fence_token_unlock(c, name, l->token, &ignored);
         fence__fail(saved, "%s", msg);
         rc = saved;
     }
@@ -884,7 +921,8 @@ int fence_lock_release(fence_lock *l)
         return 0;
     }
     bool released = false;
-    int rc = fence_token_unlock(c, l->name, l->token, &released);
+    int rc = l->shared ? unlock_lease(c, l->name, l->token, l->lease, &released)
+                       : fence_token_unlock(c, l->name, l->token, &released);
     if (rc == 0 && !l->dedicated)
         rc = fence_lease_revoke(c, l->lease);
     /* An UNLOCK answered 0 means the lock was already gone (lost lease):

@@ -909,6 +909,7 @@ int fence__net_init(fence_net *net, uv_loop_t *loop,
     if (net->lim.max_pipeline == 0)
         net->lim.max_pipeline = 1;
     net->hooks = *hooks;
+    net->on_connection = fence__net_on_connection;
     net->resp_prelogin = net->lim.resp;
     if (net->resp_prelogin.args_max > FENCE_PRELOGIN_ARGS_MAX)
         net->resp_prelogin.args_max = FENCE_PRELOGIN_ARGS_MAX;

@@ -242,6 +242,8 @@ struct fence_net {
     char pipe_path[108];        /* its path (unlinked on close) */
     uv_tcp_t tr_tcp;            /* TCP listener of another transport (TLS) */
     bool tr_tcp_open;           /* tr_tcp initialized */
+    uv_connection_cb on_connection; /* conn.c's accept callback, handed to
+                                 * conn_listen.c at init (no call up) */
     const fence_net_transport *tr_tcp_tr; /* its connections' transport */
     void *tr_ctx;               /* that transport's context (tls.h) */
     void (*tr_ctx_stop)(void *ctx); /* releases tr_ctx at fence__net_stop */
@@ -383,9 +385,9 @@ int fence__net_listen_unix(fence_net *net, const char *path, char *err,
 /* Close the listeners (no more accepts; a Unix socket file is removed). */
 void fence__net_close_listeners(fence_net *net);
 
-/* The listeners' accept callback (conn.c; layer-internal, for
- * conn_listen.c): accept one client on server, refusing it politely
- * beyond max_clients. */
+/* The listeners' accept callback (conn.c; layer-internal, handed to
+ * conn_listen.c as net->on_connection): accept one client on server,
+ * refusing it politely beyond max_clients. */
 void fence__net_on_connection(uv_stream_t *server, int status);
 
 /* Close the listeners and every connection (shutdown); connections close

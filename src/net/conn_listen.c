@@ -1,6 +1,7 @@
 /* The connection layer's listeners (conn.h): TCP, TCP for another transport
  * (TLS), and a Unix socket; each hands accepted clients to
- * fence__net_on_connection (conn.c). */
+ * fence__net_on_connection (conn.c), which conn.c hands down at init as
+ * net->on_connection. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,7 +30,7 @@ static int listen_tcp(fence_net *net, uv_tcp_t *tcp, bool *open,
     *open = true;
     rv = uv_tcp_bind(tcp, (const struct sockaddr *)&addr, 0);
     if (rv == 0)
-        rv = uv_listen((uv_stream_t *)tcp, 511, fence__net_on_connection);
+        rv = uv_listen((uv_stream_t *)tcp, 511, net->on_connection);
     if (rv != 0) {
         snprintf(err, cap, "listen on %s:%u: %s", bind, port, uv_strerror(rv));
         return -1;
@@ -76,7 +77,7 @@ int fence__net_listen_unix(fence_net *net, const char *path, char *err,
         unlink(path); /* a stale socket from a crash */
     int rv = uv_pipe_bind(&net->pipe, path);
     if (rv == 0)
-        rv = uv_listen((uv_stream_t *)&net->pipe, 511, fence__net_on_connection);
+        rv = uv_listen((uv_stream_t *)&net->pipe, 511, net->on_connection);
     if (rv != 0) {
         snprintf(err, cap, "listen on unix socket %s: %s", path,
                  uv_strerror(rv));

@@ -25,9 +25,6 @@
 _Static_assert(FENCE_PROXY_HEADER_MAX < H2O_MAX_REQLEN,
                "the header limit must be below H2O's own request-head limit");
 
-/* The server (proxy_int.h). */
-fp_server fence__proxy_srv;
-
 /* SIGTERM / SIGINT: stop (every acknowledged mark is already durable). */
 static void on_stop(uv_signal_t *h, int signum)
 {
@@ -108,6 +105,7 @@ int fence__proxy_run(const fence_proxy_config *cfg)
     char nthreads[16];
     memset(&srv, 0, sizeof(srv));
     srv.cfg = cfg;
+    srv.pump = fence__proxy_pump; /* proxy_upstream.c's way back to the queue */
     signal(SIGPIPE, SIG_IGN);
     /* Large buffers (request bodies) are mapped and given back to the
      * system when freed, rather than kept in the heap (glibc would raise

@@ -1,6 +1,7 @@
-/* fence-proxy: request records, fences and their durable marks, the
- * bindings of paths to the first fence that wrote them, and the per-fence
- * queue that applies the ordering rule of proxy.h (pump). */
+/* fence-proxy: fences and their durable marks, the bindings of paths to
+ * the first fence that wrote them, and the per-fence queue that applies
+ * the ordering rule of proxy.h (pump); the request records are
+ * proxy_req.c's. */
 #include "proxy/proxy_int.h"
 
 #include <inttypes.h>
@@ -17,31 +18,10 @@ static void raise_start(fp_fence *f, uint64_t token);
 
 /* ---- Request records ------------------------------------------------- */
 
-/* fr no longer belongs to its client's connection. */
+/* fr no longer belongs to its client's connection (proxy_req.c). */
 static void conn_unref(fp_req *fr)
 {
-    if (fr->conn == NULL)
-        return;
-    FENCE_ASSERT(fr->conn->reqs > 0);
-    fr->conn->reqs--;
-    fr->conn = NULL;
-}
-
-/* Free fr (already detached, unlinked, no upstream exchange). */
-void fence__proxy_req_free(fp_req *fr)
-{
-    FENCE_ASSERT(fr->req == NULL);
-    FENCE_ASSERT(fr->client == NULL);
-    FENCE_ASSERT(!h2o_timeout_is_linked(&fr->drain));
-    FENCE_ASSERT(fr->conn == NULL);
-    FENCE_ASSERT(srv.req_mem >= fr->out_cap + fr->hcap + fr->bcap);
-    srv.req_mem -= fr->out_cap + fr->hcap + fr->bcap;
-    free(fr->out);
-    free(fr->hbuf);
-    free(fr->body);
-    free(fr);
-    FENCE_ASSERT(srv.inflight > 0);
-    srv.inflight--;
+    fence__proxy_req_unref_conn(fr);
 }
 
 /* H2O is disposing of the client's request (it was answered, or the client
@@ -67,19 +47,6 @@ void fence__proxy_req_dispose(void *p)
          * this fence at the latest, but call it now so nothing waits. */
         fence__proxy_pump(f);
     }
-}
-
-/* Detach fr from the client's request and return that request (NULL if
- * the client is gone), so that answering it cannot reach fr again. */
-h2o_req_t *fence__proxy_detach(fp_req *fr)
-{
-    h2o_req_t *req = fr->req;
-    if (fr->slot != NULL)
-        *fr->slot = NULL;
-    fr->slot = NULL;
-    fr->req = NULL;
-    conn_unref(fr);
-    return req;
 }
 
 /* ---- Fences ---------------------------------------------------------- */

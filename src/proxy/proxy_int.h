@@ -173,17 +173,22 @@ typedef struct fp_server {
     uint64_t evicted_mem;             /* connections closed for the memory budget */
     uint64_t refused_mem;             /* requests refused for the memory budget */
     uv_check_t sweep;                 /* after every poll: account memory */
+    void (*pump)(fp_fence *f);        /* fence__proxy_pump (set at start): how the
+                                       * upstream exchange, below the queues,
+                                       * lets a fence move on */
 } fp_server;
 
-/* The one server of the process (proxy.c defines it); every file of the
- * proxy reaches it as srv. */
+/* The one server of the process (proxy_srv.c defines it, proxy.c starts
+ * it); every file of the proxy reaches it as srv. */
 extern fp_server fence__proxy_srv;
 #define srv fence__proxy_srv
 
-/* ---- proxy_handler.c: the request handler and the proxy's own replies -- */
+/* ---- proxy_handler.c: the request handler ----------------------------- */
 
 /* Every request: check it, then forward, queue or refuse it. */
 int fence__proxy_on_req(h2o_handler_t *self, h2o_req_t *req);
+
+/* ---- proxy_reply.c: the proxy's own replies ---------------------------- */
 
 /* Answer req with a proxy-made text response: status, reason, the
  * Fencing-Highest value (NULL for none) and a body from fmt. */
@@ -196,17 +201,22 @@ __attribute__((format(printf, 5, 6))) void fence__proxy_reply(h2o_req_t *req, in
 void fence__proxy_reply_stale(h2o_req_t *req, const fp_fence *f, uint64_t token,
                               uint64_t highest);
 
-/* ---- proxy_fence.c: request records, fences, bindings, the queues ----- */
+/* ---- proxy_req.c: request records ------------------------------------- */
 
 /* Free fr (already detached, unlinked, no upstream exchange). */
 void fence__proxy_req_free(fp_req *fr);
 
-/* H2O's dispose callback of the slot that points at a request record. */
-void fence__proxy_req_dispose(void *p);
-
 /* Detach fr from the client's request and return that request (NULL if
  * the client is gone). */
 h2o_req_t *fence__proxy_detach(fp_req *fr);
+
+/* fr no longer belongs to its client's connection. */
+void fence__proxy_req_unref_conn(fp_req *fr);
+
+/* ---- proxy_fence.c: fences, bindings, the queues ----------------------- */
+
+/* H2O's dispose callback of the slot that points at a request record. */
+void fence__proxy_req_dispose(void *p);
 
 /* The fence called name[0..n), created if new; NULL with *why. */
 fp_fence *fence__proxy_fence_get(const char *name, size_t n, const char **why);

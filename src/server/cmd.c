@@ -56,19 +56,11 @@ static fence_slot *slot_new(fence_conn *c, const fence_compat_command *def)
     return slot;
 }
 
-/* Parse argument a as an integer in [min, max]; on failure reply "ERR" on
- * the slot naming the argument and return -1. */
+/* Argument a as an integer in [min, max] (cmd_args.c). */
 static int arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
                    uint64_t min, uint64_t max, uint64_t *out)
 {
-    char msg[160];
-    if (fence_resp_parse_u64(a->ptr, a->len, max, out) != 0 || *out < min) {
-        snprintf(msg, sizeof(msg), "%s must be an integer in %" PRIu64 "..%" PRIu64,
-                 what, min, max);
-        fence__slot_error(slot, "ERR", msg);
-        return -1;
-    }
-    return 0;
+    return fence__cmd_arg_u64(slot, a, what, min, max, out);
 }
 
 /* Check a lock name's length; reply ERR and return -1 when out of range. */
@@ -107,73 +99,12 @@ static int arg_value(fence_slot *slot, const fence_resp_msg *m, uint32_t at, uin
     return 0;
 }
 
-/* Options after the fixed arguments: WAIT <ms>, LOCKDELAY <ms>, REQID <id>,
- * each allowed at most once and only where the command takes it. */
-enum { OPTF_WAIT = 1, OPTF_LOCKDELAY = 2, OPTF_REQID = 4 };
-
-/* Parse the trailing options from argv[first..argc) into cmd.  Replies ERR
- * and returns -1 on anything unexpected. */
+/* The trailing options allowed (OPTF_*, server.h) from argv[first..end)
+ * into cmd (cmd_args.c). */
 static int parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
                          uint32_t end, unsigned allowed, fence_cmd *cmd)
 {
-    unsigned seen = 0;
-    for (uint32_t i = first; i < end; i += 2) {
-        const fence_resp_arg *k = &m->argv[i];
-        unsigned which = 0;
-        if (arg_is(k, "WAIT"))
-            which = OPTF_WAIT;
-        else if (arg_is(k, "LOCKDELAY"))
-            which = OPTF_LOCKDELAY;
-        else if (arg_is(k, "REQID"))
-            which = OPTF_REQID;
-        if (which == 0 || !(allowed & which)) {
-            char msg[160];
-            snprintf(msg, sizeof(msg), "syntax error: unexpected '%.*s'",
-                     (int)(k->len > 32 ? 32 : k->len), k->ptr);
-            fence__slot_error(slot, "ERR", msg);
-            return -1;
-        }
-        if (seen & which) {
-            fence__slot_error(slot, "ERR", "syntax error: option given twice");
-            return -1;
-        }
-        seen |= which;
-        if (i + 1 >= end) {
-            fence__slot_error(slot, "ERR", "syntax error: option without a value");
-            return -1;
-        }
-        const fence_resp_arg *v = &m->argv[i + 1];
-        switch (which) {
-        case OPTF_WAIT:
-            if (arg_u64(slot, v, "WAIT", 1, FENCE_WAIT_MS_MAX, &cmd->wait_ms) != 0)
-                return -1;
-            break;
-        case OPTF_LOCKDELAY:
-            if (arg_u64(slot, v, "LOCKDELAY", 0, FENCE_LOCK_DELAY_MS_MAX,
-                        &cmd->lock_delay_ms) != 0)
-                return -1;
-            break;
-        default:
-            if (arg_u64(slot, v, "REQID", 0, UINT64_MAX, &cmd->req_id) != 0)
-                return -1;
-            cmd->flags |= FENCE_CMD_F_REQID;
-            break;
-        }
-    }
-    return 0;
-}
-
-int fence__cmd_arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
-                       uint64_t min, uint64_t max, uint64_t *out)
-{
-    return arg_u64(slot, a, what, min, max, out);
-}
-
-int fence__cmd_lock_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
-                            uint32_t end, bool lockdelay, fence_cmd *cmd)
-{
-    return parse_options(slot, m, first, end,
-                         OPTF_WAIT | OPTF_REQID | (lockdelay ? OPTF_LOCKDELAY : 0), cmd);
+    return fence__cmd_parse_options(slot, m, first, end, allowed, cmd);
 }
 
 /* A trailing SIGNED on LOCK/ACQUIRE (always the last argument): if present,
@@ -417,15 +348,27 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
             arg_u64(slot, &m->argv[2], "lease", 0, INT_REPLY_MAX, &cmd.lease) != 0 ||
             take_signed(s, slot, m, &cmd, &end) != 0 ||
-            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
+            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_REQID | OPTF_SHARED, &cmd) != 0)
             return;
         break;
     }
     case OP_UNLOCK:
+        /* UNLOCK name token, or UNLOCK name token LEASE lease: one holder
+         * of a shared lock (whose holders share the token). */
         cmd.type = FENCE_CMD_UNLOCK;
         if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
             arg_u64(slot, &m->argv[2], "token", 0, INT_REPLY_MAX, &cmd.token) != 0)
             return;
+        if (m->argc > 3) {
+            if (m->argc != 5 || !arg_is(&m->argv[3], "LEASE")) {
+                fence__slot_error(slot, "ERR", "syntax error: UNLOCK name token "
+                                               "[LEASE lease]");
+                return;
+            }
+            if (arg_u64(slot, &m->argv[4], "lease", 1, INT_REPLY_MAX, &cmd.lease) != 0)
+                return;
+            cmd.type = FENCE_CMD_UNLOCK_SHARED;
+        }
         break;
     case OP_LOCK_INFO:
         if (arg_name(slot, &m->argv[1], &cmd) != 0)
@@ -439,7 +382,8 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             arg_u64(slot, &m->argv[2], "ttl_ms", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
                     &cmd.ttl_ms) != 0 ||
             take_signed(s, slot, m, &cmd, &end) != 0 ||
-            parse_options(slot, m, 3, end, OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID, &cmd) != 0)
+            parse_options(slot, m, 3, end,
+                          OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID | OPTF_SHARED, &cmd) != 0)
             return;
         break;
     }

@@ -70,6 +70,13 @@ int fence__cmd_multi_parse(fence_server *s, fence_slot *slot, const fence_resp_m
                                            "ACQUIRE.MULTI (nor a lock named SIGNED in one)");
             return -1;
         }
+        if (word_is(a, "SHARED")) {
+            /* Shared holds are for one lock (LOCK/ACQUIRE ... SHARED); a
+             * name spelled so would silently be taken exclusive. */
+            fence__slot_error(slot, "ERR", "SHARED is not supported by LOCK.MULTI / "
+                                           "ACQUIRE.MULTI (nor a lock named SHARED in one)");
+            return -1;
+        }
         for (uint32_t j = 0; j < i; j++) {
             const fence_resp_arg *b = &m->argv[2 + j];
             if (a->len == b->len && memcmp(a->ptr, b->ptr, a->len) == 0) {

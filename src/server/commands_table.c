@@ -42,12 +42,14 @@ static const fence_compat_arg lease_arg[] = {
 static const fence_compat_arg lock_args[] = {
     {"name", "key", NULL, 0, NULL, 0},
     {"lease", "integer", NULL, 0, NULL, 0},
+    {"shared", "pure-token", "SHARED", OPT, NULL, 0},
     {"ms", "integer", "WAIT", OPT, NULL, 0},
     {"id", "integer", "REQID", OPT, NULL, 0},
 };
 static const fence_compat_arg unlock_args[] = {
     {"name", "key", NULL, 0, NULL, 0},
     {"token", "integer", NULL, 0, NULL, 0},
+    {"lease", "integer", "LEASE", OPT, NULL, 0},
 };
 static const fence_compat_arg name_arg[] = {
     {"name", "key", NULL, 0, NULL, 0},
@@ -55,6 +57,7 @@ static const fence_compat_arg name_arg[] = {
 static const fence_compat_arg acquire_args[] = {
     {"name", "key", NULL, 0, NULL, 0},
     {"ttl_ms", "integer", NULL, 0, NULL, 0},
+    {"shared", "pure-token", "SHARED", OPT, NULL, 0},
     {"ms", "integer", "WAIT", OPT, NULL, 0},
     {"lockdelay", "integer", "LOCKDELAY", OPT, NULL, 0},
     {"id", "integer", "REQID", OPT, NULL, 0},
@@ -133,20 +136,23 @@ const fence_compat_command fence__server_commands[] = {
      "Replies [ttl_ms, remaining_ms, locks_held] of a lease.", ARGS(lease_arg), NULL, 0,
      LEASE | R, 0, 2, OP_LEASE_INFO},
     {"LOCK", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
-     "Locks name for a lease; replies the fencing token, or nil when busy.",
+     "Locks name for a lease (SHARED: a shared hold); replies the fencing token, or nil "
+     "when busy.",
      ARGS(lock_args), NULL, 0,
-     LOCK | W, 1, 8, OP_LOCK},
-    {"UNLOCK", 3, LOGGED, "lock", "0.1.0",
-     "Releases name if token is its holder's; replies 1 or 0.", ARGS(unlock_args), NULL, 0,
-     LOCK | W, 1, 3, OP_UNLOCK},
+     LOCK | W, 1, 9, OP_LOCK},
+    {"UNLOCK", -3, LOGGED, "lock", "0.1.0",
+     "Releases name if token is its holder's (LEASE: that holder of a shared lock); "
+     "replies 1 or 0.", ARGS(unlock_args), NULL, 0,
+     LOCK | W, 1, 5, OP_UNLOCK},
     {"LOCK.INFO", 2, READ, "lock", "0.1.0",
-     "Replies [token, lease, remaining_ms, waiters], or nil when free.", ARGS(name_arg),
+     "Replies [token, lease, remaining_ms, waiters] (shared: then \"shared\" and "
+     "[[lease, remaining_ms]...]), or nil when free.", ARGS(name_arg),
      NULL, 0,
      LOCK | R, 1, 2, OP_LOCK_INFO},
     {"ACQUIRE", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
      "Grants a lease and locks name with it; replies [token, lease] or nil.",
      ARGS(acquire_args), NULL, 0,
-     LOCK | LEASE | W, 1, 10, OP_ACQUIRE},
+     LOCK | LEASE | W, 1, 11, OP_ACQUIRE},
     {"SEM.ACQUIRE", -4, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "semaphore", "0.1.0",
      "Takes the lowest free of n slots for a lease (or TTL ms: a lease of its own); "
      "replies [slot, token] ([slot, token, lease] with TTL) or nil.",

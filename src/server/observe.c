@@ -42,37 +42,6 @@ struct fence_observer {
     uint8_t name[FENCE_NAME_MAX];
 };
 
-/* Reply with [value | nil, token, lease, revision], or nil. */
-void fence__elect_reply_state(fence_slot *slot, const fence_fsm_elect_state *st,
-                              bool nil_if_none)
-{
-    char small[160];
-    if (!st->has_leader && nil_if_none) {
-        size_t n = fence_resp_nil_v(small, sizeof(small), slot->resp);
-        fence__slot_reply(slot, small, n);
-        return;
-    }
-    size_t cap = sizeof(small) + (size_t)st->value_len;
-    char *buf = cap <= sizeof(small) ? small : malloc(cap);
-    if (buf == NULL) {
-        fence__slot_error(slot, "TRYAGAIN", "out of memory; retry later");
-        return;
-    }
-    size_t off = fence_resp_array(buf, cap, 4);
-    if (st->has_leader)
-        off += fence_resp_bulk(buf + off, cap - off, (const char *)st->value,
-                               st->value_len);
-    else
-        off += fence_resp_nil_v(buf + off, cap - off, slot->resp);
-    const uint64_t v[3] = {st->token, st->lease, st->revision};
-    for (int i = 0; i < 3; i++)
-        off += fence_resp_uint(buf + off, cap - off, v[i] > INT_REPLY_MAX ? INT_REPLY_MAX : v[i]);
-    FENCE_ASSERT(off <= cap);
-    fence__slot_reply(slot, buf, off);
-    if (buf != small)
-        free(buf);
-}
-
 /* Remove o from the list whose head is *head. */
 static void list_remove(fence_observer **head, fence_observer *o)
 {

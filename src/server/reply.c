@@ -16,27 +16,6 @@
 /* Largest value a RESP integer reply can carry. */
 #define INT_REPLY_MAX ((uint64_t)INT64_MAX)
 
-/* ---- Slots ------------------------------------------------------------------ */
-
-/* Make the slot's reply final.  An orphaned slot (its connection closed)
- * is freed instead. */
-void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len)
-{
-    FENCE_ASSERT(slot->state != SLOT_READY);
-    slot->state = SLOT_READY;
-    fence__server_metrics_slot(slot, NULL);
-    fence__net_slot_reply(&slot->base, bytes, len);
-}
-
-/* Reply with "-CODE msg". */
-void fence__slot_error(fence_slot *slot, const char *code, const char *msg)
-{
-    FENCE_ASSERT(slot->state != SLOT_READY);
-    slot->state = SLOT_READY;
-    fence__server_metrics_slot(slot, code);
-    fence__net_slot_error(&slot->base, code, msg);
-}
-
 /* ---- Replies ------------------------------------------------------------------ */
 
 /* Reply for a request that needs the leader when this server cannot serve
@@ -168,8 +147,17 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
                           "maxlocks)");
         return;
     case FENCE_ST_INVALID:
-        fence__slot_error(slot, "ERR", "invalid request (a value out of range, or "
-                                       "a REQID already used for a different request)");
+        if (r->value == FENCE_INVALID_SHARED)
+            fence__slot_error(slot, "ERR", "the lock is held shared and its holders share "
+                                           "this token: release one holder with UNLOCK "
+                                           "name token LEASE lease");
+        else if (r->value == FENCE_INVALID_MODE)
+            fence__slot_error(slot, "ERR", "this lease holds or waits for the lock in the "
+                                           "other mode (shared or exclusive); release it "
+                                           "first (no upgrade or downgrade)");
+        else
+            fence__slot_error(slot, "ERR", "invalid request (a value out of range, or "
+                                           "a REQID already used for a different request)");
         return;
     case FENCE_ST_NOPERM:
         fence__slot_error(slot, "NOPERM",
@@ -254,6 +242,42 @@ static uint64_t remaining(uint64_t deadline, uint64_t now)
     return deadline > now ? deadline - now : 0;
 }
 
+/* LOCK.INFO of a shared lock: [token, first lease, remaining_ms (the
+ * longest), waiters, "shared", [[lease, remaining_ms], ...]] with the
+ * holders in admission order. */
+static void reply_shared_info(fence_server *s, fence_slot *slot, const fence_cmd *cmd,
+                              const uint64_t v[4], uint32_t holders, uint64_t now)
+{
+    fence_fsm_holder *h = malloc((size_t)holders * sizeof(*h));
+    size_t cap = fence_resp_array(NULL, 0, 6) + 4 * 24 + fence_resp_bulk(NULL, 0, "shared", 6) +
+                 fence_resp_array(NULL, 0, holders) +
+                 (size_t)holders * (fence_resp_array(NULL, 0, 2) + 2 * 24);
+    char *buf = malloc(cap);
+    if (h == NULL || buf == NULL) {
+        free(h);
+        free(buf);
+        fence__slot_error(slot, "TRYAGAIN", "out of memory; retry later");
+        return;
+    }
+    size_t n = fence_fsm_lock_holders(s->fsm, cmd->name, cmd->name_len, h, holders);
+    FENCE_ASSERT(n == holders);
+    size_t off = fence_resp_array(buf, cap, 6);
+    for (int i = 0; i < 4; i++)
+        off += fence_resp_uint(buf + off, cap - off, v[i] > INT_REPLY_MAX ? INT_REPLY_MAX : v[i]);
+    off += fence_resp_bulk(buf + off, cap - off, "shared", 6);
+    off += fence_resp_array(buf + off, cap - off, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        off += fence_resp_array(buf + off, cap - off, 2);
+        off += fence_resp_uint(buf + off, cap - off,
+                               h[i].lease > INT_REPLY_MAX ? INT_REPLY_MAX : h[i].lease);
+        off += fence_resp_uint(buf + off, cap - off, remaining(h[i].deadline_ms, now));
+    }
+    FENCE_ASSERT(off <= cap);
+    fence__slot_reply(slot, buf, off);
+    free(h);
+    free(buf);
+}
+
 /* Answer LEASE.INFO / LOCK.INFO from applied state. */
 void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *cmd)
 {
@@ -291,7 +315,11 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
         return;
     }
     uint64_t v[4] = {ki.token, ki.lease, remaining(ki.deadline_ms, now), ki.waiters};
-    reply_uints(slot, v, 4);
+    if (!ki.shared) {
+        reply_uints(slot, v, 4);
+        return;
+    }
+    reply_shared_info(s, slot, cmd, v, ki.holders, now);
 }
 
 /* ---- The leader module's reply sink ------------------------------------------ */

@@ -240,6 +240,8 @@ void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
 void fence__observe_poll(fence_server *s);
 /* c is closing: forget its observers (their slots go with it). */
 void fence__observe_conn_closed(fence_conn *c);
+
+/* ---- reply_elect.c ---- */
 /* Reply to slot with an election's state ([value|nil, token, lease,
  * revision]); nil_if_none: plain nil when it has no leader (LEADER). */
 void fence__elect_reply_state(fence_slot *slot, const fence_fsm_elect_state *st,
@@ -267,6 +269,8 @@ void fence__server_metrics_batch(fence_server *s, size_t n);
 /* ---- client_conn.c: fenced on the shared connection layer ---- */
 int fence__listen(fence_server *s);
 void fence__listen_close(fence_server *s);
+
+/* ---- conns.c: fenced's connections as a whole ---- */
 void fence__conn_close(fence_conn *c);
 /* Send every reply c is owed, then close it (QUIT). */
 void fence__conn_close_after_flush(fence_conn *c);
@@ -290,13 +294,20 @@ bool fence__server_compat(fence_conn *c, const fence_resp_msg *m);
 /* Handle one parsed request from c: answer it, or submit it to the leader
  * module (whose answer comes through the reply sink). */
 void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *msg);
-/* For cmd_multi.c: argument a as an integer in [min, max] (else an ERR
- * reply naming what, and -1); the options WAIT and REQID (and LOCKDELAY
- * when lockdelay) in argv[first..end) (else an ERR reply and -1). */
+
+/* ---- cmd_args.c: the command table's argument parsers ---- */
+/* Argument a as an integer in [min, max] (else an ERR reply naming what,
+ * and -1); the options WAIT and REQID (and LOCKDELAY when lockdelay) in
+ * argv[first..end) (else an ERR reply and -1); the options allowed
+ * (OPTF_*: each at most once, and only where the command takes it). */
+enum { OPTF_WAIT = 1, OPTF_LOCKDELAY = 2, OPTF_REQID = 4,
+       OPTF_SHARED = 8 /* the word SHARED (LOCK, ACQUIRE: a shared hold) */ };
 int fence__cmd_arg_u64(fence_slot *slot, const fence_resp_arg *a, const char *what,
                        uint64_t min, uint64_t max, uint64_t *out);
 int fence__cmd_lock_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
                             uint32_t end, bool lockdelay, fence_cmd *cmd);
+int fence__cmd_parse_options(fence_slot *slot, const fence_resp_msg *m, uint32_t first,
+                             uint32_t end, unsigned allowed, fence_cmd *cmd);
 
 /* ---- cmd_multi.c ---- */
 /* Parse LOCK.MULTI / ACQUIRE.MULTI (slot->def) into cmd, its names into
@@ -305,10 +316,12 @@ int fence__cmd_lock_options(fence_slot *slot, const fence_resp_msg *m, uint32_t 
 int fence__cmd_multi_parse(fence_server *s, fence_slot *slot, const fence_resp_msg *m,
                            fence_cmd *cmd, fence_name *names);
 
-/* ---- reply.c: slots, the reply sink, results as RESP ---- */
+/* ---- slot.c ---- */
 /* Make a slot's reply final (copies bytes; frees an orphaned slot). */
 void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len);
 void fence__slot_error(fence_slot *slot, const char *code, const char *msg);
+
+/* ---- reply.c: the reply sink, results as RESP ---- */
 /* Fill ops' reply_result, reply_read and reply_error (ctx: the server). */
 void fence__reply_sink(fence_leader_ops *ops);
 /* Turn a command's result (or a wait's event) into the slot's reply. */

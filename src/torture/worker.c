@@ -12,6 +12,9 @@
  *   queued); FENCE.ADMIT fence token; FGET counter; hold a random time;
  *   FSET fence token counter value+1; FSET fence token rec:<id>:<n> record;
  *   UNLOCK name token; LEASE.REVOKE lease.
+ * With --shared-pct P, P percent of the iterations are readers: LOCK name
+ * lease WAIT w SHARED; FENCE.ADMIT; FGET; hold; FGET; FENCE.ADMIT again; a
+ * "reread" event with both values; UNLOCK name token LEASE lease.
  * A keepalive thread renews the current lease every ttl/3 on its own
  * connection.  The worker never checks its own lease before writing: that is
  * the point, safety has to come from the resource.
@@ -79,8 +82,9 @@ typedef struct config {
     uint64_t seed;           /* PRNG seed */
     uint64_t ops;            /* iterations in loop mode, 0 = forever */
     uint64_t long_pct;       /* percent of holds in [hold_max/2, hold_max] */
-    bool once;
-    bool elect;    /* --elect: lead the election cfg.lock instead of locking it */               /* once mode (demo) instead of the loop */
+    uint64_t shared_pct;     /* percent of iterations that are readers */
+    bool once;               /* once mode (demo) instead of the loop */
+    bool elect;              /* --elect: lead the election cfg.lock instead of locking it */
 } config;
 
 static config cfg;                                   /* set once by parse_args */
@@ -423,12 +427,12 @@ static uint64_t do_grant(endpoint *fe)
 
 /* Locks cfg.lock with the lease, queueing up to cfg.wait_ms.  Returns the
  * token, or 0 when not granted (nil, error or unknown; logged). */
-static uint64_t do_lock(endpoint *fe, uint64_t lease)
+static uint64_t do_lock(endpoint *fe, uint64_t lease, bool shared)
 {
     char ls[32], ws[32];
     snprintf(ls, sizeof(ls), "%" PRIu64, lease);
     snprintf(ws, sizeof(ws), "%" PRIu64, cfg.wait_ms);
-    const char *argv[] = {"LOCK", cfg.lock, ls, "WAIT", ws};
+    const char *argv[] = {"LOCK", cfg.lock, ls, "WAIT", ws, "SHARED"};
     /* --elect: ELECTION.CAMPAIGN name lease value WAIT ms, answered
      * [token, lease]; logged as the lock it is (the leader's token fences
      * the same way). */
@@ -436,16 +440,19 @@ static uint64_t do_lock(endpoint *fe, uint64_t lease)
     uint64_t n = atomic_fetch_add(&op_seq, 1);
     char lk[600];
     json_escape(lk, sizeof(lk), cfg.lock, strlen(cfg.lock));
-    ev("lock", "invoke", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"wait\":%" PRIu64, lk, lease, cfg.wait_ms);
+    ev("lock", "invoke", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"wait\":%" PRIu64 "%s", lk, lease,
+       cfg.wait_ms, shared ? ",\"shared\":1" : "");
     redisReply *r;
-    res rc = cfg.elect ? call(fe, &r, cfg.wait_ms, 6, eargv) : call(fe, &r, cfg.wait_ms, 5, argv);
+    res rc = cfg.elect ? call(fe, &r, cfg.wait_ms, 6, eargv)
+                       : call(fe, &r, cfg.wait_ms, shared ? 6 : 5, argv);
     uint64_t token = 0;
     if (rc == RES_OK && cfg.elect && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         reply_u64(r->element[0], &token) && token != 0) {
         ev("lock", "ok", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"token\":%" PRIu64, lk, lease, token);
     } else if (rc == RES_OK && !cfg.elect && r->type == REDIS_REPLY_INTEGER &&
                reply_u64(r, &token) && token != 0) {
-        ev("lock", "ok", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"token\":%" PRIu64, lk, lease, token);
+        ev("lock", "ok", n, "\"lock\":\"%s\",\"lease\":%" PRIu64 ",\"token\":%" PRIu64 "%s", lk, lease,
+           token, shared ? ",\"shared\":1" : "");
     } else {
         token = 0;
         ev_not_ok("lock", n, rc == RES_OK ? RES_FAIL : rc, fe, r);
@@ -505,16 +512,18 @@ static bool do_read(endpoint *se, const char *key, uint64_t *v)
     return ok;
 }
 
-/* Releases the lock by token (UNLOCK), logged. */
-static void do_unlock(endpoint *fe, uint64_t token)
+/* Releases the lock by token (UNLOCK), logged; a shared hold (lease not 0)
+ * by UNLOCK name token LEASE lease. */
+static void do_unlock(endpoint *fe, uint64_t token, uint64_t lease)
 {
-    char ts[32];
+    char ts[32], ls[32];
     snprintf(ts, sizeof(ts), "%" PRIu64, token);
-    const char *argv[] = {cfg.elect ? "ELECTION.RESIGN" : "UNLOCK", cfg.lock, ts};
+    snprintf(ls, sizeof(ls), "%" PRIu64, lease);
+    const char *argv[] = {cfg.elect ? "ELECTION.RESIGN" : "UNLOCK", cfg.lock, ts, "LEASE", ls};
     uint64_t n = atomic_fetch_add(&op_seq, 1);
     ev("unlock", "invoke", n, "\"token\":%" PRIu64, token);
     redisReply *r;
-    res rc = call(fe, &r, 0, 3, argv);
+    res rc = call(fe, &r, 0, lease != 0 && !cfg.elect ? 5 : 3, argv);
     uint64_t v;
     if (rc == RES_OK && reply_u64(r, &v)) {
         ev("unlock", "ok", n, "\"token\":%" PRIu64 ",\"released\":%" PRIu64, token, v);
@@ -580,7 +589,10 @@ static void iteration(endpoint *fe, endpoint *se, uint64_t iter)
         return;
     }
     atomic_store(&cur_lease, lease);
-    uint64_t token = do_lock(fe, lease);
+    /* A reader (a shared hold) or a writer; no draw at all without
+     * --shared-pct, so older runs replay as they were. */
+    bool reader = !cfg.once && !cfg.elect && cfg.shared_pct > 0 && rnd() % 100 < cfg.shared_pct;
+    uint64_t token = do_lock(fe, lease, reader);
     if (token == 0) {
         atomic_store(&cur_lease, 0);
         do_revoke(fe, lease);
@@ -609,6 +621,21 @@ static void iteration(endpoint *fe, endpoint *se, uint64_t iter)
     if (!do_read(se, cfg.counter, &v)) {
         goto out_release;
     }
+    if (reader) {
+        /* A reader holds, reads again and asks the fence again: while its
+         * token is still admitted no write can have come between (a
+         * writer's token is above the phase's), so both reads agree. */
+        sleep_ms(pick_hold_ms());
+        uint64_t v2;
+        if (!do_read(se, cfg.counter, &v2) || !do_store_ok(se, "admit", members, 3, admit)) {
+            goto out_release;
+        }
+        uint64_t rn = atomic_fetch_add(&op_seq, 1);
+        ev("reread", "invoke", rn, "\"token\":%" PRIu64, token);
+        ev("reread", "ok", rn, "\"token\":%" PRIu64 ",\"first\":%" PRIu64 ",\"second\":%" PRIu64,
+           token, v, v2);
+        goto out_release;
+    }
     sleep_ms(pick_hold_ms());
     snprintf(vs, sizeof(vs), "%" PRIu64, v + 1);
     json_escape(ck, sizeof(ck), cfg.counter, strlen(cfg.counter));
@@ -628,7 +655,7 @@ static void iteration(endpoint *fe, endpoint *se, uint64_t iter)
     const char *rec[] = {"FSET", cfg.fence, ts, rk, rv};
     do_store_ok(se, "record", members, 5, rec);
 out_release:
-    do_unlock(fe, token);
+    do_unlock(fe, token, reader ? lease : 0);
     atomic_store(&cur_lease, 0);
     do_revoke(fe, lease);
 }
@@ -647,6 +674,8 @@ static void usage(FILE *f)
             "  --seed N           PRNG seed (default 1)\n"
             "  --ops N            iterations, 0 = until killed (default 0)\n"
             "  --long-pct P       percent of holds in [hold-max/2, hold-max] (default 5)\n"
+            "  --shared-pct P     percent of iterations that read under a shared lock\n"
+            "                     (LOCK ... SHARED; read, hold, read, admit again; default 0)\n"
             "  --once             demo mode: one pass writing --value to --key after --hold-ms\n"
             "  --elect            lead the election --lock (ELECTION.CAMPAIGN / RESIGN)\n"
             "  --key KEY --value V --hold-ms MS\n");
@@ -706,6 +735,7 @@ static void parse_args(int argc, char **argv)
         else if (strcmp(a, "--seed") == 0) cfg.seed = opt_u64(a, v);
         else if (strcmp(a, "--ops") == 0) cfg.ops = opt_u64(a, v);
         else if (strcmp(a, "--long-pct") == 0) cfg.long_pct = opt_u64(a, v);
+        else if (strcmp(a, "--shared-pct") == 0) cfg.shared_pct = opt_u64(a, v);
         else {
             fprintf(stderr, "worker: unknown option %s\n", a);
             usage(stderr);

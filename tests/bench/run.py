@@ -448,6 +448,13 @@ def section_fenced():
                       ratio=pct(d["cycles_per_s"], floor),
                       notes="target 70%% of floor; fewest/most per client %d/%d"
                             % (d["min_cycles"], d["max_cycles"])))
+    # Shared (read) holds of one lock (issue 21): each joins the phase at
+    # once, so the cycles run like uncontended ones, not like hand-offs.
+    log("fenced one shared lock, 64 clients")
+    sh = fencectl_bench(f.addr(), "shared", [64])[64]
+    add(bench_row("fenced one shared lock (LOCK ... SHARED): acquire+release cycles, "
+                  "acquire latency", sh,
+                  notes="fewest/most per client %d/%d" % (sh["min_cycles"], sh["max_cycles"])))
     # The same cycles from one epoll thread (tests/bench/handoff_load.c):
     # what the 64 threads of fencectl bench, each woken for its grants, add.
     out = subprocess.run([HANDOFF_LOAD, str(f.port), "64", str(SECS)], stdout=subprocess.PIPE,

@@ -183,6 +183,13 @@ static fence_cmd c_reqid(fence_cmd c, uint64_t req)
     return c;
 }
 
+/* c as a shared (read) hold: LOCK/ACQUIRE with FENCE_CMD_F_SHARED. */
+static fence_cmd c_shared(fence_cmd c)
+{
+    c.flags |= FENCE_CMD_F_SHARED;
+    return c;
+}
+
 /* Plays scenario s: writes each entry, the framed sequence and the final
  * snapshot in both snapshot-target modes. */
 static void play(const struct scenario *s)
@@ -279,6 +286,16 @@ int main(int argc, char **argv)
             {300, 2, {c_quota(c_acquire("qc", 2000, 0), 9, 1, 1),
                       c_quota(c_lock("qa", 2, 500), 7, 2, 2)}},
             {400, 2, {c_unlock("qa", 1), c_lease(FENCE_CMD_LEASE_REVOKE, 2)}},
+        }},
+        {"shared", 4, {
+            {100, 4, {c_leader(), c_grant(5000, 0), c_grant(5000, 0), c_grant(5000, 0)}},
+            {110, 3, {c_shared(c_lock("rw", 1, 0)), c_shared(c_lock("rw", 2, 0)),
+                      c_lock("rw", 3, 2000)}},
+            {120, 2, {c_shared(c_acquire("rw", 2000, 1000)),
+                      (fence_cmd){.type = FENCE_CMD_UNLOCK_SHARED, .token = 1, .lease = 1,
+                                  .name = (const uint8_t *)"rw", .name_len = 2}}},
+            {130, 1, {(fence_cmd){.type = FENCE_CMD_UNLOCK_SHARED, .token = 1, .lease = 2,
+                                  .name = (const uint8_t *)"rw", .name_len = 2}}},
         }},
         {"sem", 4, {
             {100, 4, {c_leader(), c_grant(3000, 300), c_grant(3000, 0), c_grant(3000, 0)}},

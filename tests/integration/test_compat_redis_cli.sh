@@ -54,7 +54,7 @@ done
 nocolor() { sed 's/\x1b\[[0-9;]*m//g'; }
 out=$(printf 'help LOCK\nhelp ACQUIRE\n' | redis-cli -p "$FP" 2>&1 | nocolor)
 check "fenced: redis-cli help LOCK shows the arguments from COMMAND DOCS" \
-    grep -q 'LOCK name lease \[WAIT ms\] \[REQID id\]' <<<"$out"
+    grep -q 'LOCK name lease \[SHARED\] \[WAIT ms\] \[REQID id\]' <<<"$out"
 check "fenced: redis-cli help ACQUIRE shows the summary" \
     grep -q 'Grants a lease and locks name' <<<"$out"
 [ $_failures -eq 0 ] || echo "# $out"

@@ -104,6 +104,16 @@ for cmd in (("LOCK", "jobs#1", leases[0]), ("LOCK", "jobs#0", leases[0], "WAIT",
             ("UNLOCK", "jobs#1", got["a"][1])):
     e = err(x, *cmd)
     t.check(e is not None and e.startswith("WRONGTYPE"), "%s %s: WRONGTYPE" % cmd[:2], e)
+# ... and shared locks: LOCK / ACQUIRE ... SHARED and UNLOCK ... LEASE of a semaphore's name
+# or slot are WRONGTYPE; SEM.ACQUIRE takes no SHARED (ERR syntax error).
+for cmd in (("LOCK", "jobs#1", leases[2], "SHARED"), ("ACQUIRE", "jobs", 1000, "SHARED"),
+            ("LOCK", "jobs#0", leases[2], "SHARED", "WAIT", 100),
+            ("UNLOCK", "jobs#1", got["a"][1], "LEASE", leases[0])):
+    e = err(x, *cmd)
+    t.check(e is not None and e.startswith("WRONGTYPE"), "%s %s ... %s: WRONGTYPE" %
+            (cmd[0], cmd[1], cmd[3]), e)
+e = err(x, "SEM.ACQUIRE", "jobs", 2, leases[2], "SHARED")
+t.check(e is not None and "syntax error" in e and "SHARED" in e, "SEM.ACQUIRE ... SHARED: ERR syntax error", e)
 # Multi-locks share the name space: a semaphore's name or slot in LOCK.MULTI / ACQUIRE.MULTI
 # is WRONGTYPE (naming the offending name) and nothing is taken.
 for cmd, bad in ((("LOCK.MULTI", leases[2], "mfree", "jobs#1"),

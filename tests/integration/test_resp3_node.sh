@@ -62,7 +62,7 @@ if command -v redis-cli >/dev/null; then
     check "fenced: INFO has # Server, # Clients, # Persistence (loading:0) and # fenced" \
         bash -c 'for k in "# Server" "# Clients" "# Persistence" "loading:0" "# fenced" "version:"; do grep -qx -- "$k.*" <<<"$1" || exit 1; done' _ "$out"
     # COMMAND DOCS is a map under RESP3: redis-cli -3 still builds its help.
-    check "redis-cli -3: help LOCK from COMMAND DOCS (maps)" grep -q 'LOCK name lease \[WAIT ms\]' \
+    check "redis-cli -3: help LOCK from COMMAND DOCS (maps)" grep -q 'LOCK name lease \[SHARED\] \[WAIT ms\]' \
         <<<"$(printf 'help LOCK\n' | redis-cli -3 -p "$FP" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')"
     # Plain redis-cli stays RESP2: the same commands, RESP2 nil.
     check_eq "redis-cli (RESP2): LOCK.INFO of a free lock is (nil)" "(nil)" \

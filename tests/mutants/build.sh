@@ -29,6 +29,8 @@
 #   sem_slot_twice  a waiter handed a semaphore's slot (src/core/sem.c) is
 #                  told slot 0 whatever slot it got: it and slot 0's holder
 #                  both believe they hold slot 0 (a slot granted twice)
+#   shared_new_token  a shared holder joining a phase is given a new token
+#                  (issue 21: the holders of one phase share one token)
 #   multi_partial  core/multi.c grants a waiting multi-lock that is first
 #                  in every queue the names that are free and skips the
 #                  held ones: a multi-lock granted partly (issue 21)

@@ -90,6 +90,10 @@ typedef struct fence_sim_result {
     uint64_t rollback_crashes;   /* nodes crash-stopped where libraft 0.15
                                     would crash rolling back a configuration
                                     (sim_disk.c, wio_recv) */
+    uint64_t shared_checks;      /* shared-held locks whose holders' tokens
+                                    were checked (sim_shared.c) */
+    uint64_t shared_grants;      /* grants of shared holds (phase begun or
+                                    joined) */
 } fence_sim_result;
 
 /* Run one simulation.  Returns 0 when every invariant held, 1 when one was

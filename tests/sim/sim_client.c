@@ -133,6 +133,11 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
             set_name(q, cl->held[k].lock < SIM_SEM_SLOT ? cl->held[k].lock : 0);
             q->lock = cl->held[k].lock;
             c->token = cl->held[k].token;
+            if (cl->held[k].shared) {
+                /* A shared hold is released by naming its lease. */
+                c->type = FENCE_CMD_UNLOCK_SHARED;
+                c->lease = cl->held[k].lease;
+            }
         } else {
             set_name(q, (unsigned)rng_range(g, 0, SIM_LOCKS - 1));
             c->token = rng_range(g, 1, s->model_token + 2);
@@ -200,11 +205,17 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->names_count = (uint16_t)n;
     }
     to_election(q);
+    /* Shared (read) holds on about half the LOCKs and ACQUIREs left (not
+     * the multi-locks nor the elections), derived as the quotas are: a few
+     * locks see phases, queued writers and readers held back behind them. */
+    if ((c->type == FENCE_CMD_LOCK && (c->lease + q->lock) % 2 == 1) ||
+        (c->type == FENCE_CMD_ACQUIRE && (c->ttl_ms + q->lock) % 2 == 1))
+        c->flags |= FENCE_CMD_F_SHARED;
 }
 
 /* Record a grant a client was told about. */
 static void client_ack_grant(sim *s, sim_client *cl, unsigned lock,
-                             uint64_t token, uint64_t lease)
+                             uint64_t token, uint64_t lease, bool shared)
 {
     s->acks = sim_grow(s->acks, &s->cap_acks, s->n_acks + 1, sizeof *s->acks);
     s->acks[s->n_acks].token = token;
@@ -217,6 +228,7 @@ static void client_ack_grant(sim *s, sim_client *cl, unsigned lock,
         cl->held[cl->n_held].lock = lock;
         cl->held[cl->n_held].token = token;
         cl->held[cl->n_held].lease = lease;
+        cl->held[cl->n_held].shared = shared;
         cl->n_held++;
     }
 }
@@ -259,23 +271,27 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
     case FENCE_CMD_ELECT_CAMPAIGN:
         if (r->status == FENCE_ST_OK)
             client_ack_grant(s, cl, q->lock, r->token,
-                             c->type == FENCE_CMD_ACQUIRE ? r->lease : c->lease);
+                             c->type == FENCE_CMD_ACQUIRE ? r->lease : c->lease,
+                             (c->flags & FENCE_CMD_F_SHARED) != 0);
         break;
     case FENCE_CMD_SEM_ACQUIRE:
         if (r->status == FENCE_ST_OK)
             client_ack_grant(s, cl, SIM_SEM_SLOT + r->slot, r->token,
-                             c->lease != 0 ? c->lease : r->lease);
+                             c->lease != 0 ? c->lease : r->lease, false);
         break;
     case FENCE_CMD_LOCK_MULTI:
         /* One token for every name; the history names the first. */
         if (r->status == FENCE_ST_OK)
-            client_ack_grant(s, cl, q->lock, r->token, c->lease != 0 ? c->lease : r->lease);
+            client_ack_grant(s, cl, q->lock, r->token, c->lease != 0 ? c->lease : r->lease,
+                             false);
         break;
     case FENCE_CMD_UNLOCK:
     case FENCE_CMD_SEM_RELEASE:
+    case FENCE_CMD_UNLOCK_SHARED:
     case FENCE_CMD_ELECT_RESIGN:
         for (unsigned k = 0; k < cl->n_held; k++)
-            if (cl->held[k].token == c->token) {
+            if (cl->held[k].token == c->token &&
+                (c->type != FENCE_CMD_UNLOCK_SHARED || cl->held[k].lease == c->lease)) {
                 cl->held[k] = cl->held[--cl->n_held];
                 break;
             }

@@ -93,6 +93,7 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     unsigned ng = 0;
     uint64_t before = nd->last_token;
     uint64_t after = fence_fsm_last_token(nd->fsm);
+    sim_shared_mark(s, cmds, results, nc);
     for (unsigned k = 0; k < nc; k++) {
         const fence_result *res = &results[k];
         bool multi = cmds[k].type == FENCE_CMD_LOCK_MULTI;
@@ -105,6 +106,7 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                                ((sem || multi) && cmds[k].lease != 0)
                            ? cmds[k].lease
                            : res->lease;
+        bool shared = (cmds[k].flags & FENCE_CMD_F_SHARED) != 0;
         /* A multi-lock is one grant; the history names its first name.  A
          * slot's grant names the fence sem#slot the result reports. */
         const uint8_t *gname = multi ? cmds[k].names[0].name : cmds[k].name;
@@ -119,12 +121,14 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
             glen = 5;
         }
         if (res->token <= before) {
+            /* Reentrant, a retry, or (shared) joining a phase begun
+             * earlier: that phase's token, of the same lock. */
             sim_grant *g = sim_grant_find(s, res->token);
             /* "?": a waiter's grant whose lock was released again in the
              * same entry, so its name was not found (below): the lease
              * is all that can be compared. */
             bool unnamed = g != NULL && g->name_len == 1 && g->name[0] == '?';
-            if (g == NULL || g->lease != lid ||
+            if (g == NULL || (g->lease != lid && !(shared && g->shared)) ||
                 (!unnamed && (g->name_len != glen ||
                               memcmp(g->name, gname, g->name_len) != 0)))
                 sim_fail(s, "index %" PRIu64 ": old token %" PRIu64
@@ -141,15 +145,21 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         gr[ng].name_len = glen;
         gr[ng].from_event = false;
         gr[ng].slot = sem ? (int32_t)res->slot : -1;
+        gr[ng].shared = shared;
         ng++;
     }
     for (unsigned k = 0; k < n_ev; k++) {
         const fence_event *ev = &evs[k];
         if (ev->result.status != FENCE_ST_OK)
             continue;
+        bool shared = sim_shared_wait(s, ev->wait_id);
         if (ev->result.token <= before) {
-            sim_fail(s, "index %" PRIu64 ": waiter %" PRIu64 " given old token %"
-                        PRIu64, index, ev->wait_id, ev->result.token);
+            /* Only a shared waiter may join an earlier phase. */
+            sim_grant *g = shared ? sim_grant_find(s, ev->result.token) : NULL;
+            if (g == NULL || !g->shared)
+                sim_fail(s, "index %" PRIu64 ": waiter %" PRIu64 " given old token %"
+                            PRIu64 "%s", index, ev->wait_id, ev->result.token,
+                         shared ? " of no shared phase" : "");
             continue;
         }
         gr[ng].token = ev->result.token;
@@ -158,6 +168,7 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         gr[ng].name_len = 0;
         gr[ng].from_event = true;
         gr[ng].slot = (int32_t)ev->result.slot; /* checked against the fsm below */
+        gr[ng].shared = shared;
         ng++;
     }
     /* Sort the new tokens (insertion sort: a handful). */
@@ -176,7 +187,10 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
     unsigned nu = 0;
     for (unsigned k = 0; k < ng; k++) {
         if (nu > 0 && gr[nu - 1].token == gr[k].token) {
-            if (gr[nu - 1].lease != gr[k].lease)
+            /* A new phase's token goes to every shared holder admitted
+             * with it; any other token to one lease. */
+            if (gr[nu - 1].lease != gr[k].lease &&
+                !(gr[nu - 1].shared && gr[k].shared))
                 sim_fail(s, "index %" PRIu64 ": token %" PRIu64
                             " issued to leases %" PRIu64 " and %" PRIu64,
                          index, gr[k].token, gr[nu - 1].lease, gr[k].lease);
@@ -273,9 +287,19 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                 }
             }
             sim_grant_add(s, gr[k].token, index, gr[k].lease, nm, nl);
+            sim_grant *g = sim_grant_find(s, gr[k].token);
+            if (g != NULL && g->index == index)
+                g->shared = gr[k].shared;
         }
+        for (unsigned k = 0; k < nc; k++)
+            s->res->shared_grants += (cmds[k].type == FENCE_CMD_LOCK ||
+                                      cmds[k].type == FENCE_CMD_ACQUIRE) &&
+                                     (cmds[k].flags & FENCE_CMD_F_SHARED) &&
+                                     results[k].status == FENCE_ST_OK;
         sim_model_entry(s, index, ts, cmds, results, nc, evs,
                     (unsigned)n_ev, gr, ng, nd);
+        /* After the lease model, which has made room for new leases. */
+        sim_shared_entry(s, nd, index, cmds, results, nc, evs, (unsigned)n_ev);
     } else {
         if (h->entry_hash != eh)
             sim_fail(s, "node %u applied a different entry at index %" PRIu64,

@@ -129,6 +129,8 @@ typedef struct sim_mlease {
     uint64_t acq_wait_deadline; /* its deadline */
     bool created_now;   /* created by the current entry */
     bool dedicated;     /* made by ACQUIRE: UNLOCK of its lock revokes it */
+    uint64_t shared_tok[SIM_LOCKS]; /* token of its latest shared grant of
+                                       each lock (sim_shared.c) */
     uint64_t promised;  /* sim time until which a KEEPALIVE answered OK
                            promised the lease lives (sent + reply) */
     bool promised_local; /* that answer came without an entry */
@@ -150,6 +152,7 @@ typedef struct sim_grant {
     uint64_t lease;    /* lease that received it */
     uint8_t name[16];  /* lock name (the sim's names are short) */
     uint16_t name_len; /* its length */
+    bool shared;       /* a shared phase's token (other leases join it) */
 } sim_grant;
 
 /* A grant some client was told about (an acknowledged grant). */
@@ -370,6 +373,7 @@ typedef struct sim_client {
         unsigned lock;         /* lock number */
         uint64_t token;        /* token granted */
         uint64_t lease;        /* lease it was granted for */
+        bool shared;           /* a shared hold: release names the lease */
     } held[SIM_CLIENT_HELD];   /* grants it believes it holds */
     unsigned n_held;           /* how many */
     uint64_t give_up_at;       /* disconnect if still waiting then */
@@ -406,6 +410,8 @@ typedef struct sim {
     sim_ack *acks;             /* acknowledged grants */
     size_t n_acks;             /* acknowledged grants recorded */
     size_t cap_acks;           /* capacity of acks */
+    uint8_t *wshared;          /* by wait id: 1 if a shared request (sim_shared.c) */
+    size_t cap_wshared;        /* capacity of wshared */
     sim_mlease *mleases;       /* model leases by id */
     size_t cap_mleases;        /* capacity of mleases (ids below it) */
     sim_reqid *reqids;         /* open-addressing table */
@@ -441,6 +447,7 @@ typedef struct seen_grant {
     bool from_event;     /* granted to a waiter */
     int32_t slot;        /* a semaphore's slot as the result said, else -1
                             (events: filled in from the fsm) */
+    bool shared;         /* a shared hold (its phase's token) */
 } seen_grant;
 
 /* The run in progress; raft callbacks carry no user pointer of ours for
@@ -467,6 +474,15 @@ void sim_multi_entry(sim *s, sim_node *nd, uint64_t index, const fence_cmd *cmds
                      unsigned n_ev, uint64_t before, seen_grant *gr, unsigned ng);
 void sim_grant_add(sim *s, uint64_t token, uint64_t index, uint64_t lease,
                    const uint8_t *name, uint16_t name_len);
+/* sim_shared.c: shared phases.  Whether a LOCK/ACQUIRE of this entry (or
+ * the wait of an event) asked for a shared hold; and, once per index,
+ * record the entry's shared grants and check that every shared holder of
+ * every lock carries the phase's token. */
+void sim_shared_mark(sim *s, const fence_cmd *cmds, const fence_result *res, unsigned n);
+bool sim_shared_wait(const sim *s, uint64_t wait_id);
+void sim_shared_entry(sim *s, sim_node *nd, uint64_t index, const fence_cmd *cmds,
+                      const fence_result *res, unsigned n, const fence_event *evs,
+                      unsigned n_ev);
 /* A KEEPALIVE sent at sent_at was answered OK with ttl_ms: the lease must
  * not expire before sent_at + ttl_ms (sim time). */
 void sim_model_promise(sim *s, uint64_t lease, uint64_t sent_at, uint64_t ttl_ms,

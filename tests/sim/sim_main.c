@@ -141,12 +141,13 @@ static void print_stats(uint64_t seed, unsigned nodes, int membership,
            " taken/%" PRIu64 " restored, %" PRIu64 " model adjusts, %" PRIu64
            " forgotten reqids, %" PRIu64 " reads, %" PRIu64 " wait answers, %"
            PRIu64 " disconnects, %" PRIu64 " unknown batches, %" PRIu64
-           " steps\n",
+           " steps, %" PRIu64 " shared grants, %" PRIu64 " shared checks\n",
            seed, nodes, r->entries, r->grants, r->acked_grants, r->acked_cmds,
            r->unknown_outcomes, r->leader_terms, r->faults, r->restarts,
            r->crashes, r->snapshots_taken, r->snapshots_restored,
            r->model_adjusts, r->model_forgets, r->reads, r->wait_answers,
-           r->disconnects, r->unknown_batches, r->step);
+           r->disconnects, r->unknown_batches, r->step, r->shared_grants,
+           r->shared_checks);
     printf("# seed %" PRIu64 " renewals: %" PRIu64 " answered without an entry, %" PRIu64
            " checkpoints applied, %" PRIu64 " expiries checked against answered renewals\n",
            seed, r->local_renewals, r->checkpoints, r->promise_checks);

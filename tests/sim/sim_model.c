@@ -439,6 +439,14 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
                     l->live = false;
             }
             break;
+        case FENCE_CMD_UNLOCK_SHARED:
+            /* Releasing a dedicated lease's hold revokes it too. */
+            if (r->status == FENCE_ST_OK && r->value == 1) {
+                l = mlease(s, c->lease);
+                if (l != NULL && l->dedicated)
+                    l->live = false;
+            }
+            break;
         case FENCE_CMD_LEASE_REVOKE:
             if (r->status == FENCE_ST_OK) {
                 l = mlease(s, c->lease);

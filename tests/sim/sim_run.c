@@ -161,7 +161,7 @@ static void final_checks(sim *s)
                         " for the client but %.*s/lease %" PRIu64 " in the history "
                         "(a slot granted twice)",
                      a->token, nm, a->lease, (int)g->name_len, g->name, g->lease);
-        else if (g->lease != a->lease ||
+        else if ((g->lease != a->lease && !g->shared) ||
                  (g->name_len == 5 && memcmp(g->name, nm, 5) != 0))
             sim_fail(s, "acknowledged token %" PRIu64 " was lock%u/lease %"
                         PRIu64 " for the client but %.*s/lease %" PRIu64
@@ -260,6 +260,7 @@ static void cluster_teardown(sim *s)
     free(s->hist);
     free(s->grants);
     free(s->acks);
+    free(s->wshared);
     free(s->mmulti);
     free(s->mleases);
     free(s->reqids);

@@ -159,6 +159,49 @@ def test_token_twice():
     expect("a token granted to two leases is reported", h.run(), ["tokens"])
 
 
+def shared_readers(h, t, token, first, second):
+    """Two readers of one shared phase (token) overlapping from t (ms)."""
+    for i, proc in enumerate(("w8", "w9")):
+        h.op(proc, "grant", t + i, t + i + 1, lease=300 + i, ttl=1000)
+        h.op(proc, "lock", t + i + 1, t + i + 2, lock="L", lease=300 + i, token=token, shared=1)
+        h.op(proc, "admit", t + i + 2, t + i + 3, fence="F", token=token)
+        h.op(proc, "read", t + i + 3, t + i + 4, key="counter", value=first)
+    for i, proc in enumerate(("w8", "w9")):
+        h.op(proc, "read", t + 10 + i, t + 11 + i, key="counter", value=second)
+        h.op(proc, "admit", t + 12 + i, t + 13 + i, fence="F", token=token)
+        h.op(proc, "reread", t + 14 + i, t + 14 + i, token=token, first=first, second=second)
+        h.op(proc, "unlock", t + 15 + i, t + 16 + i, token=token, released=1)
+        h.op(proc, "revoke", t + 17 + i, t + 18 + i, lease=300 + i)
+    return t + 20
+
+
+def test_shared_phase():
+    h, t = clean_history()
+    end = shared_readers(h, t, 7, 6, 6)
+    h.stop(end + 4000)
+    res = h.run()
+    expect("two readers of one shared phase share a token, reads agree: passes", res, [])
+    T.check(res.stats.get("rereads_checked") == 2, "both rereads are checked", res.stats)
+
+
+def test_shared_reread_differs():
+    h, t = clean_history()
+    end = shared_readers(h, t, 7, 6, 7)
+    h.stop(end + 4000)
+    expect("a reader whose two reads differ while still admitted is reported", h.run(),
+           ["read-stable"])
+
+
+def test_shared_token_to_writer():
+    h = H()
+    h.op("w1", "grant", 0, 1, lease=1)
+    h.op("w1", "lock", 1, 2, lock="L", lease=1, token=5, shared=1)
+    h.op("w2", "grant", 0, 1, lease=2)
+    h.op("w2", "lock", 1, 3, lock="L", lease=2, token=5)
+    expect("a shared phase's token granted to an exclusive lease too is reported", h.run(),
+           ["tokens"])
+
+
 def test_token_order():
     h = H()
     h.op("w1", "grant", 0, 1, lease=1)
@@ -419,7 +462,8 @@ def main():
                test_final_unreadable, test_expired_grant, test_expired_grant_restart,
                test_expired_grant_leader_change, test_expired_grant_unknown_keepalive, test_expired_grant_slack, test_early_expiry,
                test_valid_handoff,
-               test_liveness, test_files_and_cli, test_mutations):
+               test_liveness, test_files_and_cli, test_mutations, test_shared_phase,
+               test_shared_reread_differs, test_shared_token_to_writer):
         try:
             fn()
         except Exception as e:  # a crash in the checker fails that case only

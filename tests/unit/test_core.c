@@ -10,10 +10,10 @@
 #include "core/fsm_int.h"
 
 /* Bytes of the coordination kinds' sections of a version-5 snapshot when
- * all are empty (snapshot.c): multi's u32 count (multi.c), elect's 16
+ * all are empty (snapshot.c): rw's u32 count (shared.c), multi's (multi.c), elect's 16
  * (elect_snap.c), sem's two u32 counts (sem_snap.c: semaphores and slot
  * records). */
-#define SNAP_KINDS_EMPTY (4 + 16 + 8)
+#define SNAP_KINDS_EMPTY (4 + 4 + 16 + 8)
 
 static void alloc_scenario(long budget, uint8_t **snap_out, size_t *len_out)
 {

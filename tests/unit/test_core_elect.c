@@ -492,9 +492,9 @@ static void test_snapshot_v4(void)
     size_t n = 0;
     uint8_t *s5 = snap(f, &n);
     CHECK_EQ_U64(s5[4], 5);
-    /* The empty kinds' sections: "multi" (a count, 4 bytes), "elect" (count,
-     * counter, tombs: 16) and "sem" (after elect: SEM_EMPTY). */
-    size_t n4 = n - 4 - 16 - SEM_EMPTY;
+    /* The empty kinds' sections: "rw" and "multi" (a count each, 4 bytes),
+     * "elect" (count, counter, tombs: 16) and "sem" (after elect: SEM_EMPTY). */
+    size_t n4 = n - 4 - 4 - 16 - SEM_EMPTY;
     uint8_t *s4 = malloc(n4);
     REQUIRE(s4 != NULL);
     memcpy(s4, s5, n4 - 4);

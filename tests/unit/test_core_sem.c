@@ -821,6 +821,54 @@ static void test_with_elections(void)
     done(f);
 }
 
+static fence_cmd shared(fence_cmd c)
+{
+    c.flags |= FENCE_CMD_F_SHARED;
+    return c;
+}
+
+/* One name space with shared locks (core/shared.c): LOCK / ACQUIRE ...
+ * SHARED and UNLOCK_SHARED of a semaphore's name or slot answer
+ * WRONGTYPE; SEM_ACQUIRE refuses the SHARED flag; a lock held shared (or
+ * its name#i) makes a first SEM_ACQUIRE WRONGTYPE; a snapshot with both
+ * kinds restores to the same bytes. */
+static void test_with_shared_locks(void)
+{
+    fence_fsm *f = new_fsm();
+    uint64_t a = lease(f, 1, 60000, 0);
+    uint64_t b = lease(f, 1, 60000, 0);
+    fence_result g = run(f, 2, c_sem("s", 2, a, 0));
+    REQUIRE(g.status == FENCE_ST_OK);
+    const char *names[] = {"s", "s#0", "s#1"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_U64(run(f, 3, shared(c_lock(names[i], b, 0))).status, FENCE_ST_WRONGTYPE);
+        CHECK_EQ_U64(run(f, 3, shared(c_lock(names[i], b, 1000))).status, FENCE_ST_WRONGTYPE);
+        CHECK_EQ_U64(run(f, 3, shared(c_acquire(names[i], 1000))).status, FENCE_ST_WRONGTYPE);
+        fence_cmd u = {.type = FENCE_CMD_UNLOCK_SHARED, NAME(names[i]), .token = g.token,
+                       .lease = a};
+        CHECK_EQ_U64(run(f, 3, u).status, FENCE_ST_WRONGTYPE);
+    }
+    CHECK_EQ_U64(run(f, 3, shared(c_sem("s", 2, b, 0))).status, FENCE_ST_INVALID);
+    CHECK_EQ_U64(run(f, 3, shared(c_sem_ttl("t", 2, 1000, 0))).status, FENCE_ST_INVALID);
+    /* Shared holds of r and u#0 keep those names from a semaphore. */
+    fence_result r = run(f, 4, shared(c_lock("r", b, 0)));
+    CHECK_EQ_U64(r.status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(f, 4, shared(c_lock("r", a, 0))).token, r.token);
+    CHECK_EQ_U64(run(f, 4, shared(c_lock("u#0", b, 0))).status, FENCE_ST_OK);
+    CHECK_EQ_U64(run(f, 5, c_sem("r", 1, a, 0)).status, FENCE_ST_WRONGTYPE);
+    CHECK_EQ_U64(run(f, 5, c_sem("u", 1, a, 0)).status, FENCE_ST_WRONGTYPE);
+    /* s#2 is no slot of a semaphore of 2: a shared lock may have it. */
+    fence_result x = run(f, 5, shared(c_lock("s#2", b, 0)));
+    CHECK_EQ_U64(x.status, FENCE_ST_OK);
+    CHECK(x.token > r.token);
+    run(f, 6, c_revoke(a));
+    /* With s gone (a held its slot), a semaphore s of 3 would claim s#2. */
+    CHECK_EQ_U64(run(f, 7, c_sem("s", 3, b, 0)).status, FENCE_ST_WRONGTYPE);
+    CHECK_EQ_U64(run(f, 7, c_sem("s", 2, b, 0)).status, FENCE_ST_OK);
+    run(f, 8, c_revoke(b));
+    done(f);
+}
+
 int main(void)
 {
     TEST_RUN(test_basic_slots);
@@ -835,5 +883,6 @@ int main(void)
     TEST_RUN(test_entry_codec);
     TEST_RUN(test_with_multi_locks);
     TEST_RUN(test_with_elections);
+    TEST_RUN(test_with_shared_locks);
     return TEST_DONE();
 }

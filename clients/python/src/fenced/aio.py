@@ -365,16 +365,26 @@ class Client:
             return None
         return _as_int(r[0], "ACQUIRE.MULTI"), _as_int(r[1], "ACQUIRE.MULTI")
 
-    async def unlock(self, name: str, token: int) -> bool:
-        """UNLOCK name token: True if that token held the lock and released it."""
-        return _as_int(await self.call("UNLOCK", name, token), "UNLOCK") == 1
+    async def unlock(self, name: str, token: int, lease: Optional[int] = None) -> bool:
+        """UNLOCK name token [LEASE lease]: True if that token held the lock
+        and released it (a shared hold names its lease)."""
+        args: List[Any] = ["UNLOCK", name, token]
+        if lease is not None:
+            args += ["LEASE", lease]
+        return _as_int(await self.call(*args), "UNLOCK") == 1
 
     async def lock_info(self, name: str) -> Optional[LockInfo]:
-        """LOCK.INFO: the holder, or None when the lock is free."""
+        """LOCK.INFO: the holder, or None when the lock is free (a shared
+        lock: ``shared`` and its ``holders`` too)."""
         r = await self.call("LOCK.INFO", name)
         if r is None:
             return None
-        return LockInfo(*[_as_int(x, "LOCK.INFO") for x in r])
+        head = [_as_int(x, "LOCK.INFO") for x in r[:4]]
+        if len(r) >= 6:
+            holders = tuple((_as_int(h[0], "LOCK.INFO"), _as_int(h[1], "LOCK.INFO"))
+                            for h in r[5])
+            return LockInfo(head[0], head[1], head[2], head[3], shared=True, holders=holders)
+        return LockInfo(head[0], head[1], head[2], head[3])
 
     # ---- leader election (fenced.elect) -------------------------------------------
 

@@ -58,11 +58,15 @@ class SemInfo(NamedTuple):
 
 
 class LockInfo(NamedTuple):
-    """LOCK.INFO of a held lock: holder's token and lease, time left, waiters."""
+    """LOCK.INFO of a held lock: holder's token and lease, time left, waiters;
+    for a lock held shared, ``shared`` and every holder as (lease,
+    remaining_ms), the first one in ``lease``."""
     token: int
     lease: int
     remaining_ms: int
     waiters: int
+    shared: bool = False
+    holders: Tuple[Tuple[int, int], ...] = ()
 
 
 def parse_servers(servers: Servers) -> List[str]:
@@ -384,7 +388,8 @@ class Client:
 
     # ---- locks -------------------------------------------------------------------
 
-    def _wait_request(self, cmd: str, name: str, arg: Any, wait_ms: int) -> Any:
+    def _wait_request(self, cmd: str, name: str, arg: Any, wait_ms: int,
+                      shared: bool = False) -> Any:
         """cmd name arg [WAIT ms] REQID id; a nil that comes clearly before
         the wait is over (a retried request) is asked again for the time
         left.  Returns the reply, None when the wait ran out."""
@@ -392,6 +397,8 @@ class Client:
         left = wait_ms
         for _ in range(4):
             args: List[Any] = [cmd, name] + (list(arg) if isinstance(arg, tuple) else [arg])
+            if shared:
+                args.append("SHARED")
             if left > 0:
                 args += ["WAIT", left]
             args += ["REQID", _reqid()]
@@ -405,18 +412,21 @@ class Client:
             left = wait_ms - elapsed
         return None
 
-    def lock_lease(self, name: str, lease: int, wait_ms: int = 0) -> Optional[int]:
-        """LOCK name lease [WAIT wait_ms]: the fencing token, or None if the
-        lock stayed busy.  Locking again with the holding lease returns the
-        same token."""
-        r = self._wait_request("LOCK", name, lease, wait_ms)
+    def lock_lease(self, name: str, lease: int, wait_ms: int = 0,
+                   shared: bool = False) -> Optional[int]:
+        """LOCK name lease [SHARED] [WAIT wait_ms]: the fencing token, or None
+        if the lock stayed busy.  Locking again with the holding lease
+        returns the same token.  ``shared``: a shared (read) hold, whose
+        token the other holders of its phase share (docs/recipes.md)."""
+        r = self._wait_request("LOCK", name, lease, wait_ms, shared)
         return None if r is None else _as_int(r, "LOCK")
 
-    def acquire(self, name: str, ttl_ms: int, wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+    def acquire(self, name: str, ttl_ms: int, wait_ms: int = 0,
+                shared: bool = False) -> Optional[Tuple[int, int]]:
         """ACQUIRE: a dedicated lease and the lock in one request; returns
         (token, lease) or None.  Nothing renews that lease: use
         :meth:`lock` for a held lock that stays alive."""
-        r = self._wait_request("ACQUIRE", name, ttl_ms, wait_ms)
+        r = self._wait_request("ACQUIRE", name, ttl_ms, wait_ms, shared)
         if r is None:
             return None
         return _as_int(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
@@ -450,16 +460,26 @@ class Client:
             return None
         return _as_int(r[0], "ACQUIRE.MULTI"), _as_int(r[1], "ACQUIRE.MULTI")
 
-    def unlock(self, name: str, token: int) -> bool:
-        """UNLOCK name token: True if that token held the lock and released it."""
-        return _as_int(self.call("UNLOCK", name, token), "UNLOCK") == 1
+    def unlock(self, name: str, token: int, lease: Optional[int] = None) -> bool:
+        """UNLOCK name token [LEASE lease]: True if that token held the lock
+        and released it.  A shared hold names its lease (the holders of a
+        phase share the token)."""
+        args: List[Any] = ["UNLOCK", name, token]
+        if lease is not None:
+            args += ["LEASE", lease]
+        return _as_int(self.call(*args), "UNLOCK") == 1
 
     def lock_info(self, name: str) -> Optional[LockInfo]:
         """LOCK.INFO: the holder, or None when the lock is free."""
         r = self.call("LOCK.INFO", name)
         if r is None:
             return None
-        return LockInfo(*[_as_int(x, "LOCK.INFO") for x in r])
+        head = [_as_int(x, "LOCK.INFO") for x in r[:4]]
+        if len(r) >= 6:
+            holders = tuple((_as_int(h[0], "LOCK.INFO"), _as_int(h[1], "LOCK.INFO"))
+                            for h in r[5])
+            return LockInfo(head[0], head[1], head[2], head[3], shared=True, holders=holders)
+        return LockInfo(head[0], head[1], head[2], head[3])
 
     # ---- semaphores of slots (docs/recipes.md) -------------------------------------
 
@@ -539,7 +559,7 @@ class Client:
     def lock(self, name: str, ttl_ms: int = 10000, wait_ms: int = 0, *,
              on_lost: Optional[Callable[["Lock", FencedError], None]] = None,
              on_wait: Optional[Callable[[Optional[LockInfo]], None]] = None,
-             raise_on_lost: bool = True) -> "Lock":
+             raise_on_lost: bool = True, shared: bool = False) -> "Lock":
         """A lock on ``name`` held under a lease of ``ttl_ms`` that is renewed
         every third of its TTL until released.  Use it as a context manager
         (``with c.lock("orders") as lock: ... lock.token``) or call
@@ -552,9 +572,10 @@ class Client:
         ``on_wait(info)`` is called once, before waiting, when the lock is
         busy (info: its holder).  With ``raise_on_lost`` the with-block
         raises :class:`LeaseLost` at its end if the lease was lost during it.
+        ``shared``: a shared (read) lock; readers of one phase share a token.
         """
         return Lock(self, name, ttl_ms, wait_ms, on_lost=on_lost, on_wait=on_wait,
-                    raise_on_lost=raise_on_lost)
+                    raise_on_lost=raise_on_lost, shared=shared)
 
 
 class Lock:
@@ -574,7 +595,7 @@ class Lock:
     def __init__(self, client: Client, name: str, ttl_ms: int, wait_ms: int = 0, *,
                  on_lost: Optional[Callable[["Lock", FencedError], None]] = None,
                  on_wait: Optional[Callable[[Optional[LockInfo]], None]] = None,
-                 raise_on_lost: bool = True) -> None:
+                 raise_on_lost: bool = True, shared: bool = False) -> None:
         if not name:
             raise ValueError("the lock name must not be empty")
         if ttl_ms < 10 or wait_ms < 0:
@@ -583,6 +604,7 @@ class Lock:
         self.name = name                      # lock name
         self.ttl_ms = ttl_ms                  # lease TTL
         self.wait_ms = wait_ms                # how long to queue
+        self.shared = shared                  # a shared (read) hold
         self.on_lost = on_lost                # callback when the lease is lost
         self.on_wait = on_wait                # callback before a wait
         self.raise_on_lost = raise_on_lost    # with-block raises LeaseLost at its end
@@ -646,11 +668,11 @@ class Lock:
         try:
             token = None
             if self.on_wait is not None and self.wait_ms > 0:
-                token = self.client.lock_lease(self.name, lease, 0)
+                token = self.client.lock_lease(self.name, lease, 0, self.shared)
                 if token is None:
                     self.on_wait(self.client.lock_info(self.name))
             if token is None:
-                token = self.client.lock_lease(self.name, lease, self.wait_ms)
+                token = self.client.lock_lease(self.name, lease, self.wait_ms, self.shared)
             if token is None:
                 raise NotAcquired("lock %r not acquired within %d ms" % (self.name, self.wait_ms))
             if self.lost.is_set():
@@ -674,7 +696,8 @@ class Lock:
             return
         try:
             if self._token is not None:
-                self.client.unlock(self.name, self._token)
+                self.client.unlock(self.name, self._token,
+                                   self._lease if self.shared else None)
             self.client.lease_revoke(self._lease)
         except FencedError:
             if not self.lost.is_set():

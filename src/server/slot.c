@@ -1,0 +1,27 @@
+/* The slots that carry fenced's replies in request order on the shared
+ * connection layer (src/net/conn.h): making a slot's reply final.  Below
+ * every file that answers a request (reply.c, signq.c, cmd.c, observe.c,
+ * ...), so that none of them calls up to another to reply. */
+#include "base/assert.h"
+#include "server/server.h"
+
+/* ---- Slots ------------------------------------------------------------------ */
+
+/* Make the slot's reply final.  An orphaned slot (its connection closed)
+ * is freed instead. */
+void fence__slot_reply(fence_slot *slot, const char *bytes, size_t len)
+{
+    FENCE_ASSERT(slot->state != SLOT_READY);
+    slot->state = SLOT_READY;
+    fence__server_metrics_slot(slot, NULL);
+    fence__net_slot_reply(&slot->base, bytes, len);
+}
+
+/* Reply with "-CODE msg". */
+void fence__slot_error(fence_slot *slot, const char *code, const char *msg)
+{
+    FENCE_ASSERT(slot->state != SLOT_READY);
+    slot->state = SLOT_READY;
+    fence__server_metrics_slot(slot, code);
+    fence__net_slot_error(&slot->base, code, msg);
+}
