@@ -66,23 +66,40 @@ $(SIM_LMUT_CHECK): $(SIM_LMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_LMUT_CHECK)
 
+# Control: the same simulation against the sem_slot_twice mutant (a waiter
+# handed a semaphore's slot is told slot 0, whatever slot it got: two
+# leases believe they hold slot 0) must report a violation.
+SIM_SMUT_DIR   := $(BUILD)/mutant/sem_slot_twice
+SIM_SMUT_BIN   := $(SIM_SMUT_DIR)/tests/fence_sim
+SIM_SMUT_CHECK := $(BUILD)/tests/fence_sim_sem_mutant_check.sh
+
+$(SIM_SMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh sem_slot_twice $(SIM_SMUT_DIR) tests/fence_sim
+
+$(SIM_SMUT_CHECK): $(SIM_SMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted semaphore bug (tests/mutants/sem_slot_twice.patch)\nexec "$$(dirname "$$0")/../mutant/sem_slot_twice/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_SMUT_CHECK)
+
 # Control: the simulation against the shared_new_token mutant (a shared
 # holder joining a phase is given a new token, so the holders admitted
 # before it no longer carry the phase's token) must report a violation
 # (sim_shared.c); the unit tests (test_core_shared) fail against it too.
-SIM_SMUT_DIR   := $(BUILD)/mutant/shared_new_token
-SIM_SMUT_BIN   := $(SIM_SMUT_DIR)/tests/fence_sim
-SIM_SMUT_CHECK := $(BUILD)/tests/fence_sim_shared_mutant_check.sh
+SIM_RWMUT_DIR   := $(BUILD)/mutant/shared_new_token
+SIM_RWMUT_BIN   := $(SIM_RWMUT_DIR)/tests/fence_sim
+SIM_RWMUT_CHECK := $(BUILD)/tests/fence_sim_shared_mutant_check.sh
 
-$(SIM_SMUT_BIN): FORCE_SIM_BUG
-	+@bash tests/mutants/build.sh shared_new_token $(SIM_SMUT_DIR) tests/fence_sim
+$(SIM_RWMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh shared_new_token $(SIM_RWMUT_DIR) tests/fence_sim
 
-$(SIM_SMUT_CHECK): $(SIM_SMUT_BIN) mk/sim.mk
+$(SIM_RWMUT_CHECK): $(SIM_RWMUT_BIN) mk/sim.mk
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\n# control: the sim must catch the planted shared-phase bug (tests/mutants/shared_new_token.patch)\nexec "$$(dirname "$$0")/../mutant/shared_new_token/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
 	@chmod +x $@
 
-UNIT_TESTS += $(SIM_SMUT_CHECK)
+UNIT_TESTS += $(SIM_RWMUT_CHECK)
 
 # Control: the same simulation against the multi_partial mutant (a waiting
 # multi-lock first in every queue is granted the names that are free and

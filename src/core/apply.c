@@ -168,6 +168,12 @@ static void handoff(fence_fsm *f, fence__lock *k)
 {
     FENCE_ASSERT(k->holder == NULL);
     FENCE_ASSERT(!k->in_delay);
+    if (k->sem != NULL) {
+        /* A semaphore's slot: its waiters queue on the semaphore. */
+        FENCE_ASSERT(k->nwaiters == 0);
+        fence__sem_slot_free(f, k);
+        return;
+    }
     fence__wait *w = QWAIT_OF(k->queue.first);
     while (w != NULL && !waiter_eligible(f, w)) {
         w = QWAIT_OF(w->qlink.next);
@@ -232,6 +238,7 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     }
     fence__lease *l = w->lease;
     fence__lock *k = w->lock;
+    fence__sem *s = w->sem;
     bool acq = w->acquire;
     fence__wait_unlink(f, w);
     fence_result r;
@@ -242,7 +249,9 @@ static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
     FENCE_ASSERT(fence__list_empty(&w->reqs));
     fence__elect_cand_free(f, w);
     fence__free(f, w);
-    if (k->nsholders > 0) {
+    if (s != NULL) {
+        fence__sem_maybe_destroy(f, s);
+    } else if (k->nsholders > 0) {
         /* The shared waiters it held back may join the phase now. */
         admit_shared(f, k);
     } else {
@@ -532,6 +541,10 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_INVALID;
         return;
     }
+    if (fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE;
+        return;
+    }
     fence__lease *l = fence__lease_find(f, c->lease);
     if (l == NULL || !fence__lease_live(f, l)) {
         r->status = FENCE_ST_NOLEASE;
@@ -617,7 +630,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
 
 /* Release every lock l holds exclusively with token: one lock, or all the
  * names of one multi-lock (multi.c), in held-list order. */
-static void release_group(fence_fsm *f, fence__lease *l, uint64_t token)
+void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token)
 {
     fence__link *p = l->held.first;
     while (p != NULL) {
@@ -635,6 +648,10 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
     if (!name_ok(c)) {
         r->status = FENCE_ST_INVALID;
+        return;
+    }
+    if (fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE;
         return;
     }
     r->status = FENCE_ST_OK;
@@ -658,7 +675,7 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
-    release_group(f, l, k->token);
+    fence__release_group(f, l, k->token);
     if (l->dedicated) {
         lease_remove(f, l, false);
     }
@@ -673,6 +690,10 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         c->lock_delay_ms > FENCE_LOCK_DELAY_MS_MAX ||
         c->wait_ms > FENCE_WAIT_MS_MAX) {
         r->status = FENCE_ST_INVALID;
+        return;
+    }
+    if (fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE;
         return;
     }
     if (f->leases.count >= f->limits.leases_max || quota_leases_full(f, c) ||
@@ -737,50 +758,6 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
     fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
 }
 
-/* UNLOCK_SHARED: release lease c->lease's hold of the lock if the token is
- * the hold's (a shared hold, or an exclusive one of that lease); a
- * dedicated lease goes too. */
-static void cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r)
-{
-    if (!name_ok(c)) {
-        r->status = FENCE_ST_INVALID;
-        return;
-    }
-    r->status = FENCE_ST_OK;
-    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
-    if (k != NULL && k->elect != NULL) {
-        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
-        return;
-    }
-    fence__lease *l = fence__lease_find(f, c->lease);
-    if (k == NULL || l == NULL || k->token != c->token) {
-        r->value = 0;
-        return;
-    }
-    fence__shold *s = k->nsholders > 0 ? fence__shold_of(l, k) : NULL;
-    if (s == NULL && k->holder != l) {
-        r->value = 0;
-        return;
-    }
-    if (!may_use(c, l)) {
-        r->status = FENCE_ST_NOPERM;
-        return;
-    }
-    if (s != NULL) {
-        fence__shold_remove(f, s);
-        if (k->nsholders == 0) {
-            handoff(f, k);
-        }
-    } else {
-        /* An exclusive hold: as UNLOCK (a multi-lock's names all go). */
-        release_group(f, l, k->token);
-    }
-    if (l->dedicated) {
-        lease_remove(f, l, false);
-    }
-    r->value = 1;
-}
-
 /* CANCEL: the waiting client went away. */
 static void cmd_cancel(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
@@ -828,8 +805,14 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
     case FENCE_CMD_CANCEL:
         cmd_cancel(f, c, r);
         break;
+    case FENCE_CMD_SEM_ACQUIRE:
+        fence__cmd_sem_acquire(f, c, r);
+        break;
+    case FENCE_CMD_SEM_RELEASE:
+        fence__cmd_sem_release(f, c, r);
+        break;
     case FENCE_CMD_UNLOCK_SHARED:
-        cmd_unlock_shared(f, c, r);
+        fence__cmd_unlock_shared(f, c, r);
         break;
     case FENCE_CMD_LOCK_MULTI:
         fence__multi_cmd(f, c, r);
@@ -854,7 +837,8 @@ static void dispatch(fence_fsm *f, const fence_cmd *c, fence_result *r)
 
 static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out);
 
-/* The hooks multi.c shares (fsm_int.h). */
+/* The hooks the kinds' files share (fsm_int.h): multi.c, sem.c (and
+ * fence__grant below). */
 void fence__handoff(fence_fsm *f, fence__lock *k)
 {
     handoff(f, k);
@@ -873,6 +857,11 @@ void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r)
 void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired)
 {
     lease_remove(f, l, expired);
+}
+
+bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w)
+{
+    return waiter_eligible(f, w);
 }
 
 /* Apply one command at now_ms: advance time (LEADER_START only moves the

@@ -218,11 +218,13 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
     if (nheld != f->nheld) {
         return "held lock count wrong";
     }
+    /* Every wait has one place per name in the locks' FIFOs, except a
+     * semaphore's, which is in the semaphore's FIFO (sem.c). */
     uint64_t places = 0;
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
         places += fence__wait_names(WAIT_OF(p));
     }
-    if (nwaiters != places) {
+    if (nwaiters + f->n_sem_waits != places) {
         return "waiters in FIFOs do not match the wait table";
     }
     *ndelay_out = ndelay;
@@ -401,6 +403,9 @@ const char *fence_fsm_check(const fence_fsm *f)
         return e;
     }
     if ((e = fence__elect_check(f)) != NULL) {
+        return e;
+    }
+    if ((e = fence__sem_check(f)) != NULL) {
         return e;
     }
     return check_heap(f, f->leases.count + f->waits.count + ndelay);

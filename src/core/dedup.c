@@ -105,6 +105,12 @@ uint64_t fence__cmd_fp(const fence_cmd *cmd)
                                cmd->lock_delay_ms, cmd->name_len};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         h = fence__fnv1a64_add_u64(h, fields[i]);
+    if (cmd->type == FENCE_CMD_SEM_ACQUIRE || cmd->type == FENCE_CMD_SEM_RELEASE) {
+        /* Only for the types that use them: older commands keep the
+         * fingerprints their dedup records were written with. */
+        h = fence__fnv1a64_add_u64(h, cmd->permits);
+        h = fence__fnv1a64_add_u64(h, cmd->slot);
+    }
     FENCE_ASSERT(cmd->name_len == 0 || cmd->name != NULL);
     /* A shared request differs from the exclusive one (mixed in only when
      * set, so that every older command keeps its fingerprint). */

@@ -155,8 +155,8 @@ void fence__elect_campaign(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
-    if (k != NULL && k->elect == NULL) {
-        r->status = FENCE_ST_WRONGTYPE; /* the name is a lock */
+    if ((k != NULL && k->elect == NULL) || fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is a lock or a semaphore's */
         return;
     }
     if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL)) &&
@@ -211,7 +211,7 @@ static fence__lock *leader_of(fence_fsm *f, const fence_cmd *c, fence_result *r)
     r->status = FENCE_ST_OK;
     r->revision = f->elect_rev;
     fence__lock *k = fence__lock_find(f, c->name, c->name_len);
-    if (k != NULL && k->elect == NULL) {
+    if ((k != NULL && k->elect == NULL) || fence__sem_claims(f, c->name, c->name_len)) {
         r->status = FENCE_ST_WRONGTYPE;
         return NULL;
     }
@@ -278,6 +278,9 @@ int fence_fsm_elect_info(const fence_fsm *f, const uint8_t *name, uint16_t len,
         return FENCE_ST_INVALID;
     }
     const fence__lock *k = fence__lock_find(f, name, len);
+    if (k == NULL && fence__sem_claims(f, name, len)) {
+        return FENCE_ST_WRONGTYPE; /* a semaphore's name */
+    }
     if (k == NULL) {
         out->revision = f->elect_tomb[tomb_slot(name, len)];
         return 0;

@@ -39,7 +39,7 @@ fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed,
     f->next_wait_id = 1;
     if (!fence__htab_init(f, &f->leases) || !fence__htab_init(f, &f->locks) ||
         !fence__htab_init(f, &f->waits) || !fence__htab_init(f, &f->dedup) ||
-        !fence__htab_init(f, &f->owners) ||
+        !fence__htab_init(f, &f->owners) || !fence__htab_init(f, &f->sems) ||
         !fence__heap_room(f, 0)) {
         fence__fsm_free(f);
         return NULL;
@@ -82,11 +82,13 @@ void fence__fsm_free(fence_fsm *f)
     free_all(f, &f->lease_list, offsetof(fence__lease, link));
     free_all(f, &f->dedup_list, offsetof(fence__dedup, link));
     free_all(f, &f->owner_list, offsetof(fence__owner, link));
+    fence__sem_free_all(f);
     fence__htab_free(f, &f->leases);
     fence__htab_free(f, &f->locks);
     fence__htab_free(f, &f->waits);
     fence__htab_free(f, &f->dedup);
     fence__htab_free(f, &f->owners);
+    fence__htab_free(f, &f->sems);
     fence__heap_free(f, &f->heap);
     fence__free(f, f->events);
     fence_alloc a = f->alloc;

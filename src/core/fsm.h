@@ -110,6 +110,29 @@
  * joins the existing wait instead of queueing twice).  A CANCELled wait
  * forgets all of their request ids, so each retry queues afresh.
  *
+ * Semaphores (SEM_ACQUIRE, SEM_RELEASE; core/sem.c): a semaphore of N
+ * permits (1..FENCE_SEM_PERMITS_MAX) is N slots, and slot i is the lock
+ * named name#i (decimal, no leading zero): a resource fences it as that
+ * name.  The first SEM_ACQUIRE fixes N (the name plus "#" and the digits of
+ * N-1 must fit FENCE_NAME_MAX, else INVALID); one with another N answers
+ * WRONGTYPE with value = N.  The semaphore exists while a slot is held or
+ * in lock-delay or anyone waits, and goes away with the last; the next
+ * acquire may then choose another N.  SEM_ACQUIRE grants the lowest free
+ * slot (OK: token, lease, slot), or queues FIFO (QUEUED, WAIT as LOCK) or
+ * answers NIL; a freed slot goes to the first live waiter.  A lease holds
+ * at most one slot of a semaphore: acquiring again answers the slot it
+ * holds (or the wait it has).  lease 0 is the dedicated form: ttl_ms and
+ * lock_delay_ms make a lease as ACQUIRE does (revoked by SEM_RELEASE, a
+ * wait timeout or CANCEL).  SEM_RELEASE frees the slot when token is its
+ * holder's (value 1, else 0; INVALID for a slot >= N).  Slots are locks in
+ * every other respect: expiry and LEASE_REVOKE free them (with lock-delay),
+ * they count against locks_max and quota_locks, their waits against
+ * waits_max, waiters_max (the semaphore's FIFO) and quota_locks.  One name
+ * space: while the semaphore exists, LOCK, ACQUIRE, UNLOCK, LOCK_MULTI and
+ * ELECT_* naming its name or name#i (i < N) answer WRONGTYPE, and a first
+ * SEM_ACQUIRE answers WRONGTYPE while a lock (also one kept for a queued
+ * multi-lock), an election or a semaphore holds one of those names.
+ *
  * Shared holds (FENCE_CMD_F_SHARED on LOCK/ACQUIRE, core/shared.c): a
  * lock is held by one exclusive holder or by the shared holders of one
  * phase.  A shared request on a free lock begins a phase with the next
@@ -430,6 +453,26 @@ size_t fence_fsm_locks_list(const fence_fsm *f, uint64_t after, size_t max_visit
                             bool (*match)(void *ctx, const uint8_t *name, uint16_t len),
                             void *ctx, fence_fsm_lock_entry *out, size_t cap,
                             uint64_t *next);
+
+/* A semaphore as SEM.INFO shows it. */
+typedef struct fence_fsm_sem_state {
+    uint32_t permits;    /* N */
+    uint32_t slots_used; /* slots held or in lock-delay */
+    uint32_t waiters;    /* waits queued on the semaphore */
+} fence_fsm_sem_state;
+/* One slot that is held or in lock-delay. */
+typedef struct fence_fsm_sem_slot {
+    uint32_t slot;        /* 0..N-1: the resource fences it as name#slot */
+    uint64_t token;       /* token of the slot's last grant */
+    uint64_t lease;       /* the holder lease, 0 in lock-delay */
+    uint64_t deadline_ms; /* holder lease deadline, or lock-delay end */
+    uint64_t owner;       /* owner of the holder lease (0 in lock-delay) */
+} fence_fsm_sem_slot;
+/* true when the semaphore exists: *out filled, and its used slots, in slot
+ * order, written to slots (at most cap; *n receives how many). */
+bool fence_fsm_sem_info(const fence_fsm *f, const uint8_t *name, uint16_t len,
+                        fence_fsm_sem_state *out, fence_fsm_sem_slot *slots, size_t cap,
+                        size_t *n);
 
 /* One lease as LEASE.LIST shows it. */
 typedef struct fence_fsm_lease_entry {

@@ -6,7 +6,8 @@
  * (the deadline heap), lease.c (leases and the locks they
  * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
  * apply.c (grants, releases, time, the commands), multi.c (LOCK_MULTI:
- * one wait over many locks, and its snapshot section), check.c (the
+ * one wait over many locks, and its snapshot section), sem.c (semaphores
+ * of slots) and sem_snap.c (their snapshot section), check.c (the
  * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot
  * codec), shared.c (shared holds: the holders of one shared phase of a lock),
  * elect.c and elect_snap.c (leader election: core/elect.h).
@@ -48,6 +49,7 @@ enum {
 
 typedef struct fence__lock fence__lock;
 typedef struct fence__wait fence__wait;
+typedef struct fence__sem fence__sem;
 typedef struct fence__shold fence__shold;
 typedef struct fence__elect fence__elect;
 typedef struct fence__cand fence__cand;
@@ -110,6 +112,9 @@ struct fence__lock {
     uint64_t delay_ms;     /* the lock-delay in force */
     fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
     uint32_t nwaiters;     /* length of the FIFO */
+    fence__sem *sem;       /* a semaphore's slot lock (name#slot): the
+                              semaphore (sem.c); NULL for a plain lock */
+    uint32_t slot;         /* with sem: the slot, 0..permits-1 */
     uint32_t snap_ord;     /* scratch, not state: the lock's 1-based place
                               in the lock section of the snapshot being
                               written (snapshot.c sets it as it writes that
@@ -130,7 +135,10 @@ struct fence__wait {
     uint64_t id;                 /* from 1, never reused */
     uint64_t wait_ms;            /* requested wait, for LEADER_START rebase */
     struct fence__lease *lease;  /* the lease that waits */
-    fence__lock *lock;           /* the lock waited for */
+    fence__lock *lock;           /* the lock waited for (NULL for a
+                                    semaphore's or a multi wait) */
+    fence__sem *sem;             /* SEM_ACQUIRE: the semaphore waited for
+                                    (in its FIFO by qlink), else NULL */
     bool acquire;                /* an ACQUIRE (its lease is dedicated) */
     bool shared;                 /* a shared (FENCE_CMD_F_SHARED) request */
     bool has_req;                /* req_id is a dedup key */
@@ -225,6 +233,11 @@ struct fence_fsm {
     uint64_t n_expired_held; /* ... holding at least one lock */
     uint64_t n_revoked;      /* live leases revoked */
     fence__heap heap;        /* every pending deadline */
+    fence__htab sems;        /* semaphores (fence__sem), by name (sem.c) */
+    fence__list sem_list;    /* every semaphore (fence__sem.link), by
+                                creation */
+    uint64_t n_sem_waits;    /* waits in the semaphores' FIFOs (part of
+                                waits.count) */
 };
 
 /* The object of a list link, or NULL (for walking the lists). */
@@ -413,6 +426,11 @@ bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
 bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n);
 /* Whether command c may act on lease l (its owner, or ADMIN). */
 bool fence__may_use(const fence_cmd *c, const fence__lease *l);
+/* Release every lock l holds exclusively with token (one lock, or all the
+ * names of one multi-lock), handing each off (apply.c). */
+void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token);
+/* UNLOCK_SHARED (shared.c). */
+void fence__cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r);
 
 /* ---- multi.c ---------------------------------------------------------------- */
 
@@ -481,5 +499,58 @@ const char *fence__elect_check(const fence_fsm *f);
 size_t fence__elect_snap_size(const fence_fsm *f);
 size_t fence__elect_snap_write(const fence_fsm *f, uint8_t *p, size_t cap);
 int fence__elect_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used);
+
+/* For sem.c (with fence__grant above): whether waiter w may be granted
+ * now. */
+bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w);
+
+/* ---- sem.c: semaphores of slots ---------------------------------------------- */
+
+/* A semaphore of permits slots.  Slot i is an ordinary lock object named
+ * name#i (the fence a resource guards), with sem/slot set: it is held,
+ * released, expired and put in lock-delay like any lock, but hand-off goes
+ * to the semaphore's FIFO (fence__sem_slot_free).  The semaphore exists
+ * while a slot lock exists (held or in lock-delay) or anyone waits. */
+struct fence__sem {
+    fence__hnode hn;       /* in fsm.sems, by name */
+    fence__link link;      /* in fsm.sem_list, by creation */
+    uint32_t permits;      /* N: 1..FENCE_SEM_PERMITS_MAX, fixed */
+    uint32_t nslots;       /* slot locks that exist (bits set in used) */
+    uint64_t used[FENCE_SEM_PERMITS_MAX / 64]; /* bit i: slot lock i exists */
+    fence__list queue;     /* FIFO of waits (fence__wait.qlink), by id */
+    uint32_t nwaiters;     /* length of queue */
+    uint16_t name_len;     /* 1..FENCE_NAME_MAX */
+    uint8_t name[];        /* the name bytes */
+};
+#define SEM_OF(lnk) FENCE__LIST_ITEM(fence__sem, link, (lnk))
+
+fence__sem *fence__sem_find(const fence_fsm *f, const uint8_t *name, uint16_t len);
+/* When name is base#i (i canonical decimal: no sign, no leading zero, at
+ * most four digits): true, with base's length and i. */
+bool fence__sem_split_slot(const uint8_t *name, uint16_t len, uint16_t *base_len,
+                           uint32_t *slot);
+/* True when name belongs to a semaphore: its own name, or name#i of a slot
+ * i < N of an existing semaphore.  LOCK, ACQUIRE and UNLOCK of such a name
+ * answer WRONGTYPE (one holder per fence). */
+bool fence__sem_claims(const fence_fsm *f, const uint8_t *name, uint16_t len);
+/* Slot lock k (k->sem set) just became available (holder NULL, no
+ * lock-delay): grant it to the semaphore's first eligible waiter, or free
+ * it (and the semaphore when nothing keeps it). */
+void fence__sem_slot_free(fence_fsm *f, fence__lock *k);
+/* Free semaphore s when no slot lock exists and no one waits. */
+void fence__sem_maybe_destroy(fence_fsm *f, fence__sem *s);
+/* Take wait w (w->sem set) out of its semaphore's FIFO (wait_unlink). */
+void fence__sem_unqueue(fence__wait *w);
+void fence__cmd_sem_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r);
+void fence__cmd_sem_release(fence_fsm *f, const fence_cmd *c, fence_result *r);
+/* Free every semaphore (fence__fsm_free). */
+void fence__sem_free_all(fence_fsm *f);
+/* The invariants of the semaphores and their slot locks (check.c). */
+const char *fence__sem_check(const fence_fsm *f);
+/* Snapshot section "sem" (sem_snap.c): size, write (returns the end),
+ * read into a state being restored (0 or FENCE_ST_*). */
+size_t fence__sem_snap_size(const fence_fsm *f);
+uint8_t *fence__sem_snap_write(const fence_fsm *f, uint8_t *p, const uint8_t *end);
+int fence__sem_snap_read(fence_fsm *n, const uint8_t **p, const uint8_t *end);
 
 #endif /* FENCE_FSM_INT_H */

@@ -166,10 +166,17 @@ void fence__wait_unlink(fence_fsm *f, fence__wait *w)
 {
     fence__lock *k = w->lock;
     fence__lease *l = w->lease;
-    FENCE_ASSERT(k->nwaiters > 0);
     FENCE_ASSERT(l->nwaits > 0);
-    fence__list_remove(&k->queue, &w->qlink);
-    k->nwaiters--;
+    if (w->sem != NULL) {
+        FENCE_ASSERT(k == NULL);
+        fence__sem_unqueue(w);
+        FENCE_ASSERT(f->n_sem_waits > 0);
+        f->n_sem_waits--;
+    } else {
+        FENCE_ASSERT(k->nwaiters > 0);
+        fence__list_remove(&k->queue, &w->qlink);
+        k->nwaiters--;
+    }
     fence__list_remove(&l->waits, &w->llink);
     l->nwaits--;
     FENCE_ASSERT(l->own->waits > 0);

@@ -360,6 +360,13 @@ void fence__multi_cmd(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     uint16_t n = c->names_count;
+    for (uint16_t i = 0; i < n; i++) {
+        /* One name space: a semaphore's name or slot is another kind. */
+        if (fence__sem_claims(f, c->names[i].name, c->names[i].len)) {
+            r->status = FENCE_ST_WRONGTYPE;
+            return;
+        }
+    }
     fence__lease *l = NULL;
     if (!dedicated) {
         l = fence__lease_find(f, c->lease);
@@ -439,7 +446,8 @@ const char *fence__multi_check(const fence_fsm *f)
             return "a FIFO place is in the wait list";
         }
         if (m->parts == NULL) {
-            if (m->nparts != 0 || m->lock == NULL) {
+            /* A wait on one lock, or a semaphore's (sem.c checks it). */
+            if (m->nparts != 0 || (m->lock == NULL && m->sem == NULL)) {
                 return "a single wait without its lock";
             }
             continue;

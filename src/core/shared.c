@@ -20,7 +20,10 @@
  * waits for every holder), so the resource has seen no higher token for
  * this lock while any holder of the phase is admitted; and the next grant
  * after the phase takes a higher token, which fences out every holder of
- * the phase at once.  docs/recipes.md has the pause scenario. */
+ * the phase at once.  docs/recipes.md has the pause scenario.
+ *
+ * The UNLOCK_SHARED command (release one lease's hold) is here too; the
+ * grants and the hand-off are apply.c's. */
 #include <string.h>
 
 #include "base/bytes.h"
@@ -282,4 +285,52 @@ int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used
     }
     *used = (size_t)(at - p);
     return 0;
+}
+
+/* UNLOCK_SHARED: release lease c->lease's hold of the lock if the token is
+ * the hold's (a shared hold, or an exclusive one of that lease); a
+ * dedicated lease goes too. */
+void fence__cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r)
+{
+    if (c->name == NULL || c->name_len < 1 || c->name_len > FENCE_NAME_MAX) {
+        r->status = FENCE_ST_INVALID;
+        return;
+    }
+    if (fence__sem_claims(f, c->name, c->name_len)) {
+        r->status = FENCE_ST_WRONGTYPE; /* a semaphore or its slot */
+        return;
+    }
+    r->status = FENCE_ST_OK;
+    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    if (k != NULL && k->elect != NULL) {
+        r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
+        return;
+    }
+    fence__lease *l = fence__lease_find(f, c->lease);
+    if (k == NULL || l == NULL || k->token != c->token) {
+        r->value = 0;
+        return;
+    }
+    fence__shold *s = k->nsholders > 0 ? fence__shold_of(l, k) : NULL;
+    if (s == NULL && k->holder != l) {
+        r->value = 0;
+        return;
+    }
+    if (!fence__may_use(c, l)) {
+        r->status = FENCE_ST_NOPERM;
+        return;
+    }
+    if (s != NULL) {
+        fence__shold_remove(f, s);
+        if (k->nsholders == 0) {
+            fence__handoff(f, k);
+        }
+    } else {
+        /* An exclusive hold: as UNLOCK (a multi-lock's names all go). */
+        fence__release_group(f, l, k->token);
+    }
+    if (l->dedicated) {
+        fence__lease_remove(f, l, false);
+    }
+    r->value = 1;
 }

@@ -34,6 +34,9 @@
  *     shared is a lock record above with holder 0 and not in lock-delay
  *     multi (core/multi.c): the multi waits
  *     elect (core/elect_snap.c): the elections
+ *     sem (core/sem_snap.c): the semaphores and their waits
+ *   The waits section above holds the waits on one lock only; a
+ *   multi-lock's waits and a semaphore's are in their kinds' sections.
  *   u32 CRC32C of everything before it.
  */
 #include <string.h>
@@ -119,12 +122,14 @@ size_t fence_fsm_snapshot_size(const fence_fsm *f)
         n += SNAP_LOCK_FIXED + LOCK_OF(p)->name_len;
     }
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
-        n += WAIT_OF(p)->parts == NULL ? SNAP_WAIT : 0;
+        const fence__wait *x = WAIT_OF(p);
+        n += x->parts == NULL && x->sem == NULL ? SNAP_WAIT : 0;
     }
     n += (size_t)f->dedup.count * SNAP_DEDUP;
     n += fence__rw_snap_size(f);
     n += fence__multi_snap_size(f);
     n += fence__elect_snap_size(f);
+    n += fence__sem_snap_size(f);
     return n;
 }
 
@@ -186,8 +191,8 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     last = 0;
     for (const fence__link *p = f->wait_list.first; p != NULL; p = p->next) {
         const fence__wait *x = WAIT_OF(p);
-        if (x->parts != NULL) {
-            continue; /* a multi-lock: its own section */
+        if (x->parts != NULL || x->sem != NULL) {
+            continue; /* a multi-lock's or a semaphore's: their sections */
         }
         nwaits++;
         FENCE_ASSERT(x->id > last);
@@ -221,6 +226,7 @@ size_t fence_fsm_snapshot(const fence_fsm *f, uint8_t *buf, size_t cap)
     w.p += fence__rw_snap_write(f, w.p, (size_t)(w.end - w.p));
     w.p = fence__multi_snap_write(f, w.p, w.end);
     w.p += fence__elect_snap_write(f, w.p, (size_t)(w.end - w.p));
+    w.p = fence__sem_snap_write(f, w.p, w.end);
     size_t body = (size_t)(w.p - buf);
     put32(&w, fence__crc32c(buf, body));
     FENCE_ASSERT((size_t)(w.p - buf) == size);
@@ -542,6 +548,21 @@ static int read_dedup(fence_fsm *n, rbuf *r)
     return 0;
 }
 
+/* Attach the QUEUED dedup records of waits restored after the dedup
+ * section (the kinds' sections), oldest first as read_dedup does. */
+static void attach_late(fence_fsm *n)
+{
+    for (fence__link *p = n->dedup_list.first; p != NULL; p = p->next) {
+        fence__dedup *d = DEDUP_OF(p);
+        if (d->result.status == FENCE_ST_QUEUED && d->wait == NULL) {
+            fence__wait *w = fence__wait_find(n, d->result.wait_id);
+            if (w != NULL) {
+                fence__dedup_attach(d, w);
+            }
+        }
+    }
+}
+
 /* Decode a whole snapshot into the empty state n. */
 static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
 {
@@ -605,6 +626,13 @@ static int decode(fence_fsm *n, const uint8_t *buf, size_t len)
             return rc;
         }
         r.p += used;
+    }
+    if (version >= 5 && r.ok) {
+        rc = fence__sem_snap_read(n, &r.p, r.end);
+        if (rc != 0) {
+            return rc;
+        }
+        attach_late(n);
     }
     if (!r.ok || r.p != r.end) {
         return FENCE_ST_INVALID;

@@ -5,6 +5,8 @@
  * table, and each core command carries its user's owner id
  * (docs/security.md). */
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "daemon/acl_srv.h"
 #include "server/server.h"
@@ -26,7 +28,8 @@ void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
     if (admin)
         cmd->flags |= FENCE_CMD_F_ADMIN;
     if ((cmd->type != FENCE_CMD_LEASE_GRANT && cmd->type != FENCE_CMD_LOCK &&
-         cmd->type != FENCE_CMD_ACQUIRE && cmd->type != FENCE_CMD_LOCK_MULTI) ||
+         cmd->type != FENCE_CMD_ACQUIRE && cmd->type != FENCE_CMD_SEM_ACQUIRE &&
+         cmd->type != FENCE_CMD_LOCK_MULTI) ||
         !fence_acl_any_quota(c->srv->acl.acl))
         return;
     const fence_acl_user *u = fence__acl_srv_user(&c->srv->acl, &c->compat);
@@ -39,6 +42,30 @@ void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd)
     cmd->flags |= FENCE_CMD_F_QUOTA;
     cmd->quota_leases = lim.leases;
     cmd->quota_locks = lim.locks;
+}
+
+/* Whether c's user may hold the slot fences name#0..name#(n-1) of a
+ * semaphore (SEM.ACQUIRE): the table's key check covers name only, and a
+ * semaphore claims its slot names from every other user (core/sem.c), so a
+ * user limited to ~jobs may not claim jobs#0.. as well.  Without an ACL,
+ * or for a user whose patterns allow them all, true. */
+bool fence__server_acl_slots_ok(fence_conn *c, const uint8_t *name, uint16_t len, uint32_t n)
+{
+    if (c->srv->acl.acl == NULL)
+        return true;
+    const fence_acl_user *u = fence__acl_srv_user(&c->srv->acl, &c->compat);
+    if (u == NULL)
+        return false;
+    char buf[FENCE_NAME_MAX + 8];
+    if (len > FENCE_NAME_MAX)
+        return false;
+    memcpy(buf, name, len);
+    for (uint32_t i = 0; i < n; i++) {
+        int k = snprintf(buf + len, sizeof(buf) - len, "#%u", (unsigned)i);
+        if (k <= 0 || !fence_acl_key_allowed(u, buf, len + (size_t)k))
+            return false;
+    }
+    return true;
 }
 
 /* Whether c may see the cluster's internals (raft addresses, term): always

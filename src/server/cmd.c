@@ -387,6 +387,59 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             return;
         break;
     }
+    case OP_SEM_ACQUIRE: {
+        uint32_t end;
+        uint64_t n = 0;
+        cmd.type = FENCE_CMD_SEM_ACQUIRE;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "n", 1, FENCE_SEM_PERMITS_MAX, &n) != 0 ||
+            take_signed(s, slot, m, &cmd, &end) != 0)
+            return;
+        cmd.permits = (uint32_t)n;
+        fence__cmd_sem_keep_name(slot, &cmd);
+        if (!fence__server_acl_slots_ok(c, cmd.name, cmd.name_len, cmd.permits)) {
+            fence__slot_error(slot, "NOPERM", "No permissions to access a key (a slot "
+                                              "name name#<slot> of this semaphore)");
+            return;
+        }
+        if (arg_is(&m->argv[3], "TTL")) {
+            /* The dedicated form: SEM.ACQUIRE name n TTL ms [LOCKDELAY ms] ... */
+            slot->op = OP_SEM_ACQUIRE_TTL;
+            cmd.lock_delay_ms = s->cfg->lock_delay_ms;
+            if (end < 5) {
+                fence__slot_error(slot, "ERR", "syntax error: TTL without a value");
+                return;
+            }
+            if (arg_u64(slot, &m->argv[4], "TTL", FENCE_TTL_MS_MIN, FENCE_TTL_MS_MAX,
+                        &cmd.ttl_ms) != 0 ||
+                parse_options(slot, m, 5, end, OPTF_WAIT | OPTF_LOCKDELAY | OPTF_REQID, &cmd) !=
+                    0)
+                return;
+        } else if (end > 3) {
+            if (arg_u64(slot, &m->argv[3], "lease", 1, INT_REPLY_MAX, &cmd.lease) != 0 ||
+                parse_options(slot, m, 4, end, OPTF_WAIT | OPTF_REQID, &cmd) != 0)
+                return;
+        } else {
+            fence__slot_error(slot, "ERR", "syntax error: a lease or TTL ms is needed");
+            return;
+        }
+        break;
+    }
+    case OP_SEM_RELEASE: {
+        uint64_t v = 0;
+        cmd.type = FENCE_CMD_SEM_RELEASE;
+        if (arg_name(slot, &m->argv[1], &cmd) != 0 ||
+            arg_u64(slot, &m->argv[2], "slot", 0, FENCE_SEM_PERMITS_MAX - 1, &v) != 0 ||
+            arg_u64(slot, &m->argv[3], "token", 0, INT_REPLY_MAX, &cmd.token) != 0)
+            return;
+        cmd.slot = (uint32_t)v;
+        fence__cmd_sem_keep_name(slot, &cmd);
+        break;
+    }
+    case OP_SEM_INFO:
+        if (arg_name(slot, &m->argv[1], &cmd) != 0)
+            return;
+        break;
     case OP_LOCK_MULTI:
     case OP_ACQUIRE_MULTI:
         if (fence__cmd_multi_parse(s, slot, m, &cmd, names) != 0)
@@ -423,16 +476,20 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
         FENCE_ASSERT(!"command table and dispatch disagree");
         return;
     }
-    /* The name, for WRONGTYPE's message (SIGNED has copied it already). */
+    /* The name, for WRONGTYPE's message (SIGNED has copied it already);
+     * a multi-lock's: the one a semaphore claims, if any. */
     if (cmd.name_len > 0 && slot->signer == NULL) {
         memcpy(slot->sign_name, cmd.name, cmd.name_len);
         slot->sign_name_len = cmd.name_len;
     }
-    /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO), go to the
-     * leader module, which answers through the reply sink (reply.c). */
+    if (def->op == OP_LOCK_MULTI || def->op == OP_ACQUIRE_MULTI)
+        fence__cmd_sem_keep_multi_name(s, slot, &cmd);
+    /* Commands, and linearizable reads (LEASE.INFO, LOCK.INFO, SEM.INFO,
+     * ELECTION.LEADER), go to the leader module, which answers through the
+     * reply sink (reply.c). */
     fence__server_acl_stamp(c, &cmd);
     slot->state = SLOT_LEADER;
     fence__leader_submit(s->leader, &c->lconn, slot, &cmd,
                          def->op == OP_LEASE_INFO || def->op == OP_LOCK_INFO ||
-                             def->op == OP_ELECT_LEADER);
+                             def->op == OP_SEM_INFO || def->op == OP_ELECT_LEADER);
 }

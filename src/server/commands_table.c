@@ -62,6 +62,18 @@ static const fence_compat_arg acquire_args[] = {
     {"lockdelay", "integer", "LOCKDELAY", OPT, NULL, 0},
     {"id", "integer", "REQID", OPT, NULL, 0},
 };
+static const fence_compat_arg sem_acquire_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"n", "integer", NULL, 0, NULL, 0},
+    {"lease", "integer", NULL, 0, NULL, 0},
+    {"ms", "integer", "WAIT", OPT, NULL, 0},
+    {"id", "integer", "REQID", OPT, NULL, 0},
+};
+static const fence_compat_arg sem_release_args[] = {
+    {"name", "key", NULL, 0, NULL, 0},
+    {"slot", "integer", NULL, 0, NULL, 0},
+    {"token", "integer", NULL, 0, NULL, 0},
+};
 static const fence_compat_arg lock_multi_args[] = {
     {"lease", "integer", NULL, 0, NULL, 0},
     {"name", "key", NULL, FENCE_COMPAT_ARG_MULTIPLE, NULL, 0},
@@ -141,6 +153,19 @@ const fence_compat_command fence__server_commands[] = {
      "Grants a lease and locks name with it; replies [token, lease] or nil.",
      ARGS(acquire_args), NULL, 0,
      LOCK | LEASE | W, 1, 11, OP_ACQUIRE},
+    {"SEM.ACQUIRE", -4, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "semaphore", "0.1.0",
+     "Takes the lowest free of n slots for a lease (or TTL ms: a lease of its own); "
+     "replies [slot, token] ([slot, token, lease] with TTL) or nil.",
+     ARGS(sem_acquire_args), NULL, 0,
+     LOCK | LEASE | W, 1, 12, OP_SEM_ACQUIRE},
+    {"SEM.RELEASE", 4, LOGGED, "semaphore", "0.1.0",
+     "Frees slot of semaphore name if token is its holder's; replies 1 or 0.",
+     ARGS(sem_release_args), NULL, 0,
+     LOCK | W, 1, 4, OP_SEM_RELEASE},
+    {"SEM.INFO", 2, READ, "semaphore", "0.1.0",
+     "Replies [n, [[slot, token, lease, remaining_ms]...], waiters], or nil.",
+     ARGS(name_arg), NULL, 0,
+     LOCK | R, 1, 2, OP_SEM_INFO},
     /* The multi-locks: every name (argument 2 on, up to the first option
      * word) is a key the user's ~patterns must allow. */
     {"LOCK.MULTI", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",

@@ -167,23 +167,19 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
     case FENCE_ST_NIL:
         reply_nil(slot);
         return;
-    case FENCE_ST_WRONGTYPE: {
-        /* -WRONGTYPE <name> is a <kind> (the one name space). */
-        bool elect_op = slot->op == OP_CAMPAIGN || slot->op == OP_PROCLAIM ||
-                        slot->op == OP_RESIGN;
-        char msg[FENCE_NAME_MAX + 48];
-        snprintf(msg, sizeof(msg), "%.*s is %s", (int)slot->sign_name_len, slot->sign_name,
-                 elect_op ? "a lock" : "an election");
-        fence__slot_error(slot, "WRONGTYPE", msg);
+    case FENCE_ST_WRONGTYPE:
+        /* -WRONGTYPE <name> is a <kind> (the one name space; cmd_sem.c). */
+        fence__cmd_reply_wrongtype(slot, r);
         return;
-    }
     default:
         break;
     }
-    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE || slot->op == OP_ACQUIRE_MULTI) &&
+    if ((slot->op == OP_GRANT || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE_TTL ||
+         slot->op == OP_ACQUIRE_MULTI) &&
         slot->conn != NULL)
         fence__owner_record(slot->conn, r->lease); /* LEASE.LIST's owner */
-    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_LOCK_MULTI ||
+    if (slot->op == OP_LOCK || slot->op == OP_ACQUIRE || slot->op == OP_SEM_ACQUIRE ||
+        slot->op == OP_SEM_ACQUIRE_TTL || slot->op == OP_LOCK_MULTI ||
         slot->op == OP_ACQUIRE_MULTI || slot->op == OP_CAMPAIGN)
         fence__server_metrics_grant(slot, r); /* metrics and the audit line */
     switch (slot->op) {
@@ -228,6 +224,11 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
         reply_uints(slot, v, 2);
         break;
     }
+    case OP_SEM_ACQUIRE:
+    case OP_SEM_ACQUIRE_TTL:
+    case OP_SEM_RELEASE:
+        fence__cmd_sem_reply(slot, r);
+        break;
     default:
         FENCE_ASSERT(!"unexpected op for a command result");
         fence__slot_error(slot, "ERR", "internal error");
@@ -291,13 +292,17 @@ void fence__cmd_reply_read(fence_server *s, fence_slot *slot, const fence_cmd *c
         reply_uints(slot, v, 3);
         return;
     }
+    if (slot->op == OP_SEM_INFO) {
+        fence__cmd_sem_info(s, slot, cmd);
+        return;
+    }
     if (slot->op == OP_ELECT_LEADER) {
         fence_fsm_elect_state st;
         if (fence_fsm_elect_info(s->fsm, cmd->name, cmd->name_len, &st) != 0) {
-            char msg[FENCE_NAME_MAX + 32];
-            snprintf(msg, sizeof(msg), "%.*s is a lock", (int)cmd->name_len,
-                     (const char *)cmd->name);
-            fence__slot_error(slot, "WRONGTYPE", msg);
+            fence_result wr;
+            memset(&wr, 0, sizeof(wr));
+            wr.status = FENCE_ST_WRONGTYPE;
+            fence__cmd_reply_wrongtype(slot, &wr); /* a lock's or a semaphore's name */
             return;
         }
         fence__elect_reply_state(slot, &st, true);

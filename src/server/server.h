@@ -72,6 +72,11 @@ enum fence_op {
     OP_INFO,           /* INFO (read) */
     OP_CLUSTER,        /* CLUSTER.* (cluster.c) */
     OP_HEALTH,         /* HEALTH: can this node serve writes */
+    OP_SEM_ACQUIRE,    /* SEM.ACQUIRE name n lease (cmd_sem.c) */
+    OP_SEM_ACQUIRE_TTL, /* SEM.ACQUIRE name n TTL ms: a dedicated lease
+                           (the slot's op once parsed; replies the lease) */
+    OP_SEM_RELEASE,    /* SEM.RELEASE */
+    OP_SEM_INFO,       /* SEM.INFO (read) */
     OP_LIST,           /* LOCK.LIST, LEASE.LIST (cmd_list.c) */
     OP_LOCK_MULTI,     /* LOCK.MULTI (cmd_multi.c) */
     OP_ACQUIRE_MULTI,  /* ACQUIRE.MULTI (cmd_multi.c) */
@@ -111,7 +116,9 @@ struct fence_slot {
                             * to sign the grant with (the server's), else NULL */
     uint16_t sign_name_len; /* bytes in sign_name */
     char sign_name[FENCE_NAME_MAX]; /* the name a command names (the lock
-                            * name to sign with signer; WRONGTYPE's message) */
+                            * name to sign with signer; WRONGTYPE's message;
+                            * SEM.* keep the semaphore's name: the signed
+                            * slot name) */
 };
 
 /* One client connection (TCP or Unix socket): the shared layer's
@@ -276,6 +283,8 @@ void fence__server_acl_free(fence_server *s);
 bool fence__server_acl_gate(fence_conn *c, const fence_resp_msg *m);
 void fence__server_acl_stamp(fence_conn *c, fence_cmd *cmd);
 bool fence__server_acl_admin(fence_conn *c);
+/* SEM.ACQUIRE: the user's key patterns allow every slot fence name#i. */
+bool fence__server_acl_slots_ok(fence_conn *c, const uint8_t *name, uint16_t len, uint32_t n);
 
 /* ---- compat_hook.c ---- */
 /* true: answered by the compat module (do not dispatch m). */
@@ -317,6 +326,12 @@ void fence__slot_error(fence_slot *slot, const char *code, const char *msg);
 void fence__reply_sink(fence_leader_ops *ops);
 /* Turn a command's result (or a wait's event) into the slot's reply. */
 void fence__cmd_reply_result(fence_slot *slot, const fence_result *r);
+/* cmd_sem.c: the semaphore commands' replies, and WRONGTYPE. */
+void fence__cmd_sem_keep_name(fence_slot *slot, const fence_cmd *cmd);
+void fence__cmd_sem_keep_multi_name(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
+void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r);
+void fence__cmd_sem_reply(fence_slot *slot, const fence_result *r);
+void fence__cmd_sem_info(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
 /* Answer a read (LEASE.INFO, LOCK.INFO) from applied state. */
 void fence__cmd_reply_read(fence_server *s, fence_slot *slot,
                            const fence_cmd *cmd);

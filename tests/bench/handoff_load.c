@@ -2,13 +2,18 @@
  * (tests/bench/run.py): CONNS connections cycle ACQUIRE ... WAIT + UNLOCK
  * on ONE lock, driven by one thread.
  *
- *   handoff_load PORT CONNS SECONDS [TTL_MS]
+ *   handoff_load PORT CONNS SECONDS [TTL_MS [SEM_N]]
  *
  * One thread, epoll, non-blocking sockets to 127.0.0.1:PORT, replies parsed
  * with hiredis's reader, each connection with one request at a time:
  *   ACQUIRE handoff_load.<pid> TTL_MS WAIT TTL_MS/2  -> [token, lease]
  *   UNLOCK handoff_load.<pid> <token>                -> :1
- * and again.  With CONNS > 1 every grant but the first is a handoff to a
+ * and again.  With SEM_N, the connections cycle on a semaphore of SEM_N
+ * slots instead (docs/protocol.md):
+ *   SEM.ACQUIRE handoff_load.<pid> SEM_N TTL TTL_MS WAIT TTL_MS/2
+ *                                                    -> [slot, token, lease]
+ *   SEM.RELEASE handoff_load.<pid> <slot> <token>    -> :1
+ * With CONNS > SEM_N, most grants are handoffs of a released slot.  With CONNS > 1 every grant but the first is a handoff to a
  * queued waiter.  It is the same protocol `fencectl bench --mode contended`
  * speaks through libfence, without libfence's blocking calls: a thread per
  * connection that sleeps in recv(2) is woken for each grant, and on two
@@ -44,7 +49,8 @@ typedef struct conn {
     uint64_t cycles;      /* ACQUIRE+UNLOCK cycles completed in time */
 } conn;
 
-static char lock_name[64];   /* the one lock */
+static char lock_name[64];   /* the one lock (or semaphore) */
+static uint32_t sem_n;       /* 0: ACQUIRE/UNLOCK; else a semaphore of sem_n slots */
 static uint32_t ttl_ms;      /* each ACQUIRE's TTL */
 static uint64_t stop_us;     /* no new cycle starts after this */
 static uint64_t errors;      /* error or nil replies */
@@ -78,8 +84,15 @@ static void acquire(conn *c)
     char ttl[16], wait[16];
     snprintf(ttl, sizeof(ttl), "%u", ttl_ms);
     snprintf(wait, sizeof(wait), "%u", ttl_ms / 2);
-    const char *argv[] = {"ACQUIRE", lock_name, ttl, "WAIT", wait};
     c->acquiring = true;
+    if (sem_n > 0) {
+        char n[16];
+        snprintf(n, sizeof(n), "%u", sem_n);
+        const char *sv[] = {"SEM.ACQUIRE", lock_name, n, "TTL", ttl, "WAIT", wait};
+        send_cmd(c, 7, sv);
+        return;
+    }
+    const char *argv[] = {"ACQUIRE", lock_name, ttl, "WAIT", wait};
     send_cmd(c, 5, argv);
 }
 
@@ -107,8 +120,9 @@ static void on_reply(void *ctx, redisReply *r)
         acquire(c);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != (sem_n > 0 ? 3u : 2u) ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER) {
         note_error(r); /* timed out (nil) or refused: try again */
         acquire(c);
         return;
@@ -116,24 +130,34 @@ static void on_reply(void *ctx, redisReply *r)
     if (t <= stop_us)
         fencectl_hist_add(&hist, t - c->sent_us);
     char token[24];
+    c->acquiring = false;
+    if (sem_n > 0) {
+        char slot[24];
+        snprintf(slot, sizeof(slot), "%lld", r->element[0]->integer);
+        snprintf(token, sizeof(token), "%lld", r->element[1]->integer);
+        const char *sv[] = {"SEM.RELEASE", lock_name, slot, token};
+        send_cmd(c, 4, sv);
+        return;
+    }
     snprintf(token, sizeof(token), "%lld", r->element[0]->integer);
     const char *argv[] = {"UNLOCK", lock_name, token};
-    c->acquiring = false;
     send_cmd(c, 3, argv);
 }
 
 int main(int argc, char **argv)
 {
     loadgen_prog = "handoff_load";
-    if (argc < 4 || argc > 5) {
-        fprintf(stderr, "usage: handoff_load PORT CONNS SECONDS [TTL_MS]\n");
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: handoff_load PORT CONNS SECONDS [TTL_MS [SEM_N]]\n");
         return 2;
     }
     int port = atoi(argv[1]);
     uint32_t n = (uint32_t)strtoul(argv[2], NULL, 10);
     double secs = atof(argv[3]);
-    ttl_ms = argc == 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 10000;
-    if (port <= 0 || port > 65535 || n == 0 || n > 10000 || secs <= 0 || ttl_ms < 2) {
+    ttl_ms = argc >= 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 10000;
+    sem_n = argc == 6 ? (uint32_t)strtoul(argv[5], NULL, 10) : 0;
+    if (port <= 0 || port > 65535 || n == 0 || n > 10000 || secs <= 0 || ttl_ms < 10 ||
+        sem_n > 1024) {
         fprintf(stderr, "handoff_load: bad arguments\n");
         return 2;
     }

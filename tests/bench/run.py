@@ -468,6 +468,21 @@ def section_fenced():
             ratio=pct(h["cycles_per_s"], floor),
             notes="fewest/most per client %d/%d; %d error replies"
                   % (h["min_cycles"], h["max_cycles"], h["errors"])))
+    # A semaphore of 8 slots under 64 clients (SEM.ACQUIRE ... TTL, WAIT and
+    # SEM.RELEASE from the same epoll client): 8 holders at a time, each
+    # grant after the first 8 a handoff of a released slot.
+    out = subprocess.run([HANDOFF_LOAD, str(f.port), "64", str(SECS), "10000", "8"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError("handoff_load (semaphore) failed: %s" % out.stderr.decode()[-300:])
+    h = kv(out.stdout.decode())
+    add(Row("SEM.ACQUIRE with N=8 and 64 clients: acquire+release cycles, acquire latency "
+            "(tests/bench/handoff_load, one epoll thread)", 64,
+            h["cycles_per_s"], h["p50_us"], h["p99_us"], h["max_us"],
+            peer="floor %.0f/s" % floor if floor else "floor n/a",
+            ratio=pct(h["cycles_per_s"], floor),
+            notes="fewest/most per client %d/%d; %d error replies"
+                  % (h["min_cycles"], h["max_cycles"], h["errors"])))
     f.stop()
 
 

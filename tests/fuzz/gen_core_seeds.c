@@ -124,6 +124,21 @@ static fence_cmd c_acquire(const char *name, uint64_t ttl, uint64_t wait)
                        .wait_ms = wait};
 }
 
+/* SEM_ACQUIRE of name with n permits for lease (0: the TTL form, ttl). */
+static fence_cmd c_sem(const char *name, uint32_t n, uint64_t lease, uint64_t ttl,
+                       uint64_t wait)
+{
+    return (fence_cmd){.type = FENCE_CMD_SEM_ACQUIRE, .name = (const uint8_t *)name,
+                       .name_len = (uint16_t)strlen(name), .permits = n, .lease = lease,
+                       .ttl_ms = ttl, .wait_ms = wait};
+}
+
+static fence_cmd c_sem_release(const char *name, uint32_t slot, uint64_t token)
+{
+    return (fence_cmd){.type = FENCE_CMD_SEM_RELEASE, .name = (const uint8_t *)name,
+                       .name_len = (uint16_t)strlen(name), .slot = slot, .token = token};
+}
+
 /* LOCK_MULTI of n names from names (lease 0: the ACQUIRE form, ttl). */
 static fence_cmd c_multi(const fence_name *names, uint16_t n, uint64_t lease, uint64_t ttl,
                          uint64_t wait)
@@ -281,6 +296,14 @@ int main(int argc, char **argv)
                                   .name = (const uint8_t *)"rw", .name_len = 2}}},
             {130, 1, {(fence_cmd){.type = FENCE_CMD_UNLOCK_SHARED, .token = 1, .lease = 2,
                                   .name = (const uint8_t *)"rw", .name_len = 2}}},
+        }},
+        {"sem", 4, {
+            {100, 4, {c_leader(), c_grant(3000, 300), c_grant(3000, 0), c_grant(3000, 0)}},
+            {200, 4, {c_sem("s", 2, 1, 0, 0), c_reqid(c_sem("s", 2, 2, 0, 0), 5),
+                      c_sem("s", 2, 3, 0, 2000), c_sem("s", 2, 0, 1000, 2000)}},
+            {300, 3, {c_lock("s#1", 3, 0), c_sem_release("s", 1, 2),
+                      c_reqid(c_sem("s", 2, 2, 0, 0), 5)}},
+            {3200, 1, {(fence_cmd){.type = FENCE_CMD_TICK}}},
         }},
         {"elect", 4, {
             {100, 3, {c_leader(), c_grant(3000, 0), c_grant(3000, 0)}},

@@ -7,7 +7,7 @@ Each code is produced by real processes this test starts (127.0.0.1, free
 ports, temp dirs, stopped by PID):
 - fenced with an ACL file: NOAUTH (no login), WRONGPASS, NOPERM (a name
   outside the user's ~patterns, a command outside its categories, another
-  user's lease), LIMIT (--max-leases), NOLEASE, ERR, NOPROTO (HELLO 4),
+  user's lease), LIMIT (--max-leases), NOLEASE, ERR, NOPROTO (HELLO 4), WRONGTYPE (SEM.ACQUIRE of a lock),
   EXECABORT (MULTI with a refused command);
 - a 3-node cluster with one node up: TRYAGAIN (no leader) and UNAVAILABLE
   (HEALTH); with two up, NOTLEADER from a follower (no redirects allowed);
@@ -94,6 +94,9 @@ def fenced_codes():
            "fenced: an unknown command")
     expect(fenced.ProtocolNotSupported, "NOPROTO", error(app.call, "HELLO", "4"),
            "fenced: HELLO 4")
+    app.lock_lease("app:l", lease)
+    expect(fenced.WrongType, "WRONGTYPE", error(app.call, "SEM.ACQUIRE", "app:l", 2, lease),
+           "fenced: SEM.ACQUIRE of a lock's name", ["app:l"])
     expect(fenced.ServerError, "ERR", error(app.call, "MULTI"), "fenced: MULTI (refused)",
            ["MULTI"])
     error(app.call, "LEASE.GRANT", "x")
@@ -209,7 +212,8 @@ def store_codes():
 def mapping_table():
     # The table names every code the daemons send (docs/python.md lists them).
     want = {"NOTLEADER", "TRYAGAIN", "NOLEASE", "LIMIT", "WRONGPASS", "NOAUTH", "NOPERM", "STALE",
-            "WRONGFENCE", "BADTOKEN", "FULL", "UNAVAILABLE", "EXECABORT", "NOPROTO", "ERR"}
+            "WRONGFENCE", "BADTOKEN", "FULL", "UNAVAILABLE", "EXECABORT", "NOPROTO", "ERR",
+            "WRONGTYPE"}
     tap.eq(want, set(fenced.CODES), "CODES: one class for every code fenced and fence-store send")
     e = fenced.errors.from_reply("SOMENEWCODE a sentence")
     tap.check(isinstance(e, fenced.ServerError) and e.code == "SOMENEWCODE" and e.message == "a sentence",

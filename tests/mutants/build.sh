@@ -26,6 +26,9 @@
 #   leader_read_early  the leader module (src/leader/batch.c) answers a read
 #                  as soon as its batch is proposed, before the writes ahead
 #                  of it in its pipeline are applied
+#   sem_slot_twice  a waiter handed a semaphore's slot (src/core/sem.c) is
+#                  told slot 0 whatever slot it got: it and slot 0's holder
+#                  both believe they hold slot 0 (a slot granted twice)
 #   shared_new_token  a shared holder joining a phase is given a new token
 #                  (issue 21: the holders of one phase share one token)
 #   multi_partial  core/multi.c grants a waiting multi-lock that is first

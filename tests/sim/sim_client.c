@@ -43,6 +43,32 @@ static void set_name(sim_req *q, unsigned lock)
     q->cmd.name_len = 5;
 }
 
+/* Requests drawn for lock SIM_SEM_LOCK (or a client's slot grant) go to
+ * the semaphore: LOCK -> SEM_ACQUIRE with the lease, ACQUIRE -> its TTL
+ * form, UNLOCK -> SEM_RELEASE.  No random draw: every seed's stream stays
+ * what it was. */
+static void to_semaphore(sim_req *q)
+{
+    fence_cmd *c = &q->cmd;
+    bool slot_grant = q->lock >= SIM_SEM_SLOT;
+    if ((q->lock != SIM_SEM_LOCK && !slot_grant) || q->is_read)
+        return;
+    if (c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE) {
+        c->type = FENCE_CMD_SEM_ACQUIRE;
+        c->permits = SIM_SEM_N;
+        if (c->lease == 0 && c->ttl_ms == 0)
+            c->ttl_ms = 1000;
+    } else if (c->type == FENCE_CMD_UNLOCK) {
+        c->type = FENCE_CMD_SEM_RELEASE;
+        c->slot = slot_grant ? q->lock - SIM_SEM_SLOT : (uint32_t)(c->token % SIM_SEM_N);
+    } else {
+        return;
+    }
+    memcpy(q->name_buf, "sem", 3);
+    c->name = q->name_buf;
+    c->name_len = 3;
+}
+
 /* Some LOCKs and UNLOCKs become elections' commands (core/elect.h),
  * derived from the fields already drawn so that the random stream (and
  * every seed's run) stays what it was: a LOCK of a lease id = 1 mod 5 is a
@@ -104,7 +130,8 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->type = FENCE_CMD_UNLOCK;
         if (cl->n_held && rng_pct(g, 85)) {
             unsigned k = (unsigned)rng_range(g, 0, cl->n_held - 1);
-            set_name(q, cl->held[k].lock);
+            set_name(q, cl->held[k].lock < SIM_SEM_SLOT ? cl->held[k].lock : 0);
+            q->lock = cl->held[k].lock;
             c->token = cl->held[k].token;
             if (cl->held[k].shared) {
                 /* A shared hold is released by naming its lease. */
@@ -151,10 +178,14 @@ static void client_new_req(sim *s, sim_client *cl, sim_req *q)
         c->flags |= FENCE_CMD_F_QUOTA;
         c->quota_locks = (uint32_t)(3 + c->lease % 4);
     }
+    to_semaphore(q);
     /* Atomic multi-locks (core/multi.c): some LOCKs and ACQUIREs become a
      * LOCK_MULTI of their lock and one or two others (ACQUIRE: the lease-0
      * form with a dedicated lease), derived from the fields already drawn
-     * so every seed's random stream stays what it was. */
+     * so every seed's random stream stays what it was.  After the
+     * semaphore's turn: a request drawn for lock4 is the semaphore's, but
+     * lock4 may be a later name of a multi-lock (a plain lock "lock4"; the
+     * semaphore's names are "sem", "sem#0", "sem#1"). */
     if ((c->type == FENCE_CMD_LOCK && c->lease % 4 == 1) ||
         (c->type == FENCE_CMD_ACQUIRE && c->ttl_ms % 5 == 0)) {
         static const char *const nm[SIM_LOCKS] = {"lock0", "lock1", "lock2", "lock3",
@@ -243,6 +274,11 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
                              c->type == FENCE_CMD_ACQUIRE ? r->lease : c->lease,
                              (c->flags & FENCE_CMD_F_SHARED) != 0);
         break;
+    case FENCE_CMD_SEM_ACQUIRE:
+        if (r->status == FENCE_ST_OK)
+            client_ack_grant(s, cl, SIM_SEM_SLOT + r->slot, r->token,
+                             c->lease != 0 ? c->lease : r->lease, false);
+        break;
     case FENCE_CMD_LOCK_MULTI:
         /* One token for every name; the history names the first. */
         if (r->status == FENCE_ST_OK)
@@ -250,6 +286,7 @@ static void client_result(sim *s, sim_client *cl, const sim_req *q)
                              false);
         break;
     case FENCE_CMD_UNLOCK:
+    case FENCE_CMD_SEM_RELEASE:
     case FENCE_CMD_UNLOCK_SHARED:
     case FENCE_CMD_ELECT_RESIGN:
         for (unsigned k = 0; k < cl->n_held; k++)

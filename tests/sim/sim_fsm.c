@@ -5,6 +5,23 @@
  * ------------------------------------------------------------------------ */
 #include "sim_int.h"
 
+/* The semaphore's slot fences, "sem#0".. (SIM_SEM_N of them). */
+static const char *const sem_slot_names[] = {"sem#0", "sem#1"};
+_Static_assert(sizeof(sem_slot_names) / sizeof(sem_slot_names[0]) == SIM_SEM_N,
+               "one name per slot");
+
+/* The slot of "sem" whose lock holds token now, or -1. */
+static int sem_slot_of(sim_node *nd, uint64_t token)
+{
+    for (int i = 0; i < SIM_SEM_N; i++) {
+        fence_fsm_lock_state li;
+        if (fence_fsm_lock_info(nd->fsm, (const uint8_t *)sem_slot_names[i], 5, &li) &&
+            li.token == token)
+            return i;
+    }
+    return -1;
+}
+
 /* raft_fsm.apply: the node's leader module (src/leader/) applies
  * the entry with the real fsm and answers the waits it ends; then check it
  * against the history (or record it as the history when this node is
@@ -81,16 +98,28 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         const fence_result *res = &results[k];
         bool multi = cmds[k].type == FENCE_CMD_LOCK_MULTI;
         if ((cmds[k].type != FENCE_CMD_LOCK && cmds[k].type != FENCE_CMD_ACQUIRE && !multi &&
-             cmds[k].type != FENCE_CMD_ELECT_CAMPAIGN) || res->status != FENCE_ST_OK)
+             cmds[k].type != FENCE_CMD_SEM_ACQUIRE && cmds[k].type != FENCE_CMD_ELECT_CAMPAIGN) ||
+            res->status != FENCE_ST_OK)
             continue;
+        bool sem = cmds[k].type == FENCE_CMD_SEM_ACQUIRE;
         uint64_t lid = cmds[k].type == FENCE_CMD_LOCK || cmds[k].type == FENCE_CMD_ELECT_CAMPAIGN ||
-                               (multi && cmds[k].lease != 0)
+                               ((sem || multi) && cmds[k].lease != 0)
                            ? cmds[k].lease
                            : res->lease;
         bool shared = (cmds[k].flags & FENCE_CMD_F_SHARED) != 0;
-        /* A multi-lock is one grant; the history names its first name. */
+        /* A multi-lock is one grant; the history names its first name.  A
+         * slot's grant names the fence sem#slot the result reports. */
         const uint8_t *gname = multi ? cmds[k].names[0].name : cmds[k].name;
         uint16_t glen = multi ? cmds[k].names[0].len : cmds[k].name_len;
+        if (sem) {
+            if (res->slot >= SIM_SEM_N) {
+                sim_fail(s, "index %" PRIu64 ": slot %u of a semaphore of %d",
+                         index, res->slot, SIM_SEM_N);
+                continue;
+            }
+            gname = (const uint8_t *)sem_slot_names[res->slot];
+            glen = 5;
+        }
         if (res->token <= before) {
             /* Reentrant, a retry, or (shared) joining a phase begun
              * earlier: that phase's token, of the same lock. */
@@ -103,10 +132,11 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
                 (!unnamed && (g->name_len != glen ||
                               memcmp(g->name, gname, g->name_len) != 0)))
                 sim_fail(s, "index %" PRIu64 ": old token %" PRIu64
-                            " reported for lease %" PRIu64
-                            " but it was granted to %s lease %" PRIu64,
-                         index, res->token, lid, g ? "another lock or" : "no",
-                         g ? g->lease : 0);
+                            " reported for lease %" PRIu64 " and %.*s"
+                            " but it was granted to %s lease %" PRIu64 " and %.*s",
+                         index, res->token, lid, (int)glen, gname,
+                         g ? "another lock or" : "no", g ? g->lease : 0,
+                         g ? (int)g->name_len : 0, g ? (const char *)g->name : "");
             continue;
         }
         gr[ng].token = res->token;
@@ -114,6 +144,7 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         gr[ng].name = gname;
         gr[ng].name_len = glen;
         gr[ng].from_event = false;
+        gr[ng].slot = sem ? (int32_t)res->slot : -1;
         gr[ng].shared = shared;
         ng++;
     }
@@ -136,6 +167,7 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         gr[ng].name = NULL;
         gr[ng].name_len = 0;
         gr[ng].from_event = true;
+        gr[ng].slot = (int32_t)ev->result.slot; /* checked against the fsm below */
         gr[ng].shared = shared;
         ng++;
     }
@@ -220,6 +252,20 @@ int sim_rfsm_apply(struct raft_fsm *rf, const struct raft_buffer *buf,
         for (unsigned k = 0; k < ng && !s->res->failed; k++) {
             const uint8_t *nm = gr[k].name;
             uint16_t nl = gr[k].name_len;
+            /* Which slot lock holds the token now (if any): the slot a
+             * result or an event reported must be that one, or two leases
+             * believe they hold one slot. */
+            int held_slot = sem_slot_of(nd, gr[k].token);
+            if (held_slot >= 0 && gr[k].slot != held_slot) {
+                sim_fail(s, "index %" PRIu64 ": token %" PRIu64 " reported for slot %d "
+                            "of sem but the fsm has it at sem#%d (a slot granted twice)",
+                         index, gr[k].token, (int)gr[k].slot, held_slot);
+                break;
+            }
+            if (held_slot >= 0) {
+                nm = (const uint8_t *)sem_slot_names[held_slot];
+                nl = 5;
+            }
             if (nm == NULL) {
                 /* An event does not carry the name: ask the fsm which lock
                  * now holds this token. */

@@ -50,6 +50,13 @@
 #define SIM_MAX_NODES 8
 #define SIM_MAX_CLIENTS 32
 #define SIM_LOCKS 5                          /* lock names "lock0".."lock4" */
+/* The semaphore of slots (core/sem.c): requests drawn for the last lock
+ * (lock4) go to the semaphore "sem" of SIM_SEM_N slots instead, whose
+ * slot i is the fence "sem#i"; a client's grant of slot i is recorded as
+ * lock number SIM_SEM_SLOT + i. */
+#define SIM_SEM_LOCK (SIM_LOCKS - 1)
+#define SIM_SEM_N 2
+#define SIM_SEM_SLOT 100
 #define SIM_MULTI_MAX 3                      /* names of one LOCK_MULTI */
 #define SIM_ELECT_BASE 10                    /* lock numbers from here are the
                                                 elections "elec0".."elec4" */
@@ -438,6 +445,8 @@ typedef struct seen_grant {
     const uint8_t *name; /* lock name (NULL for an event: name unknown) */
     uint16_t name_len;   /* its length */
     bool from_event;     /* granted to a waiter */
+    int32_t slot;        /* a semaphore's slot as the result said, else -1
+                            (events: filled in from the fsm) */
     bool shared;         /* a shared hold (its phase's token) */
 } seen_grant;
 

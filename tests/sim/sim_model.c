@@ -366,6 +366,10 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
             /* fall through */
         case FENCE_CMD_LEASE_GRANT:
         case FENCE_CMD_ACQUIRE:
+        case FENCE_CMD_SEM_ACQUIRE:
+            /* SEM_ACQUIRE makes a lease in its TTL form (lease 0) only. */
+            if (c->type == FENCE_CMD_SEM_ACQUIRE && c->lease != 0)
+                break;
             if ((r->status == FENCE_ST_OK || r->status == FENCE_ST_QUEUED) &&
                 r->lease != 0) {
                 l = mlease(s, r->lease);
@@ -425,7 +429,9 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
             break;
         }
         case FENCE_CMD_UNLOCK:
-            /* Unlocking a dedicated (ACQUIRE) lease's lock revokes it. */
+        case FENCE_CMD_SEM_RELEASE:
+            /* Unlocking a dedicated (ACQUIRE) lease's lock revokes it; so
+             * does releasing a slot taken with SEM_ACQUIRE's TTL form. */
             if (r->status == FENCE_ST_OK && r->value == 1) {
                 sim_grant *g = sim_grant_find(s, c->token);
                 l = g ? mlease(s, g->lease) : NULL;
@@ -453,10 +459,13 @@ void sim_model_entry(sim *s, uint64_t index, uint64_t ts,
         }
         /* A grant from this command: its lease must be live right now. */
         if ((c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ACQUIRE ||
-             c->type == FENCE_CMD_LOCK_MULTI || c->type == FENCE_CMD_ELECT_CAMPAIGN) &&
+             c->type == FENCE_CMD_SEM_ACQUIRE || c->type == FENCE_CMD_LOCK_MULTI ||
+             c->type == FENCE_CMD_ELECT_CAMPAIGN) &&
             r->status == FENCE_ST_OK && r->token > nd->last_token) {
             uint64_t lid = c->type == FENCE_CMD_LOCK || c->type == FENCE_CMD_ELECT_CAMPAIGN ||
-                                   (c->type == FENCE_CMD_LOCK_MULTI && c->lease != 0)
+                                   ((c->type == FENCE_CMD_SEM_ACQUIRE ||
+                                     c->type == FENCE_CMD_LOCK_MULTI) &&
+                                    c->lease != 0)
                                ? c->lease
                                : r->lease;
             l = mlease(s, lid);

@@ -144,10 +144,23 @@ static void final_checks(sim *s)
         if (a->lock >= SIM_ELECT_BASE)
             memcpy(nm, "elec", 4);
         nm[4] = (char)('0' + a->lock % SIM_ELECT_BASE);
+        if (a->lock >= SIM_SEM_SLOT) /* a semaphore's slot: the fence sem#i */
+            snprintf(nm, sizeof nm, "sem#%c", (char)('0' + (a->lock - SIM_SEM_SLOT) % 10));
         if (g == NULL)
             sim_fail(s, "acknowledged token %" PRIu64 " (lock%u, lease %" PRIu64
                         ", acked at t=%" PRIu64 ") is not in the history",
                      a->token, a->lock, a->lease, a->time_ms);
+        /* "?": a waiter's slot released again in the entry that granted
+         * it (its name was not found, sim_fsm.c): the lease is all that
+         * can be compared, as for a lock. */
+        else if (a->lock >= SIM_SEM_SLOT &&
+                 (g->lease != a->lease ||
+                  (!(g->name_len == 1 && g->name[0] == '?') &&
+                   (g->name_len != 5 || memcmp(g->name, nm, 5) != 0))))
+            sim_fail(s, "acknowledged token %" PRIu64 " was slot %s/lease %" PRIu64
+                        " for the client but %.*s/lease %" PRIu64 " in the history "
+                        "(a slot granted twice)",
+                     a->token, nm, a->lease, (int)g->name_len, g->name, g->lease);
         else if ((g->lease != a->lease && !g->shared) ||
                  (g->name_len == 5 && memcmp(g->name, nm, 5) != 0))
             sim_fail(s, "acknowledged token %" PRIu64 " was lock%u/lease %"

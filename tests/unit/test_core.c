@@ -9,6 +9,12 @@
 #include "core/snapshot.h"
 #include "core/fsm_int.h"
 
+/* Bytes of the coordination kinds' sections of a version-5 snapshot when
+ * all are empty (snapshot.c): rw's u32 count (shared.c), multi's (multi.c), elect's 16
+ * (elect_snap.c), sem's two u32 counts (sem_snap.c: semaphores and slot
+ * records). */
+#define SNAP_KINDS_EMPTY (4 + 4 + 16 + 8)
+
 static void alloc_scenario(long budget, uint8_t **snap_out, size_t *len_out)
 {
     fx x;
@@ -308,11 +314,6 @@ static void test_entry_round_trip(void)
     free(buf);
 }
 
-/* Bytes of the coordination kinds' sections in a version-5 snapshot of a
- * state without any (snapshot.c): rw's (shared.c) is 4, multi's (multi.c)
- * 4, elect's (elect_snap.c) 16. */
-#define SNAP_KINDS_EMPTY (4 + 4 + 16)
-
 /* Logs and snapshots written before the global bound on waits still
  * load: a version-1 entry's LEADER_START decodes with waits_max =
  * UINT32_MAX (no bound, what it meant), and a version-2 snapshot restores
@@ -353,20 +354,37 @@ static void test_old_versions_load(void)
      * version-3 one without waits_max.  Both restore to the same state. */
     uint64_t l = lease(&x, 10, 1000, 0);
     run(&x, 10, c_lock("old", l, 0));
-    size_t n4 = fence_fsm_snapshot_size(x.f);
+    size_t n5 = fence_fsm_snapshot_size(x.f);
+    uint8_t *v5 = malloc(n5);
+    REQUIRE(v5 != NULL);
+    REQUIRE(fence_fsm_snapshot(x.f, v5, n5) == n5);
+    CHECK_EQ_U64(v5[4], 5);
+    /* A version-4 snapshot: the version-5 one without the kinds' (empty)
+     * sections before the CRC. */
+    size_t n4 = n5 - SNAP_KINDS_EMPTY;
     uint8_t *v4 = malloc(n4);
     REQUIRE(v4 != NULL);
-    REQUIRE(fence_fsm_snapshot(x.f, v4, n4) == n4);
-    CHECK_EQ_U64(v4[4], 5); /* version 5: version 4 + the kinds' sections */
+    memcpy(v4, v5, n4 - 4);
+    v4[4] = 4;
+    reseal(v4, n4);
+    fx w;
+    fx_init(&w);
+    REQUIRE(fence_fsm_restore(w.f, v4, n4) == 0);
+    uint8_t *again5 = malloc(n5);
+    REQUIRE(again5 != NULL);
+    REQUIRE(fence_fsm_snapshot_size(w.f) == n5);
+    fence_fsm_snapshot(w.f, again5, n5);
+    CHECK(memcmp(again5, v5, n5) == 0);
+    free(again5);
+    fx_done(&w);
     /* Header 4 + 4 + 32 + 20, lease count 4, then the lease: 33 bytes and
-     * its owner.  The version-5 kinds' sections (empty: a u32 count each)
-     * end it before the CRC. */
+     * its owner. */
     size_t owner_at = 4 + 4 + 32 + 20 + 4 + 33;
-    size_t n = n4 - 8 - SNAP_KINDS_EMPTY;
+    size_t n = n4 - 8;
     uint8_t *v3 = malloc(n);
     REQUIRE(v3 != NULL);
     memcpy(v3, v4, owner_at);
-    memcpy(v3 + owner_at, v4 + owner_at + 8, n4 - owner_at - 8 - 4 - SNAP_KINDS_EMPTY);
+    memcpy(v3 + owner_at, v4 + owner_at + 8, n4 - owner_at - 8);
     v3[4] = 3;
     uint32_t crc3 = fence__crc32c(v3, n - 4);
     for (int i = 0; i < 4; i++) {
@@ -375,11 +393,11 @@ static void test_old_versions_load(void)
     fx z;
     fx_init(&z);
     REQUIRE(fence_fsm_restore(z.f, v3, n) == 0);
-    REQUIRE(fence_fsm_snapshot_size(z.f) == n4);
-    uint8_t *again4 = malloc(n4);
+    REQUIRE(fence_fsm_snapshot_size(z.f) == n5);
+    uint8_t *again4 = malloc(n5);
     REQUIRE(again4 != NULL);
-    fence_fsm_snapshot(z.f, again4, n4);
-    CHECK(memcmp(again4, v4, n4) == 0);
+    fence_fsm_snapshot(z.f, again4, n5);
+    CHECK(memcmp(again4, v5, n5) == 0);
     free(again4);
     fx_done(&z);
     /* The limits start at byte 4 + 4 + 32; waits_max is the fifth u32. */
@@ -397,15 +415,16 @@ static void test_old_versions_load(void)
     fx y;
     fx_init(&y);
     REQUIRE(fence_fsm_restore(y.f, v2, n - 4) == 0);
-    uint8_t *again = malloc(n4);
+    uint8_t *again = malloc(n5);
     REQUIRE(again != NULL);
-    REQUIRE(fence_fsm_snapshot_size(y.f) == n4);
-    fence_fsm_snapshot(y.f, again, n4);
-    CHECK(memcmp(again, v4, n4) == 0);
+    REQUIRE(fence_fsm_snapshot_size(y.f) == n5);
+    fence_fsm_snapshot(y.f, again, n5);
+    CHECK(memcmp(again, v5, n5) == 0);
     free(again);
     free(v2);
     free(v3);
     free(v4);
+    free(v5);
     fx_done(&y);
     fx_done(&x);
 }
@@ -568,11 +587,13 @@ static void test_snapshot_stale_queued_record(void)
     REQUIRE(q2.wait_id > q1.wait_id);
     size_t n = 0;
     uint8_t *s = snap(&x, &n);
-    /* The newest dedup record ends the snapshot: its wait_id is the u64
-     * before the value and the CRC.  Point it at the wait that ended. */
-    REQUIRE(n > 20 + SNAP_KINDS_EMPTY);
-    CHECK_EQ_U64(s[n - 20 - SNAP_KINDS_EMPTY], q2.wait_id);
-    s[n - 20 - SNAP_KINDS_EMPTY] = (uint8_t)q1.wait_id;
+    /* The newest dedup record ends the version-4 part: its wait_id is the
+     * u64 before the value, the kinds' empty sections and the CRC.  Point
+     * it at the wait that ended. */
+    size_t at = n - 20 - SNAP_KINDS_EMPTY;
+    REQUIRE(n > at);
+    CHECK_EQ_U64(s[at], q2.wait_id);
+    s[at] = (uint8_t)q1.wait_id;
     reseal(s, n);
     REQUIRE(fence_fsm_restore(y.f, s, n) == 0);
     CHECK(fence_fsm_check(y.f) == NULL);

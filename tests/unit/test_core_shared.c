@@ -15,8 +15,9 @@
 #include "core/snapshot.h"
 
 /* Bytes of the kinds' sections after rw in a snapshot without them (an
- * empty multi section: its u32 count, 4; an empty elect section, 16). */
-#define SNAP_AFTER_RW (4 + 16)
+ * empty multi section: its u32 count, 4; an empty elect section, 16; an
+ * empty sem section: its two u32 counts, 8). */
+#define SNAP_AFTER_RW (4 + 16 + 8)
 
 static void *s_alloc(void *ctx, size_t n)
 {

@@ -41,6 +41,22 @@ class LeaseInfo(NamedTuple):
     locks_held: int
 
 
+class SemSlot(NamedTuple):
+    """One taken slot of SEM.INFO (lease 0: in lock-delay).  The resource
+    fences it as ``name#slot``."""
+    slot: int
+    token: int
+    lease: int
+    remaining_ms: int
+
+
+class SemInfo(NamedTuple):
+    """SEM.INFO: the semaphore's N, its taken slots in slot order, waiters."""
+    permits: int
+    slots: List[SemSlot]
+    waiters: int
+
+
 class LockInfo(NamedTuple):
     """LOCK.INFO of a held lock: holder's token and lease, time left, waiters;
     for a lock held shared, ``shared`` and every holder as (lease,
@@ -372,7 +388,7 @@ class Client:
 
     # ---- locks -------------------------------------------------------------------
 
-    def _wait_request(self, cmd: str, name: str, arg: int, wait_ms: int,
+    def _wait_request(self, cmd: str, name: str, arg: Any, wait_ms: int,
                       shared: bool = False) -> Any:
         """cmd name arg [WAIT ms] REQID id; a nil that comes clearly before
         the wait is over (a retried request) is asked again for the time
@@ -380,7 +396,7 @@ class Client:
         start = time.monotonic()
         left = wait_ms
         for _ in range(4):
-            args: List[Any] = [cmd, name, arg]
+            args: List[Any] = [cmd, name] + (list(arg) if isinstance(arg, tuple) else [arg])
             if shared:
                 args.append("SHARED")
             if left > 0:
@@ -464,6 +480,31 @@ class Client:
                             for h in r[5])
             return LockInfo(head[0], head[1], head[2], head[3], shared=True, holders=holders)
         return LockInfo(head[0], head[1], head[2], head[3])
+
+    # ---- semaphores of slots (docs/recipes.md) -------------------------------------
+
+    def sem_acquire(self, name: str, n: int, lease: int,
+                    wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+        """SEM.ACQUIRE name n lease [WAIT wait_ms]: (slot, token), or None
+        when every slot stayed taken.  Fence the resource as ``name#slot``
+        with the token.  Acquiring again with the same lease returns the
+        slot it holds."""
+        r = self._wait_request("SEM.ACQUIRE", name, (n, lease), wait_ms)
+        if r is None:
+            return None
+        return _as_int(r[0], "SEM.ACQUIRE"), _as_int(r[1], "SEM.ACQUIRE")
+
+    def sem_release(self, name: str, slot: int, token: int) -> bool:
+        """SEM.RELEASE: True if that token held the slot and freed it."""
+        return _as_int(self.call("SEM.RELEASE", name, slot, token), "SEM.RELEASE") == 1
+
+    def sem_info(self, name: str) -> Optional[SemInfo]:
+        """SEM.INFO, or None when no such semaphore exists."""
+        r = self.call("SEM.INFO", name)
+        if r is None:
+            return None
+        slots = [SemSlot(*[_as_int(x, "SEM.INFO") for x in s]) for s in r[1]]
+        return SemInfo(_as_int(r[0], "SEM.INFO"), slots, _as_int(r[2], "SEM.INFO"))
 
     # ---- leader election (fenced.elect) -------------------------------------------
 

@@ -90,6 +90,12 @@ class PermissionDenied(FencedError):
     or key name, or touch another user's lease (docs/security.md)."""
 
 
+class WrongType(FencedError):
+    """WRONGTYPE: the name is in use as another kind (a lock, a semaphore or
+    one of its slots), or SEM.ACQUIRE named another N than the semaphore's
+    (the message says which)."""
+
+
 class LimitReached(FencedError):
     """A configured server limit is full (fenced's or fence-store's LIMIT:
     leases, locks, waiters, clients, value size): retry later or raise the
@@ -163,6 +169,7 @@ CODES: Dict[str, Type[FencedError]] = {
     "WRONGPASS": WrongPass,
     "NOAUTH": AuthRequired,
     "NOPERM": PermissionDenied,
+    "WRONGTYPE": WrongType,
     "STALE": StaleToken,
     "WRONGFENCE": WrongFence,
     "BADTOKEN": BadToken,
