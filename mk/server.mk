@@ -22,8 +22,10 @@ BINS += $(BUILD)/fenced
 INTEG_TESTS += $(sort $(wildcard tests/integration/test_fenced_*.sh))
 INTEG_TESTS += $(filter-out tests/integration/test_fenced_lib.py, \
                  $(sort $(wildcard tests/integration/test_fenced_*.py)))
-# The coordination kinds (issue 21): one test per kind.
-INTEG_TESTS += tests/integration/test_elect.py
+# The coordination kinds (issue 21): one test per kind (test_fenced_sem*.py
+# come in by the glob above).
+INTEG_TESTS += tests/integration/test_elect.py tests/integration/test_rw.py \
+               tests/integration/test_multi.py
 
 # Fuzz target: the config-file and --peers parsers (tests/fuzz/config_fuzz.c).
 FUZZ_TARGETS += config

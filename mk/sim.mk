@@ -131,7 +131,7 @@ $(SIM_RMUT_BIN): FORCE_SIM_BUG
 
 $(SIM_RMUT_CHECK): $(SIM_RMUT_BIN) mk/sim.mk
 	@mkdir -p $(dir $@)
-	@printf '#!/bin/sh\n# control: the sim must catch the planted renewal bug (tests/mutants/renew_unrecorded.patch)\nexec "$$(dirname "$$0")/../mutant/renew_unrecorded/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@printf '#!/bin/sh\n# control: the sim must catch the planted renewal bug (tests/mutants/renew_unrecorded.patch)\nexec "$$(dirname "$$0")/../mutant/renew_unrecorded/tests/fence_sim" --expect-violation --seeds 90 --duration 15000\n' >$@
 	@chmod +x $@
 
 UNIT_TESTS += $(SIM_RMUT_CHECK)

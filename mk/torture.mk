@@ -63,6 +63,7 @@ endif
 INTEG_TESTS += tests/torture/test_checker.sh tests/torture/test_faults.sh \
                tests/torture/test_demo.sh tests/torture/test_torture_short.sh \
                tests/torture/test_torture_cluster.sh tests/torture/test_torture_elect.sh \
+               tests/torture/test_torture_shared.sh \
                tests/torture/test_control_lease_only.sh tests/torture/test_control_bug.sh
 
 DURATION ?= 600
