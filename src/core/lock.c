@@ -93,7 +93,7 @@ static void lock_destroy(fence_fsm *f, fence__lock *k)
     FENCE_ASSERT(!k->in_delay);
     FENCE_ASSERT(k->nwaiters == 0);
     FENCE_ASSERT(fence__list_empty(&k->queue));
-    fence__elect_lock_gone(f, k);
+    f->kinds.elect_lock_gone(f, k);
     fence__heap_remove(&f->heap, &k->hi);
     fence__htab_remove(&f->locks, &k->hn);
     fence__list_remove(&f->lock_list, &k->tlink);
