@@ -34,6 +34,7 @@ fence_fsm *fence__fsm_new(const fence_alloc *a, uint64_t hash_seed,
     f->oom = oom;
     f->alloc = *a;
     f->hash_seed = hash_seed;
+    fence__kinds_init(f);
     fence_limits_default(&f->limits);
     f->next_lease_id = 1;
     f->next_wait_id = 1;

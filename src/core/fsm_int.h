@@ -5,7 +5,9 @@
  * fsm.c (lifecycle, queries), htab.c (hash tables and hashes), heap.c
  * (the deadline heap), lease.c (leases and the locks they
  * hold), lock.c (locks, their FIFOs and the waits), dedup.c (request ids),
- * apply.c (grants, releases, time, the commands), multi.c (LOCK_MULTI:
+ * grant.c (the lock machinery: grants, hand-off, releases, time, the
+ * shared checks), kinds.c (the kinds' hooks, f->kinds), apply.c (the
+ * commands, the dispatch, dedup), multi.c (LOCK_MULTI:
  * one wait over many locks, and its snapshot section), sem.c (semaphores
  * of slots) and sem_snap.c (their snapshot section), check.c (the
  * invariant check), entry.c (the log-entry codec), snapshot.c (the snapshot
@@ -197,6 +199,34 @@ typedef struct fence__dedup {
     fence_result result; /* what the command answered */
 } fence__dedup;
 
+/* The semaphores of sem.c (struct fence__sem there). */
+typedef struct fence__sem fence__sem;
+
+/* What the kinds of lock add to the machinery (grant.c, lock.c) at its
+ * hand-off and release points, filled in once by kinds.c (the one place a
+ * kind registers): a table in the state instead of a call up from the
+ * machinery to the kinds' files.  Each is a no-op for a plain lock or
+ * wait.  Not state: the same in every fence_fsm. */
+typedef struct fence__kind_hooks {
+    /* multi.c: offer a freed place to multi wait m; fail multi wait m. */
+    bool (*multi_try)(fence_fsm *f, fence__wait *m);
+    void (*multi_fail)(fence_fsm *f, fence__wait *m, uint8_t status,
+                       bool revoke_dedicated);
+    /* elect.c: election lock k was handed to wait w; k's holder just left
+     * (held_unlink); wait w goes away without winning; lock k is being
+     * destroyed. */
+    void (*elect_won)(fence_fsm *f, fence__lock *k, fence__wait *w);
+    void (*elect_lost)(fence_fsm *f, fence__lock *k);
+    void (*elect_cand_free)(fence_fsm *f, fence__wait *w);
+    void (*elect_lock_gone)(fence_fsm *f, fence__lock *k);
+    /* sem.c: slot lock k just became available (handoff); free
+     * semaphore s when nothing keeps it (wait_fail); take wait w out of
+     * its semaphore's FIFO (lock.c wait_unlink). */
+    void (*sem_slot_free)(fence_fsm *f, fence__lock *k);
+    void (*sem_maybe_destroy)(fence_fsm *f, fence__sem *s);
+    void (*sem_unqueue)(fence__wait *w);
+} fence__kind_hooks;
+
 struct fence_fsm {
     fence_alloc alloc;       /* the injected allocator */
     uint64_t hash_seed;      /* keys the hash tables (not state) */
@@ -238,6 +268,7 @@ struct fence_fsm {
                                 creation */
     uint64_t n_sem_waits;    /* waits in the semaphores' FIFOs (part of
                                 waits.count) */
+    fence__kind_hooks kinds; /* the kinds' hooks (kinds.c; not state) */
 };
 
 /* The object of a list link, or NULL (for walking the lists). */
@@ -392,7 +423,7 @@ fence__shold *fence__shold_add(fence_fsm *f, fence__lock *k, fence__lease *l);
 /* End one shared hold (unlinked and freed); the lock may become free. */
 void fence__shold_remove(fence_fsm *f, fence__shold *s);
 /* Shared-held lock k: admit into its phase the shared waiters now at the
- * head of its FIFO (apply.c; multi.c calls it when a multi wait leaves). */
+ * head of its FIFO (grant.c; multi.c calls it when a multi wait leaves). */
 void fence__admit_shared(fence_fsm *f, fence__lock *k);
 /* The invariants of the shared holds (check.c calls it). */
 const char *fence__check_shared(const fence_fsm *f);
@@ -404,22 +435,27 @@ size_t fence__rw_snap_write(const fence_fsm *f, uint8_t *p, size_t cap);
 int fence__rw_snap_read(fence_fsm *n, const uint8_t *p, size_t len, size_t *used,
                         fence__lock **v, uint32_t nv);
 
-/* ---- apply.c --------------------------------------------------------------- */
+/* ---- grant.c: the lock machinery ------------------------------------------ */
 
 /* Forget the events of the previous call (keeps the array). */
 void fence__events_reset(fence_fsm *f);
-/* The body of fence_fsm_apply without the events reset (apply_entry runs
- * a batch through it and keeps every command's events). */
-void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
-                      fence_result *out);
 /* The body of fence_fsm_advance without the events reset. */
 void fence__advance(fence_fsm *f, uint64_t now_ms);
-/* For multi.c: hand free lock k to its first eligible waiter (or free it);
- * report the end of wait w (its dedup records resolved, an event); remove
- * a lease (its locks released, its waits failed). */
+/* Process every deadline due at fsm time, in (deadline, kind, id) order. */
+void fence__process_due(fence_fsm *f);
+/* Hand free lock k to its first eligible waiter (or free it); report the
+ * end of wait w (its dedup records resolved, an event); remove a lease
+ * (its locks released, its waits failed); fail a queued wait (NIL or
+ * NOLEASE; a dedicated lease too when revoke_dedicated); forget every
+ * remembered result attached to wait w (CANCEL). */
 void fence__handoff(fence_fsm *f, fence__lock *k);
 void fence__emit(fence_fsm *f, fence__wait *w, const fence_result *r);
 void fence__lease_remove(fence_fsm *f, fence__lease *l, bool expired);
+void fence__wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
+                      bool revoke_dedicated);
+void fence__forget_reqs(fence_fsm *f, fence__wait *w);
+/* Whether waiter w (a FIFO place) may be granted now. */
+bool fence__waiter_eligible(const fence_fsm *f, const fence__wait *w);
 /* Whether the owner of c would pass quota_leases with one more lease, or
  * quota_locks with n more locks. */
 bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
@@ -429,15 +465,39 @@ bool fence__may_use(const fence_cmd *c, const fence__lease *l);
 /* Release every lock l holds exclusively with token (one lock, or all the
  * names of one multi-lock), handing each off (apply.c). */
 void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token);
-/* UNLOCK_SHARED (shared.c). */
+/* UNLOCK_SHARED (apply.c). */
 void fence__cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r);
+/* Grant free lock k to l (the next token); lease l joins k's current
+ * shared phase (its token); begin a shared phase on free k with l (the
+ * next token); queue l on k (fills r: QUEUED or LIMIT), as a LOCK's wait,
+ * or as an ACQUIRE's when acquire. */
+uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l);
+uint64_t fence__join_shared(fence_fsm *f, fence__lock *k, fence__lease *l);
+uint64_t fence__grant_shared(fence_fsm *f, fence__lock *k, fence__lease *l);
+fence__wait *fence__enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
+                            const fence_cmd *c, fence_result *r);
+fence__wait *fence__enqueue_as(fence_fsm *f, fence__lease *l, fence__lock *k,
+                               const fence_cmd *c, bool acquire, fence_result *r);
+
+/* ---- kinds.c: the kinds' hooks ------------------------------------------------ */
+
+/* Fill f->kinds (fence__fsm_new). */
+void fence__kinds_init(fence_fsm *f);
+
+/* ---- apply.c --------------------------------------------------------------- */
+
+/* The body of fence_fsm_apply without the events reset (apply_entry runs
+ * a batch through it and keeps every command's events). */
+void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
+                      fence_result *out);
 
 /* ---- multi.c ---------------------------------------------------------------- */
 
 /* LOCK_MULTI (fsm.h, docs/protocol.md "LOCK.MULTI"). */
 void fence__multi_cmd(fence_fsm *f, const fence_cmd *c, fence_result *r);
 /* Grant multi wait m if it is the first eligible waiter of every lock it
- * names and all of them are free; true when granted (m is freed). */
+ * names and all of them are free; true when granted (m is freed).  With
+ * fence__multi_fail, a hook of the lock machinery (f->kinds, kinds.c). */
 bool fence__multi_try(fence_fsm *f, fence__wait *m);
 /* Fail multi wait m (NIL or NOLEASE) and offer its freed places on; a
  * dedicated lease goes too when revoke_dedicated is set. */
@@ -467,23 +527,15 @@ const char *fence__multi_check(const fence_fsm *f);
 /* LEASE_CHECKPOINT (dispatched by apply.c). */
 void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r);
 
-/* apply.c's primitives, for the kinds' files: grant free lock k to l (the
- * next token); queue l on k (fills r: QUEUED or LIMIT); hand an available
- * lock to its first eligible waiter; whether c may use lease l; whether
- * c's owner is at its lock quota. */
-uint64_t fence__grant(fence_fsm *f, fence__lock *k, fence__lease *l);
-fence__wait *fence__enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
-                            const fence_cmd *c, fence_result *r);
-
 /* ---- elect.c --------------------------------------------------------------- */
 
 void fence__elect_campaign(fence_fsm *f, const fence_cmd *c, fence_result *r);
 void fence__elect_proclaim(fence_fsm *f, const fence_cmd *c, fence_result *r);
 void fence__elect_resign(fence_fsm *f, const fence_cmd *c, fence_result *r);
-/* Hooks of the lock machinery (each a no-op for a plain lock / wait):
- * election lock k was handed to wait w (w's value becomes the leader's);
- * k's holder just left (held_unlink); wait w goes away without winning;
- * lock k is being destroyed. */
+/* Hooks of the lock machinery (f->kinds, kinds.c; each a no-op for a plain
+ * lock / wait): election lock k was handed to wait w (w's value becomes
+ * the leader's); k's holder just left (held_unlink); wait w goes away
+ * without winning; lock k is being destroyed. */
 void fence__elect_won(fence_fsm *f, fence__lock *k, fence__wait *w);
 void fence__elect_lost(fence_fsm *f, fence__lock *k);
 void fence__elect_cand_free(fence_fsm *f, fence__wait *w);

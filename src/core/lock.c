@@ -93,7 +93,7 @@ static void lock_destroy(fence_fsm *f, fence__lock *k)
     FENCE_ASSERT(!k->in_delay);
     FENCE_ASSERT(k->nwaiters == 0);
     FENCE_ASSERT(fence__list_empty(&k->queue));
-    fence__elect_lock_gone(f, k);
+    f->kinds.elect_lock_gone(f, k);
     fence__heap_remove(&f->heap, &k->hi);
     fence__htab_remove(&f->locks, &k->hn);
     fence__list_remove(&f->lock_list, &k->tlink);
@@ -169,7 +169,7 @@ void fence__wait_unlink(fence_fsm *f, fence__wait *w)
     FENCE_ASSERT(l->nwaits > 0);
     if (w->sem != NULL) {
         FENCE_ASSERT(k == NULL);
-        fence__sem_unqueue(w);
+        f->kinds.sem_unqueue(w);
         FENCE_ASSERT(f->n_sem_waits > 0);
         f->n_sem_waits--;
     } else {
