@@ -42,9 +42,13 @@ void fence__ld_cancel_wait(fence_leader *l, uint64_t wait_id)
 static void internal_fail(fence_leader *l, const lbatch *b, const litem *it)
 {
     FENCE_ASSERT(it->req == NULL);
-    if (it->cmd.type == FENCE_CMD_LEASE_CHECKPOINT)
-        /* Renewals answered here: still owed while this server leads. */
+    if (it->cmd.type == FENCE_CMD_LEASE_CHECKPOINT) {
+        /* Renewals answered here: still owed while this server leads, and
+         * before anything else it proposes (an entry stamped later could
+         * expire their leases first; renew.c). */
         fence__ld_renew_record(l, b->names + it->name_off, it->cmd.ids_count);
+        l->ckpt_owed = l->renew_n > 0;
+    }
     if (it->cmd.type == FENCE_CMD_TICK) {
         l->tick_pending = false;
         l->rearm = true;
@@ -177,6 +181,7 @@ static void propose(fence_leader *l, lbatch *b)
     free(multi);
     if (rv != FENCE_LST_OK) {
         llog(l, FENCE_LLOG_WARN, "propose of %u commands failed", n);
+        l->refused_mono = b->proposed_mono; /* no renewals answered here (renew.c) */
         fence__ld_batch_fail(l, b, rv);
         return;
     }
@@ -195,6 +200,8 @@ static void propose(fence_leader *l, lbatch *b)
 /* Propose the closed batches, oldest first. */
 void fence__ld_propose_closed(fence_leader *l)
 {
+    if (l->ckpt_owed && l->closed != NULL)
+        fence__ld_ckpt_maybe(l, true); /* a refused checkpoint goes first */
     while (l->closed != NULL) {
         lbatch *b = l->closed;
         l->closed = b->next;

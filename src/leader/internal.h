@@ -139,6 +139,12 @@ struct fence_leader {
     uint64_t proof_mono;     /* monotonic ms an entry of ours was proposed
                                 that has since been applied: a majority
                                 still followed us then (renew.c) */
+    uint64_t refused_mono;   /* monotonic ms raft last refused a proposal
+                                while we led (a leadership transfer):
+                                no renewal is answered here until an
+                                entry proposed after it is applied */
+    bool ckpt_owed;          /* a checkpoint's proposal failed: its ids go
+                                out ahead of any other batch (renew.c) */
     uint64_t renew_window_ms; /* how much a renewal answered here may be
                                 shortened by a leader change (cluster):
                                 fence__leader_renew_window */

@@ -18,7 +18,10 @@
  * renewal answered by a deposed leader after that start is covered only
  * by that restart, which is why a cluster's reply subtracts the renew
  * window (the election timeout: how long a deposed leader can go on
- * believing it leads, check-quorum). */
+ * believing it leads, check-quorum).  If raft refuses a checkpoint (a
+ * leadership transfer refuses every proposal), it goes out again ahead
+ * of any other batch (batch.c), and nothing is answered here until an
+ * entry proposed after the refusal is applied. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +75,7 @@ void fence__ld_renew_reset(fence_leader *l)
     l->renew_n = 0;
     l->ckpt_due = 0;
     l->renew_last = 0;
+    l->ckpt_owed = false;
 }
 
 /* See internal.h. */
@@ -81,6 +85,13 @@ bool fence__ld_renew_local(fence_leader *l, fence_lconn *c, void *req,
     FENCE_ASSERT(cmd->type == FENCE_CMD_LEASE_KEEPALIVE);
     if (l->phase != PH_READY || l->stopping || (cmd->flags & FENCE_CMD_F_REQID) ||
         c->unapplied > c->unapplied_ka || !l->ops.is_leader(l->ops.ctx))
+        return false;
+    /* Raft refused a proposal of ours (a leadership transfer refuses every
+     * one until it ends): the checkpoint could not be written within the
+     * margin, so renewals go through the log until an entry proposed since
+     * has been applied (seed 1538 of the simulation: a lease expired 582 ms
+     * before the TTL answered during a transfer ran out). */
+    if (l->refused_mono != 0 && l->proof_mono <= l->refused_mono)
         return false;
     uint64_t now = ld_now(l);
     fence_fsm_lease_state st;
@@ -180,6 +191,7 @@ bool fence__ld_ckpt_maybe(fence_leader *l, bool force)
     } else {
         l->renew_n = 0;
         l->ckpt_due = 0;
+        l->ckpt_owed = false;
     }
     return done > 0;
 }
