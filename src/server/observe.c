@@ -31,44 +31,15 @@
 #define INT_REPLY_MAX ((uint64_t)INT64_MAX)
 
 struct fence_observer {
-    fence_observer *next;
-    fence_observer *prev;
+    fence_obs base;        /* first: the set's record (observe_set.h) */
     fence_slot *slot;      /* the parked request (SLOT_OBSERVE) */
     fence_conn *conn;      /* its connection */
-    uint64_t after;        /* answer a revision above this */
-    uint64_t deadline_ms;  /* uv_now() at which it answers nil */
-    bool timed_out;        /* on the waking list: answer nil */
-    uint16_t name_len;
-    uint8_t name[FENCE_NAME_MAX];
 };
 
-/* Remove o from the list whose head is *head. */
-static void list_remove(fence_observer **head, fence_observer *o)
-{
-    if (o->prev != NULL)
-        o->prev->next = o->next;
-    else
-        *head = o->next;
-    if (o->next != NULL)
-        o->next->prev = o->prev;
-    o->next = o->prev = NULL;
-}
-
-static void list_push(fence_observer **head, fence_observer *o)
-{
-    o->prev = NULL;
-    o->next = *head;
-    if (*head != NULL)
-        (*head)->prev = o;
-    *head = o;
-}
-
 /* Forget o (its slot stays its connection's). */
-static void forget(fence_server *s, fence_observer **head, fence_observer *o)
+static void forget(fence_server *s, fence_observer *o)
 {
-    list_remove(head, o);
-    FENCE_ASSERT(s->obs.n > 0);
-    s->obs.n--;
+    fence__obs_remove(&s->obs.set, &o->base);
     FENCE_ASSERT(o->conn->observers > 0);
     o->conn->observers--;
     free(o);
@@ -80,15 +51,16 @@ static void forget(fence_server *s, fence_observer **head, fence_observer *o)
  * the waking list too, so no freed slot is touched. */
 static void answer_waking(fence_server *s)
 {
-    fence_observer *o;
-    while ((o = s->obs.waking) != NULL) {
+    fence_obs *b;
+    while ((b = s->obs.set.waking) != NULL) {
+        fence_observer *o = (fence_observer *)b;
         fence_slot *slot = o->slot;
         fence_fsm_elect_state st;
-        int rc = o->timed_out ? 0 : fence_fsm_elect_info(s->fsm, o->name, o->name_len, &st);
+        int rc = b->timed_out ? 0 : fence_fsm_elect_info(s->fsm, b->name, b->name_len, &st);
         char nm[FENCE_NAME_MAX + 32];
-        snprintf(nm, sizeof(nm), "%.*s is a lock", (int)o->name_len, (const char *)o->name);
-        bool timed_out = o->timed_out;
-        forget(s, &s->obs.waking, o);
+        snprintf(nm, sizeof(nm), "%.*s is a lock", (int)b->name_len, (const char *)b->name);
+        bool timed_out = b->timed_out;
+        forget(s, o);
         slot->state = SLOT_NEW;
         if (timed_out) {
             char buf[8];
@@ -122,11 +94,7 @@ static void rearm(fence_server *s)
 {
     if (s->stopping)
         return;
-    uint64_t first = UINT64_MAX;
-    for (fence_observer *o = s->obs.head; o != NULL; o = o->next)
-        if (o->deadline_ms < first)
-            first = o->deadline_ms;
-    arm_at(s, first);
+    arm_at(s, fence__obs_first_deadline(&s->obs.set));
 }
 
 /* The earliest WAIT ran out: those observers answer nil. */
@@ -134,17 +102,7 @@ static void timer_cb(uv_timer_t *t)
 {
     fence_server *s = t->data;
     s->obs.timer_due = UINT64_MAX;
-    uint64_t now = uv_now(s->loop);
-    fence_observer *o = s->obs.head;
-    while (o != NULL) {
-        fence_observer *next = o->next;
-        if (o->deadline_ms <= now) {
-            list_remove(&s->obs.head, o);
-            o->timed_out = true;
-            list_push(&s->obs.waking, o);
-        }
-        o = next;
-    }
+    fence__obs_expire(&s->obs.set, uv_now(s->loop));
     answer_waking(s);
     rearm(s);
     fence__conns_flush(s);
@@ -156,7 +114,7 @@ void fence__observe_init(fence_server *s)
     uv_timer_init(s->loop, &s->obs.timer);
     s->obs.timer.data = s;
     s->obs.timer_due = UINT64_MAX;
-    s->obs.seen_rev = fence_fsm_elect_revision(s->fsm);
+    fence__obs_init(&s->obs.set, s->fsm);
 }
 
 void fence__observe_close(fence_server *s)
@@ -216,7 +174,7 @@ void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
         return;
     }
     FENCE_ASSERT(rc == 0);
-    if (!has_after || st.revision > after) {
+    if (!has_after || fence__obs_due(rc, &st, after)) {
         fence__elect_reply_state(slot, &st, false);
         return;
     }
@@ -226,7 +184,7 @@ void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
         fence__slot_reply(slot, buf, n);
         return;
     }
-    if (c->observers >= FENCE_OBSERVERS_PER_CONN || s->obs.n >= FENCE_OBSERVERS_MAX) {
+    if (c->observers >= FENCE_OBSERVERS_PER_CONN || s->obs.set.n >= FENCE_OBSERVERS_MAX) {
         fence__slot_error(slot, "LIMIT", "too many parked ELECTION.OBSERVEs (16 per "
                                          "connection, 10000 in all)");
         return;
@@ -239,37 +197,21 @@ void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
     memset(o, 0, sizeof(*o));
     o->slot = slot;
     o->conn = c;
-    o->after = after;
-    o->deadline_ms = uv_now(s->loop) + wait_ms;
-    o->name_len = (uint16_t)name->len;
-    memcpy(o->name, name->ptr, name->len);
-    list_push(&s->obs.head, o);
-    s->obs.n++;
+    o->base.after = after;
+    o->base.deadline_ms = uv_now(s->loop) + wait_ms;
+    o->base.name_len = (uint16_t)name->len;
+    memcpy(o->base.name, name->ptr, name->len);
+    fence__obs_park(&s->obs.set, &o->base);
     c->observers++;
     slot->state = SLOT_OBSERVE;
     /* Only an earlier deadline moves the timer (no scan per request). */
-    if (o->deadline_ms < s->obs.timer_due && !s->stopping)
-        arm_at(s, o->deadline_ms);
+    if (o->base.deadline_ms < s->obs.timer_due && !s->stopping)
+        arm_at(s, o->base.deadline_ms);
 }
 
 void fence__observe_poll(fence_server *s)
 {
-    uint64_t rev = fence_fsm_elect_revision(s->fsm);
-    if (rev == s->obs.seen_rev)
-        return;
-    s->obs.seen_rev = rev; /* a restore may lower it: any change wakes */
-    fence_observer *o = s->obs.head;
-    while (o != NULL) {
-        fence_observer *next = o->next;
-        fence_fsm_elect_state st;
-        int rc = fence_fsm_elect_info(s->fsm, o->name, o->name_len, &st);
-        if (rc != 0 || st.revision > o->after) {
-            list_remove(&s->obs.head, o);
-            list_push(&s->obs.waking, o);
-        }
-        o = next;
-    }
-    if (s->obs.waking != NULL) {
+    if (fence__obs_poll(&s->obs.set, s->fsm)) {
         answer_waking(s);
         rearm(s);
     }
@@ -278,16 +220,17 @@ void fence__observe_poll(fence_server *s)
 void fence__observe_conn_closed(fence_conn *c)
 {
     fence_server *s = c->srv;
-    fence_observer **lists[2] = {&s->obs.head, &s->obs.waking};
+    fence_obs *lists[2] = {s->obs.set.head, s->obs.set.waking};
     for (int i = 0; i < 2 && c->observers > 0; i++) {
-        fence_observer *o = *lists[i];
-        while (o != NULL && c->observers > 0) {
-            fence_observer *next = o->next;
+        fence_obs *b = lists[i];
+        while (b != NULL && c->observers > 0) {
+            fence_obs *next = b->next;
+            fence_observer *o = (fence_observer *)b;
             if (o->conn == c) {
                 o->slot->state = SLOT_NEW;
-                forget(s, lists[i], o);
+                forget(s, o);
             }
-            o = next;
+            b = next;
         }
     }
     FENCE_ASSERT(c->observers == 0);

@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "server/lag.h"
+#include "server/observe_set.h"
 
 #include "core/entry.h"
 #include "daemon/acl_conns.h"
@@ -160,10 +161,7 @@ typedef struct fence_owners {
 /* Parked ELECTION.OBSERVEs (observe.c). */
 typedef struct fence_observer fence_observer;
 typedef struct fence_observers {
-    fence_observer *head;   /* every parked observer (a doubly linked list) */
-    fence_observer *waking; /* taken off head, being answered (observe.c) */
-    uint32_t n;             /* how many */
-    uint64_t seen_rev;      /* the core's election revision at the last scan */
+    fence_obs_set set;      /* parked and waking (observe_set.h: the rule) */
     uv_timer_t timer;       /* the earliest WAIT deadline */
     uint64_t timer_due;     /* uv_now() the timer fires at, UINT64_MAX: stopped */
 } fence_observers;
