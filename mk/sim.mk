@@ -9,7 +9,7 @@ SIM_LIBS := $(shell pkg-config --libs raft 2>/dev/null)
 
 # The simulation's files (sim_*.c, one concern each; see sim_int.h).
 SIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tests/sim/sim_*.c)))
-SIM_LEADER_OBJ := $(LEADER_OBJ) $(BUILD)/src/server/voter_floor.o
+SIM_LEADER_OBJ := $(LEADER_OBJ) $(BUILD)/src/server/voter_floor.o $(BUILD)/src/server/observe_set.o
 SIM_BIN := $(BUILD)/tests/fence_sim
 
 $(SIM_BIN): $(SIM_OBJ) $(SIM_LEADER_OBJ) $(CORE_LIB) $(COMMON_LIB)

@@ -94,6 +94,12 @@ typedef struct fence_sim_result {
                                     were checked (sim_shared.c) */
     uint64_t shared_grants;      /* grants of shared holds (phase begun or
                                     joined) */
+    uint64_t obs_answers;        /* ELECTION.OBSERVE answers with a state
+                                    (sim_observe.c), checked */
+    uint64_t obs_woken;          /* of them, parked and woken by a change */
+    uint64_t obs_nils;           /* answered nil (WAIT ran out), checked */
+    uint64_t obs_moves;          /* observers that gave up on a node and
+                                    asked another */
 } fence_sim_result;
 
 /* Run one simulation.  Returns 0 when every invariant held, 1 when one was

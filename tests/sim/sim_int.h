@@ -15,6 +15,8 @@
  *                 latency, disk-write failures, transfers, elect/depose)
  *   sim_member.c  membership changes (CLUSTER.ADD / CLUSTER.REMOVE) under the
  *                 voter floor of src/server/voter_floor.c
+ *   sim_observe.c ELECTION.OBSERVE observers, parked in each node's
+ *                 fence_obs_set (src/server/observe_set.c, as fenced's)
  *   sim_run.c     failure reporting, the run loop and the final checks
  *
  * Rule for raft callbacks (leader.h's, which the module asserts and the sim
@@ -45,6 +47,7 @@
 #include "core/fsm.h"
 #include "core/snapshot.h"
 #include "leader/leader.h"
+#include "server/observe_set.h"
 #include "server/voter_floor.h"
 
 #define SIM_MAX_NODES 8
@@ -284,7 +287,36 @@ typedef struct sim_node {
                                   process stopped; may be added again with
                                   an empty disk */
     bool wipe_wanted;          /* restart it with an empty disk (re-add) */
+
+    /* ELECTION.OBSERVEs parked at this server (sim_observe.c). */
+    fence_obs_set obs;
 } sim_node;
+
+#define SIM_OBSERVERS 10 /* observers; observer i follows election i % 5 */
+#define SIM_OBS_ELECTS SIM_LOCKS
+
+/* A simulated ELECTION.OBSERVE client: one request outstanding at a time,
+ * OBSERVE elecN AFTER rev WAIT ms, re-issued with the revision it got. */
+typedef struct sim_observer {
+    fence_obs base;            /* its parked request at a node (first) */
+    unsigned id;               /* index */
+    unsigned elect;            /* the election it follows */
+    int node;                  /* node holding its request; -1: none */
+    bool parked;               /* base is in that node's set */
+    uint64_t after;            /* the revision it saw last (AFTER) */
+    uint64_t sent_at;          /* sim time the request went */
+    uint64_t give_up_at;       /* sim time it gives up on the node */
+    uint64_t next_at;          /* sim time of the next request */
+} sim_observer;
+
+/* One revision of an election in the model's history (sim_model.c). */
+typedef struct sim_erev {
+    uint64_t revision;         /* the election's revision */
+    uint64_t index;            /* first raft index with it */
+    bool has_leader;           /* its state */
+    uint64_t token;
+    uint64_t value_hash;
+} sim_erev;
 
 /* States of the membership driver: one change at a time, as an operator
  * running CLUSTER.ADD and CLUSTER.REMOVE would. */
@@ -430,6 +462,12 @@ typedef struct sim {
         uint64_t revision;
         uint64_t value_hash;
     } melect[SIM_LOCKS];
+    sim_erev *erevs[SIM_LOCKS]; /* each election's revisions, in order */
+    size_t n_erevs[SIM_LOCKS];  /* how many */
+    size_t cap_erevs[SIM_LOCKS]; /* capacity */
+    sim_observer obs[SIM_OBSERVERS]; /* the observers (sim_observe.c) */
+    uint64_t orng;             /* their random state (their own: the rest
+                                  of a run draws what it drew before) */
     unsigned in_cb;            /* depth inside raft callbacks (the rule) */
     sim_req_raft *raft_reqs;   /* raft requests in flight */
     fence_event *events;       /* scratch: events of the entry applied */
@@ -519,6 +557,15 @@ unsigned sim_leader_index(sim *s);
 bool sim_replicates(sim *s, unsigned leader, unsigned k);
 bool sim_all_voters(sim *s);
 void sim_member_drive(sim *s);
+
+/* sim_observe.c: the observers.  Their requests before the nodes' loop
+ * turns (as fenced reads requests and applies entries in one turn), then
+ * every up node's turn: poll its set, expire WAITs, answer, check. */
+void sim_observe_setup(sim *s);
+void sim_observe_drive(sim *s);
+void sim_observe_turns(sim *s);
+/* A node's process is replaced (restart): its observers' connections go. */
+void sim_observe_node_reset(sim *s, sim_node *n);
 
 /* sim_fault.c: faults. */
 void sim_node_down(sim *s, sim_node *n);

@@ -151,6 +151,9 @@ static void print_stats(uint64_t seed, unsigned nodes, int membership,
     printf("# seed %" PRIu64 " renewals: %" PRIu64 " answered without an entry, %" PRIu64
            " checkpoints applied, %" PRIu64 " expiries checked against answered renewals\n",
            seed, r->local_renewals, r->checkpoints, r->promise_checks);
+    printf("# seed %" PRIu64 " observers: %" PRIu64 " answers checked (%" PRIu64
+           " woken by a change), %" PRIu64 " nils, %" PRIu64 " moved to another node\n",
+           seed, r->obs_answers, r->obs_woken, r->obs_nils, r->obs_moves);
     if (membership)
         printf("# seed %" PRIu64 " membership: %" PRIu64 " added, %" PRIu64
                " removed, %" PRIu64 " refused by the voter floor (%" PRIu64

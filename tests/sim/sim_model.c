@@ -263,6 +263,18 @@ static void model_elections(sim *s, uint64_t index, uint64_t now, sim_node *nd)
                             " (token %" PRIu64 "), which is not live in the model",
                          index, nm, st.lease, st.token);
         }
+        /* The history the observers are checked against (sim_observe.c):
+         * each revision with its state and the first index that had it. */
+        if (s->n_erevs[e] == 0 || s->erevs[e][s->n_erevs[e] - 1].revision != st.revision) {
+            s->erevs[e] = sim_grow(s->erevs[e], &s->cap_erevs[e], s->n_erevs[e] + 1,
+                                   sizeof *s->erevs[e]);
+            sim_erev *r = &s->erevs[e][s->n_erevs[e]++];
+            r->revision = st.revision;
+            r->index = index;
+            r->has_leader = st.has_leader;
+            r->token = st.token;
+            r->value_hash = vh;
+        }
         s->melect[e].has_leader = st.has_leader;
         s->melect[e].token = st.token;
         s->melect[e].revision = st.revision;

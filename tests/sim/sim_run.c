@@ -66,8 +66,10 @@ static void hook(struct raft_fixture *fx, struct raft_fixture_event *ev)
     sim *s = g_sim;
     s->step++;
     sim_nodes_updown(s);
+    sim_observe_drive(s); /* requests read in this turn, after its applies */
     for (unsigned k = 0; k < s->n_nodes; k++)
         sim_node_drive(s, &s->nodes[k]);
+    sim_observe_turns(s);
     for (unsigned c = 0; c < s->o.clients; c++)
         sim_client_drive(s, &s->clients[c]);
     if (s->faults && !s->in_fixture_op && s->fx.time >= s->next_fault_at) {
@@ -265,6 +267,8 @@ static void cluster_teardown(sim *s)
     free(s->mleases);
     free(s->reqids);
     free(s->mwaits);
+    for (unsigned e = 0; e < SIM_LOCKS; e++)
+        free(s->erevs[e]);
 }
 
 /* Run one seeded simulation (see sim.h): set up the cluster, step it with
@@ -291,6 +295,7 @@ int fence_sim_run(const fence_sim_opts *opts, fence_sim_result *out)
         s->clients[c].node = -1;
         s->clients[c].pipe = s->clients[c].pipes[0];
     }
+    sim_observe_setup(s);
     cluster_setup(s);
 
     /* Traffic and faults for the run's duration. */

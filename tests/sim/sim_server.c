@@ -279,7 +279,9 @@ void sim_node_server_new(sim_node *n)
     };
     fence_limits lim;
     sim_limits(&lim);
+    sim_observe_node_reset(n->sim, n); /* the old process's connections went */
     n->fsm = sim_node_fsm_new(n);
+    fence__obs_init(&n->obs, n->fsm);
     int rv = fence__leader_create(&ops, n->fsm, &lim, &n->leader);
     assert(rv == 0);
     (void)rv;
