@@ -98,7 +98,9 @@ struct fence_leader {
     fence_limits limits;     /* carried by every LEADER_START */
 
     int phase;               /* enum lphase */
-    bool barrier_inflight;   /* barrier (catch-up) outstanding */
+    unsigned barriers;       /* barriers outstanding (the catch-up, plus
+                                re-issues while it or LEADER_START waits) */
+    uint64_t nudge_mono;     /* monotonic ms of the last barrier issued */
     bool stopping;           /* fence__leader_stop was called */
     uint64_t time_offset;    /* fsm time = monotonic ms + this (leader) */
     bool tick_pending;       /* a TICK is in a batch */

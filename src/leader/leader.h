@@ -51,6 +51,9 @@
  * leadership at any point answers NOTLEADER/TRYAGAIN (reply_error
  * UNAVAILABLE) to requests not yet proposed; proposed ones complete with
  * their outcome or, when raft cannot say, UNKNOWN (retry with the REQID).
+ * While the barrier or LEADER_START has waited a second, one more barrier
+ * goes out each second (libraft 0.15 may leave a 2-voter leader that does
+ * not count itself until it appends again; docs/cluster.md pitfalls).
  *
  * Time.  fsm time on the leader = monotonic ms + an offset fixed when the
  * barrier is applied, so it never goes back across leaders; off the leader
@@ -162,7 +165,9 @@ typedef struct fence_leader_ops {
      * FENCE_LST_* (no callback).  Called from fence__leader_step only. */
     int (*propose)(void *ctx, void *tag, const uint8_t *entry, size_t len);
     /* Propose a barrier; FENCE_LST_OK, after which the shell calls
-     * fence__leader_barrier_done exactly once.  From step only. */
+     * fence__leader_barrier_done exactly once for it.  Several may be
+     * outstanding (a barrier or LEADER_START that waits 1 s gets one more:
+     * a libraft 0.15 workaround, step.c).  From step only. */
     int (*barrier)(void *ctx);
     bool (*is_leader)(void *ctx);   /* raft is the leader right now */
     unsigned (*voters)(void *ctx);  /* voters in the configuration */

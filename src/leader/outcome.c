@@ -145,7 +145,8 @@ void fence__leader_applied(fence_leader *l, void *tag, int status,
 void fence__leader_barrier_done(fence_leader *l, int status)
 {
     l->in_raft_cb++;
-    l->barrier_inflight = false;
+    FENCE_ASSERT(l->barriers > 0);
+    l->barriers--;
     if (l->phase == PH_CATCHUP) {
         if (status == FENCE_LST_OK && l->ops.is_leader(l->ops.ctx) && !l->stopping)
             l->phase = PH_BARRIER_DONE;

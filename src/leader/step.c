@@ -51,9 +51,10 @@ void fence__leader_conn_init(fence_lconn *c)
 static void watch_leadership(fence_leader *l)
 {
     bool leader = l->ops.is_leader(l->ops.ctx);
-    if (leader && l->phase == PH_NONE && !l->barrier_inflight && !l->stopping) {
+    if (leader && l->phase == PH_NONE && l->barriers == 0 && !l->stopping) {
         if (l->ops.barrier(l->ops.ctx) == FENCE_LST_OK) {
-            l->barrier_inflight = true;
+            l->barriers++;
+            l->nudge_mono = l->ops.now_ms(l->ops.ctx);
             l->phase = PH_CATCHUP;
             llog(l, FENCE_LLOG_INFO, "became leader (term %llu); catching up",
                  (unsigned long long)l->ops.term(l->ops.ctx));
@@ -85,6 +86,7 @@ static void start_leadership(fence_leader *l)
     cmd.type = FENCE_CMD_LEADER_START;
     cmd.limits = l->limits;
     l->phase = PH_STARTING;
+    l->nudge_mono = mono;
     /* LEADER_START goes alone, ahead of anything else. */
     fence__ld_batch_close(l);
     fence__ld_propose_closed(l);
@@ -96,6 +98,31 @@ static void start_leadership(fence_leader *l)
     fence__ld_propose_closed(l);
 }
 
+/* libraft 0.15 (docs/cluster.md, libraft pitfalls, 5): a server elected
+ * while its write of an entry it got as a follower was in flight may not
+ * count itself for that entry once the write completes; with 2 voters
+ * nothing it has commits until it appends again, and the module appends
+ * nothing while its barrier or LEADER_START waits.  So while one of them
+ * has waited NUDGE_MS, one more barrier (a no-op entry) goes out, at most
+ * one per NUDGE_MS (tests/sim/test_libraft_selfvote.c shows both the stall
+ * and that one more append ends it). */
+#define NUDGE_MS 1000
+
+static void nudge(fence_leader *l)
+{
+    if ((l->phase != PH_CATCHUP && l->phase != PH_STARTING) || l->stopping)
+        return;
+    uint64_t mono = l->ops.now_ms(l->ops.ctx);
+    if (mono - l->nudge_mono < NUDGE_MS)
+        return;
+    l->nudge_mono = mono;
+    if (l->ops.barrier(l->ops.ctx) == FENCE_LST_OK) {
+        l->barriers++;
+        llog(l, FENCE_LLOG_INFO, "%s still waits after %d ms; one more barrier",
+             l->phase == PH_CATCHUP ? "the catch-up barrier" : "LEADER_START", NUDGE_MS);
+    }
+}
+
 /* One step of the loop; see leader.h (THE RULE FOR CALLING RAFT). */
 void fence__leader_step(fence_leader *l)
 {
@@ -103,6 +130,7 @@ void fence__leader_step(fence_leader *l)
     FENCE_ASSERT(!l->in_step);
     l->in_step = true;
     watch_leadership(l);
+    nudge(l);
     if (l->phase == PH_BARRIER_DONE && !l->stopping)
         start_leadership(l);
     if (l->phase != PH_NONE) {

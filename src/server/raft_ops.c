@@ -87,10 +87,12 @@ static int op_propose(void *ctx, void *tag, const uint8_t *entry, size_t len)
     return FENCE_LST_OK;
 }
 
-/* raft_barrier callback: the catch-up is over (or failed). */
+/* raft_barrier callback: the catch-up is over (or failed).  Each barrier
+ * has its own request: the module may have several out (step.c, nudge). */
 static void barrier_done(struct raft_barrier *req, int status)
 {
     fence_server *s = req->data;
+    free(req);
     fence__leader_barrier_done(s->leader, lstatus(status));
 }
 
@@ -98,8 +100,14 @@ static void barrier_done(struct raft_barrier *req, int status)
 static int op_barrier(void *ctx)
 {
     fence_server *s = ctx;
-    s->barrier.data = s;
-    return lstatus(fence__node_barrier(&s->node, &s->barrier, barrier_done));
+    struct raft_barrier *req = malloc(sizeof(*req));
+    if (req == NULL)
+        return FENCE_LST_UNKNOWN;
+    req->data = s;
+    int rv = fence__node_barrier(&s->node, req, barrier_done);
+    if (rv != 0)
+        free(req);
+    return lstatus(rv);
 }
 
 /* ops->is_leader. */

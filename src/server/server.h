@@ -193,7 +193,6 @@ struct fence_server {
     uv_check_t check;            /* end of every loop turn: leader step, flush */
     uv_timer_t tick_timer;       /* leader: next fsm deadline */
     fence_lag lag;               /* loop-lag monitor (lag.h) */
-    struct raft_barrier barrier; /* the leader module's catch-up barrier */
     bool stopping;               /* shutdown started */
     int exit_code;               /* process exit status */
 

@@ -588,6 +588,40 @@ int main(void)
     commit(0);
     props_clear();
 
+    /* libraft 0.15 (tests/sim/test_libraft_selfvote.c): a barrier or a
+     * LEADER_START that waits a second gets one more barrier, once per
+     * second; the extra callbacks change no phase. */
+    leader = false;
+    fence__leader_step(g_l);
+    leader = true;
+    int b0 = barriers;
+    fence__leader_step(g_l);
+    clock_ms += 999;
+    fence__leader_step(g_l);
+    CHECK(barriers == b0 + 1, "a catch-up barrier waiting under a second: no other");
+    clock_ms += 1;
+    fence__leader_step(g_l);
+    fence__leader_step(g_l);
+    CHECK(barriers == b0 + 2 && n_props == 0,
+          "after a second one more barrier (once), and nothing else");
+    fence__leader_barrier_done(g_l, FENCE_LST_OK);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1 && prop_count(0, &first) == 1 && first.type == FENCE_CMD_LEADER_START,
+          "the first callback ends the catch-up: LEADER_START");
+    clock_ms += 1000;
+    fence__leader_step(g_l);
+    CHECK(barriers == b0 + 3 && n_props == 1, "LEADER_START waiting a second: one more barrier");
+    fence__leader_barrier_done(g_l, FENCE_LST_OK);
+    fence__leader_barrier_done(g_l, FENCE_LST_OK);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1 && !fence__leader_ready(g_l), "the later callbacks start nothing");
+    commit(0);
+    props_clear();
+    CHECK(fence__leader_ready(g_l), "ready once LEADER_START is applied");
+    clock_ms += 5000;
+    fence__leader_step(g_l);
+    CHECK(barriers == b0 + 3, "a ready leader issues no barrier");
+
     fence__leader_destroy(g_l);
     fence_fsm_destroy(fsm);
     return failures ? 1 : 0;
