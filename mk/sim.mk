@@ -153,6 +153,24 @@ $(SIM_EMUT_CHECK): $(SIM_EMUT_BIN) mk/sim.mk
 
 UNIT_TESTS += $(SIM_EMUT_CHECK)
 
+# Control: the observe_wake_dropped mutant (src/server/observe_set.c, the
+# parked ELECTION.OBSERVEs' rule fenced and the sim share, wakes one
+# observer per poll and leaves the others due in the same turn parked) must
+# be caught by the simulation's observers (sim_observe.c).
+SIM_OMUT_DIR   := $(BUILD)/mutant/observe_wake_dropped
+SIM_OMUT_BIN   := $(SIM_OMUT_DIR)/tests/fence_sim
+SIM_OMUT_CHECK := $(BUILD)/tests/fence_sim_observe_mutant_check.sh
+
+$(SIM_OMUT_BIN): FORCE_SIM_BUG
+	+@bash tests/mutants/build.sh observe_wake_dropped $(SIM_OMUT_DIR) tests/fence_sim
+
+$(SIM_OMUT_CHECK): $(SIM_OMUT_BIN) mk/sim.mk
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\n# control: the sim must catch the planted dropped wake-up (tests/mutants/observe_wake_dropped.patch)\nexec "$$(dirname "$$0")/../mutant/observe_wake_dropped/tests/fence_sim" --expect-violation --seeds 30 --duration 15000\n' >$@
+	@chmod +x $@
+
+UNIT_TESTS += $(SIM_OMUT_CHECK)
+
 # Control: the same simulation with the voter floor switched off
 # (FENCE_SIM_NO_FLOOR=1: membership changes remove whatever they pick) must
 # report a violation: a removal of the last voter, or below a live quorum,
@@ -182,3 +200,13 @@ $(VOTER_FLOOR_TEST): $(BUILD)/tests/sim/test_voter_floor.o $(BUILD)/src/server/v
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS)
 
 UNIT_TESTS += $(VOTER_FLOOR_TEST)
+
+# A minimal raft_fixture reproduction of a libraft 0.15 liveness bug the
+# simulation found (docs/cluster.md, libraft pitfalls, 5): a leader that does
+# not count itself for an entry whose write began while it was a follower.
+LIBRAFT_SELFVOTE_TEST := $(BUILD)/tests/test_libraft_selfvote
+$(LIBRAFT_SELFVOTE_TEST): $(BUILD)/tests/sim/test_libraft_selfvote.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(SIM_LIBS) $(LDFLAGS)
+
+UNIT_TESTS += $(LIBRAFT_SELFVOTE_TEST)

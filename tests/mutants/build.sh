@@ -41,6 +41,9 @@
 #   elect_lost_revision  (src/core/elect.c) a leader that resigns or loses
 #                  its lease takes no new election revision, so observers
 #                  never see that the election has no leader
+#   observe_wake_dropped  (src/server/observe_set.c) a poll wakes one parked
+#                  ELECTION.OBSERVE and leaves the others due in the same
+#                  loop turn parked: a wake-up dropped
 #
 # Environment: MAKE (default make), MUTANT_JOBS (make -j, default 2; an
 # enclosing make's jobserver is used when there is one), MUTANT_KEEP=1
