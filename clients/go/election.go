@@ -330,7 +330,9 @@ func permanent(err error) bool {
 // quick changes may be seen as the last of them), and revisions only grow,
 // also when the client moves to another node. Lost connections, a
 // restarting server and -LIMIT are retried with backoff until ctx is done.
-// Each waiting request holds one connection of the client's pool.
+// Each waiting request holds a connection of the client's observer pool
+// (PoolSize of them, apart from the calls'). Cancel ctx to end the watch:
+// a watch whose channel nobody reads waits on it until then.
 func (c *Client) ObserveElection(ctx context.Context, name string, after uint64) *Observer {
 	ch := make(chan ElectionState)
 	o := &Observer{C: ch, rev: after}
@@ -371,7 +373,7 @@ func (c *Client) observe(ctx context.Context, name string, rev uint64, ch chan<-
 			args = append(args, "AFTER", strconv.FormatUint(rev, 10),
 				"WAIT", strconv.FormatInt(wait.Milliseconds(), 10))
 		}
-		v, err := c.do(ctx, c.calls, args, wait)
+		v, err := c.do(ctx, c.obs, args, wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				finish(ctx.Err())
