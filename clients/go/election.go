@@ -373,6 +373,7 @@ func (c *Client) observe(ctx context.Context, name string, rev uint64, ch chan<-
 			args = append(args, "AFTER", strconv.FormatUint(rev, 10),
 				"WAIT", strconv.FormatInt(wait.Milliseconds(), 10))
 		}
+		t0 := time.Now()
 		v, err := c.do(ctx, c.obs, args, wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -387,9 +388,17 @@ func (c *Client) observe(ctx context.Context, name string, rev uint64, ch chan<-
 			c.backoff(ctx, attempt, time.Now().Add(c.backoffMax))
 			continue
 		}
-		attempt = 0
 		if v.Kind == KindNil {
-			continue // nothing changed within the wait (or a cancelled wait): ask again
+			// Nothing changed within the wait: ask again. A nil well
+			// before the wait was up (a cancelled wait) is asked again
+			// with backoff, so a server that keeps doing it is not spun on.
+			if time.Since(t0) < wait/2 {
+				attempt++
+				c.backoff(ctx, attempt, time.Now().Add(c.backoffMax))
+			} else {
+				attempt = 0
+			}
+			continue
 		}
 		st, err := parseState(v, "ELECTION.OBSERVE")
 		if err != nil {
@@ -397,7 +406,11 @@ func (c *Client) observe(ctx context.Context, name string, rev uint64, ch chan<-
 			return
 		}
 		if !first && st.Revision <= rev {
-			continue // never back: ask again after the last one delivered
+			// Never back: ask again after the last one delivered (a
+			// server that answers this at once is asked with backoff).
+			attempt++
+			c.backoff(ctx, attempt, time.Now().Add(c.backoffMax))
+			continue
 		}
 		select {
 		case ch <- st:
@@ -405,6 +418,7 @@ func (c *Client) observe(ctx context.Context, name string, rev uint64, ch chan<-
 			finish(ctx.Err())
 			return
 		}
+		attempt = 0
 		first = false
 		rev = st.Revision
 		o.mu.Lock()
