@@ -421,15 +421,15 @@ func TestSharedPausedReader(t *testing.T) {
 	name := runName("t-rw-pause")
 	sr1 := newSession(t, ctx, c, 5*time.Second)
 	r1 := fence.NewMutex(sr1, name, fence.Shared())
+	if err := r1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Reader 2: a lease nobody renews (the paused reader).
-	v, err := c.Do(ctx, "LEASE.GRANT", "300")
+	v, err := c.Do(ctx, "LEASE.GRANT", "500")
 	if err != nil {
 		t.Fatal(err)
 	}
 	paused := strconv.FormatInt(v.Int, 10)
-	if err := r1.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
 	v, err = c.Do(ctx, "LOCK", name, paused, "SHARED")
 	if err != nil || uint64(v.Int) != r1.Token().Value {
 		t.Fatalf("the paused reader's LOCK SHARED: %v %v", v, err)
