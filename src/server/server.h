@@ -114,6 +114,13 @@ struct fence_slot {
     uint64_t t0_ns;        /* when the request was parsed (latency metric) */
     const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
                             * to sign the grant with (the server's), else NULL */
+    uint16_t sign_names_count; /* LOCK.MULTI / ACQUIRE.MULTI ... SIGNED: names
+                            * in sign_names */
+    uint8_t *sign_names;   /* their names in request order, each a u16
+                            * length (native order) and its bytes, to sign
+                            * one token string per name (cmd_multi.c);
+                            * malloc'd, freed when the reply is made or the
+                            * slot is orphaned (fence__slot_drop_names) */
     uint16_t sign_name_len; /* bytes in sign_name */
     char sign_name[FENCE_NAME_MAX]; /* the name a command names (the lock
                             * name to sign with signer; WRONGTYPE's message;
@@ -330,6 +337,15 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r);
 void fence__cmd_sem_keep_name(fence_slot *slot, const fence_cmd *cmd);
 void fence__cmd_sem_keep_multi_name(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
 void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r);
+/* LOCK.MULTI ... SIGNED: [signed token per name] in request order;
+ * ACQUIRE.MULTI ... SIGNED: [[signed token per name], lease] (cmd_multi.c). */
+void fence__cmd_multi_signed_reply(fence_slot *slot, const fence_result *r);
+/* Free a slot's sign_names (slot.c; NULL is fine). */
+void fence__slot_drop_names(fence_slot *slot);
+/* "<name> is <its kind>" (a semaphore, a slot, an election, a lock) from the
+ * state now into out: the wording of every WRONGTYPE (cmd_sem.c). */
+void fence__cmd_kind_words(fence_fsm *fsm, const uint8_t *name, uint16_t name_len, char *out,
+                           size_t cap);
 void fence__cmd_sem_reply(fence_slot *slot, const fence_result *r);
 void fence__cmd_sem_info(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
 /* Answer a read (LEASE.INFO, LOCK.INFO) from applied state. */
