@@ -26,7 +26,8 @@ static bool word_is(const fence_resp_arg *a, const char *word)
     return strlen(word) == a->len && strncasecmp(word, a->ptr, a->len) == 0;
 }
 
-static int keep_names(fence_slot *slot, const fence_name *names, uint16_t count);
+static int keep_names(fence_server *s, fence_slot *slot, const fence_name *names,
+                      uint16_t count);
 
 int fence__cmd_multi_parse(fence_server *s, fence_slot *slot, const fence_resp_msg *m,
                            fence_cmd *cmd, fence_name *names)
@@ -104,7 +105,7 @@ int fence__cmd_multi_parse(fence_server *s, fence_slot *slot, const fence_resp_m
     }
     if (fence__cmd_lock_options(slot, m, end, opt_end, acquire, cmd) != 0)
         return -1;
-    if (sign && keep_names(slot, names, (uint16_t)count) != 0)
+    if (sign && keep_names(s, slot, names, (uint16_t)count) != 0)
         return -1;
     if (sign)
         slot->signer = s->signer;
@@ -113,18 +114,32 @@ int fence__cmd_multi_parse(fence_server *s, fence_slot *slot, const fence_resp_m
 
 /* Copy the names into the slot for the signed reply (it may come from a
  * later event, after the request's buffer is gone).  At most 64 names of
- * 256 bytes: 16.5 KiB per signed multi-lock while it waits. */
-static int keep_names(fence_slot *slot, const fence_name *names, uint16_t count)
+ * 256 bytes: 16.5 KiB per signed multi-lock while it waits, where the core
+ * keeps only its places in the names' queues; so all of them together are
+ * bounded (SIGN_NAMES_MAX), else --max-waits signed multi-locks of long
+ * names could hold 100000 x 16.5 KiB. */
+#define SIGN_NAMES_MAX (64ull << 20)
+
+static int keep_names(fence_server *s, fence_slot *slot, const fence_name *names,
+                      uint16_t count)
 {
     size_t total = 0;
     for (uint16_t i = 0; i < count; i++)
         total += sizeof(uint16_t) + names[i].len;
     FENCE_ASSERT(slot->sign_names == NULL);
+    if (s->sign_names_bytes + total > SIGN_NAMES_MAX) {
+        fence__slot_error(slot, "LIMIT", "too many signed multi-locks are waiting (their "
+                                         "names fill 64 MiB); retry later");
+        return -1;
+    }
     uint8_t *buf = malloc(total);
     if (buf == NULL) {
         fence__slot_error(slot, "TRYAGAIN", "out of memory; retry later");
         return -1;
     }
+    s->sign_names_bytes += total;
+    slot->sign_names_acct = &s->sign_names_bytes;
+    slot->sign_names_size = (uint32_t)total;
     size_t off = 0;
     for (uint16_t i = 0; i < count; i++) {
         memcpy(buf + off, &names[i].len, sizeof(uint16_t));

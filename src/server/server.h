@@ -121,6 +121,9 @@ struct fence_slot {
                             * one token string per name (cmd_multi.c);
                             * malloc'd, freed when the reply is made or the
                             * slot is orphaned (fence__slot_drop_names) */
+    uint64_t *sign_names_acct; /* the server's sign_names_bytes (counts
+                            * sign_names' size while it is held) */
+    uint32_t sign_names_size; /* bytes of sign_names */
     uint16_t sign_name_len; /* bytes in sign_name */
     char sign_name[FENCE_NAME_MAX]; /* the name a command names (the lock
                             * name to sign with signer; WRONGTYPE's message;
@@ -187,6 +190,8 @@ struct fence_server {
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */
     fence_signtok_signer *signer; /* --token-signing-key, or NULL */
+    uint64_t sign_names_bytes;    /* held in slots' sign_names (a signed
+                                   * multi-lock's names until its reply) */
     fence_signq *signq;          /* signs grants off the loop (signq.h), started
                                   * at the first signed grant, or NULL */
     bool signq_off;              /* it could not start: sign on the loop */

@@ -34,7 +34,13 @@ void fence__slot_error(fence_slot *slot, const char *code, const char *msg)
  * the reply is made (or the slot is orphaned). */
 void fence__slot_drop_names(fence_slot *slot)
 {
+    if (slot->sign_names == NULL)
+        return;
+    FENCE_ASSERT(slot->sign_names_acct != NULL);
+    FENCE_ASSERT(*slot->sign_names_acct >= slot->sign_names_size);
+    *slot->sign_names_acct -= slot->sign_names_size;
     free(slot->sign_names);
     slot->sign_names = NULL;
     slot->sign_names_count = 0;
+    slot->sign_names_size = 0;
 }
