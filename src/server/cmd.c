@@ -396,6 +396,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             take_signed(s, slot, m, &cmd, &end) != 0)
             return;
         cmd.permits = (uint32_t)n;
+        slot->sem_permits = (uint16_t)n;
         fence__cmd_sem_keep_name(slot, &cmd);
         if (!fence__server_acl_slots_ok(c, cmd.name, cmd.name_len, cmd.permits)) {
             fence__slot_error(slot, "NOPERM", "No permissions to access a key (a slot "

@@ -104,13 +104,13 @@ void fence__cmd_kind_words(fence_fsm *fsm, const uint8_t *name, uint16_t name_le
 }
 
 /* SEM.ACQUIRE refused though its name is free: the first of its slot names
- * name#0..name#1023 that is a lock or an election, into out; false when
+ * name#0..name#(n-1) that is a lock or an election, into out; false when
  * none is (the state moved since the log decided). */
-static bool slot_name_words(fence_fsm *fsm, const char *name, uint16_t len, char *out,
-                            size_t cap)
+static bool slot_name_words(fence_fsm *fsm, const char *name, uint16_t len, uint32_t n,
+                            char *out, size_t cap)
 {
     char sn[FENCE_NAME_MAX + 8];
-    for (uint32_t i = 0; i < FENCE_SEM_PERMITS_MAX; i++) {
+    for (uint32_t i = 0; i < n && i < FENCE_SEM_PERMITS_MAX; i++) {
         int k = snprintf(sn, sizeof(sn), "%.*s#%" PRIu32, (int)len, name, i);
         if (k <= 0 || k > FENCE_NAME_MAX)
             return false;
@@ -148,7 +148,8 @@ void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r)
                  r->value);
     else if (!sem_op || fsm == NULL || fence_fsm_is_election(fsm, u, slot->sign_name_len) ||
              fence_fsm_lock_info(fsm, u, slot->sign_name_len, &ls) ||
-             !slot_name_words(fsm, name, slot->sign_name_len, msg, sizeof(msg)))
+             !slot_name_words(fsm, name, slot->sign_name_len, slot->sem_permits, msg,
+                              sizeof(msg)))
         /* The name itself is another kind (or, for a SEM.ACQUIRE whose
          * slot names are free by now, the state moved: a lock, then). */
         fence__cmd_kind_words(fsm, u, slot->sign_name_len, msg, sizeof(msg));

@@ -124,6 +124,7 @@ struct fence_slot {
     uint64_t *sign_names_acct; /* the server's sign_names_bytes (counts
                             * sign_names' size while it is held) */
     uint32_t sign_names_size; /* bytes of sign_names */
+    uint16_t sem_permits;  /* SEM.ACQUIRE: its n (WRONGTYPE's wording) */
     uint16_t sign_name_len; /* bytes in sign_name */
     char sign_name[FENCE_NAME_MAX]; /* the name a command names (the lock
                             * name to sign with signer; WRONGTYPE's message;
