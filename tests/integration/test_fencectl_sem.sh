@@ -5,7 +5,8 @@
 # -9 loses its slot when its lease ends and the waiter gets that slot with a
 # higher token, which fence-store then admits while refusing the dead
 # holder's; a SIGSTOPped holder's command gets SIGTERM and fencectl exits 79;
-# sem --info; WRONGTYPE (another N, a lock's name); usage errors.
+# sem --info; WRONGTYPE (another N, a lock's name); --signed (verified at
+# NAME#SLOT, refused at another slot); usage errors.
 # serial (lease expiry is timed)
 . "$(dirname "$0")/../lib/lib.sh"
 [ -x "$FENCED" ] || skip_all "$FENCED not built"
@@ -107,6 +108,34 @@ wait "$(pid_of wt)"
 "$F" sem --wait 0 alock 2 -- true 2>"$T/wt2.err"
 check_eq "a lock's name: exit 1" 1 $?
 check "WRONGTYPE says it is a lock" grep -q "WRONGTYPE alock is a lock" "$T/wt2.err"
+
+# --signed: FENCE_SIGNED_TOKEN is signed for the slot's fence name NAME#SLOT,
+# so a fence-store that verifies admits it there and refuses it at the other
+# slot's fence.
+if [ -x "$FENCE_STORE" ]; then
+    "$F" keygen "$T/keys" --key-id k1 >/dev/null
+    kport=$(free_port); vport=$(free_port)
+    spawn fenced_k "$FENCED" --port "$kport" --data-dir "$T/fenced_k" \
+        --token-signing-key "$T/keys/signing.key"
+    spawn store_v "$FENCE_STORE" --port "$vport" --data-dir "$T/store_v" \
+        --token-verify-keys "$T/keys/verify.keys"
+    wait_port "$kport" 20 && wait_ready "$kport" 20 && wait_port "$vport" 20
+    "$F" --server "127.0.0.1:$kport" sem --signed sg 2 -- sh -c \
+        'echo "$FENCE_LOCK $FENCE_SIGNED_TOKEN $FENCE_TOKEN" >"$0/signed"' "$T"
+    check_eq "sem --signed exits 0" 0 $?
+    read -r sfence stok snum <"$T/signed"
+    check_eq "the signed slot's fence name" "sg#0" "$sfence"
+    check "the signed token starts with the slot's token" [ "${stok%%.*}" = "$snum" ]
+    check_eq "a verifying fence-store admits it at sg#0" OK \
+        "$(redis-cli -p "$vport" FENCE.ADMIT sg#0 "$stok")"
+    check "and refuses it at the other slot's fence sg#1" \
+        grep -q BADTOKEN <<<"$(redis-cli -p "$vport" FENCE.ADMIT sg#1 "$stok")"
+    "$F" sem --signed --wait 0 sg 2 -- true 2>"$T/nokey.err"
+    check_eq "sem --signed against a server without a key: exit 1" 1 $?
+    check "it says the server has no signing key" grep -q "signing" "$T/nokey.err"
+else
+    ok "# skip fence-store not built"
+fi
 
 "$F" sem jobs 2>/dev/null
 check_eq "sem without N: usage error (64)" 64 $?
