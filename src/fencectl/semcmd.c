@@ -401,6 +401,22 @@ static int supervise(const sem_args *a, holder_state *hs, const held *h, pid_t p
     return status;
 }
 
+/* Before a wait: when stderr is a terminal and every slot is held, say so
+ * there (as fencectl lock says who holds its lock).  Errors are ignored:
+ * the acquire that follows reports them. */
+static void say_waiting(fence_client *c, const sem_args *a)
+{
+    if (a->base.wait_ms == 0 || !isatty(2))
+        return;
+    fence_sem_info si;
+    if (fence_sem_info_get(c, a->base.name, &si, NULL, 0) != 0 || !si.exists ||
+        si.slots_count < si.n)
+        return;
+    fprintf(stderr, "fencectl: waiting for a slot of semaphore %s (%" PRIu32 " of %" PRIu32
+            " held, %" PRIu64 " waiting; up to %" PRIu32 " ms)\n", a->base.name,
+            (uint32_t)si.slots_count, si.n, si.waiters, a->base.wait_ms);
+}
+
 static int hold(const sem_args *a)
 {
     make_pipe(lost_pipe);
@@ -425,6 +441,8 @@ static int hold(const sem_args *a)
         if (!thread)
             rc = FENCE_ENOMEM;
     }
+    if (rc == 0)
+        say_waiting(c, a);
     if (rc == 0 && a->base.signed_token)
         rc = fence_sem_acquire_signed(c, a->base.name, a->n, hs->lease, a->base.wait_ms,
                                       &h->slot, &h->token, h->signed_tok,
