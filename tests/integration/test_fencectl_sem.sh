@@ -55,7 +55,7 @@ check "it says no slot was free" grep -q "no slot free" "$T/busy.err"
 
 # Kill the first holder's fencectl: its command goes (PDEATHSIG), its lease
 # ends, and the waiter gets its slot with a higher token.
-kill -9 "$(pid_of h1)"; wait "$(pid_of h1)" 2>/dev/null
+{ kill -9 "$(pid_of h1)"; wait "$(pid_of h1)"; } 2>/dev/null
 wait_file "$T/c" 15
 read -r slot_c tok_c <"$T/c" 2>/dev/null || { slot_c=-1; tok_c=0; }
 check_eq "the waiter gets the killed holder's slot" "$slot_a" "$slot_c"
