@@ -408,6 +408,31 @@ FENCE_API int fence_election_leader(fence_client *c, const char *name,
 FENCE_API int fence_election_observe(fence_client *c, const char *name, uint64_t after,
                                      uint32_t wait_ms, fence_election_state *out);
 
+/* ---- Multi-locks (docs/recipes.md, docs/protocol.md LOCK.MULTI) ----------
+ * Every name or none, for a lease the caller keeps alive, with one token
+ * that is above every earlier token at each of the names; pass it to each
+ * resource.  fence_token_unlock() of any one name with the token releases
+ * them all.  Errors as for fence_lease_lock(); FENCE_ESERVER with
+ * "WRONGTYPE" when a name is an election's or a semaphore's. */
+
+#define FENCE_MULTI_NAMES 64 /* names of one multi-lock */
+
+/* LOCK.MULTI lease names[0..count) [WAIT wait_ms]: *token_out is the token.
+ * FENCE_EBUSY if not all were granted within wait_ms (0: try once; then
+ * nothing is held), FENCE_EINVAL for 0 or more than FENCE_MULTI_NAMES names,
+ * a duplicate, or a name spelled like an option word (WAIT, REQID,
+ * LOCKDELAY, SIGNED, SHARED: take such a lock alone). */
+FENCE_API int fence_lease_lock_multi(fence_client *c, uint64_t lease,
+                                     const char *const *names, size_t count,
+                                     uint32_t wait_ms, uint64_t *token_out);
+/* The same with SIGNED: signed_out[i] gets names[i]'s signed token string
+ * (the token signed for that name alone: hand each resource the string of
+ * the name it guards; docs/security.md).  signed_out holds count buffers. */
+FENCE_API int fence_lease_lock_multi_signed(fence_client *c, uint64_t lease,
+                                            const char *const *names, size_t count,
+                                            uint32_t wait_ms, uint64_t *token_out,
+                                            char (*signed_out)[FENCE_SIGNED_TOKEN_BUF_SIZE]);
+
 /* ---- Semaphores of slots (docs/recipes.md, docs/protocol.md SEM.*) -------
  * A semaphore `name` of n slots (1..FENCE_SEM_N_MAX): each slot is its own
  * fence, named "name#slot" (fence_sem_fence_name()), whose tokens come from
