@@ -3,10 +3,12 @@
  *
  *   keepalive_load PORT LEASES CONNS TTL_MS SECONDS
  *
- * One thread, epoll, non-blocking sockets to 127.0.0.1:PORT, replies parsed
- * with hiredis's reader.  In order:
- *   1. idle: a probe connection runs LOCK/UNLOCK cycles on a lock of its own
- *      (its lease: one LEASE.GRANT with a long TTL) for SECONDS, alone;
+ * One thread for the load, epoll, non-blocking sockets to 127.0.0.1:PORT,
+ * replies parsed with hiredis's reader; the probe in a thread of its own
+ * (a blocking hiredis connection), so that its latency is the server's
+ * and not the load thread's turn around 1,000 sockets.  In order:
+ *   1. idle: the probe runs LOCK/UNLOCK cycles on a lock of its own (its
+ *      lease: one LEASE.GRANT with a long TTL) for SECONDS, alone;
  *   2. grant: CONNS connections pipeline LEASE.GRANT TTL_MS, LEASES in all
  *      (lease i on connection i % CONNS);
  *   3. load: every lease is renewed (LEASE.KEEPALIVE) once every TTL_MS/3,
@@ -33,7 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fencectl/hist.h"
@@ -48,9 +53,6 @@
 typedef enum req_kind {
     REQ_GRANT,      /* LEASE.GRANT of a load lease */
     REQ_KEEPALIVE,  /* LEASE.KEEPALIVE of a load lease */
-    REQ_PROBE_LEASE, /* the probe's LEASE.GRANT */
-    REQ_PROBE_LOCK, /* the probe's LOCK */
-    REQ_PROBE_UNLOCK, /* the probe's UNLOCK */
 } req_kind;
 
 /* One connection. */
@@ -70,13 +72,16 @@ typedef struct conn {
 } conn;
 
 static int epfd;              /* the epoll instance */
-static conn *conns;           /* CONNS load connections, then the probe */
+static conn *conns;           /* CONNS load connections */
 static uint32_t n_conns;      /* load connections */
-static conn *probe;           /* the probe connection (conns[n_conns]) */
+static int probe_port;        /* the server's port, for the probe thread */
+static redisContext *probe_rc; /* the probe's connection (blocking) */
 static uint64_t probe_lease;  /* the probe's lease */
-static uint64_t probe_token;  /* the probe's current token */
-static bool probe_running;    /* the probe starts a new cycle after each */
+static atomic_bool probe_stop; /* the probe thread ends after its cycle */
+static pthread_t probe_thread; /* the probe thread of the phase */
+/* Written by the probe thread only, read after it is joined: */
 static uint64_t probe_cycles; /* LOCK+UNLOCK cycles completed */
+static uint64_t probe_errors; /* its error or unexpected replies */
 static fencectl_hist probe_hist; /* LOCK latency */
 static fencectl_hist ka_hist; /* LEASE.KEEPALIVE latency */
 static uint64_t ka_answered;  /* keepalive replies received */
@@ -144,16 +149,6 @@ static bool send_cmd(conn *c, req_kind kind, int argc, const char **argv)
     return true;
 }
 
-/* The probe's next step: LOCK with its lease. */
-static void probe_lock(void)
-{
-    char lease[24];
-    snprintf(lease, sizeof(lease), "%" PRIu64, probe_lease);
-    const char *argv[] = {"LOCK", "keepalive_load.probe", lease};
-    FENCE_ASSERT(send_cmd(probe, REQ_PROBE_LOCK, 3, argv));
-    flush(probe);
-}
-
 /* Remember the first error reply. */
 static void note_error(const redisReply *r)
 {
@@ -193,42 +188,6 @@ static void on_reply(void *ctx, redisReply *r)
         if (loadgen_now_us() <= load_end_us)
             ka_answered_in_time++;
         break;
-    case REQ_PROBE_LEASE:
-        if (err || r->type != REDIS_REPLY_INTEGER) {
-            fprintf(stderr, "keepalive_load: probe LEASE.GRANT: %s\n",
-                    err ? r->str : "not an integer");
-            exit(1);
-        }
-        probe_lease = (uint64_t)r->integer;
-        break;
-    case REQ_PROBE_LOCK:
-        if (err || r->type != REDIS_REPLY_INTEGER) {
-            if (err)
-                note_error(r);
-            else
-                errors++; /* nil: held (cannot happen: the lock is the probe's own) */
-            if (probe_running)
-                probe_lock();
-            break;
-        }
-        fencectl_hist_add(&probe_hist, lat);
-        probe_token = (uint64_t)r->integer;
-        {
-            char tok[24];
-            snprintf(tok, sizeof(tok), "%" PRIu64, probe_token);
-            const char *argv[] = {"UNLOCK", "keepalive_load.probe", tok};
-            FENCE_ASSERT(send_cmd(probe, REQ_PROBE_UNLOCK, 3, argv));
-            flush(probe);
-        }
-        break;
-    case REQ_PROBE_UNLOCK:
-        if (err)
-            note_error(r);
-        else
-            probe_cycles++;
-        if (probe_running)
-            probe_lock();
-        break;
     }
 }
 
@@ -264,23 +223,88 @@ static void conn_open(conn *c, int port)
     c->fd = loadgen_connect(port, epfd, c);
 }
 
-/* Run the probe's cycles for us microseconds (with the load, if on);
- * then let its last cycle finish. */
+/* One command on the probe's connection; the reply (NULL: the connection
+ * failed, which ends the program). */
+static redisReply *probe_call(int argc, const char **argv)
+{
+    redisReply *r = redisCommandArgv(probe_rc, argc, argv, NULL);
+    if (r == NULL) {
+        fprintf(stderr, "keepalive_load: probe connection: %s\n", probe_rc->errstr);
+        exit(1);
+    }
+    return r;
+}
+
+/* The probe thread: LOCK/UNLOCK cycles until probe_stop; LOCK latency
+ * from just before the request is written to its reply parsed. */
+static void *probe_main(void *arg)
+{
+    (void)arg;
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%" PRIu64, probe_lease);
+    while (!atomic_load(&probe_stop)) {
+        const char *lv[] = {"LOCK", "keepalive_load.probe", lease};
+        uint64_t t0 = loadgen_now_us();
+        redisReply *r = probe_call(3, lv);
+        uint64_t lat = loadgen_now_us() - t0;
+        if (r->type != REDIS_REPLY_INTEGER) {
+            probe_errors++; /* an error, or nil (cannot be: the lock is its own) */
+            freeReplyObject(r);
+            continue;
+        }
+        fencectl_hist_add(&probe_hist, lat);
+        char tok[24];
+        snprintf(tok, sizeof(tok), "%lld", r->integer);
+        freeReplyObject(r);
+        const char *uv[] = {"UNLOCK", "keepalive_load.probe", tok};
+        r = probe_call(3, uv);
+        if (r->type == REDIS_REPLY_ERROR)
+            probe_errors++;
+        else
+            probe_cycles++;
+        freeReplyObject(r);
+    }
+    return NULL;
+}
+
+/* Start the probe's cycles in their thread (alone, or with the load). */
 static void probe_phase_start(void)
 {
     fencectl_hist_init(&probe_hist);
     probe_cycles = 0;
-    probe_running = true;
-    probe_lock();
+    atomic_store(&probe_stop, false);
+    if (pthread_create(&probe_thread, NULL, probe_main, NULL) != 0)
+        loadgen_die("pthread_create");
 }
 
-/* Stop the probe and wait until it owes nothing. */
+/* Stop the probe: its last cycle finishes, then its thread is joined. */
 static void probe_phase_stop(void)
 {
-    probe_running = false;
-    uint64_t give_up = loadgen_now_us() + 10000000u;
-    while (probe->owed > 0 && loadgen_now_us() < give_up)
-        poll_once(10);
+    atomic_store(&probe_stop, true);
+    pthread_join(probe_thread, NULL);
+    errors += probe_errors;
+    probe_errors = 0;
+}
+
+/* The probe's connection and its lease (a week: it never needs a
+ * keepalive here). */
+static void probe_open(void)
+{
+    probe_rc = redisConnect("127.0.0.1", probe_port);
+    if (probe_rc == NULL || probe_rc->err) {
+        fprintf(stderr, "keepalive_load: probe connect: %s\n",
+                probe_rc ? probe_rc->errstr : "out of memory");
+        exit(1);
+    }
+    const char *pg[] = {"LEASE.GRANT", "604800000"};
+    redisReply *r = probe_call(2, pg);
+    if (r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "keepalive_load: probe LEASE.GRANT: %s\n",
+                r->type == REDIS_REPLY_ERROR ? r->str : "not an integer");
+        exit(1);
+    }
+    probe_lease = (uint64_t)r->integer;
+    freeReplyObject(r);
 }
 
 /* Print the probe's numbers (after a phase). */
@@ -359,32 +383,24 @@ int main(int argc, char **argv)
     epfd = epoll_create1(0);
     if (epfd < 0)
         loadgen_die("epoll_create1");
-    conns = calloc(n_conns + 1, sizeof(*conns));
+    conns = calloc(n_conns, sizeof(*conns));
     if (conns == NULL)
         loadgen_die("out of memory");
-    for (uint32_t i = 0; i <= n_conns; i++) {
+    for (uint32_t i = 0; i < n_conns; i++) {
         conn_open(&conns[i], port);
-        if (i < n_conns) {
-            conns[i].leases = calloc(n_leases / n_conns + 1, sizeof(uint64_t));
-            if (conns[i].leases == NULL)
-                loadgen_die("out of memory");
-        }
+        conns[i].leases = calloc(n_leases / n_conns + 1, sizeof(uint64_t));
+        if (conns[i].leases == NULL)
+            loadgen_die("out of memory");
     }
-    probe = &conns[n_conns];
     fencectl_hist_init(&ka_hist);
-
-    /* The probe's lease (a week: it never needs a keepalive here). */
-    const char *pg[] = {"LEASE.GRANT", "604800000"};
-    FENCE_ASSERT(send_cmd(probe, REQ_PROBE_LEASE, 2, pg));
-    flush(probe);
-    while (probe->owed > 0)
-        poll_once(10);
+    probe_port = port;
+    probe_open();
 
     /* 1. idle: the probe alone. */
-    uint64_t t = loadgen_now_us();
     probe_phase_start();
-    while (loadgen_now_us() < t + secs * 1000000u)
-        poll_once(10);
+    struct timespec idle = {.tv_sec = (time_t)secs, .tv_nsec = 0};
+    while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {
+    }
     probe_phase_stop();
     printf("idle");
     print_probe();
