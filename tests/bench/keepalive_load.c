@@ -7,23 +7,27 @@
  * replies parsed with hiredis's reader; the probe in a thread of its own
  * (a blocking hiredis connection), so that its latency is the server's
  * and not the load thread's turn around 1,000 sockets.  In order:
- *   1. idle: the probe runs LOCK/UNLOCK cycles on a lock of its own (its
+ *   1. before: the probe runs LOCK/UNLOCK cycles on a lock of its own (its
  *      lease: one LEASE.GRANT with a long TTL) for SECONDS, alone;
  *   2. grant: CONNS connections pipeline LEASE.GRANT TTL_MS, LEASES in all
  *      (lease i on connection i % CONNS);
- *   3. load: every lease is renewed (LEASE.KEEPALIVE) once every TTL_MS/3,
- *      the renewals spread evenly over that period (open loop: sent when
- *      due, whether or not earlier ones were answered), for SECONDS, while
- *      the probe runs its cycles again.
+ *   3. load and idle in turn, 500 ms slices, SECONDS of each: in a load
+ *      slice every lease is renewed (LEASE.KEEPALIVE) once every TTL_MS/3
+ *      of load time, the renewals spread evenly (open loop: sent when due,
+ *      whether or not earlier ones were answered); in an idle slice none
+ *      is sent.  The probe runs throughout; its cycles are filed by slice
+ *      (one that straddles a change under neither), so idle and loaded
+ *      samples see the same drift of the machine.
  * Prints one "key=value ..." line per phase on stdout (latencies in
  * microseconds, from src/fencectl/hist.c's histogram, send to reply):
- *   idle lock_cycles=.. lock_p50_us=.. lock_p99_us=.. lock_max_us=..
+ *   before lock_cycles=.. lock_p50_us=.. lock_p99_us=.. lock_max_us=..
  *   grant leases=.. seconds=.. grants_per_s=..
+ *   idle lock_cycles=.. lock_p50_us=.. ... seconds=..   (idle slices)
  *   load target_per_s=.. keepalives=.. keepalives_per_s=.. ka_p50_us=.. ...
  *        lock_cycles=.. lock_p50_us=.. ... raft_entries=.. raft_entries_per_s=..
- *        logged_cmds=.. renewals_local=.. errors=.. skipped=..
+ *        logged_cmds=.. renewals_local=.. errors=.. skipped=..   (load slices)
  *   (raft_entries, logged_cmds (INFO batch_commands: commands written into
- *   those entries), renewals_local: INFO's counters over the load phase,
+ *   those entries), renewals_local: INFO's counters over the load slices,
  *   read on a connection of their own; entries include the probe's)
  * Exit 1 on a connection failure or an error reply to a grant. */
 #include <errno.h>
@@ -48,6 +52,8 @@
 /* Most replies a connection may owe before renewals due on it are skipped
  * (counted in skipped=): bounds the send-time ring. */
 #define OWED_MAX 4096
+/* The load phase's slices: load and idle in turn (see main). */
+#define SLICE_US 500000u
 
 /* What a sent request was, to file its reply. */
 typedef enum req_kind {
@@ -79,10 +85,14 @@ static redisContext *probe_rc; /* the probe's connection (blocking) */
 static uint64_t probe_lease;  /* the probe's lease */
 static atomic_bool probe_stop; /* the probe thread ends after its cycle */
 static pthread_t probe_thread; /* the probe thread of the phase */
+/* What the probe's samples are filed under: the slice the load phase is
+ * in (or the phase before the leases, filed as idle). */
+enum { SL_IDLE, SL_LOAD, SL_KINDS };
+static atomic_int probe_slice; /* SL_* now (set by the main thread) */
 /* Written by the probe thread only, read after it is joined: */
-static uint64_t probe_cycles; /* LOCK+UNLOCK cycles completed */
+static uint64_t probe_cycles[SL_KINDS]; /* LOCK+UNLOCK cycles, by slice */
 static uint64_t probe_errors; /* its error or unexpected replies */
-static fencectl_hist probe_hist; /* LOCK latency */
+static fencectl_hist probe_hist[SL_KINDS]; /* LOCK latency, by slice */
 static fencectl_hist ka_hist; /* LEASE.KEEPALIVE latency */
 static uint64_t ka_answered;  /* keepalive replies received */
 static uint64_t ka_answered_in_time; /* of them, before the load phase ended */
@@ -244,6 +254,7 @@ static void *probe_main(void *arg)
     snprintf(lease, sizeof(lease), "%" PRIu64, probe_lease);
     while (!atomic_load(&probe_stop)) {
         const char *lv[] = {"LOCK", "keepalive_load.probe", lease};
+        int sl = atomic_load(&probe_slice);
         uint64_t t0 = loadgen_now_us();
         redisReply *r = probe_call(3, lv);
         uint64_t lat = loadgen_now_us() - t0;
@@ -252,7 +263,10 @@ static void *probe_main(void *arg)
             freeReplyObject(r);
             continue;
         }
-        fencectl_hist_add(&probe_hist, lat);
+        /* A cycle that straddles a slice change is filed under neither. */
+        bool same = atomic_load(&probe_slice) == sl;
+        if (same)
+            fencectl_hist_add(&probe_hist[sl], lat);
         char tok[24];
         snprintf(tok, sizeof(tok), "%lld", r->integer);
         freeReplyObject(r);
@@ -260,8 +274,8 @@ static void *probe_main(void *arg)
         r = probe_call(3, uv);
         if (r->type == REDIS_REPLY_ERROR)
             probe_errors++;
-        else
-            probe_cycles++;
+        else if (same && atomic_load(&probe_slice) == sl)
+            probe_cycles[sl]++;
         freeReplyObject(r);
     }
     return NULL;
@@ -270,8 +284,10 @@ static void *probe_main(void *arg)
 /* Start the probe's cycles in their thread (alone, or with the load). */
 static void probe_phase_start(void)
 {
-    fencectl_hist_init(&probe_hist);
-    probe_cycles = 0;
+    for (int k = 0; k < SL_KINDS; k++) {
+        fencectl_hist_init(&probe_hist[k]);
+        probe_cycles[k] = 0;
+    }
     atomic_store(&probe_stop, false);
     if (pthread_create(&probe_thread, NULL, probe_main, NULL) != 0)
         loadgen_die("pthread_create");
@@ -307,13 +323,13 @@ static void probe_open(void)
     freeReplyObject(r);
 }
 
-/* Print the probe's numbers (after a phase). */
-static void print_probe(void)
+/* Print the probe's numbers of one slice kind (after a phase). */
+static void print_probe(int sl)
 {
     printf(" lock_cycles=%" PRIu64 " lock_p50_us=%" PRIu64 " lock_p99_us=%" PRIu64
            " lock_max_us=%" PRIu64,
-           probe_cycles, fencectl_hist_quantile(&probe_hist, 0.50),
-           fencectl_hist_quantile(&probe_hist, 0.99), probe_hist.max);
+           probe_cycles[sl], fencectl_hist_quantile(&probe_hist[sl], 0.50),
+           fencectl_hist_quantile(&probe_hist[sl], 0.99), probe_hist[sl].max);
 }
 
 /* Parse a positive decimal argument. */
@@ -396,14 +412,15 @@ int main(int argc, char **argv)
     probe_port = port;
     probe_open();
 
-    /* 1. idle: the probe alone. */
+    /* 1. before: the probe alone, before the leases exist. */
+    atomic_store(&probe_slice, SL_IDLE);
     probe_phase_start();
     struct timespec idle = {.tv_sec = (time_t)secs, .tv_nsec = 0};
     while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {
     }
     probe_phase_stop();
-    printf("idle");
-    print_probe();
+    printf("before");
+    print_probe(SL_IDLE);
     printf(" errors=%" PRIu64 "\n", errors);
     fflush(stdout);
 
@@ -434,39 +451,63 @@ int main(int argc, char **argv)
            (double)n_leases / grant_s);
     fflush(stdout);
 
-    /* 3. load: lease j renewed at t0 + (j / LEASES) * period + k * period. */
+    /* 3. load, in slices of SLICE_US: load and idle in turn, SECONDS of
+     * each (L I L I ...), so that what drifts on the machine meanwhile (the
+     * disk's fsync time, other processes) hits the probe's idle and loaded
+     * samples alike.  In a load slice lease j is renewed at
+     * t0 + (j / LEASES) * period + k * period of load time (idle slices do
+     * not count: the schedule pauses, at most one slice, well inside any
+     * TTL); in an idle slice nothing is sent (replies still owed arrive). */
     uint64_t period_us = ttl_ms * 1000u / 3;
-    uint64_t t0 = loadgen_now_us();
-    load_end_us = t0 + secs * 1000000u;
     uint64_t sent = 0, skipped = 0;
-    uint64_t entries0 = info_counter(port, "raft_entries");
-    uint64_t local0 = info_counter(port, "renewals_local");
-    uint64_t cmds0 = info_counter(port, "batch_commands");
+    uint64_t entries = 0, local = 0, cmds = 0; /* INFO deltas over load slices */
+    uint64_t load_us = 0;                      /* load time so far */
+    uint64_t n_slices = 2 * secs * (1000000u / SLICE_US);
+    uint64_t t_phase = loadgen_now_us();
+    load_end_us = UINT64_MAX;
     probe_phase_start();
-    while (loadgen_now_us() < load_end_us) {
-        uint64_t now = loadgen_now_us();
-        uint64_t due = (uint64_t)((double)(now - t0) / (double)period_us * (double)n_leases);
-        for (; sent < due; sent++) {
-            uint64_t j = sent % n_leases;
-            conn *c = &conns[j % n_conns];
-            uint32_t k = (uint32_t)(j / n_conns);
-            if (k >= c->n_leases)
-                continue;
-            char id[24];
-            snprintf(id, sizeof(id), "%" PRIu64, c->leases[k]);
-            const char *kv[] = {"LEASE.KEEPALIVE", id};
-            if (!send_cmd(c, REQ_KEEPALIVE, 2, kv))
-                skipped++;
+    for (uint64_t sl = 0; sl < n_slices; sl++) {
+        bool loaded = sl % 2 == 0;
+        uint64_t e0 = 0, l0 = 0, c0 = 0;
+        if (loaded) {
+            e0 = info_counter(port, "raft_entries");
+            l0 = info_counter(port, "renewals_local");
+            c0 = info_counter(port, "batch_commands");
         }
-        for (uint32_t i = 0; i < n_conns; i++)
-            if (conns[i].wlen > 0 && !conns[i].want_out)
-                flush(&conns[i]);
-        poll_once(1);
+        atomic_store(&probe_slice, loaded ? SL_LOAD : SL_IDLE);
+        uint64_t ts = loadgen_now_us(), now = ts;
+        while (now < ts + SLICE_US) {
+            if (loaded) {
+                uint64_t due = (uint64_t)((double)(load_us + now - ts) / (double)period_us *
+                                          (double)n_leases);
+                for (; sent < due; sent++) {
+                    uint64_t j = sent % n_leases;
+                    conn *c = &conns[j % n_conns];
+                    uint32_t k = (uint32_t)(j / n_conns);
+                    if (k >= c->n_leases)
+                        continue;
+                    char id[24];
+                    snprintf(id, sizeof(id), "%" PRIu64, c->leases[k]);
+                    const char *kv[] = {"LEASE.KEEPALIVE", id};
+                    if (!send_cmd(c, REQ_KEEPALIVE, 2, kv))
+                        skipped++;
+                }
+                for (uint32_t i = 0; i < n_conns; i++)
+                    if (conns[i].wlen > 0 && !conns[i].want_out)
+                        flush(&conns[i]);
+            }
+            poll_once(1);
+            now = loadgen_now_us();
+        }
+        if (loaded) {
+            load_us += now - ts;
+            entries += info_counter(port, "raft_entries") - e0;
+            local += info_counter(port, "renewals_local") - l0;
+            cmds += info_counter(port, "batch_commands") - c0;
+        }
     }
+    load_end_us = loadgen_now_us();
     probe_phase_stop();
-    uint64_t entries1 = info_counter(port, "raft_entries");
-    uint64_t local1 = info_counter(port, "renewals_local");
-    uint64_t cmds1 = info_counter(port, "batch_commands");
     /* Drain: the replies to renewals sent in time still count for latency. */
     uint64_t give_up = loadgen_now_us() + 10000000u;
     for (;;) {
@@ -477,7 +518,10 @@ int main(int argc, char **argv)
             break;
         poll_once(10);
     }
-    double load_s = (double)secs;
+    printf("idle");
+    print_probe(SL_IDLE);
+    printf(" seconds=%.2f\n", (double)(load_end_us - t_phase - load_us) / 1e6);
+    double load_s = (double)load_us / 1e6;
     printf("load leases=%" PRIu64 " conns=%u ttl_ms=%" PRIu64 " target_per_s=%.1f sent=%" PRIu64
            " keepalives=%" PRIu64 " keepalives_per_s=%.1f ka_p50_us=%" PRIu64
            " ka_p99_us=%" PRIu64 " ka_max_us=%" PRIu64,
@@ -485,11 +529,10 @@ int main(int argc, char **argv)
            ka_answered, (double)ka_answered_in_time / load_s,
            fencectl_hist_quantile(&ka_hist, 0.50), fencectl_hist_quantile(&ka_hist, 0.99),
            ka_hist.max);
-    print_probe();
+    print_probe(SL_LOAD);
     printf(" raft_entries=%" PRIu64 " raft_entries_per_s=%.1f logged_cmds=%" PRIu64
            " renewals_local=%" PRIu64,
-           entries1 - entries0, (double)(entries1 - entries0) / load_s, cmds1 - cmds0,
-           local1 - local0);
+           entries, (double)entries / load_s, cmds, local);
     printf(" errors=%" PRIu64 " skipped=%" PRIu64 "\n", errors, skipped);
     if (first_error[0] != '\0')
         fprintf(stderr, "keepalive_load: first error reply: %s\n", first_error);

@@ -641,6 +641,7 @@ def keepalive_rows(label, leases, ttl_ms, ph):
     (target >= 70%), its p99 under the load against idle (target <= 2x),
     and raft entries/s under the renewals (target: close to zero)."""
     idle, grant, load = ph["idle"], ph["grant"], ph["load"]
+    before = ph.get("before", idle)
     n = ("1M" if leases == 1000000 else "%dk" % (leases // 1000) if leases % 1000 == 0
          else str(leases))
     add(Row("keepalive load%s: %s leases, LEASE.KEEPALIVE each every ttl/3 (ttl %d s)"
@@ -656,10 +657,12 @@ def keepalive_rows(label, leases, ttl_ms, ph):
     add(Row("LOCK+UNLOCK on its own lock during that load%s: LOCK rate, load vs idle" % label,
             1, rate_load, load["lock_p50_us"], load["lock_p99_us"], load["lock_max_us"],
             peer="idle %.0f/s" % rate_idle, ratio=pct(rate_load, rate_idle),
-            notes="target >= 70%%: %s; the probe is a thread of its own; idle (same probe, "
-                  "before the leases): p50 %.0f p99 %.0f max %.0f us"
+            notes="target >= 70%%: %s; idle: the same probe (a thread of its own) in the "
+                  "idle 500 ms slices between the load's: p50 %.0f p99 %.0f max %.0f us; "
+                  "before the leases: %.0f/s, p99 %.0f us"
                   % (met(rate_idle > 0 and rate_load >= 0.7 * rate_idle), idle["lock_p50_us"],
-                     idle["lock_p99_us"], idle["lock_max_us"])))
+                     idle["lock_p99_us"], idle["lock_max_us"], before["lock_cycles"] / SECS,
+                     before["lock_p99_us"])))
     add(Row("LOCK+UNLOCK on its own lock during that load%s: LOCK p99, load vs idle" % label,
             1, value="%.0f us" % load["lock_p99_us"], peer="idle %.0f us" % idle["lock_p99_us"],
             ratio=times(load["lock_p99_us"], idle["lock_p99_us"]),
