@@ -205,6 +205,7 @@ void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status);
 void fence__ld_fail_unproposed(fence_leader *l, int status);
 void fence__ld_propose_closed(fence_leader *l);
 bool fence__ld_batch_hold(fence_leader *l);
+bool fence__ld_batch_waits_only(fence_leader *l);
 
 /* ---- renew.c ---- */
 /* Answer a LEASE_KEEPALIVE without an entry when it is safe (renew.c);

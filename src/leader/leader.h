@@ -32,7 +32,9 @@
  * in flight, a ready leader proposes the pending batch behind them rather
  * than waiting for their commit: its write overlaps their replication,
  * and the leader's disk, not the round trip, paces the entries.  A batch
- * proposed so is never held, and a cluster of one (or a shell without
+ * whose every item would only queue is not proposed so: it waits for the
+ * entries in flight and then for its hold ("Holding"), as it would
+ * without pipelining.  A cluster of one (or a shell without
  * ops->stored) never pipelines: there an entry stored is an entry
  * committed.  Nothing is answered earlier: every reply still waits for
  * its own entry's commit and apply, entries apply in log order.

@@ -106,6 +106,11 @@ static bool may_propose(fence_leader *l)
         l->ops.stored == NULL || l->ops.voters(l->ops.ctx) <= 1 ||
         !l->ops.stored(l->ops.ctx))
         return false;
+    /* Waits-to-be only: they wait for the entries in flight, then for
+     * company as ever ("Holding"); sent now, they would take the disk from
+     * the UNLOCK that is about to come. */
+    if (!l->hold_over && fence__ld_batch_waits_only(l))
+        return false;
     l->stats.pipelined++;
     return true;
 }

@@ -523,6 +523,40 @@ int main(void)
           "pipelining: answers in log order");
     fence__leader_stats_get(g_l, &lst);
     CHECK(lst.pipelined == 4, "pipelining: counted (INFO batches_pipelined)");
+    props_clear();
+    /* Waits-to-be are not sent behind entries in flight: lease of "p"'s
+     * ACQUIRE holds it; another ACQUIRE of "p" that may wait comes while
+     * an entry is in flight (and stored), and waits, then is held. */
+    n_answers = 0;
+    fence_cmd ap = cmd_of(FENCE_CMD_ACQUIRE);
+    ap.name = (const uint8_t *)"p";
+    ap.name_len = 1;
+    ap.ttl_ms = 60000;
+    fence__leader_submit(g_l, &a, &reqs[600], &ap, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "pipelining: \"p\" acquired");
+    commit(0);
+    CHECK(n_answers == 1 && answers[0].r.status == FENCE_ST_OK, "pipelining: \"p\" granted");
+    fence__leader_submit(g_l, &a, &reqs[601], &grant, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2, "pipelining: an entry in flight");
+    fence_lconn w;
+    fence__leader_conn_init(&w);
+    ap.wait_ms = 5000;
+    fence__leader_submit(g_l, &w, &reqs[602], &ap, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2, "pipelining: an ACQUIRE that would queue is not sent behind it");
+    commit(1);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2, "pipelining: with nothing in flight it is held as ever");
+    fence__leader_timer(g_l);
+    fence__leader_step(g_l);
+    CHECK(n_props == 3 && prop_count(2, NULL) == 1, "pipelining: the hold's end sends it");
+    commit(2);
+    fence__leader_conn_close(g_l, &w); /* its CANCEL */
+    fence__leader_step(g_l);
+    CHECK(n_props == 4, "pipelining: the wait's CANCEL goes");
+    commit(3);
     stored_all = false;
     props_clear();
 
