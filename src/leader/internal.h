@@ -25,6 +25,11 @@
  * short next to any wait.  The shell's timer has whole-ms resolution and
  * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
 #define HOLD_MS 2
+/* Most entries in flight when the pending batch is proposed behind others
+ * (leader.h "Pipelining"): the leader's disk paces them, so more than two
+ * are in flight only while the followers lag; this bounds what a slow
+ * follower keeps in flight. */
+#define PIPELINE_MAX 4
 /* Renewals answered by the leader itself (renew.c, docs/leases.md): the
  * recorded renewals go out as LEASE_CHECKPOINT commands this long after
  * the first of them.  A renewal is answered without an entry only when the
@@ -208,6 +213,7 @@ void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status);
 void fence__ld_fail_unproposed(fence_leader *l, int status);
 void fence__ld_propose_closed(fence_leader *l);
 bool fence__ld_batch_hold(fence_leader *l);
+bool fence__ld_batch_waits_only(fence_leader *l);
 
 /* ---- renew.c ---- */
 /* Answer a LEASE_KEEPALIVE without an entry when it is safe (renew.c);

@@ -57,8 +57,8 @@ static void answer_waking(fence_server *s)
         fence_slot *slot = o->slot;
         fence_fsm_elect_state st;
         int rc = b->timed_out ? 0 : fence_fsm_elect_info(s->fsm, b->name, b->name_len, &st);
-        char nm[FENCE_NAME_MAX + 32];
-        snprintf(nm, sizeof(nm), "%.*s is a lock", (int)b->name_len, (const char *)b->name);
+        char nm[FENCE_NAME_MAX + 128];
+        fence__cmd_kind_words(s->fsm, b->name, b->name_len, nm, sizeof(nm));
         bool timed_out = b->timed_out;
         forget(s, o);
         slot->state = SLOT_NEW;
@@ -168,8 +168,9 @@ void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
     fence_fsm_elect_state st;
     int rc = fence_fsm_elect_info(s->fsm, (const uint8_t *)name->ptr, (uint16_t)name->len, &st);
     if (rc == FENCE_ST_WRONGTYPE) {
-        char msg[FENCE_NAME_MAX + 32];
-        snprintf(msg, sizeof(msg), "%.*s is a lock", (int)name->len, name->ptr);
+        char msg[FENCE_NAME_MAX + 128];
+        fence__cmd_kind_words(s->fsm, (const uint8_t *)name->ptr, (uint16_t)name->len, msg,
+                              sizeof(msg));
         fence__slot_error(slot, "WRONGTYPE", msg);
         return;
     }
