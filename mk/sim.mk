@@ -179,7 +179,7 @@ UNIT_TESTS += $(SIM_OMUT_CHECK)
 SIM_FLOOR_CHECK := $(BUILD)/tests/fence_sim_floor_check.sh
 $(SIM_FLOOR_CHECK): $(SIM_BIN) mk/sim.mk
 	@mkdir -p $(dir $@)
-	@printf '#!/bin/sh\n# control: without the voter floor the sim'"'"'s membership changes must break a cluster\nFENCE_SIM_NO_FLOOR=1 exec "$$(dirname "$$0")/fence_sim" --expect-violation --seeds 150 --duration 15000\n' >$@
+	@printf '#!/bin/sh\n# control: without the voter floor the sim'"'"'s membership changes must break a cluster\nFENCE_SIM_NO_FLOOR=1 exec "$$(dirname "$$0")/fence_sim" --expect-violation --seeds 300 --duration 15000\n' >$@
 	@chmod +x $@
 
 UNIT_TESTS += $(SIM_FLOOR_CHECK)
