@@ -30,6 +30,12 @@
 /* Gathered output is handed to the transport once it reaches this, even
  * in the middle of a pipeline (so the slow-reader check sees it). */
 #define WBUF_CHUNK (16 * 1024)
+/* First output buffer: small enough for malloc's per-thread cache (a 4 KB
+ * one came from the main arena on every reply); it grows by doubling. */
+#define WBUF_INITIAL 1024
+/* An output buffer the kernel took whole is kept for the next replies up
+ * to this size (a larger one, after a big reply, is given back). */
+#define WBUF_KEEP (16 * 1024)
 
 static void conn_process(fence_net_conn *c);
 static void conn_flush(fence_net_conn *c);
@@ -131,6 +137,15 @@ static int stream_write(fence_net_conn *c, char *buf, size_t len)
     return 0;
 }
 
+/* Write what the kernel takes of buf now, keeping nothing (conn.h
+ * try_write): one write(2), no request, no copy. */
+static int stream_try_write(fence_net_conn *c, const char *buf, size_t len)
+{
+    uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+    int n = uv_try_write(&c->h.stream, &b, 1);
+    return n == UV_EAGAIN ? 0 : n;
+}
+
 /* A shutdown request finished: nothing to do. */
 static void stream_shutdown_cb(uv_shutdown_t *req, int status)
 {
@@ -164,12 +179,12 @@ static void stream_close(fence_net_conn *c)
 
 const fence_net_transport fence__net_tcp = {
     "tcp", stream_read_start, stream_read_stop, stream_write,
-    stream_shutdown, stream_queued, stream_close, NULL, NULL,
+    stream_shutdown, stream_queued, stream_close, NULL, NULL, stream_try_write,
 };
 
 const fence_net_transport fence__net_unix = {
     "unix", stream_read_start, stream_read_stop, stream_write,
-    stream_shutdown, stream_queued, stream_close, NULL, NULL,
+    stream_shutdown, stream_queued, stream_close, NULL, NULL, stream_try_write,
 };
 
 /* ---- replies -------------------------------------------------------------- */
@@ -214,7 +229,7 @@ static bool wbuf_reserve(fence_net_conn *c, size_t n)
 {
     if (c->wcap - c->wlen >= n)
         return true;
-    size_t cap = c->wcap ? c->wcap : 4096;
+    size_t cap = c->wcap ? c->wcap : WBUF_INITIAL;
     while (cap - c->wlen < n)
         cap *= 2;
     if (!mem_reserve(c, cap - c->wcap))
@@ -328,6 +343,26 @@ void fence__net_slot_reply(fence_net_slot *slot, const char *bytes,
         fence__net_slot_free(slot);
         return;
     }
+    fence_net_conn *c = slot->conn;
+    if (c->head == slot && !c->closing) {
+        /* Every reply ahead of it is in wbuf or further on: its bytes go
+         * straight after them, and the slot is done (no copy of its own). */
+        slot->state = FENCE_NET_SLOT_READY; /* freed with the queue on close */
+        if (!wbuf_reserve(c, len)) {
+            FENCE_LOG_E("conn %" PRIu64 ": out of memory for a reply; closing", c->id);
+            fence__net_conn_close(c);
+            return;
+        }
+        memcpy(c->wbuf + c->wlen, bytes, len);
+        c->wlen += len;
+        c->head = slot->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->n_slots--;
+        fence__net_slot_free(slot);
+        conn_mark_dirty(c);
+        return;
+    }
     char *out = malloc(len ? len : 1);
     if (out == NULL) {
         /* Without memory for the reply the connection cannot stay in
@@ -384,10 +419,46 @@ static bool all_sent(const fence_net_conn *c)
     return c->out_pending == 0 && c->wlen == 0 && c->n_slots == 0;
 }
 
+/* Write wbuf straight from where it is when nothing is queued ahead of
+ * it (conn.h try_write): the usual case, a reply the kernel takes whole,
+ * then costs one write(2) and no allocation, and wbuf stays for the next
+ * reply.  Returns true when nothing is left to hand over (all written, or
+ * c closed on an error); what the kernel did not take stays in wbuf. */
+static bool write_direct(fence_net_conn *c)
+{
+    if (c->tr->try_write == NULL || c->out_pending != 0)
+        return false;
+    int n = c->tr->try_write(c, c->wbuf, c->wlen);
+    if (n < 0) {
+        FENCE_LOG_D("conn %" PRIu64 ": write: %s", c->id, uv_strerror(n));
+        fence__net_conn_close(c);
+        return true;
+    }
+    FENCE_ASSERT((size_t)n <= c->wlen);
+    if ((size_t)n < c->wlen) {
+        memmove(c->wbuf, c->wbuf + n, c->wlen - (size_t)n);
+        c->wlen -= (size_t)n;
+        return false;
+    }
+    c->wlen = 0;
+    if (c->wcap > WBUF_KEEP) {
+        free(c->wbuf);
+        c->net->freed_since_trim += c->wcap;
+        c->wbuf = NULL;
+        c->wcap = 0;
+        fence__net_guard_account(c);
+    }
+    if (c->close_after_flush && all_sent(c))
+        fence__net_conn_close(c);
+    return true;
+}
+
 /* Hand wbuf to the transport and check the slow-reader bound. */
 static void write_out(fence_net_conn *c)
 {
     if (c->wlen == 0 || c->closing || c->held)
+        return;
+    if (write_direct(c))
         return;
     char *buf = c->wbuf;
     size_t len = c->wlen;
