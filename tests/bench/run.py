@@ -68,6 +68,7 @@ FENCECTL = os.path.join(BUILD, "fencectl")
 FENCE_STORE = os.path.join(BUILD, "fence-store")
 KEEPALIVE_LOAD = os.path.join(BUILD, "tests", "keepalive_load")
 HANDOFF_LOAD = os.path.join(BUILD, "tests", "handoff_load")
+CYCLE_LOAD = os.path.join(BUILD, "tests", "cycle_load")
 # tests/bench/fsync_probe.c (CLI: fsync_probe DIR [N], prints
 # "fsync_p50_us=... fsync_p99_us=..."); wherever its mk fragment puts it.
 FSYNC_PROBES = [p for p in (os.environ.get("FSYNC_PROBE"),) if p] + [
@@ -411,6 +412,7 @@ def section_fenced():
     for c in (1, 64):
         add(bench_row("fenced uncontended (a lock per client): acquire+release cycles, "
                       "acquire latency", u[c]))
+    lock_vs_redis(f)
     log("fsync probe, PING round trip")
     probe = fsync_probe(os.path.join(TMP, "fsync-probe"))
     rps, p50, p99, mx = timed_redis_benchmark(f.port, 1, "PING")
@@ -484,6 +486,60 @@ def section_fenced():
             notes="fewest/most per client %d/%d; %d error replies"
                   % (h["min_cycles"], h["max_cycles"], h["errors"])))
     f.stop()
+
+
+def cycle_load(port, mode, conns=64):
+    """tests/bench/cycle_load PORT CONNS SECS MODE: {key: float}."""
+    out = subprocess.run([CYCLE_LOAD, str(port), str(conns), str(SECS), mode],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError("cycle_load %s failed: %s" % (mode, out.stderr.decode()[-300:]))
+    return kv(out.stdout.decode())
+
+
+def lock_vs_redis(f):
+    """Row 1b: the 64-client uncontended cycle against the same cycle on
+    Redis 7 with appendfsync always (a Lua acquire that SETs NX PX and
+    INCRs a token counter, a Lua compare-and-DEL release), both driven by
+    one epoll client (tests/bench/cycle_load.c), interleaved."""
+    if shutil.which("redis-server") is None:
+        add(Row("Redis 7 lock cycle (Lua SET NX PX + INCR token, compare-and-DEL), "
+                "appendfsync always", 64, value="n/a", notes="redis-server not installed"))
+        return
+    rport = free_port()
+    rdir = os.path.join(TMP, "redis-locks")
+    os.makedirs(rdir, exist_ok=True)
+    rp = spawn(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--dir", rdir,
+                "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
+               "redis-locks.log")
+    if not wait_port(rport, 30):
+        raise RuntimeError("redis-server did not listen")
+    log("fenced vs Redis lock cycles, 64 clients (cycle_load)")
+    res = interleaved([("fenced", lambda: cycle_load(f.port, "fenced")),
+                       ("redis", lambda: cycle_load(rport, "redis"))])
+    stop(rp)
+
+    def merged(cells):
+        m = dict(cells[0])
+        for k in ("cycles_per_s", "cycles", "client_cpu_s"):
+            m[k] = sum(c[k] for c in cells) / len(cells)
+        for k in ("p50_us", "p99_us", "max_us"):
+            m[k] = max(c[k] for c in cells)
+        m["errors"] = sum(c["errors"] for c in cells)
+        return m
+
+    def cpu_note(m):
+        return "client CPU %.1f us/cycle" % (1e6 * m["client_cpu_s"] / max(1.0, m["cycles"]))
+    r, fc = merged(res["redis"]), merged(res["fenced"])
+    add(Row("Redis 7 lock cycle (Lua SET NX PX + INCR token, compare-and-DEL), appendfsync "
+            "always (cycle_load)", 64, r["cycles_per_s"], r["p50_us"], r["p99_us"], r["max_us"],
+            notes="%s; %d error replies; %s" % (cpu_note(r), r["errors"], rounds_note())))
+    add(Row("fenced uncontended, the same client (cycle_load: ACQUIRE name ttl + UNLOCK)", 64,
+            fc["cycles_per_s"], fc["p50_us"], fc["p99_us"], fc["max_us"],
+            peer="Redis %.0f/s" % r["cycles_per_s"], ratio=times(fc["cycles_per_s"],
+                                                                r["cycles_per_s"]),
+            notes="target >= 2x Redis; %s; %d error replies; %s"
+                  % (cpu_note(fc), fc["errors"], rounds_note())))
 
 
 def section_store():
@@ -1033,7 +1089,7 @@ def facts():
 def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD, HANDOFF_LOAD,
+    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD, HANDOFF_LOAD, CYCLE_LOAD,
               os.path.join(BUILD, "fence-proxy")):
         if not os.access(p, os.X_OK):
             sys.exit("bench: %s is not built (make bench builds it)" % p)
