@@ -112,6 +112,8 @@ static void propose(fence_leader *l, lbatch *b)
 {
     FENCE_ASSERT(l->in_step);
     FENCE_ASSERT(l->in_raft_cb == 0);
+    if (l->gather_skip > 0)
+        l->gather_skip--;
     uint32_t n = 0;
     /* LOCK_MULTI's name arrays, rebuilt over the batch's name bytes for
      * the encoder (freed once it has run). */
@@ -235,13 +237,43 @@ static bool item_will_queue(const fence_leader *l, const litem *it,
  * these clients ask again) ends the hold and the whole batch goes out as
  * one entry, in arrival order.  Items already found to queue are not
  * looked up again until an entry applies. */
+/* With no entry in flight: whether the pending batch waits for the clients
+ * the last entry answered (leader.h "Gathering"). */
+static bool gather(fence_leader *l, const lbatch *b)
+{
+    uint32_t n = l->gather_answered;
+    if (n < GATHER_MIN || l->gather_skip > 0)
+        return false;
+    return b->n_items < l->gather_base + n - n / GATHER_SLACK_DIV;
+}
+
 bool fence__ld_batch_hold(fence_leader *l)
 {
     lbatch *b = l->pending;
     FENCE_ASSERT(b != NULL);
     FENCE_ASSERT(l->n_inflight == 0);
-    if (l->hold_over || l->stopping)
+    if (l->hold_over || l->stopping) {
+        if (l->gathering && l->hold_over) {
+            l->gather_skip = GATHER_SKIP; /* they did not come back */
+            l->stats.gathers_timed_out++;
+        }
+        l->gathering = false;
         return false;
+    }
+    if (gather(l, b)) {
+        if (l->hold_until == 0) {
+            l->hold_until = l->ops.now_ms(l->ops.ctx) + HOLD_MS;
+            l->rearm = true;
+            l->stats.gathers++;
+        }
+        l->gathering = true;
+        return true;
+    }
+    if (l->gathering) {
+        /* Gathered: the batch goes now (unless every item would queue). */
+        l->gathering = false;
+        l->hold_until = 0;
+    }
     if (b->held_seq != l->apply_seq) {
         b->held_seq = l->apply_seq;
         b->n_held = 0;

@@ -25,6 +25,13 @@
  * short next to any wait.  The shell's timer has whole-ms resolution and
  * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
 #define HOLD_MS 2
+/* Gathering (leader.h): an entry that answered fewer requests is not
+ * waited for, and a gather ends once all but 1/GATHER_SLACK_DIV of its
+ * requesters are back; a gather the timer ends switches it off for
+ * GATHER_SKIP entries. */
+#define GATHER_MIN 8
+#define GATHER_SLACK_DIV 8
+#define GATHER_SKIP 64
 /* Renewals answered by the leader itself (renew.c, docs/leases.md): the
  * recorded renewals go out as LEASE_CHECKPOINT commands this long after
  * the first of them.  A renewal is answered without an entry only when the
@@ -107,6 +114,15 @@ struct fence_leader {
     uint64_t hold_until;     /* the pending batch is held until this
                                 monotonic ms (leader.h "Holding"); 0: not */
     bool hold_over;          /* the timer fired: the held batch goes now */
+    /* Gathering (leader.h "Gathering"): */
+    uint32_t gather_answered; /* connections the last applied entry
+                                answered (leader.h "Gathering") */
+    uint64_t gather_stamp;   /* entries applied (fence_lconn.gather_stamp) */
+    uint32_t gather_base;    /* items pending when it applied */
+    bool gathering;          /* the pending batch is held to gather */
+    uint32_t gather_skip;    /* entries left to propose without gathering
+                                (a gather timed out: the clients did not
+                                come back at once) */
     uint64_t apply_seq;      /* entries applied or restored (the fsm
                                 changed: held items are checked again) */
 
