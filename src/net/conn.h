@@ -29,8 +29,8 @@
  *     fence__net_close_after_flush.
  *
  * Under every connection is a small transport vtable (read_start,
- * read_stop, write, shutdown, queued, close, open, peer_cn), after Redis's
- * connection.h: the plain stream one (TCP and Unix) here, and TLS over a
+ * read_stop, write, shutdown, queued, close, open, peer_cn, try_write), after Redis's
+ * connection.h: the plain stream one (TCP and Unix) in conn_stream.c, and TLS over a
  * TCP stream in src/net/tls.c (fence__tls_listen opens its listener
  * through fence__net_listen_tcp_tr).  A transport moves bytes only: it hands plaintext in
  * through fence__net_conn_rbuf / fence__net_conn_input / fence__net_conn_eof
