@@ -254,7 +254,12 @@ bool fence__ld_batch_hold(fence_leader *l)
     FENCE_ASSERT(l->n_inflight == 0);
     if (l->hold_over || l->stopping) {
         if (l->gathering && l->hold_over) {
-            l->gather_skip = GATHER_SKIP; /* they did not come back */
+            /* They did not come back: think time, or a client that lost
+             * its core.  Gather again later, later still if it recurs. */
+            uint32_t p = l->gather_penalty < GATHER_SKIP_MIN ? GATHER_SKIP_MIN
+                                                             : l->gather_penalty;
+            l->gather_skip = p;
+            l->gather_penalty = p < GATHER_SKIP_MAX ? 2 * p : GATHER_SKIP_MAX;
             l->stats.gathers_timed_out++;
         }
         l->gathering = false;
@@ -273,6 +278,7 @@ bool fence__ld_batch_hold(fence_leader *l)
         /* Gathered: the batch goes now (unless every item would queue). */
         l->gathering = false;
         l->hold_until = 0;
+        l->gather_penalty = 0;
     }
     if (b->held_seq != l->apply_seq) {
         b->held_seq = l->apply_seq;

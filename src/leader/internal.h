@@ -25,13 +25,15 @@
  * short next to any wait.  The shell's timer has whole-ms resolution and
  * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
 #define HOLD_MS 2
-/* Gathering (leader.h): an entry that answered fewer requests is not
- * waited for, and a gather ends once all but 1/GATHER_SLACK_DIV of its
- * requesters are back; a gather the timer ends switches it off for
- * GATHER_SKIP entries. */
+/* Gathering (leader.h): an entry that answered fewer connections is not
+ * waited for, and a gather ends once all but 1/GATHER_SLACK_DIV of them are
+ * back; a gather the timer ends switches it off for GATHER_SKIP_MIN
+ * entries, twice as many after each further one in a row, up to
+ * GATHER_SKIP_MAX (a gather that succeeds starts over at the least). */
 #define GATHER_MIN 8
 #define GATHER_SLACK_DIV 8
-#define GATHER_SKIP 64
+#define GATHER_SKIP_MIN 8
+#define GATHER_SKIP_MAX 1024
 /* Renewals answered by the leader itself (renew.c, docs/leases.md): the
  * recorded renewals go out as LEASE_CHECKPOINT commands this long after
  * the first of them.  A renewal is answered without an entry only when the
@@ -123,6 +125,8 @@ struct fence_leader {
     uint32_t gather_skip;    /* entries left to propose without gathering
                                 (a gather timed out: the clients did not
                                 come back at once) */
+    uint32_t gather_penalty; /* the next timeout's gather_skip (0: the
+                                least, GATHER_SKIP_MIN) */
     uint64_t apply_seq;      /* entries applied or restored (the fsm
                                 changed: held items are checked again) */
 
