@@ -230,13 +230,6 @@ static bool item_will_queue(const fence_leader *l, const litem *it,
     return st.deadline_ms > now;
 }
 
-/* With no entry in flight: whether the pending batch is held back (leader.h
- * "Holding") rather than proposed now.  It is held while every item in it
- * would queue, for at most HOLD_MS: the first item in a hurry (typically
- * the UNLOCK of the holder, whose reply was sent with the grant that made
- * these clients ask again) ends the hold and the whole batch goes out as
- * one entry, in arrival order.  Items already found to queue are not
- * looked up again until an entry applies. */
 /* With no entry in flight: whether the pending batch waits for the clients
  * the last entry answered (leader.h "Gathering"). */
 static bool gather(fence_leader *l, const lbatch *b)
@@ -247,6 +240,14 @@ static bool gather(fence_leader *l, const lbatch *b)
     return b->n_items < l->gather_base + n - n / GATHER_SLACK_DIV;
 }
 
+/* With no entry in flight: whether the pending batch is held back (leader.h
+ * "Gathering", then "Holding") rather than proposed now.  It waits while
+ * gather() says so, and while every item in it would queue, for at most
+ * HOLD_MS either way.  For the second, the first item in a hurry (typically
+ * the UNLOCK of the holder, whose reply was sent with the grant that made
+ * these clients ask again) ends the hold and the whole batch goes out as
+ * one entry, in arrival order.  Items already found to queue are not
+ * looked up again until an entry applies. */
 bool fence__ld_batch_hold(fence_leader *l)
 {
     lbatch *b = l->pending;
