@@ -4,9 +4,11 @@
  * order on the wire: bytes already given to the transport (out_pending),
  * the gathered buffer wbuf, then the slot queue head..tail.  A reply for
  * the current request goes into wbuf when the queue is empty, else into a
- * ready slot at the tail; ready slots at the head move into wbuf when the
- * connection is flushed.  So replies leave in request order whatever order
- * the daemon fills the slots in. */
+ * ready slot at the tail; a slot at the head that is answered goes straight
+ * into wbuf, and ready slots at the head move into wbuf when the connection
+ * is flushed.  So replies leave in request order whatever order the daemon
+ * fills the slots in.  wbuf is written straight from where it is when
+ * nothing is queued ahead of it (plain streams), else handed over. */
 #include "net/conn.h"
 
 #include <inttypes.h>
