@@ -279,7 +279,7 @@ bool fence__ld_batch_hold(fence_leader *l)
         /* Gathered: the batch goes now (unless every item would queue). */
         l->gathering = false;
         l->hold_until = 0;
-        l->gather_penalty = 0;
+        l->gather_penalty /= 2; /* back toward the least, not at once */
     }
     if (b->held_seq != l->apply_seq) {
         b->held_seq = l->apply_seq;

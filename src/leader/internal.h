@@ -29,7 +29,9 @@
  * waited for, and a gather ends once all but 1/GATHER_SLACK_DIV of them are
  * back; a gather the timer ends switches it off for GATHER_SKIP_MIN
  * entries, twice as many after each further one in a row, up to
- * GATHER_SKIP_MAX (a gather that succeeds starts over at the least). */
+ * GATHER_SKIP_MAX; a gather that succeeds halves the next one (a load
+ * where they often time out, such as signed grants whose replies wait for
+ * their signatures, keeps gathering mostly off). */
 #define GATHER_MIN 8
 #define GATHER_SLACK_DIV 8
 #define GATHER_SKIP_MIN 8

@@ -49,8 +49,8 @@
  * that the timer ends (the clients did not come back at once: think time
  * between requests, or a client that lost its core) turns gathering off for
  * the next 8 entries, twice as many after each further one in a row, up to
- * 1,024 (a gather that succeeds starts over at 8): a load with think time
- * soon pays at most 2 ms on one entry in a thousand.  Like holding, it
+ * 1,024 (a gather that succeeds halves the next count): a load with think
+ * time soon pays at most 2 ms on one entry in a thousand.  Like holding, it
  * answers nothing earlier and changes no order or token.
  *
  * Reads.  In a cluster a read rides the next entry and is answered from the
