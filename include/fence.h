@@ -408,6 +408,94 @@ FENCE_API int fence_election_leader(fence_client *c, const char *name,
 FENCE_API int fence_election_observe(fence_client *c, const char *name, uint64_t after,
                                      uint32_t wait_ms, fence_election_state *out);
 
+/* ---- Multi-locks (docs/recipes.md, docs/protocol.md LOCK.MULTI) ----------
+ * Every name or none, for a lease the caller keeps alive, with one token
+ * that is above every earlier token at each of the names; pass it to each
+ * resource.  fence_token_unlock() of any one name with the token releases
+ * them all.  Errors as for fence_lease_lock(); FENCE_ESERVER with
+ * "WRONGTYPE" when a name is an election's or a semaphore's. */
+
+#define FENCE_MULTI_NAMES 64 /* names of one multi-lock */
+
+/* LOCK.MULTI lease names[0..count) [WAIT wait_ms]: *token_out is the token.
+ * FENCE_EBUSY if not all were granted within wait_ms (0: try once; then
+ * nothing is held), FENCE_EINVAL for 0 or more than FENCE_MULTI_NAMES names,
+ * a duplicate, or a name spelled like an option word (WAIT, REQID,
+ * LOCKDELAY, SIGNED, SHARED: take such a lock alone). */
+FENCE_API int fence_lease_lock_multi(fence_client *c, uint64_t lease,
+                                     const char *const *names, size_t count,
+                                     uint32_t wait_ms, uint64_t *token_out);
+/* The same with SIGNED: signed_out[i] gets names[i]'s signed token string
+ * (the token signed for that name alone: hand each resource the string of
+ * the name it guards; docs/security.md).  signed_out holds count buffers. */
+FENCE_API int fence_lease_lock_multi_signed(fence_client *c, uint64_t lease,
+                                            const char *const *names, size_t count,
+                                            uint32_t wait_ms, uint64_t *token_out,
+                                            char (*signed_out)[FENCE_SIGNED_TOKEN_BUF_SIZE]);
+
+/* ---- Semaphores of slots (docs/recipes.md, docs/protocol.md SEM.*) -------
+ * A semaphore `name` of n slots (1..FENCE_SEM_N_MAX): each slot is its own
+ * fence, named "name#slot" (fence_sem_fence_name()), whose tokens come from
+ * the one global counter; pass the token to the resource with that fence
+ * name.  A lease holds at most one slot of a semaphore.  Errors as for
+ * fence_lock_acquire(); FENCE_ESERVER with "WRONGTYPE" in the message when
+ * the name (or a slot name) is a lock or an election, or the semaphore
+ * exists with another n. */
+
+#define FENCE_SEM_N_MAX 1024 /* slots of a semaphore */
+/* Bytes that hold any slot's fence name "name#slot" and its NUL (names are
+ * at most 256 bytes, slot names included). */
+#define FENCE_SEM_FENCE_BUF_SIZE 257
+
+/* SEM.ACQUIRE name n lease [WAIT wait_ms]: take the lowest free slot with
+ * an existing lease (keep it alive yourself, or use fencectl sem).  *slot_out
+ * and *token_out are the slot and its token.  The same call again with the
+ * same lease answers the slot it holds (safe to retry).  FENCE_EBUSY if every
+ * slot stayed taken for wait_ms (0: try once), FENCE_ENOLEASE if the lease
+ * is gone, FENCE_EINVAL for n outside 1..FENCE_SEM_N_MAX or a name whose
+ * slot names do not fit 256 bytes. */
+FENCE_API int fence_sem_acquire(fence_client *c, const char *name, uint32_t n,
+                                uint64_t lease, uint32_t wait_ms,
+                                uint32_t *slot_out, uint64_t *token_out);
+/* fence_sem_acquire() with SIGNED: the signed token string (signed for the
+ * fence name "name#slot") goes into signed_out (signed_cap bytes, at least
+ * FENCE_SIGNED_TOKEN_BUF_SIZE); FENCE_EPROTO if it does not have the signed
+ * token's shape. */
+FENCE_API int fence_sem_acquire_signed(fence_client *c, const char *name, uint32_t n,
+                                       uint64_t lease, uint32_t wait_ms,
+                                       uint32_t *slot_out, uint64_t *token_out,
+                                       char *signed_out, size_t signed_cap);
+/* SEM.RELEASE name slot token: *released_out (may be NULL) is true when
+ * that token held the slot and it is now free (false: already released,
+ * taken over after an expiry).  Harmless to retry. */
+FENCE_API int fence_sem_release(fence_client *c, const char *name, uint32_t slot,
+                                uint64_t token, bool *released_out);
+
+typedef struct fence_sem_slot {
+    uint32_t slot;         /* 0..n-1 */
+    uint64_t token;        /* its holder's token (or the last one's, in lock-delay) */
+    uint64_t lease;        /* its holder's lease; 0 while in lock-delay */
+    uint64_t remaining_ms; /* until the lease deadline (or the lock-delay's end) */
+} fence_sem_slot;
+
+typedef struct fence_sem_info {
+    bool exists;           /* false: no such semaphore (the rest is 0) */
+    uint32_t n;            /* its slots */
+    uint64_t waiters;      /* requests queued for a slot */
+    size_t slots_count;    /* slots held or in lock-delay (all of them, even
+                              beyond the caller's cap) */
+} fence_sem_info;
+
+/* SEM.INFO name: *out, and the first cap of the busy slots (slot order)
+ * into slots (may be NULL when cap is 0). */
+FENCE_API int fence_sem_info_get(fence_client *c, const char *name, fence_sem_info *out,
+                                 fence_sem_slot *slots, size_t cap);
+
+/* The fence name of a slot, "name#slot", into buf (cap bytes; give
+ * FENCE_SEM_FENCE_BUF_SIZE).  0, or FENCE_EINVAL when it is longer than 256
+ * bytes or does not fit cap. */
+FENCE_API int fence_sem_fence_name(const char *name, uint32_t slot, char *buf, size_t cap);
+
 /* INFO: *text_out is the server's "key:value" lines, NUL-terminated; free it
  * with fence_free(). */
 FENCE_API int fence_server_info(fence_client *c, char **text_out);

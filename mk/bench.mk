@@ -9,11 +9,11 @@
 # bench-tls, bench-proxy, bench-guard), which each print their own format.
 
 # The keepalive row's load generator (epoll + hiredis's reader, the CLI's
-# histogram).
+# histogram; the LOCK probe in a thread of its own).
 KEEPALIVE_LOAD := $(BUILD)/tests/keepalive_load
 $(KEEPALIVE_LOAD): $(BUILD)/tests/bench/keepalive_load.o $(BUILD)/tests/bench/loadgen.o $(BUILD)/src/fencectl/hist.o $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
+	$(CC) $(CFLAGS) -pthread -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 
 # The contended rows' event-loop client (same reader and histogram; the
 # two share tests/bench/loadgen.c).

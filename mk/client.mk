@@ -62,6 +62,21 @@ $(CLIENT_ELECT_TEST): $(BUILD)/tests/integration/test_client_elect.o $(CLIENT_LI
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
 tests: $(CLIENT_ELECT_TEST)
 
+# libfence's semaphore calls against a real fenced (test_client_sem.sh).
+CLIENT_SEM_TEST := $(BUILD)/tests/test_client_sem
+$(CLIENT_SEM_TEST): $(BUILD)/tests/integration/test_client_sem.o $(CLIENT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
+tests: $(CLIENT_SEM_TEST)
+
+# libfence's multi-lock calls (SIGNED too) against a real fenced and a
+# verifying fence-store (test_client_multi.sh).
+CLIENT_MULTI_TEST := $(BUILD)/tests/test_client_multi
+$(CLIENT_MULTI_TEST): $(BUILD)/tests/integration/test_client_multi.o $(CLIENT_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLIENT_LIBS)
+tests: $(CLIENT_MULTI_TEST)
+
 # The fence-store helper over TLS with a login: a C program run by
 # tests/integration/test_client_store_tls.py against a real fence-store
 # (built in every variant; the test prefers the asan one).

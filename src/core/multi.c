@@ -361,8 +361,12 @@ void fence__multi_cmd(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     uint16_t n = c->names_count;
     for (uint16_t i = 0; i < n; i++) {
-        /* One name space: a semaphore's name or slot is another kind. */
-        if (fence__sem_claims(f, c->names[i].name, c->names[i].len)) {
+        /* One name space: a semaphore's name or slot, and an election's
+         * name, are other kinds (an election's name granted as a lock
+         * would leave the election without its value). */
+        const fence__lock *k = fence__lock_find(f, c->names[i].name, c->names[i].len);
+        if ((k != NULL && k->elect != NULL) ||
+            fence__sem_claims(f, c->names[i].name, c->names[i].len)) {
             r->status = FENCE_ST_WRONGTYPE;
             return;
         }

@@ -96,6 +96,8 @@ static const char usage_top[] =
     "  keygen DIR [opts]               make a token signing key (fencectl keygen --help)\n"
     "  elect NAME VALUE -- CMD         run CMD while leading election NAME (fencectl elect --help)\n"
     "  elect --observe NAME            print each leader of election NAME as it changes\n"
+    "  sem NAME N -- CMD               run CMD holding one of N slots of semaphore NAME\n"
+    "  sem --info NAME                 show the slots of semaphore NAME (fencectl sem --help)\n"
     "\n"
     "Run `fencectl COMMAND --help` for a command's options.\n"
     "exit codes: 0 ok, 1 error, 64 usage, 69 server unreachable,\n"

@@ -51,6 +51,9 @@ bool fencectl_is_top(int argc, char **argv);
 bool fencectl_is_elect(int argc, char **argv);
 int fencectl_cmd_elect(int argc, char **argv);
 int fencectl_cmd_top(int argc, char **argv);
+/* `fencectl sem NAME N -- CMD` and `sem --info NAME` (src/fencectl/semcmd.c). */
+bool fencectl_is_sem(int argc, char **argv);
+int fencectl_cmd_sem(int argc, char **argv);
 
 /* Whether the command line is `fencectl [opts] keygen ...` (src/fencectl/keygen.c). */
 bool fencectl_is_keygen(int argc, char **argv);

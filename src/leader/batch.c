@@ -240,6 +240,27 @@ static bool gather(fence_leader *l, const lbatch *b)
     return b->n_items < l->gather_base + n - n / GATHER_SLACK_DIV;
 }
 
+/* Whether every item of the pending batch would only queue (see
+ * item_will_queue).  Items already found to queue are not looked up again
+ * until an entry applies.  With entries in flight the fsm is behind them,
+ * so the answer may be yes for an item that will not queue after all
+ * (the lock's holder is leaving in one of them): such a batch then waits
+ * for those entries, as it did before pipelining, and is looked at again. */
+bool fence__ld_batch_waits_only(fence_leader *l)
+{
+    lbatch *b = l->pending;
+    FENCE_ASSERT(b != NULL);
+    if (b->held_seq != l->apply_seq) {
+        b->held_seq = l->apply_seq;
+        b->n_held = 0;
+    }
+    uint64_t now = ld_now(l);
+    while (b->n_held < b->n_items &&
+           item_will_queue(l, &b->items[b->n_held], b->names, now))
+        b->n_held++;
+    return b->n_held == b->n_items;
+}
+
 /* With no entry in flight: whether the pending batch is held back (leader.h
  * "Gathering", then "Holding") rather than proposed now.  It waits while
  * gather() says so, and while every item in it would queue, for at most
@@ -250,8 +271,7 @@ static bool gather(fence_leader *l, const lbatch *b)
  * looked up again until an entry applies. */
 bool fence__ld_batch_hold(fence_leader *l)
 {
-    lbatch *b = l->pending;
-    FENCE_ASSERT(b != NULL);
+    FENCE_ASSERT(l->pending != NULL);
     FENCE_ASSERT(l->n_inflight == 0);
     if (l->hold_over || l->stopping) {
         if (l->gathering && l->hold_over) {
@@ -266,7 +286,7 @@ bool fence__ld_batch_hold(fence_leader *l)
         l->gathering = false;
         return false;
     }
-    if (gather(l, b)) {
+    if (gather(l, l->pending)) {
         if (l->hold_until == 0) {
             l->hold_until = l->ops.now_ms(l->ops.ctx) + HOLD_MS;
             l->rearm = true;
@@ -281,15 +301,7 @@ bool fence__ld_batch_hold(fence_leader *l)
         l->hold_until = 0;
         l->gather_penalty /= 2; /* back toward the least, not at once */
     }
-    if (b->held_seq != l->apply_seq) {
-        b->held_seq = l->apply_seq;
-        b->n_held = 0;
-    }
-    uint64_t now = ld_now(l);
-    while (b->n_held < b->n_items &&
-           item_will_queue(l, &b->items[b->n_held], b->names, now))
-        b->n_held++;
-    if (b->n_held < b->n_items)
+    if (!fence__ld_batch_waits_only(l))
         return false;
     if (l->hold_until == 0) {
         l->hold_until = l->ops.now_ms(l->ops.ctx) + HOLD_MS;

@@ -36,6 +36,11 @@
 #define GATHER_SLACK_DIV 8
 #define GATHER_SKIP_MIN 8
 #define GATHER_SKIP_MAX 1024
+/* Most entries in flight when the pending batch is proposed behind others
+ * (leader.h "Pipelining"): the leader's disk paces them, so more than two
+ * are in flight only while the followers lag; this bounds what a slow
+ * follower keeps in flight. */
+#define PIPELINE_MAX 4
 /* Renewals answered by the leader itself (renew.c, docs/leases.md): the
  * recorded renewals go out as LEASE_CHECKPOINT commands this long after
  * the first of them.  A renewal is answered without an entry only when the
@@ -222,6 +227,7 @@ void fence__ld_batch_fail(fence_leader *l, lbatch *b, int status);
 void fence__ld_fail_unproposed(fence_leader *l, int status);
 void fence__ld_propose_closed(fence_leader *l);
 bool fence__ld_batch_hold(fence_leader *l);
+bool fence__ld_batch_waits_only(fence_leader *l);
 
 /* ---- renew.c ---- */
 /* Answer a LEASE_KEEPALIVE without an entry when it is safe (renew.c);

@@ -25,6 +25,20 @@
  * in it, or the read would see it).  A batch of reads only carries a TICK,
  * so its entry is not empty.
  *
+ * Pipelining (clusters only).  In a cluster an entry is in flight for
+ * the leader's write, then for a follower's acknowledgement, which comes a
+ * round trip and a follower's write later.  Once every entry in flight is
+ * on the leader's own disk (ops->stored) and at most PIPELINE_MAX - 1 are
+ * in flight, a ready leader proposes the pending batch behind them rather
+ * than waiting for their commit: its write overlaps their replication,
+ * and the leader's disk, not the round trip, paces the entries.  A batch
+ * whose every item would only queue is not proposed so: it waits for the
+ * entries in flight and then for its hold ("Holding"), as it would
+ * without pipelining.  A cluster of one (or a shell without
+ * ops->stored) never pipelines: there an entry stored is an entry
+ * committed.  Nothing is answered earlier: every reply still waits for
+ * its own entry's commit and apply, entries apply in log order.
+ *
  * Holding.  With no entry in flight, a pending batch whose every item
  * would only queue (a LOCK or ACQUIRE that may wait, on a lock another
  * live lease holds: its client hears nothing when the entry applies) is
@@ -183,6 +197,9 @@ typedef struct fence_leader_ops {
     unsigned (*voters)(void *ctx);  /* voters in the configuration */
     uint64_t (*term)(void *ctx);    /* raft's current term (for logs) */
     uint64_t (*now_ms)(void *ctx);  /* monotonic milliseconds */
+    /* Optional (NULL: never): every entry raft has in its log is on this
+     * server's disk, none still being written ("Pipelining"). */
+    bool (*stored)(void *ctx);
     /* One log line (no newline), level FENCE_LLOG_*. */
     void (*log)(void *ctx, int level, const char *msg);
     /* The reply sink.  r / cmd are borrowed for the call.  from_wait: the
@@ -218,6 +235,8 @@ typedef struct fence_leader_stats {
     uint64_t holds;       /* times the pending batch was held ("Holding") */
     uint64_t gathers;     /* times it waited to gather ("Gathering") */
     uint64_t gathers_timed_out; /* of them, ended by the timer */
+    uint64_t pipelined;   /* entries proposed behind others in flight
+                             ("Pipelining") */
     uint64_t renewals_local; /* LEASE.KEEPALIVEs answered without an entry
                                 ("Renewals") */
     uint64_t checkpoints; /* LEASE_CHECKPOINT commands proposed */

@@ -96,6 +96,25 @@ static void start_leadership(fence_leader *l)
     fence__ld_propose_closed(l);
 }
 
+/* Whether the pending batch goes out now (leader.h "Group commit",
+ * "Pipelining", "Holding"). */
+static bool may_propose(fence_leader *l)
+{
+    if (l->n_inflight == 0)
+        return !fence__ld_batch_hold(l);
+    if (l->phase != PH_READY || l->stopping || l->n_inflight >= PIPELINE_MAX ||
+        l->ops.stored == NULL || l->ops.voters(l->ops.ctx) <= 1 ||
+        !l->ops.stored(l->ops.ctx))
+        return false;
+    /* Waits-to-be only: they wait for the entries in flight, then for
+     * company as ever ("Holding"); sent now, they would take the disk from
+     * the UNLOCK that is about to come. */
+    if (!l->hold_over && fence__ld_batch_waits_only(l))
+        return false;
+    l->stats.pipelined++;
+    return true;
+}
+
 /* One step of the loop; see leader.h (THE RULE FOR CALLING RAFT). */
 void fence__leader_step(fence_leader *l)
 {
@@ -108,7 +127,7 @@ void fence__leader_step(fence_leader *l)
     if (l->phase != PH_NONE) {
         fence__ld_ckpt_maybe(l, false);
         fence__ld_propose_closed(l);
-        if (l->pending != NULL && l->n_inflight == 0 && !fence__ld_batch_hold(l)) {
+        if (l->pending != NULL && may_propose(l)) {
             fence__ld_batch_close(l);
             fence__ld_propose_closed(l);
         }

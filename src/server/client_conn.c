@@ -55,8 +55,10 @@ static bool on_slot_orphan(void *ctx, fence_net_slot *ns)
 {
     fence_slot *slot = (fence_slot *)ns;
     (void)ctx;
-    if (slot->state != SLOT_BATCH && slot->state != SLOT_SIGNING)
+    if (slot->state != SLOT_BATCH && slot->state != SLOT_SIGNING) {
+        fence__slot_drop_names(slot); /* the layer frees the slot itself */
         return false;
+    }
     slot->conn = NULL;
     return true;
 }

@@ -191,7 +191,8 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         "loop_lag_over_20ms:%llu\r\n"
         "renewals_local:%llu\r\n"
         "checkpoints:%llu\r\n"
-        "checkpoint_leases:%llu\r\n",
+        "checkpoint_leases:%llu\r\n"
+        "batches_pipelined:%llu\r\n",
         FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
         (unsigned long long)fence__node_term(&s->node),
@@ -213,7 +214,7 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         (unsigned long long)st.revocations,
         (unsigned long long)s->lag.max_us, (unsigned long long)s->lag.over_20ms,
         (unsigned long long)ls.renewals_local, (unsigned long long)ls.checkpoints,
-        (unsigned long long)ls.checkpoint_ids);
+        (unsigned long long)ls.checkpoint_ids, (unsigned long long)ls.pipelined);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     const char *note = fence_fsm_build_note();
@@ -399,6 +400,7 @@ void fence__cmd_dispatch(fence_conn *c, const fence_resp_msg *m)
             take_signed(s, slot, m, &cmd, &end) != 0)
             return;
         cmd.permits = (uint32_t)n;
+        slot->sem_permits = (uint16_t)n;
         fence__cmd_sem_keep_name(slot, &cmd);
         if (!fence__server_acl_slots_ok(c, cmd.name, cmd.name_len, cmd.permits)) {
             fence__slot_error(slot, "NOPERM", "No permissions to access a key (a slot "

@@ -48,14 +48,15 @@ static bool sem_claims_now(fence_fsm *fsm, const uint8_t *name, uint16_t len)
 }
 
 /* LOCK.MULTI / ACQUIRE.MULTI: keep the first name that is a semaphore's
- * (or a slot's) in the state now, else the first name: only the wording of
+ * (or a slot's) or an election's in the state now, else the first name: only the wording of
  * a WRONGTYPE error (the core decides, in the log). */
 void fence__cmd_sem_keep_multi_name(fence_server *s, fence_slot *slot, const fence_cmd *cmd)
 {
     FENCE_ASSERT(cmd->names_count > 0);
     uint16_t pick = 0;
     for (uint16_t i = 0; i < cmd->names_count; i++) {
-        if (sem_claims_now(s->fsm, cmd->names[i].name, cmd->names[i].len)) {
+        if (sem_claims_now(s->fsm, cmd->names[i].name, cmd->names[i].len) ||
+            fence_fsm_is_election(s->fsm, cmd->names[i].name, cmd->names[i].len)) {
             pick = i;
             break;
         }
@@ -67,24 +68,64 @@ void fence__cmd_sem_keep_multi_name(fence_server *s, fence_slot *slot, const fen
     fence__cmd_sem_keep_name(slot, &one);
 }
 
-/* The length of base when the slot's name is base#digits and no semaphore
- * has the whole name (asked of the state now: it is only the wording);
- * -1 when the name is a semaphore's own. */
-static int slot_base(fence_slot *slot)
+/* "<name> is <its kind>" for a name in use as some kind, asked of the state
+ * now (only the wording; the log decided): a semaphore, a semaphore's slot,
+ * an election, else a lock (held, shared, a multi-lock's, or one kept free
+ * for a waiting multi-lock).  len: the bytes of the name to print. */
+void fence__cmd_kind_words(fence_fsm *fsm, const uint8_t *name, uint16_t name_len, char *out,
+                           size_t cap)
 {
-    int i = (int)slot->sign_name_len;
-    while (i > 0 && slot->sign_name[i - 1] >= '0' && slot->sign_name[i - 1] <= '9')
-        i--;
-    if (i == (int)slot->sign_name_len || i < 2 || slot->sign_name[i - 1] != '#')
-        return -1;
-    if (slot->conn != NULL) {
-        fence_fsm_sem_state st;
-        size_t n = 0;
-        if (fence_fsm_sem_info(slot->conn->srv->fsm, (const uint8_t *)slot->sign_name,
-                               slot->sign_name_len, &st, NULL, 0, &n))
-            return -1;
+    int len = name_len > 64 ? 64 : (int)name_len;
+    const char *nm = (const char *)name;
+    if (memchr(name, '\0', name_len) != NULL)
+        len = 0; /* a name with NUL bytes: not worded */
+    fence_fsm_sem_state st;
+    size_t n = 0;
+    int base = -1;
+    if (fsm != NULL && fence_fsm_sem_info(fsm, name, name_len, &st, NULL, 0, &n)) {
+        snprintf(out, cap, "%.*s is a semaphore of %" PRIu32 " permits (SEM.ACQUIRE, "
+                 "SEM.RELEASE)", len, nm, st.permits);
+        return;
     }
-    return i - 1;
+    if (fsm != NULL && sem_claims_now(fsm, name, name_len)) {
+        base = (int)name_len;
+        while (base > 0 && name[base - 1] != '#')
+            base--;
+        base--;
+        snprintf(out, cap, "%.*s is a slot of semaphore %.*s (SEM.ACQUIRE, SEM.RELEASE)", len,
+                 nm, base > len ? len : base, nm);
+        return;
+    }
+    if (fsm != NULL && fence_fsm_is_election(fsm, name, name_len)) {
+        snprintf(out, cap, "%.*s is an election (ELECTION.*)", len, nm);
+        return;
+    }
+    snprintf(out, cap, "%.*s is a lock", len, nm);
+}
+
+/* SEM.ACQUIRE refused though its name is free: the first of its slot names
+ * name#0..name#(n-1) that is a lock or an election, into out; false when
+ * none is (the state moved since the log decided). */
+static bool slot_name_words(fence_fsm *fsm, const char *name, uint16_t len, uint32_t n,
+                            char *out, size_t cap)
+{
+    char sn[FENCE_NAME_MAX + 8];
+    for (uint32_t i = 0; i < n && i < FENCE_SEM_PERMITS_MAX; i++) {
+        int k = snprintf(sn, sizeof(sn), "%.*s#%" PRIu32, (int)len, name, i);
+        if (k <= 0 || k > FENCE_NAME_MAX)
+            return false;
+        fence_fsm_lock_state ls;
+        bool elect = fence_fsm_is_election(fsm, (const uint8_t *)sn, (uint16_t)k);
+        if (elect || fence_fsm_lock_info(fsm, (const uint8_t *)sn, (uint16_t)k, &ls)) {
+            char what[FENCE_NAME_MAX + 96];
+            fence__cmd_kind_words(fsm, (const uint8_t *)sn, (uint16_t)k, what, sizeof(what));
+            int pl = len > 64 ? 64 : (int)len;
+            snprintf(out, cap, "%s (the slot names of semaphore %.*s must be free)", what, pl,
+                     name);
+            return true;
+        }
+    }
+    return false;
 }
 
 /* -WRONGTYPE <name> is a <kind>: the name belongs to another kind (a
@@ -92,35 +133,26 @@ static int slot_base(fence_slot *slot)
  * asks the state now; the log decided. */
 void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r)
 {
-    char msg[FENCE_NAME_MAX + 128];
+    char msg[2 * FENCE_NAME_MAX + 192];
     int len = slot->sign_name_len > 64 ? 64 : (int)slot->sign_name_len;
     const char *name = slot->sign_name;
-    int base;
     bool sem_op = slot->op == OP_SEM_ACQUIRE || slot->op == OP_SEM_ACQUIRE_TTL ||
                   slot->op == OP_SEM_RELEASE;
-    bool elect_op = slot->op == OP_CAMPAIGN || slot->op == OP_PROCLAIM ||
-                    slot->op == OP_RESIGN || slot->op == OP_ELECT_LEADER;
-    bool sem_name = !sem_op && slot->conn != NULL &&
-                    sem_claims_now(slot->conn->srv->fsm, (const uint8_t *)name,
-                                   slot->sign_name_len);
+    fence_fsm *fsm = slot->conn != NULL ? slot->conn->srv->fsm : NULL;
     if (memchr(name, '\0', slot->sign_name_len) != NULL)
         len = 0; /* a name with NUL bytes: not worded */
+    const uint8_t *u = (const uint8_t *)name;
+    fence_fsm_lock_state ls;
     if (sem_op && r->value != 0)
         snprintf(msg, sizeof(msg), "%.*s is a semaphore of %" PRIu64 " permits", len, name,
                  r->value);
-    else if (sem_op)
-        snprintf(msg, sizeof(msg),
-                 "%.*s is a lock or an election (or one holds one of its slot names "
-                 "%.*s#<slot>)",
-                 len, name, len, name);
-    else if (sem_name && (base = slot_base(slot)) >= 0)
-        snprintf(msg, sizeof(msg), "%.*s is a slot of semaphore %.*s (SEM.ACQUIRE, SEM.RELEASE)",
-                 len, name, base > len ? len : base, name);
-    else if (sem_name)
-        snprintf(msg, sizeof(msg), "%.*s is a semaphore (SEM.ACQUIRE, SEM.RELEASE)", len,
-                 name);
-    else
-        snprintf(msg, sizeof(msg), "%.*s is %s", len, name, elect_op ? "a lock" : "an election");
+    else if (!sem_op || fsm == NULL || fence_fsm_is_election(fsm, u, slot->sign_name_len) ||
+             fence_fsm_lock_info(fsm, u, slot->sign_name_len, &ls) ||
+             !slot_name_words(fsm, name, slot->sign_name_len, slot->sem_permits, msg,
+                              sizeof(msg)))
+        /* The name itself is another kind (or, for a SEM.ACQUIRE whose
+         * slot names are free by now, the state moved: a lock, then). */
+        fence__cmd_kind_words(fsm, u, slot->sign_name_len, msg, sizeof(msg));
     fence__slot_error(slot, "WRONGTYPE", msg);
 }
 

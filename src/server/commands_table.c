@@ -79,6 +79,7 @@ static const fence_compat_arg lock_multi_args[] = {
     {"name", "key", NULL, FENCE_COMPAT_ARG_MULTIPLE, NULL, 0},
     {"ms", "integer", "WAIT", OPT, NULL, 0},
     {"id", "integer", "REQID", OPT, NULL, 0},
+    {"signed", "pure-token", "SIGNED", OPT, NULL, 0},
 };
 static const fence_compat_arg acquire_multi_args[] = {
     {"ttl_ms", "integer", NULL, 0, NULL, 0},
@@ -86,6 +87,7 @@ static const fence_compat_arg acquire_multi_args[] = {
     {"ms", "integer", "WAIT", OPT, NULL, 0},
     {"lockdelay", "integer", "LOCKDELAY", OPT, NULL, 0},
     {"id", "integer", "REQID", OPT, NULL, 0},
+    {"signed", "pure-token", "SIGNED", OPT, NULL, 0},
 };
 static const fence_compat_arg campaign_args[] = {
     {"name", "key", NULL, 0, NULL, 0},
@@ -171,12 +173,12 @@ const fence_compat_command fence__server_commands[] = {
     {"LOCK.MULTI", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
      "Locks every name for a lease, all or none, with one token; replies it, or nil.",
      ARGS(lock_multi_args), NULL, 0,
-     LOCK | W, 2, 2 + FENCE_MULTI_NAMES_MAX + 4, OP_LOCK_MULTI, FENCE_COMPAT_KEYS_REST},
+     LOCK | W, 2, 2 + FENCE_MULTI_NAMES_MAX + 5, OP_LOCK_MULTI, FENCE_COMPAT_KEYS_REST},
     {"ACQUIRE.MULTI", -3, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
      "Grants a lease and locks every name with it, all or none; replies [token, lease] or "
      "nil.",
      ARGS(acquire_multi_args), NULL, 0,
-     LOCK | LEASE | W, 2, 2 + FENCE_MULTI_NAMES_MAX + 6, OP_ACQUIRE_MULTI,
+     LOCK | LEASE | W, 2, 2 + FENCE_MULTI_NAMES_MAX + 7, OP_ACQUIRE_MULTI,
      FENCE_COMPAT_KEYS_REST},
     {"ELECTION.CAMPAIGN", -4, LOGGED | FENCE_COMPAT_CMD_BLOCKING, "lock", "0.1.0",
      "Queues a lease as a candidate for name; replies [token, lease] once elected.",

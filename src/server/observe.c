@@ -85,8 +85,8 @@ static void answer_waking(fence_server *s)
         fence_slot *slot = o->slot;
         fence_fsm_elect_state st;
         int rc = o->timed_out ? 0 : fence_fsm_elect_info(s->fsm, o->name, o->name_len, &st);
-        char nm[FENCE_NAME_MAX + 32];
-        snprintf(nm, sizeof(nm), "%.*s is a lock", (int)o->name_len, (const char *)o->name);
+        char nm[FENCE_NAME_MAX + 128];
+        fence__cmd_kind_words(s->fsm, o->name, o->name_len, nm, sizeof(nm));
         bool timed_out = o->timed_out;
         forget(s, &s->obs.waking, o);
         slot->state = SLOT_NEW;
@@ -210,8 +210,9 @@ void fence__observe_cmd(fence_server *s, fence_conn *c, fence_slot *slot,
     fence_fsm_elect_state st;
     int rc = fence_fsm_elect_info(s->fsm, (const uint8_t *)name->ptr, (uint16_t)name->len, &st);
     if (rc == FENCE_ST_WRONGTYPE) {
-        char msg[FENCE_NAME_MAX + 32];
-        snprintf(msg, sizeof(msg), "%.*s is a lock", (int)name->len, name->ptr);
+        char msg[FENCE_NAME_MAX + 128];
+        fence__cmd_kind_words(s->fsm, (const uint8_t *)name->ptr, (uint16_t)name->len, msg,
+                              sizeof(msg));
         fence__slot_error(slot, "WRONGTYPE", msg);
         return;
     }

@@ -123,6 +123,17 @@ static uint64_t op_term(void *ctx)
     return fence__node_term(&s->node);
 }
 
+/* ops->stored: raft has written its whole log to our disk (leader.h
+ * "Pipelining").  libraft 0.15 moves last_stored in the append callback
+ * (on the leader too: replication.c appendLeaderCb), and raft_apply puts
+ * the entry in the in-memory log before it returns, so right after a
+ * proposal this is false until that write completes. */
+static bool op_stored(void *ctx)
+{
+    fence_server *s = ctx;
+    return s->node.raft.last_stored >= raft_last_index(&s->node.raft);
+}
+
 /* ops->now_ms. */
 static uint64_t op_now_ms(void *ctx)
 {
@@ -146,5 +157,6 @@ void fence__raft_ops(fence_leader_ops *ops)
     ops->voters = op_voters;
     ops->term = op_term;
     ops->now_ms = op_now_ms;
+    ops->stored = op_stored;
     ops->log = op_log;
 }

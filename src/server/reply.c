@@ -203,9 +203,16 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r)
             reply_uint(slot, r->token);
         break;
     case OP_LOCK_MULTI:
-        reply_uint(slot, r->token);
+        if (slot->signer != NULL)
+            fence__cmd_multi_signed_reply(slot, r);
+        else
+            reply_uint(slot, r->token);
         break;
     case OP_ACQUIRE_MULTI: {
+        if (slot->signer != NULL) {
+            fence__cmd_multi_signed_reply(slot, r);
+            break;
+        }
         uint64_t v[2] = {r->token, r->lease};
         reply_uints(slot, v, 2);
         break;

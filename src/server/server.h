@@ -114,6 +114,17 @@ struct fence_slot {
     uint64_t t0_ns;        /* when the request was parsed (latency metric) */
     const fence_signtok_signer *signer; /* LOCK/ACQUIRE ... SIGNED: the key
                             * to sign the grant with (the server's), else NULL */
+    uint16_t sign_names_count; /* LOCK.MULTI / ACQUIRE.MULTI ... SIGNED: names
+                            * in sign_names */
+    uint8_t *sign_names;   /* their names in request order, each a u16
+                            * length (native order) and its bytes, to sign
+                            * one token string per name (cmd_multi.c);
+                            * malloc'd, freed when the reply is made or the
+                            * slot is orphaned (fence__slot_drop_names) */
+    uint64_t *sign_names_acct; /* the server's sign_names_bytes (counts
+                            * sign_names' size while it is held) */
+    uint32_t sign_names_size; /* bytes of sign_names */
+    uint16_t sem_permits;  /* SEM.ACQUIRE: its n (WRONGTYPE's wording) */
     uint16_t sign_name_len; /* bytes in sign_name */
     char sign_name[FENCE_NAME_MAX]; /* the name a command names (the lock
                             * name to sign with signer; WRONGTYPE's message;
@@ -180,6 +191,8 @@ struct fence_server {
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */
     fence_signtok_signer *signer; /* --token-signing-key, or NULL */
+    uint64_t sign_names_bytes;    /* held in slots' sign_names (a signed
+                                   * multi-lock's names until its reply) */
     fence_signq *signq;          /* signs grants off the loop (signq.h), started
                                   * at the first signed grant, or NULL */
     bool signq_off;              /* it could not start: sign on the loop */
@@ -330,6 +343,15 @@ void fence__cmd_reply_result(fence_slot *slot, const fence_result *r);
 void fence__cmd_sem_keep_name(fence_slot *slot, const fence_cmd *cmd);
 void fence__cmd_sem_keep_multi_name(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
 void fence__cmd_reply_wrongtype(fence_slot *slot, const fence_result *r);
+/* LOCK.MULTI ... SIGNED: [signed token per name] in request order;
+ * ACQUIRE.MULTI ... SIGNED: [[signed token per name], lease] (cmd_multi.c). */
+void fence__cmd_multi_signed_reply(fence_slot *slot, const fence_result *r);
+/* Free a slot's sign_names (slot.c; NULL is fine). */
+void fence__slot_drop_names(fence_slot *slot);
+/* "<name> is <its kind>" (a semaphore, a slot, an election, a lock) from the
+ * state now into out: the wording of every WRONGTYPE (cmd_sem.c). */
+void fence__cmd_kind_words(fence_fsm *fsm, const uint8_t *name, uint16_t name_len, char *out,
+                           size_t cap);
 void fence__cmd_sem_reply(fence_slot *slot, const fence_result *r);
 void fence__cmd_sem_info(fence_server *s, fence_slot *slot, const fence_cmd *cmd);
 /* Answer a read (LEASE.INFO, LOCK.INFO) from applied state. */

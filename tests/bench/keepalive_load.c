@@ -3,26 +3,34 @@
  *
  *   keepalive_load PORT LEASES CONNS TTL_MS SECONDS
  *
- * One thread, epoll, non-blocking sockets to 127.0.0.1:PORT, replies parsed
- * with hiredis's reader.  In order:
- *   1. idle: a probe connection runs LOCK/UNLOCK cycles on a lock of its own
- *      (its lease: one LEASE.GRANT with a long TTL) for SECONDS, alone;
+ * One thread for the load, epoll, non-blocking sockets to 127.0.0.1:PORT,
+ * replies parsed with hiredis's reader; the probe in a thread of its own
+ * (a blocking hiredis connection), so that its latency is the server's
+ * and not the load thread's turn around 1,000 sockets.  In order:
+ *   1. before: the probe runs LOCK/UNLOCK cycles on a lock of its own (its
+ *      lease: one LEASE.GRANT with a long TTL) for SECONDS, alone;
  *   2. grant: CONNS connections pipeline LEASE.GRANT TTL_MS, LEASES in all
  *      (lease i on connection i % CONNS);
- *   3. load: every lease is renewed (LEASE.KEEPALIVE) once every TTL_MS/3,
- *      the renewals spread evenly over that period (open loop: sent when
- *      due, whether or not earlier ones were answered), for SECONDS, while
- *      the probe runs its cycles again.
+ *   3. load and idle in turn, 500 ms slices, SECONDS of each: in a load
+ *      slice every lease is renewed (LEASE.KEEPALIVE) once every TTL_MS/3
+ *      of load time, the renewals spread evenly (open loop: sent when due,
+ *      whether or not earlier ones were answered); in an idle slice none
+ *      is sent.  The probe runs throughout; its cycles are filed by slice
+ *      (one that straddles a change under neither), so idle and loaded
+ *      samples see the same drift of the machine.
  * Prints one "key=value ..." line per phase on stdout (latencies in
  * microseconds, from src/fencectl/hist.c's histogram, send to reply):
- *   idle lock_cycles=.. lock_p50_us=.. lock_p99_us=.. lock_max_us=..
+ *   before lock_cycles=.. lock_p50_us=.. lock_p99_us=.. lock_max_us=..
  *   grant leases=.. seconds=.. grants_per_s=..
+ *   idle lock_cycles=.. lock_p50_us=.. ... seconds=..   (idle slices)
  *   load target_per_s=.. keepalives=.. keepalives_per_s=.. ka_p50_us=.. ...
  *        lock_cycles=.. lock_p50_us=.. ... raft_entries=.. raft_entries_per_s=..
- *        logged_cmds=.. renewals_local=.. errors=.. skipped=..
+ *        logged_cmds=.. renewals_local=.. errors=.. skipped=..   (load slices)
  *   (raft_entries, logged_cmds (INFO batch_commands: commands written into
- *   those entries), renewals_local: INFO's counters over the load phase,
- *   read on a connection of their own; entries include the probe's)
+ *   those entries): INFO's counters over the load slices; renewals_local
+ *   over the whole phase (a renewal sent late in a load slice is answered
+ *   in the idle one); read on a connection of their own; entries include
+ *   the probe's)
  * Exit 1 on a connection failure or an error reply to a grant. */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -33,7 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fencectl/hist.h"
@@ -43,14 +54,13 @@
 /* Most replies a connection may owe before renewals due on it are skipped
  * (counted in skipped=): bounds the send-time ring. */
 #define OWED_MAX 4096
+/* The load phase's slices: load and idle in turn (see main). */
+#define SLICE_US 500000u
 
 /* What a sent request was, to file its reply. */
 typedef enum req_kind {
     REQ_GRANT,      /* LEASE.GRANT of a load lease */
     REQ_KEEPALIVE,  /* LEASE.KEEPALIVE of a load lease */
-    REQ_PROBE_LEASE, /* the probe's LEASE.GRANT */
-    REQ_PROBE_LOCK, /* the probe's LOCK */
-    REQ_PROBE_UNLOCK, /* the probe's UNLOCK */
 } req_kind;
 
 /* One connection. */
@@ -70,14 +80,21 @@ typedef struct conn {
 } conn;
 
 static int epfd;              /* the epoll instance */
-static conn *conns;           /* CONNS load connections, then the probe */
+static conn *conns;           /* CONNS load connections */
 static uint32_t n_conns;      /* load connections */
-static conn *probe;           /* the probe connection (conns[n_conns]) */
+static int probe_port;        /* the server's port, for the probe thread */
+static redisContext *probe_rc; /* the probe's connection (blocking) */
 static uint64_t probe_lease;  /* the probe's lease */
-static uint64_t probe_token;  /* the probe's current token */
-static bool probe_running;    /* the probe starts a new cycle after each */
-static uint64_t probe_cycles; /* LOCK+UNLOCK cycles completed */
-static fencectl_hist probe_hist; /* LOCK latency */
+static atomic_bool probe_stop; /* the probe thread ends after its cycle */
+static pthread_t probe_thread; /* the probe thread of the phase */
+/* What the probe's samples are filed under: the slice the load phase is
+ * in (or the phase before the leases, filed as idle). */
+enum { SL_IDLE, SL_LOAD, SL_KINDS };
+static atomic_int probe_slice; /* SL_* now (set by the main thread) */
+/* Written by the probe thread only, read after it is joined: */
+static uint64_t probe_cycles[SL_KINDS]; /* LOCK+UNLOCK cycles, by slice */
+static uint64_t probe_errors; /* its error or unexpected replies */
+static fencectl_hist probe_hist[SL_KINDS]; /* LOCK latency, by slice */
 static fencectl_hist ka_hist; /* LEASE.KEEPALIVE latency */
 static uint64_t ka_answered;  /* keepalive replies received */
 static uint64_t ka_answered_in_time; /* of them, before the load phase ended */
@@ -144,16 +161,6 @@ static bool send_cmd(conn *c, req_kind kind, int argc, const char **argv)
     return true;
 }
 
-/* The probe's next step: LOCK with its lease. */
-static void probe_lock(void)
-{
-    char lease[24];
-    snprintf(lease, sizeof(lease), "%" PRIu64, probe_lease);
-    const char *argv[] = {"LOCK", "keepalive_load.probe", lease};
-    FENCE_ASSERT(send_cmd(probe, REQ_PROBE_LOCK, 3, argv));
-    flush(probe);
-}
-
 /* Remember the first error reply. */
 static void note_error(const redisReply *r)
 {
@@ -193,42 +200,6 @@ static void on_reply(void *ctx, redisReply *r)
         if (loadgen_now_us() <= load_end_us)
             ka_answered_in_time++;
         break;
-    case REQ_PROBE_LEASE:
-        if (err || r->type != REDIS_REPLY_INTEGER) {
-            fprintf(stderr, "keepalive_load: probe LEASE.GRANT: %s\n",
-                    err ? r->str : "not an integer");
-            exit(1);
-        }
-        probe_lease = (uint64_t)r->integer;
-        break;
-    case REQ_PROBE_LOCK:
-        if (err || r->type != REDIS_REPLY_INTEGER) {
-            if (err)
-                note_error(r);
-            else
-                errors++; /* nil: held (cannot happen: the lock is the probe's own) */
-            if (probe_running)
-                probe_lock();
-            break;
-        }
-        fencectl_hist_add(&probe_hist, lat);
-        probe_token = (uint64_t)r->integer;
-        {
-            char tok[24];
-            snprintf(tok, sizeof(tok), "%" PRIu64, probe_token);
-            const char *argv[] = {"UNLOCK", "keepalive_load.probe", tok};
-            FENCE_ASSERT(send_cmd(probe, REQ_PROBE_UNLOCK, 3, argv));
-            flush(probe);
-        }
-        break;
-    case REQ_PROBE_UNLOCK:
-        if (err)
-            note_error(r);
-        else
-            probe_cycles++;
-        if (probe_running)
-            probe_lock();
-        break;
     }
 }
 
@@ -264,32 +235,103 @@ static void conn_open(conn *c, int port)
     c->fd = loadgen_connect(port, epfd, c);
 }
 
-/* Run the probe's cycles for us microseconds (with the load, if on);
- * then let its last cycle finish. */
+/* One command on the probe's connection; the reply (NULL: the connection
+ * failed, which ends the program). */
+static redisReply *probe_call(int argc, const char **argv)
+{
+    redisReply *r = redisCommandArgv(probe_rc, argc, argv, NULL);
+    if (r == NULL) {
+        fprintf(stderr, "keepalive_load: probe connection: %s\n", probe_rc->errstr);
+        exit(1);
+    }
+    return r;
+}
+
+/* The probe thread: LOCK/UNLOCK cycles until probe_stop; LOCK latency
+ * from just before the request is written to its reply parsed. */
+static void *probe_main(void *arg)
+{
+    (void)arg;
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%" PRIu64, probe_lease);
+    while (!atomic_load(&probe_stop)) {
+        const char *lv[] = {"LOCK", "keepalive_load.probe", lease};
+        int sl = atomic_load(&probe_slice);
+        uint64_t t0 = loadgen_now_us();
+        redisReply *r = probe_call(3, lv);
+        uint64_t lat = loadgen_now_us() - t0;
+        if (r->type != REDIS_REPLY_INTEGER) {
+            probe_errors++; /* an error, or nil (cannot be: the lock is its own) */
+            freeReplyObject(r);
+            continue;
+        }
+        /* A cycle that straddles a slice change is filed under neither. */
+        bool same = atomic_load(&probe_slice) == sl;
+        if (same)
+            fencectl_hist_add(&probe_hist[sl], lat);
+        char tok[24];
+        snprintf(tok, sizeof(tok), "%lld", r->integer);
+        freeReplyObject(r);
+        const char *uv[] = {"UNLOCK", "keepalive_load.probe", tok};
+        r = probe_call(3, uv);
+        if (r->type == REDIS_REPLY_ERROR)
+            probe_errors++;
+        else if (same && atomic_load(&probe_slice) == sl)
+            probe_cycles[sl]++;
+        freeReplyObject(r);
+    }
+    return NULL;
+}
+
+/* Start the probe's cycles in their thread (alone, or with the load). */
 static void probe_phase_start(void)
 {
-    fencectl_hist_init(&probe_hist);
-    probe_cycles = 0;
-    probe_running = true;
-    probe_lock();
+    for (int k = 0; k < SL_KINDS; k++) {
+        fencectl_hist_init(&probe_hist[k]);
+        probe_cycles[k] = 0;
+    }
+    atomic_store(&probe_stop, false);
+    if (pthread_create(&probe_thread, NULL, probe_main, NULL) != 0)
+        loadgen_die("pthread_create");
 }
 
-/* Stop the probe and wait until it owes nothing. */
+/* Stop the probe: its last cycle finishes, then its thread is joined. */
 static void probe_phase_stop(void)
 {
-    probe_running = false;
-    uint64_t give_up = loadgen_now_us() + 10000000u;
-    while (probe->owed > 0 && loadgen_now_us() < give_up)
-        poll_once(10);
+    atomic_store(&probe_stop, true);
+    pthread_join(probe_thread, NULL);
+    errors += probe_errors;
+    probe_errors = 0;
 }
 
-/* Print the probe's numbers (after a phase). */
-static void print_probe(void)
+/* The probe's connection and its lease (a week: it never needs a
+ * keepalive here). */
+static void probe_open(void)
+{
+    probe_rc = redisConnect("127.0.0.1", probe_port);
+    if (probe_rc == NULL || probe_rc->err) {
+        fprintf(stderr, "keepalive_load: probe connect: %s\n",
+                probe_rc ? probe_rc->errstr : "out of memory");
+        exit(1);
+    }
+    const char *pg[] = {"LEASE.GRANT", "604800000"};
+    redisReply *r = probe_call(2, pg);
+    if (r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "keepalive_load: probe LEASE.GRANT: %s\n",
+                r->type == REDIS_REPLY_ERROR ? r->str : "not an integer");
+        exit(1);
+    }
+    probe_lease = (uint64_t)r->integer;
+    freeReplyObject(r);
+}
+
+/* Print the probe's numbers of one slice kind (after a phase). */
+static void print_probe(int sl)
 {
     printf(" lock_cycles=%" PRIu64 " lock_p50_us=%" PRIu64 " lock_p99_us=%" PRIu64
            " lock_max_us=%" PRIu64,
-           probe_cycles, fencectl_hist_quantile(&probe_hist, 0.50),
-           fencectl_hist_quantile(&probe_hist, 0.99), probe_hist.max);
+           probe_cycles[sl], fencectl_hist_quantile(&probe_hist[sl], 0.50),
+           fencectl_hist_quantile(&probe_hist[sl], 0.99), probe_hist[sl].max);
 }
 
 /* Parse a positive decimal argument. */
@@ -359,35 +401,28 @@ int main(int argc, char **argv)
     epfd = epoll_create1(0);
     if (epfd < 0)
         loadgen_die("epoll_create1");
-    conns = calloc(n_conns + 1, sizeof(*conns));
+    conns = calloc(n_conns, sizeof(*conns));
     if (conns == NULL)
         loadgen_die("out of memory");
-    for (uint32_t i = 0; i <= n_conns; i++) {
+    for (uint32_t i = 0; i < n_conns; i++) {
         conn_open(&conns[i], port);
-        if (i < n_conns) {
-            conns[i].leases = calloc(n_leases / n_conns + 1, sizeof(uint64_t));
-            if (conns[i].leases == NULL)
-                loadgen_die("out of memory");
-        }
+        conns[i].leases = calloc(n_leases / n_conns + 1, sizeof(uint64_t));
+        if (conns[i].leases == NULL)
+            loadgen_die("out of memory");
     }
-    probe = &conns[n_conns];
     fencectl_hist_init(&ka_hist);
+    probe_port = port;
+    probe_open();
 
-    /* The probe's lease (a week: it never needs a keepalive here). */
-    const char *pg[] = {"LEASE.GRANT", "604800000"};
-    FENCE_ASSERT(send_cmd(probe, REQ_PROBE_LEASE, 2, pg));
-    flush(probe);
-    while (probe->owed > 0)
-        poll_once(10);
-
-    /* 1. idle: the probe alone. */
-    uint64_t t = loadgen_now_us();
+    /* 1. before: the probe alone, before the leases exist. */
+    atomic_store(&probe_slice, SL_IDLE);
     probe_phase_start();
-    while (loadgen_now_us() < t + secs * 1000000u)
-        poll_once(10);
+    struct timespec idle = {.tv_sec = (time_t)secs, .tv_nsec = 0};
+    while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {
+    }
     probe_phase_stop();
-    printf("idle");
-    print_probe();
+    printf("before");
+    print_probe(SL_IDLE);
     printf(" errors=%" PRIu64 "\n", errors);
     fflush(stdout);
 
@@ -418,39 +453,62 @@ int main(int argc, char **argv)
            (double)n_leases / grant_s);
     fflush(stdout);
 
-    /* 3. load: lease j renewed at t0 + (j / LEASES) * period + k * period. */
+    /* 3. load, in slices of SLICE_US: load and idle in turn, SECONDS of
+     * each (L I L I ...), so that what drifts on the machine meanwhile (the
+     * disk's fsync time, other processes) hits the probe's idle and loaded
+     * samples alike.  In a load slice lease j is renewed at
+     * t0 + (j / LEASES) * period + k * period of load time (idle slices do
+     * not count: the schedule pauses, at most one slice, well inside any
+     * TTL); in an idle slice nothing is sent (replies still owed arrive). */
     uint64_t period_us = ttl_ms * 1000u / 3;
-    uint64_t t0 = loadgen_now_us();
-    load_end_us = t0 + secs * 1000000u;
     uint64_t sent = 0, skipped = 0;
-    uint64_t entries0 = info_counter(port, "raft_entries");
-    uint64_t local0 = info_counter(port, "renewals_local");
-    uint64_t cmds0 = info_counter(port, "batch_commands");
+    uint64_t entries = 0, cmds = 0; /* INFO deltas over the load slices */
+    uint64_t local = info_counter(port, "renewals_local"); /* whole phase */
+    uint64_t load_us = 0;                      /* load time so far */
+    uint64_t n_slices = 2 * secs * (1000000u / SLICE_US);
+    uint64_t t_phase = loadgen_now_us();
+    load_end_us = UINT64_MAX;
     probe_phase_start();
-    while (loadgen_now_us() < load_end_us) {
-        uint64_t now = loadgen_now_us();
-        uint64_t due = (uint64_t)((double)(now - t0) / (double)period_us * (double)n_leases);
-        for (; sent < due; sent++) {
-            uint64_t j = sent % n_leases;
-            conn *c = &conns[j % n_conns];
-            uint32_t k = (uint32_t)(j / n_conns);
-            if (k >= c->n_leases)
-                continue;
-            char id[24];
-            snprintf(id, sizeof(id), "%" PRIu64, c->leases[k]);
-            const char *kv[] = {"LEASE.KEEPALIVE", id};
-            if (!send_cmd(c, REQ_KEEPALIVE, 2, kv))
-                skipped++;
+    for (uint64_t sl = 0; sl < n_slices; sl++) {
+        bool loaded = sl % 2 == 0;
+        uint64_t e0 = 0, c0 = 0;
+        if (loaded) {
+            e0 = info_counter(port, "raft_entries");
+            c0 = info_counter(port, "batch_commands");
         }
-        for (uint32_t i = 0; i < n_conns; i++)
-            if (conns[i].wlen > 0 && !conns[i].want_out)
-                flush(&conns[i]);
-        poll_once(1);
+        atomic_store(&probe_slice, loaded ? SL_LOAD : SL_IDLE);
+        uint64_t ts = loadgen_now_us(), now = ts;
+        while (now < ts + SLICE_US) {
+            if (loaded) {
+                uint64_t due = (uint64_t)((double)(load_us + now - ts) / (double)period_us *
+                                          (double)n_leases);
+                for (; sent < due; sent++) {
+                    uint64_t j = sent % n_leases;
+                    conn *c = &conns[j % n_conns];
+                    uint32_t k = (uint32_t)(j / n_conns);
+                    if (k >= c->n_leases)
+                        continue;
+                    char id[24];
+                    snprintf(id, sizeof(id), "%" PRIu64, c->leases[k]);
+                    const char *kv[] = {"LEASE.KEEPALIVE", id};
+                    if (!send_cmd(c, REQ_KEEPALIVE, 2, kv))
+                        skipped++;
+                }
+                for (uint32_t i = 0; i < n_conns; i++)
+                    if (conns[i].wlen > 0 && !conns[i].want_out)
+                        flush(&conns[i]);
+            }
+            poll_once(1);
+            now = loadgen_now_us();
+        }
+        if (loaded) {
+            load_us += now - ts;
+            entries += info_counter(port, "raft_entries") - e0;
+            cmds += info_counter(port, "batch_commands") - c0;
+        }
     }
+    load_end_us = loadgen_now_us();
     probe_phase_stop();
-    uint64_t entries1 = info_counter(port, "raft_entries");
-    uint64_t local1 = info_counter(port, "renewals_local");
-    uint64_t cmds1 = info_counter(port, "batch_commands");
     /* Drain: the replies to renewals sent in time still count for latency. */
     uint64_t give_up = loadgen_now_us() + 10000000u;
     for (;;) {
@@ -461,7 +519,12 @@ int main(int argc, char **argv)
             break;
         poll_once(10);
     }
-    double load_s = (double)secs;
+    /* Renewals sent late in a load slice are answered in the idle one. */
+    local = info_counter(port, "renewals_local") - local;
+    printf("idle");
+    print_probe(SL_IDLE);
+    printf(" seconds=%.2f\n", (double)(load_end_us - t_phase - load_us) / 1e6);
+    double load_s = (double)load_us / 1e6;
     printf("load leases=%" PRIu64 " conns=%u ttl_ms=%" PRIu64 " target_per_s=%.1f sent=%" PRIu64
            " keepalives=%" PRIu64 " keepalives_per_s=%.1f ka_p50_us=%" PRIu64
            " ka_p99_us=%" PRIu64 " ka_max_us=%" PRIu64,
@@ -469,11 +532,10 @@ int main(int argc, char **argv)
            ka_answered, (double)ka_answered_in_time / load_s,
            fencectl_hist_quantile(&ka_hist, 0.50), fencectl_hist_quantile(&ka_hist, 0.99),
            ka_hist.max);
-    print_probe();
+    print_probe(SL_LOAD);
     printf(" raft_entries=%" PRIu64 " raft_entries_per_s=%.1f logged_cmds=%" PRIu64
            " renewals_local=%" PRIu64,
-           entries1 - entries0, (double)(entries1 - entries0) / load_s, cmds1 - cmds0,
-           local1 - local0);
+           entries, (double)entries / load_s, cmds, local);
     printf(" errors=%" PRIu64 " skipped=%" PRIu64 "\n", errors, skipped);
     if (first_error[0] != '\0')
         fprintf(stderr, "keepalive_load: first error reply: %s\n", first_error);

@@ -20,6 +20,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import TMP, Fenced, Tap, redis  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "clients", "python", "src"))
@@ -69,19 +70,12 @@ def wait_for_slot(key, lease):
 
 th = threading.Thread(target=wait_for_slot, args=("a", leases[2]))
 th.start()
-info = None
-for _ in range(2000):
-    info = x("SEM.INFO", "jobs")
-    if info and info[2] == 1:
-        break
+info = wait_for(lambda: (lambda i: i if i and i[2] == 1 else None)(x("SEM.INFO", "jobs")))
 t.eq(1, info[2] if info else None, "SEM.INFO counts the waiter")
 th2 = threading.Thread(target=wait_for_slot, args=("b", leases[3]))
 th2.start()
-for _ in range(2000):
-    info = x("SEM.INFO", "jobs")
-    if info and info[2] == 2:
-        break
-t.eq(2, info[0] and info[2], "two waiters queued")
+info = wait_for(lambda: (lambda i: i if i and i[2] == 2 else None)(x("SEM.INFO", "jobs")))
+t.eq(2, info[0] and info[2] if info else None, "two waiters queued")
 t.eq([[0, r0[1], leases[0]], [1, r1[1], leases[1]]],
      [s[:3] for s in info[1]], "SEM.INFO lists slot, token, lease")
 t.eq(0, x("SEM.RELEASE", "jobs", 1, r0[1]), "release with another slot's token: 0")

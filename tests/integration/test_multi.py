@@ -13,6 +13,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import TMP, Fenced, Tap, redis  # noqa: E402
+from fencetest import wait_for  # noqa: E402
 
 
 def err_of(fn):
@@ -55,12 +56,7 @@ def waiter():
 
 th = threading.Thread(target=waiter)
 th.start()
-ok = False
-for _ in range(2000):
-    i = c.execute_command("LOCK.INFO", "acct:2")
-    if i is not None and i[3] == 1:
-        ok = True
-        break
+ok = wait_for(lambda: (lambda i: i is not None and i[3] == 1)(c.execute_command("LOCK.INFO", "acct:2")))
 t.check(ok, "the multi-lock waits on acct:2 (LOCK.INFO counts it)")
 t.eq(None, c.execute_command("LOCK.INFO", "free:9"), "a waiter holds none of its names")
 t.eq(None, c.execute_command("LOCK", "free:9", l3),
@@ -89,13 +85,9 @@ def take(lease, names, key):
 ta = threading.Thread(target=take, args=(l4, ["free:9", "acct:2", "z"], "a"))
 tb = threading.Thread(target=take, args=(l5, ["z", "acct:2", "free:9"], "b"))
 ta.start()
-for _ in range(2000):
-    if c.execute_command("LOCK.INFO", "acct:2")[3] == 1:
-        break
+t.check(wait_for(lambda: c.execute_command("LOCK.INFO", "acct:2")[3] == 1), "the first multi-lock waits")
 tb.start()
-for _ in range(2000):
-    if c.execute_command("LOCK.INFO", "acct:2")[3] == 2:
-        break
+t.check(wait_for(lambda: c.execute_command("LOCK.INFO", "acct:2")[3] == 2), "the second multi-lock waits too")
 c.execute_command("LEASE.REVOKE", l2)
 ta.join(30)
 t.check(out.get("a", 0) > res["tok"] and "b" not in out, "the first queued is served first",

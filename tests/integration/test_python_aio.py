@@ -18,6 +18,8 @@ processes (127.0.0.1, free ports, temp dirs, stopped by PID):
 - a cancelled request drops its connection: a LOCK ... WAIT cancelled by
   asyncio.wait_for leaves no reply behind for the next request;
 - typed errors (LIMIT, NOLEASE, ERR), Store's calls;
+- the kinds: semaphores (sem_acquire, a waiter, sem_release, sem_info),
+  shared locks (lock_lease/acquire shared=True), lock_multi;
 - NOTLEADER redirects, a reset and TRYAGAIN retried with the same REQID,
   TRYAGAIN until the timeout, a refused connection failing at once, against
   a scripted fake server;
@@ -400,13 +402,55 @@ async def failover():
         n.stop()
 
 
+async def kinds(f):
+    """The kinds the sync client has: semaphores (slots, a waiter, info,
+    release), shared locks, multi-locks, elections."""
+    addr = "127.0.0.1:%d" % f.port
+    c = fenced.aio.Client(addr)
+    la = await c.lease_grant(30000)
+    lb = await c.lease_grant(30000)
+    lc = await c.lease_grant(30000)
+    a = await c.sem_acquire("aio-sem", 2, la)
+    b = await c.sem_acquire("aio-sem", 2, lb)
+    tap.eq((0, 1), (a[0], b[0]), "aio sem: two leases get slots 0 and 1")
+    tap.eq(None, await c.sem_acquire("aio-sem", 2, lc), "aio sem: the third gets None")
+    c2 = fenced.aio.Client(addr)  # one request at a time per client
+    waiter = asyncio.ensure_future(c2.sem_acquire("aio-sem", 2, lc, wait_ms=10000))
+    await until(lambda: _sem_waiters(c, "aio-sem"))
+    tap.check(await c.sem_release("aio-sem", b[0], b[1]), "aio sem: release frees the slot")
+    got = await asyncio.wait_for(waiter, 10)
+    tap.check(got[0] == b[0] and got[1] > b[1], "aio sem: the waiter gets it with a higher token",
+              got)
+    info = await c.sem_info("aio-sem")
+    tap.eq(2, info.permits, "aio sem_info: n")
+    tap.eq([0, 1], [sl.slot for sl in info.slots], "aio sem_info: the held slots")
+    tap.check(not await c.sem_release("aio-sem", b[0], b[1]), "aio sem: a stale release is False")
+    ld = await c.lease_grant(30000)
+    t1 = await c.lock_lease("aio-rw", la, shared=True)
+    t2 = await c.lock_lease("aio-rw", ld, shared=True)
+    tap.check(t1 is not None and t1 == t2, "aio shared: two readers share a token", (t1, t2))
+    tap.check((await c.lock_info("aio-rw")).shared, "aio shared: LOCK.INFO says shared")
+    acq = await c.acquire("aio-rw2", 5000, shared=True)
+    tap.check(acq is not None and acq[0] > 0, "aio acquire(shared=True)", acq)
+    tm = await c.lock_multi(["aio-m1", "aio-m2"], ld)
+    tap.check(tm is not None and (await c.lock_info("aio-m2")).token == tm,
+              "aio lock_multi: one token at every name")
+    await c.close()
+    await c2.close()
+
+
+async def _sem_waiters(c, name):
+    info = await c.sem_info(name)
+    return info is not None and info.waiters == 1
+
+
 async def amain():
     f = Fenced().start()
     s = sh.Store(TMP)
     s.start()
     for group in (lambda: locks(f), lambda: keepalive(f), lambda: lost(f),
                   lambda: blocked_loop(f, s.port), lambda: stopped(f, s.port),
-                  lambda: cancelled(f),
+                  lambda: cancelled(f), lambda: kinds(f),
                   lambda: store_calls(s.port), errors, lambda: redirects_and_retries(f),
                   failover):
         try:

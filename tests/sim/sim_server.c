@@ -158,6 +158,14 @@ static unsigned op_voters(void *ctx)
     return v;
 }
 
+/* ops->stored: raft's whole log is on this node's disk (as raft_ops.c). */
+static bool op_stored(void *ctx)
+{
+    sim_node *n = ctx;
+    struct raft *r = raft_fixture_get(&n->sim->fx, n->i);
+    return r->last_stored >= raft_last_index(r);
+}
+
 /* ops->term. */
 static uint64_t op_term(void *ctx)
 {
@@ -272,6 +280,7 @@ void sim_node_server_new(sim_node *n)
         .voters = op_voters,
         .term = op_term,
         .now_ms = op_now_ms,
+        .stored = op_stored,
         .log = op_log,
         .reply_result = op_reply_result,
         .reply_read = op_reply_read,

@@ -47,6 +47,7 @@ static int reqs[8192];
 static uint64_t clock_ms = 1000;
 static fence_leader *g_l;
 static bool step_in_sink;
+static bool stored_all; /* ops->stored's answer */
 
 #define CHECK(cond, what)                                                   \
     do {                                                                    \
@@ -84,6 +85,7 @@ static bool t_is_leader(void *ctx) { (void)ctx; return leader; }
 static unsigned t_voters(void *ctx) { (void)ctx; return 3; }
 static uint64_t t_term(void *ctx) { (void)ctx; return 2; }
 static uint64_t t_now(void *ctx) { (void)ctx; return clock_ms; }
+static bool t_stored(void *ctx) { (void)ctx; return stored_all; }
 static void t_log(void *ctx, int level, const char *msg) { (void)ctx; (void)level; (void)msg; }
 
 /* Record an answer. */
@@ -172,7 +174,7 @@ int main(void)
     fence_leader_ops ops = {
         .ctx = NULL, .propose = t_propose, .barrier = t_barrier,
         .is_leader = t_is_leader, .voters = t_voters, .term = t_term,
-        .now_ms = t_now, .log = t_log, .reply_result = t_result,
+        .now_ms = t_now, .stored = t_stored, .log = t_log, .reply_result = t_result,
         .reply_read = t_read, .reply_error = t_error,
     };
     fence_limits lim;
@@ -541,6 +543,73 @@ int main(void)
     fence__leader_barrier_done(g_l, FENCE_LST_OK);
     fence__leader_step(g_l);
     commit(0);
+    props_clear();
+
+    /* Pipelining (clusters): once the entries in flight are on the local
+     * disk, the pending batch goes out behind them, at most 4 in flight;
+     * the answers still come in log order, each at its own commit. */
+    n_answers = 0;
+    fence__leader_submit(g_l, &a, &reqs[500], &grant, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "pipelining: one entry in flight");
+    fence__leader_submit(g_l, &b, &reqs[501], &grant, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "pipelining: not on the local disk yet, the next batch waits");
+    stored_all = true;
+    fence__leader_step(g_l);
+    CHECK(n_props == 2 && n_answers == 0,
+          "pipelining: stored, it goes out behind the entry in flight, nothing answered");
+    for (int i = 0; i < 3; i++) {
+        fence__leader_submit(g_l, &a, &reqs[502 + i], &grant, false);
+        fence__leader_step(g_l);
+    }
+    CHECK(n_props == 4, "pipelining: at most 4 entries in flight");
+    commit(0);
+    CHECK(n_answers == 1 && answers[0].req == 500, "pipelining: the first commit answers its own");
+    fence__leader_step(g_l);
+    CHECK(n_props == 5 && prop_count(4, NULL) == 1, "pipelining: a slot freed, the next goes");
+    for (int k = 1; k < 5; k++)
+        commit(k);
+    CHECK(n_answers == 5 && answers[1].req == 501 && answers[2].req == 502 &&
+          answers[3].req == 503 && answers[4].req == 504 && answers[4].kind == 1,
+          "pipelining: answers in log order");
+    fence__leader_stats_get(g_l, &lst);
+    CHECK(lst.pipelined == 4, "pipelining: counted (INFO batches_pipelined)");
+    props_clear();
+    /* Waits-to-be are not sent behind entries in flight: lease of "p"'s
+     * ACQUIRE holds it; another ACQUIRE of "p" that may wait comes while
+     * an entry is in flight (and stored), and waits, then is held. */
+    n_answers = 0;
+    fence_cmd ap = cmd_of(FENCE_CMD_ACQUIRE);
+    ap.name = (const uint8_t *)"p";
+    ap.name_len = 1;
+    ap.ttl_ms = 60000;
+    fence__leader_submit(g_l, &a, &reqs[600], &ap, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1, "pipelining: \"p\" acquired");
+    commit(0);
+    CHECK(n_answers == 1 && answers[0].r.status == FENCE_ST_OK, "pipelining: \"p\" granted");
+    fence__leader_submit(g_l, &a, &reqs[601], &grant, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2, "pipelining: an entry in flight");
+    fence_lconn w;
+    fence__leader_conn_init(&w);
+    ap.wait_ms = 5000;
+    fence__leader_submit(g_l, &w, &reqs[602], &ap, false);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2, "pipelining: an ACQUIRE that would queue is not sent behind it");
+    commit(1);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2, "pipelining: with nothing in flight it is held as ever");
+    fence__leader_timer(g_l);
+    fence__leader_step(g_l);
+    CHECK(n_props == 3 && prop_count(2, NULL) == 1, "pipelining: the hold's end sends it");
+    commit(2);
+    fence__leader_conn_close(g_l, &w); /* its CANCEL */
+    fence__leader_step(g_l);
+    CHECK(n_props == 4, "pipelining: the wait's CANCEL goes");
+    commit(3);
+    stored_all = false;
     props_clear();
 
     /* Leadership lost: what is not proposed is refused. */

@@ -271,6 +271,19 @@ static void test_wrongtype(void)
     ac.ttl_ms = 1000;
     CHECK_EQ_U64(run(f, 2, ac).status, FENCE_ST_WRONGTYPE);
     CHECK(fence_fsm_is_election(f, (const uint8_t *)"el", 2));
+    /* A multi-lock naming the election (waiting or not, either form) is
+     * another kind too: it was queued behind the leader and handed the
+     * election's name as a lock when the leader resigned. */
+    fence_name mn[2] = {{(const uint8_t *)"free", 4}, {(const uint8_t *)"el", 2}};
+    fence_cmd mu = {.type = FENCE_CMD_LOCK_MULTI, .names = mn, .names_count = 2};
+    mu.lease = a;
+    mu.wait_ms = 5000;
+    CHECK_EQ_U64(run(f, 2, mu).status, FENCE_ST_WRONGTYPE);
+    mu.lease = 0;
+    mu.ttl_ms = 1000;
+    CHECK_EQ_U64(run(f, 2, mu).status, FENCE_ST_WRONGTYPE);
+    fence_fsm_lock_state fs;
+    CHECK(!fence_fsm_lock_info(f, (const uint8_t *)"free", 4, &fs)); /* nothing taken */
     lk = c_named(FENCE_CMD_LOCK, "lk");
     lk.lease = a;
     fence_result rl = run(f, 3, lk);

@@ -1,6 +1,7 @@
 /* Unit tests of libfence-guard with signed tokens: forged, altered,
  * other-lock and other-key tokens are refused before the mark moves; real
- * holders still write afterwards; rotation; the verify cache. */
+ * holders still write afterwards; a multi-lock's per-name strings;
+ * rotation; the verify cache. */
 #include <sys/stat.h>
 
 #include "token/signtok.h"
@@ -187,6 +188,57 @@ static void test_forgeries(void)
     }
 }
 
+/* A multi-lock's signed grant (LOCK.MULTI ... SIGNED): one string per
+ * name, each the token signed for that name alone (what fenced's
+ * fence__cmd_multi_signed_reply makes).  Each verifies at its own fence
+ * without the others; none verifies at another name of the set, at a name
+ * outside it, or altered; and one name's admit does not move the others. */
+static void test_multi_lock_tokens(void)
+{
+    env e;
+    env_init(&e);
+    fence_signtok_signer s;
+    fence_signtok_key k[1];
+    keypair(FENCE_SIGNTOK_ED25519, "k1", &s, &k[0]);
+    write_keys(&e, k, 1);
+    fence_guard *g = open_guard(&e, true);
+    const char *names[3] = {"acct:17", "acct:42", "acct:99"};
+    char tok[3][FENCE_SIGNTOK_BUF_SIZE];
+    for (int i = 0; i < 3; i++)
+        snprintf(tok[i], sizeof(tok[i]), "%s", sign(&s, names[i], 77));
+    /* One token number, three different strings. */
+    CHECK(strncmp(tok[0], "77.", 3) == 0 && strncmp(tok[1], "77.", 3) == 0);
+    CHECK(strcmp(tok[0], tok[1]) != 0 && strcmp(tok[1], tok[2]) != 0);
+    /* Each name's string at another name of the set, and outside it. */
+    for (int i = 0; i < 3; i++) {
+        CHECK(admit(g, names[(i + 1) % 3], tok[i]) == FENCE_GUARD_EBADTOKEN);
+        CHECK(admit(g, "acct:5", tok[i]) == FENCE_GUARD_EBADTOKEN);
+    }
+    CHECK_EQ_U64(high_of(g, "acct:42"), 0);
+    /* Altered: another number with the signature, a name's string with a
+     * character of its signature changed. */
+    char changed[FENCE_SIGNTOK_BUF_SIZE];
+    snprintf(changed, sizeof(changed), "78%s", strchr(tok[0], '.'));
+    CHECK(admit(g, names[0], changed) == FENCE_GUARD_EBADTOKEN);
+    snprintf(changed, sizeof(changed), "%s", tok[1]);
+    size_t last = strlen(changed) - 2;
+    changed[last] = changed[last] == 'A' ? 'B' : 'A';
+    CHECK(admit(g, names[1], changed) == FENCE_GUARD_EBADTOKEN);
+    /* Each verifies at its own name, one at a time. */
+    CHECK(admit(g, names[0], tok[0]) == 0);
+    CHECK_EQ_U64(high_of(g, names[0]), 77);
+    CHECK_EQ_U64(high_of(g, names[1]), 0);
+    CHECK(admit(g, names[1], tok[1]) == 0);
+    CHECK(admit(g, names[2], tok[2]) == 0);
+    CHECK_EQ_U64(high_of(g, names[2]), 77);
+    /* A later grant of one name (78) fences the multi-lock out there only. */
+    CHECK(admit(g, names[1], sign(&s, names[1], 78)) == 0);
+    CHECK(admit(g, names[1], tok[1]) == FENCE_GUARD_ESTALE);
+    CHECK(admit(g, names[0], tok[0]) == 0);
+    fence_guard_close(g);
+    env_done(&e);
+}
+
 /* Rotation: old and new keys listed: both verify; old removed: refused. */
 static void test_rotation(void)
 {
@@ -281,6 +333,7 @@ static void test_cache(void)
 int main(void)
 {
     TEST_RUN(test_forgeries);
+    TEST_RUN(test_multi_lock_tokens);
     TEST_RUN(test_rotation);
     TEST_RUN(test_no_keys_and_bad_file);
     TEST_RUN(test_cache);

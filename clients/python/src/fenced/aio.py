@@ -37,8 +37,8 @@ from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tu
 import redis
 import redis.asyncio.connection as _rconn
 
-from .client import (DEFAULT_SERVER, LeaseInfo, LockInfo, Servers, _as_int, _margin_ms, _reqid,
-                     _split_addr, parse_servers)
+from .client import (DEFAULT_SERVER, LeaseInfo, LockInfo, SemInfo, SemSlot, Servers, _as_int,
+                     _margin_ms, _reqid, _split_addr, parse_servers)
 from . import elect
 from .client import Client as _SyncClient
 from .errors import (AuthFailed, FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain,
@@ -303,13 +303,17 @@ class Client:
 
     # ---- locks -------------------------------------------------------------------
 
-    async def _wait_request(self, cmd: str, name: str, arg: int, wait_ms: int) -> Any:
-        """As fenced.Client._wait_request: cmd name arg [WAIT ms] REQID id,
-        asked again for the time left after an early nil."""
+    async def _wait_request(self, cmd: str, name: str, arg: Any, wait_ms: int,
+                            shared: bool = False) -> Any:
+        """As fenced.Client._wait_request: cmd name arg [SHARED] [WAIT ms]
+        REQID id (arg a value or a tuple of them), asked again for the time
+        left after an early nil."""
         start = time.monotonic()
         left = wait_ms
         for _ in range(4):
-            args: List[Any] = [cmd, name, arg]
+            args: List[Any] = [cmd, name] + (list(arg) if isinstance(arg, tuple) else [arg])
+            if shared:
+                args.append("SHARED")
             if left > 0:
                 args += ["WAIT", left]
             args += ["REQID", _reqid()]
@@ -323,18 +327,20 @@ class Client:
             left = wait_ms - elapsed
         return None
 
-    async def lock_lease(self, name: str, lease: int, wait_ms: int = 0) -> Optional[int]:
-        """LOCK name lease [WAIT wait_ms]: the fencing token, or None if the
-        lock stayed busy."""
-        r = await self._wait_request("LOCK", name, lease, wait_ms)
+    async def lock_lease(self, name: str, lease: int, wait_ms: int = 0,
+                         shared: bool = False) -> Optional[int]:
+        """LOCK name lease [SHARED] [WAIT wait_ms]: the fencing token, or None
+        if the lock stayed busy.  ``shared``: a shared (read) hold, whose
+        token the other holders of its phase share (docs/recipes.md)."""
+        r = await self._wait_request("LOCK", name, lease, wait_ms, shared)
         return None if r is None else _as_int(r, "LOCK")
 
-    async def acquire(self, name: str, ttl_ms: int,
-                      wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+    async def acquire(self, name: str, ttl_ms: int, wait_ms: int = 0,
+                      shared: bool = False) -> Optional[Tuple[int, int]]:
         """ACQUIRE: a dedicated lease and the lock in one request; returns
         (token, lease) or None.  Nothing renews that lease: use :meth:`lock`
         for a held lock that stays alive."""
-        r = await self._wait_request("ACQUIRE", name, ttl_ms, wait_ms)
+        r = await self._wait_request("ACQUIRE", name, ttl_ms, wait_ms, shared)
         if r is None:
             return None
         return _as_int(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
@@ -385,6 +391,31 @@ class Client:
                             for h in r[5])
             return LockInfo(head[0], head[1], head[2], head[3], shared=True, holders=holders)
         return LockInfo(head[0], head[1], head[2], head[3])
+
+    # ---- semaphores of slots (docs/recipes.md) -------------------------------------
+
+    async def sem_acquire(self, name: str, n: int, lease: int,
+                          wait_ms: int = 0) -> Optional[Tuple[int, int]]:
+        """SEM.ACQUIRE name n lease [WAIT wait_ms]: (slot, token), or None
+        when every slot stayed taken.  Fence the resource as ``name#slot``
+        with the token.  Acquiring again with the same lease returns the
+        slot it holds."""
+        r = await self._wait_request("SEM.ACQUIRE", name, (n, lease), wait_ms)
+        if r is None:
+            return None
+        return _as_int(r[0], "SEM.ACQUIRE"), _as_int(r[1], "SEM.ACQUIRE")
+
+    async def sem_release(self, name: str, slot: int, token: int) -> bool:
+        """SEM.RELEASE: True if that token held the slot and freed it."""
+        return _as_int(await self.call("SEM.RELEASE", name, slot, token), "SEM.RELEASE") == 1
+
+    async def sem_info(self, name: str) -> Optional[SemInfo]:
+        """SEM.INFO, or None when no such semaphore exists."""
+        r = await self.call("SEM.INFO", name)
+        if r is None:
+            return None
+        slots = [SemSlot(*[_as_int(x, "SEM.INFO") for x in s]) for s in r[1]]
+        return SemInfo(_as_int(r[0], "SEM.INFO"), slots, _as_int(r[2], "SEM.INFO"))
 
     # ---- leader election (fenced.elect) -------------------------------------------
 
