@@ -462,9 +462,6 @@ bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
 bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n);
 /* Whether command c may act on lease l (its owner, or ADMIN). */
 bool fence__may_use(const fence_cmd *c, const fence__lease *l);
-/* Release every lock l holds exclusively with token (one lock, or all the
- * names of one multi-lock), handing each off (apply.c). */
-void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token);
 /* UNLOCK_SHARED (apply.c). */
 void fence__cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r);
 /* Grant free lock k to l (the next token); lease l joins k's current
