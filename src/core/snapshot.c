@@ -376,14 +376,6 @@ typedef struct lock_ahead {
     uint64_t hash[LOCKS_AHEAD]; /* record j's name hash in [j % LOCKS_AHEAD] */
 } lock_ahead;
 
-/* Prefetch the first node of record i's bucket, if it was read ahead. */
-static void ahead_node(const fence_fsm *n, const lock_ahead *a, uint64_t i)
-{
-    if (i < a->done && i + LOCKS_AHEAD >= a->done) {
-        fence__htab_prefetch_node(&n->locks, a->hash[i % LOCKS_AHEAD]);
-    }
-}
-
 /* Prefetch the bucket of the next record; false when there is none. */
 static bool ahead_step(fence_fsm *n, lock_ahead *a)
 {
@@ -432,7 +424,12 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
     }
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
-        ahead_node(n, &ahead, i + LOCKS_AHEAD / 2);
+        /* The second step, for the record half as far ahead (in this
+         * body, not a helper of its own: see htab.h). */
+        uint64_t h2 = i + LOCKS_AHEAD / 2;
+        if (h2 < ahead.done && h2 + LOCKS_AHEAD >= ahead.done) {
+            fence__htab_prefetch_node(&n->locks, ahead.hash[h2 % LOCKS_AHEAD]);
+        }
         ahead_step(n, &ahead);
         uint64_t len = get16(r);
         if (!r->ok || len == 0 || len > FENCE_NAME_MAX || left(r) < len) {
