@@ -91,15 +91,12 @@ static void resize(fence_fsm *f, fence__htab *t, uint32_t nb_n)
     t->mask = nmask;
 }
 
-/* Double the bucket array when the table holds more than one node per
- * two buckets.  A lookup that finds nothing (every new lock name) reads
- * every node of its chain, each a cache miss in a big table: at this load
- * the chains hold half a node on average, and read-ahead (apply.c,
- * snapshot.c) fetches the first. */
+/* Double the bucket array when the table is fuller than one node per
+ * bucket. */
 static void maybe_grow(fence_fsm *f, fence__htab *t)
 {
     uint32_t n = t->mask + 1;
-    if (t->count < n / 2 || n >= HTAB_MAX_BUCKETS) {
+    if (t->count < n || n >= HTAB_MAX_BUCKETS) {
         return;
     }
     resize(f, t, 2 * n);
@@ -111,7 +108,7 @@ void fence__htab_reserve(fence_fsm *f, fence__htab *t, uint32_t n)
 {
     FENCE_ASSERT(t->b != NULL);
     uint32_t want = t->mask + 1;
-    while (want / 2 <= n && want < HTAB_MAX_BUCKETS) {
+    while (want <= n && want < HTAB_MAX_BUCKETS) {
         want *= 2;
     }
     if (want > t->mask + 1) {

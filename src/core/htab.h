@@ -2,8 +2,7 @@
  *
  * A table holds intrusive nodes (fence__hnode, embedded in the object) in
  * a power-of-two bucket array that doubles when the table holds more nodes
- * than half its buckets (htab.c: a lookup that finds nothing reads its
- * whole chain).  Keys are compared by their full 64-bit hash: for 64-bit
+ * than buckets.  Keys are compared by their full 64-bit hash: for 64-bit
  * keys the hash is a bijection, so equal hashes mean equal keys; lock
  * names compare their bytes as well (lock.c).  Memory comes from the state
  * machine's injected allocator (fence__alloc), so a failed growth follows
