@@ -136,7 +136,8 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
-    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    uint64_t hash = fence__lock_hash(f, c->name, c->name_len);
+    fence__lock *k = fence__lock_find_hashed(f, c->name, c->name_len, hash);
     if (k != NULL && k->elect != NULL) {
         r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
         return;
@@ -154,7 +155,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
             r->status = FENCE_ST_LIMIT;
             return;
         }
-        k = fence__lock_add(f, c->name, c->name_len, 0, NULL);
+        k = fence__lock_add_hashed(f, c->name, c->name_len, hash, 0, NULL);
         if (k == NULL) {
             /* The heap's index range (counts only). */
             r->status = FENCE_ST_LIMIT;

@@ -450,7 +450,8 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
             in_delay > 1) {
             return FENCE_ST_INVALID;
         }
-        if (fence__lock_find(n, name, (uint16_t)len) != NULL) {
+        uint64_t hash = fence__lock_hash(n, name, (uint16_t)len);
+        if (fence__lock_find_hashed(n, name, (uint16_t)len, hash) != NULL) {
             return FENCE_ST_INVALID;
         }
         fence__lease *holder = NULL;
@@ -472,7 +473,7 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
                    !deadline_ok(n->now_ms, delay_end)) {
             return FENCE_ST_INVALID;
         }
-        fence__lock *k = fence__lock_add(n, name, (uint16_t)len, token, holder);
+        fence__lock *k = fence__lock_add_hashed(n, name, (uint16_t)len, hash, token, holder);
         if (k == NULL) {
             return FENCE_ST_LIMIT;
         }
