@@ -704,11 +704,12 @@ out_free:
     return NULL;
 }
 
-/* Format a socket address as ip:port. */
+/* Format a socket address as ip:port ("?" when it does not fit; with
+ * pc->peer's 64 bytes it always does: 45 + 1 + 5 + 1). */
 static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
 {
-    char ip[64] = "?";
-    int port = 0;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
     if (ss->ss_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
         uv_ip4_name(a, ip, sizeof(ip));
@@ -718,7 +719,9 @@ static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
         uv_ip6_name(a, ip, sizeof(ip));
         port = ntohs(a->sin6_port);
     }
-    snprintf(out, cap, "%s:%d", ip, port);
+    int n = snprintf(out, cap, "%s:%u", ip, port & 0xffffu);
+    if ((n < 0 || (size_t)n >= cap) && cap >= 2)
+        memcpy(out, "?", 2);
 }
 
 /* The oldest incoming connection still in its handshake, other than pc,
