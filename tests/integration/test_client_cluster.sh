@@ -31,7 +31,7 @@ leader() {
 }
 L=
 found_leader() { L=$(leader); [ -n "$L" ]; }
-wait_for 30 found_leader
+wait_for 60 found_leader
 check "a leader is elected" [ -n "$L" ] || finish
 follower=$(( L % 3 + 1 ))
 
@@ -66,7 +66,7 @@ stop "node$L" KILL
 t0=$(date +%s%N)
 N=
 found_new() { N=$(leader); [ -n "$N" ]; }
-wait_for 30 found_new
+wait_for 60 found_new
 echo "# new leader node $N after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 check "a new leader is elected" [ -n "$N" ]
 # The keepalive follows the new leader: the lease is renewed there.
