@@ -704,8 +704,7 @@ out_free:
     return NULL;
 }
 
-/* Format a socket address as ip:port ("?" when it does not fit; with
- * pc->peer's 64 bytes it always does: 45 + 1 + 5 + 1). */
+/* Format a socket address as ip:port (at most 45 + 1 + 5 + 1 bytes). */
 static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -719,9 +718,7 @@ static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
         uv_ip6_name(a, ip, sizeof(ip));
         port = ntohs(a->sin6_port);
     }
-    int n = snprintf(out, cap, "%s:%u", ip, port & 0xffffu);
-    if ((n < 0 || (size_t)n >= cap) && cap >= 2)
-        memcpy(out, "?", 2);
+    snprintf(out, cap, "%s:%u", ip, port);
 }
 
 /* The oldest incoming connection still in its handshake, other than pc,
