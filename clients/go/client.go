@@ -58,7 +58,9 @@ type Options struct {
 	// 1 s.
 	ConnectTimeout time.Duration
 	// PoolSize is the most connections used at once for calls (default
-	// 16); more calls wait for a free one. Keepalives have their own two.
+	// 16); more calls wait for a free one. Keepalives have their own two,
+	// and election observers (ObserveElection) up to PoolSize of their
+	// own: one each while its OBSERVE waits.
 	PoolSize int
 	// BackoffMin and BackoffMax bound the exponential backoff (with
 	// jitter) between retries: defaults 20 ms and 1 s.
@@ -80,6 +82,7 @@ type Client struct {
 
 	calls *pool // connections for calls
 	kas   *pool // connections for keepalives (never behind a long WAIT)
+	obs   *pool // connections for ELECTION.OBSERVE waits (never in the calls' way)
 }
 
 // maxServers bounds the server list: NOTLEADER redirects add addresses.
@@ -142,6 +145,7 @@ func New(o Options) (*Client, error) {
 	}
 	c.calls = newPool(n)
 	c.kas = newPool(2)
+	c.obs = newPool(n)
 	return c, nil
 }
 
@@ -154,6 +158,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.calls.closeIdle()
 	c.kas.closeIdle()
+	c.obs.closeIdle()
 	return nil
 }
 

@@ -275,6 +275,37 @@ func TestSignedTokens(t *testing.T) {
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// An election and a semaphore's slot, signed for their fence names.
+	e := fence.NewElection(sess, "t-signed-elect", fence.Signed())
+	if err := e.Campaign(ctx, []byte("me")); err != nil {
+		t.Fatal(err)
+	}
+	if e.Token().Signed == "" {
+		t.Fatalf("election signed token %#v", e.Token())
+	}
+	if err := s.Set(ctx, e.Name(), e.Token(), "ke", []byte("v")); err != nil {
+		t.Fatalf("FSET with the leader's signed token: %v", err)
+	}
+	if _, err := e.Proclaim(ctx, []byte("me too")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.AcquireSlot(ctx, "t-signed-sem", 3, fence.AcquireOptions{Signed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(ctx, p.Name(), p.Token(), "ks", []byte("v")); err != nil {
+		t.Fatalf("FSET %s with the slot's signed token: %v", p.Name(), err)
+	}
+	// Signed for name#slot: not valid at the semaphore's name.
+	if err := s.Set(ctx, "t-signed-sem", p.Token(), "ks", []byte("v")); !errors.Is(err, fence.ErrBadToken) {
+		t.Fatalf("a slot's signed token at the semaphore's name: %v, want ErrBadToken", err)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestStore(t *testing.T) {

@@ -35,9 +35,15 @@ var (
 	ErrAuth = errors.New("fence: authentication failed")
 	// ErrLimit: a server limit is full (-LIMIT).
 	ErrLimit = errors.New("fence: server limit reached")
-	// ErrLocked: the lock is held by someone else (TryLock), or was not
-	// acquired within the wait.
+	// ErrLocked: the lock (every slot of a semaphore, an election's
+	// leadership) is held by someone else (TryLock, TryAcquire, a
+	// Campaign without a wait), or was not acquired within the wait. The
+	// message names the kind.
 	ErrLocked = errors.New("fence: lock is held")
+	// ErrWrongType: the name is in use as another kind (-WRONGTYPE: a
+	// lock, an election, a semaphore or one of its slots name#i), or a
+	// semaphore was asked with another n than its own (the message says).
+	ErrWrongType = errors.New("fence: name is another kind")
 	// ErrTryAgain: the server kept answering -TRYAGAIN until the deadline.
 	ErrTryAgain = errors.New("fence: server not ready (TRYAGAIN)")
 	// ErrNotLeader: no leader was found before the deadline.
@@ -51,8 +57,9 @@ var (
 	// after the request may have been sent; it may or may not have been
 	// applied. (A lease granted anyway expires after its TTL.)
 	ErrOutcomeUnknown = errors.New("fence: outcome unknown")
-	// ErrNotHeld: the Mutex or Lock is not held (Unlock without Lock,
-	// a token asked of a released lock).
+	// ErrNotHeld: the Mutex, Lock, Permit or leadership is not held
+	// (Unlock without Lock, a Release of a slot that had moved on, a
+	// Proclaim or Resign by a leader that no longer leads).
 	ErrNotHeld = errors.New("fence: lock not held")
 	// ErrClosed: the Client, Session or Store is closed.
 	ErrClosed = errors.New("fence: closed")
@@ -99,6 +106,8 @@ func (e *ServerError) Is(target error) bool {
 		return target == ErrStale
 	case "FULL":
 		return target == ErrFull
+	case "WRONGTYPE":
+		return target == ErrWrongType
 	}
 	return false
 }

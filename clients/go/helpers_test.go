@@ -185,3 +185,5 @@ func execOut(bin string, args ...string) (string, error) {
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
 }
+
+func filepathDir(p string) string { return filepath.Dir(p) }

@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,24 +252,21 @@ func (s *Session) Close(ctx context.Context) error {
 	return err
 }
 
-// lockOn sends LOCK name lease [WAIT w] REQID id [SIGNED] and waits up to
-// wait (0: try once). A nil that comes clearly before the wait is up can
-// only be a wait cancelled by a lost connection: the lock is asked for
-// again, with a fresh REQID, for the time left. Returns ErrLocked when not
-// granted.
-func lockOn(ctx context.Context, c *Client, lease uint64, name string, wait time.Duration, signed bool) (Token, error) {
-	if len(name) == 0 || len(name) > 256 {
-		return Token{}, errors.New("fence: lock name must be 1..256 bytes")
-	}
-	lid := strconv.FormatUint(lease, 10)
+// waitCall sends head [WAIT ms] REQID id tail, asking the server to wait
+// up to wait (0: try once), and returns the reply (KindNil when it was not
+// granted in time). A nil that comes clearly before the wait is up can
+// only be a wait cancelled by a lost connection (a retry got the
+// cancelled wait's nil): it is asked again, with a fresh REQID, for the
+// time left. A wait over 24 h is asked again at the end of each 24 h.
+func waitCall(ctx context.Context, c *Client, head, tail []string, wait time.Duration) (Value, error) {
 	end := time.Now().Add(wait)
 	for {
-		args := []string{"LOCK", name, lid}
+		args := append([]string(nil), head...)
 		left := time.Until(end)
 		if wait > 0 {
 			ms := left.Milliseconds()
 			if ms < 1 {
-				return Token{}, newErr(ErrLocked, name, nil)
+				return Value{}, nil
 			}
 			if ms > 86400000 {
 				ms = 86400000
@@ -277,28 +275,67 @@ func lockOn(ctx context.Context, c *Client, lease uint64, name string, wait time
 			args = append(args, "WAIT", strconv.FormatInt(ms, 10))
 		}
 		args = append(args, "REQID", newReqID())
-		if signed {
-			args = append(args, "SIGNED")
-		}
+		args = append(args, tail...)
 		t0 := time.Now()
 		v, err := c.do(ctx, c.calls, args, left)
-		if err != nil {
-			return Token{}, err
+		if err != nil || v.Kind != KindNil || wait <= 0 {
+			return v, err
 		}
-		if v.Kind == KindNil {
-			early := wait > 0 && time.Since(t0) < left-left/10-20*time.Millisecond
-			if early || (wait > 0 && time.Until(end) >= time.Millisecond && left < time.Until(end)) {
-				continue
-			}
-			return Token{}, newErr(ErrLocked, name, nil)
+		early := time.Since(t0) < left-left/10-20*time.Millisecond
+		if early || (time.Until(end) >= time.Millisecond && left < time.Until(end)) {
+			continue
 		}
-		return parseToken(v, signed)
+		return v, nil
 	}
+}
+
+func checkName(what, name string) error {
+	if len(name) == 0 || len(name) > 256 {
+		return fmt.Errorf("fence: %s name must be 1..256 bytes, not %d", what, len(name))
+	}
+	return nil
+}
+
+func signedTail(signed bool) []string {
+	if signed {
+		return []string{"SIGNED"}
+	}
+	return nil
+}
+
+// lockOn sends LOCK name lease [SHARED] [WAIT w] REQID id [SIGNED] and
+// waits up to wait (0: try once). Returns ErrLocked when not granted.
+func lockOn(ctx context.Context, c *Client, lease uint64, name string, wait time.Duration, signed, shared bool) (Token, error) {
+	if err := checkName("lock", name); err != nil {
+		return Token{}, err
+	}
+	head := []string{"LOCK", name, strconv.FormatUint(lease, 10)}
+	if shared {
+		head = append(head, "SHARED")
+	}
+	v, err := waitCall(ctx, c, head, signedTail(signed), wait)
+	if err != nil {
+		return Token{}, err
+	}
+	if v.Kind == KindNil {
+		return Token{}, newErr(ErrLocked, name, nil)
+	}
+	return parseToken(v, signed)
 }
 
 // unlock sends UNLOCK name token; false when the lock had moved on.
 func unlock(ctx context.Context, c *Client, name string, tok Token) (bool, error) {
-	v, err := c.do(ctx, c.calls, []string{"UNLOCK", name, strconv.FormatUint(tok.Value, 10)}, 0)
+	return unlockLease(ctx, c, name, tok, 0)
+}
+
+// unlockLease sends UNLOCK name token [LEASE lease] (lease 0: without);
+// false when that hold was not there any more.
+func unlockLease(ctx context.Context, c *Client, name string, tok Token, lease uint64) (bool, error) {
+	args := []string{"UNLOCK", name, strconv.FormatUint(tok.Value, 10)}
+	if lease != 0 {
+		args = append(args, "LEASE", strconv.FormatUint(lease, 10))
+	}
+	v, err := c.do(ctx, c.calls, args, 0)
 	if err != nil {
 		return false, err
 	}

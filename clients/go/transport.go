@@ -7,7 +7,8 @@ import (
 )
 
 // TokenHolder is what Transport takes the fence name and token from:
-// *Mutex and *Lock are TokenHolders.
+// *Mutex, *Lock, *Election, *Multi (its first name) and *Permit (its slot's
+// name#slot) are TokenHolders.
 type TokenHolder interface {
 	Name() string
 	Token() Token

@@ -260,7 +260,9 @@ _Static_assert(FENCE_PRELOGIN_RBUF_INITIAL <= FENCE_PRELOGIN_RBUF_MAX, "the firs
  * address are answered one after the other (an address gets at most one
  * answer per delay, however many connections it opens).  The connection
  * is closed after FAILS_MAX failures.  ADDRS source addresses are
- * remembered (the oldest is forgotten first).  At most LOG_PER_S failures
+ * remembered; a record is forgotten FORGET_MS after its last failure, and
+ * while all are live, further addresses share one overflow record (so
+ * cycling through more addresses than ADDRS resets no delay).  At most LOG_PER_S failures
  * a second are logged one by one (the rest are counted in the next line). */
 #define FENCE_AUTH_DELAY_MS 100
 #define FENCE_AUTH_DELAY_MAX_MS 3000

@@ -209,23 +209,42 @@ static void addr_key(const char *ip, char *key, size_t cap)
 
 /* The failure record of address key at loop time now: the existing one
  * (its count forgotten after FENCE_AUTH_FORGET_MS without a failure), or
- * a free one, or the one unused the longest. */
+ * a free one, or one forgotten (no failure within FENCE_AUTH_FORGET_MS and
+ * no answer pending).  A live record is never evicted: when every one of
+ * the FENCE_AUTH_ADDRS records is live, the address shares the overflow
+ * record with every other address that found the table full.  Otherwise
+ * whoever controls more than FENCE_AUTH_ADDRS addresses (an IPv6 /48 holds
+ * 65,536 /64s) would evict their own records by cycling through them and
+ * have every guess answered at the first delay. */
 static fence_acl_fail_addr *fail_addr(fence_acl_srv *s, const char *key, uint64_t now)
 {
-    fence_acl_fail_addr *victim = &s->addrs[0];
+    fence_acl_fail_addr *free_rec = NULL;
     for (size_t i = 0; i < FENCE_AUTH_ADDRS; i++) {
         fence_acl_fail_addr *a = &s->addrs[i];
+        bool forgotten = a->key[0] == '\0' ||
+                         (now - a->last_ms > FENCE_AUTH_FORGET_MS && a->next_ms <= now);
         if (a->key[0] != '\0' && strcmp(a->key, key) == 0) {
             if (now - a->last_ms > FENCE_AUTH_FORGET_MS)
                 a->fails = 0;
             return a;
         }
-        if (victim->key[0] != '\0' && (a->key[0] == '\0' || a->last_ms < victim->last_ms))
-            victim = a;
+        if (forgotten && free_rec == NULL)
+            free_rec = a;
     }
-    memset(victim, 0, sizeof(*victim));
-    snprintf(victim->key, sizeof(victim->key), "%s", key);
-    return victim;
+    fence_acl_fail_addr *a = free_rec;
+    if (a == NULL) {
+        a = &s->overflow;
+        if (a->key[0] == '\0' || now - a->last_ms > FENCE_AUTH_FORGET_MS) {
+            uint64_t next = a->next_ms;
+            memset(a, 0, sizeof(*a));
+            a->next_ms = next;
+        }
+        snprintf(a->key, sizeof(a->key), "%s", FENCE_AUTH_OVERFLOW_KEY);
+        return a;
+    }
+    memset(a, 0, sizeof(*a));
+    snprintf(a->key, sizeof(a->key), "%s", key);
+    return a;
 }
 
 /* FENCE_AUTH_DELAY_MS doubled for each of n - 1 earlier failures, at most

@@ -44,6 +44,9 @@
 
 struct fence_metric;
 
+/* The key of the record shared by the addresses beyond FENCE_AUTH_ADDRS. */
+#define FENCE_AUTH_OVERFLOW_KEY "(addresses beyond the table)"
+
 /* Recent failed logins from one source address (an IPv4 address, or an
  * IPv6 /64), for the delay that grows per address. */
 typedef struct fence_acl_fail_addr {
@@ -80,6 +83,8 @@ typedef struct fence_acl_srv {
     uint64_t stat_auth_failures; /* failed logins since start */
     fence_log_limit fail_log;    /* rate limit of their log lines */
     fence_acl_fail_addr addrs[FENCE_AUTH_ADDRS]; /* per source address */
+    fence_acl_fail_addr overflow; /* shared by the addresses that found
+                                   * every record of addrs live */
     fence_acl_log_entry *log;    /* ACL LOG ring (FENCE_ACL_LOG_MAX, calloc
                                   * at the first entry), or NULL */
     size_t log_n;                /* entries in it */

@@ -13,7 +13,9 @@ processes with --acl-file:
     fence_store_auth_failures_total on /metrics), logged with the user
     name and source address but never the password, and listed by
     ACL LOG (Redis's reply shape) to an @admin user, -NOPERM to others;
-    ACL LOG RESET clears it.
+    ACL LOG RESET clears it;
+  - an address beyond the 256 the failure table remembers does not start
+    afresh: cycling through more addresses resets no delay.
 """
 # serial: it measures answer delays
 import os
@@ -189,8 +191,50 @@ def scenario(binpath, name, metric_name):
     al.close()
     t.eq(b"+OK\r\n", command(adm, "ACL", "LOG", "RESET"), "%s: ACL LOG RESET" % name)
     t.eq(b"*0\r\n", command(adm, "ACL", "LOG"), "%s: ACL LOG is empty after RESET" % name)
+    many_addresses(port, name)
     adm.close()
     stop_process(proc)
+
+
+def guess_from(addrs, port):
+    """One connection from each source address in addrs (all loopback:
+    127/8 reaches 127.0.0.1), each sending one wrong AUTH at once."""
+    conns = []
+    for a in addrs:
+        m = socket.socket()
+        m.bind((a, 0))
+        m.connect(("127.0.0.1", port))
+        m.sendall(b"AUTH alice %s\r\n" % WRONG.encode())
+        conns.append(m)
+    return conns
+
+
+def answered_within(conns, secs):
+    """How many of conns got -WRONGPASS within secs (the others are closed,
+    or still waiting when the time is up)."""
+    n = 0
+    deadline = time.monotonic() + secs
+    for m in conns:
+        m.settimeout(max(deadline - time.monotonic(), 0.01))
+        try:
+            if m.recv(100).startswith(b"-WRONGPASS"):
+                n += 1
+        except OSError:
+            pass
+        m.close()
+    return n
+
+
+def many_addresses(port, name):
+    """More source addresses than the failure table holds (256; 127.0.0.1
+    is one already): cycling
+    through them must not give fresh addresses a fresh first delay."""
+    fill = ["127.0.%d.%d" % (1 + i // 200, 1 + i % 200) for i in range(262)]
+    answered_within(guess_from(fill, port), 20)
+    fresh = ["127.0.9.%d" % i for i in range(1, 21)]
+    fast = answered_within(guess_from(fresh, port), 2)
+    t.check(fast <= 3, "%s: after failures from 262 addresses, 20 fresh addresses guessing at "
+            "once: at most 3 answered within 2 s (%d)" % (name, fast))
 
 
 scenario(FENCED, "fenced", "fenced_auth_failures_total")
