@@ -3,8 +3,9 @@
 # (BENCH_SECONDS=1 BENCH_SMOKE=1: 10k held locks and leases instead of 1M,
 # 1,000 keepalive leases on 50 connections).  Checks only that it exits 0,
 # that every section printed its rows, and that every row holds a number
-# (rate, latency or value).  No timing is checked.
-# serial
+# (rate, latency or value).  No timing is checked, so it is not serial:
+# the runner overlaps it with other tests (which wait on conditions, and
+# the timing-bound ones, marked serial, have all run before).
 # test-timeout: 600
 . "$(dirname "$0")/../lib/lib.sh"
 for b in "$FENCED" "$FENCECTL" "$FENCE_STORE" "$BUILD/fence-proxy" "$BUILD/tests/keepalive_load" \
