@@ -22,8 +22,15 @@ $(HANDOFF_LOAD): $(BUILD)/tests/bench/handoff_load.o $(BUILD)/tests/bench/loadge
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 
+# The fenced-vs-Redis row's client (uncontended lock cycles, the same
+# epoll loop against both servers).
+CYCLE_LOAD := $(BUILD)/tests/cycle_load
+$(CYCLE_LOAD): $(BUILD)/tests/bench/cycle_load.o $(BUILD)/tests/bench/loadgen.o $(BUILD)/src/fencectl/hist.o $(COMMON_ASSERT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
+
 BENCH_BINS := $(BUILD)/fenced $(BUILD)/fencectl $(BUILD)/fence-store $(BUILD)/fence-proxy \
-              $(KEEPALIVE_LOAD) $(HANDOFF_LOAD) $(BUILD)/tests/fsync_probe
+              $(KEEPALIVE_LOAD) $(HANDOFF_LOAD) $(CYCLE_LOAD) $(BUILD)/tests/fsync_probe
 
 # (The fsync probe of the handoff rows: tests/bench/fsync_probe.c, mk/floor.mk.)
 bench:
@@ -35,6 +42,6 @@ bench-all: bench
 # The smoke test: the driver end to end with tiny cells (1 s, 10k held
 # locks), checking only that every row printed a number.
 INTEG_TESTS += tests/integration/test_bench_smoke.sh
-tests: $(KEEPALIVE_LOAD) $(HANDOFF_LOAD) $(BUILD)/tests/fsync_probe
+tests: $(KEEPALIVE_LOAD) $(HANDOFF_LOAD) $(CYCLE_LOAD) $(BUILD)/tests/fsync_probe
 
 .PHONY: bench bench-all

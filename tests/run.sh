@@ -67,23 +67,33 @@ timeout_of() {
     echo "$timeout_s"
 }
 
-# Durations of the last run (ms), to start the long tests first.
-declare -A last_ms=()
+# Durations of the last run (ms), to start the long tests first; a test
+# this tree has never timed takes its duration from tests/durations.txt (a
+# run's .times kept in the tree, so that a fresh clone starts the long ones
+# first too: the long tail of a run is the longest program started last).
+declare -A last_ms=() hint_ms=()
 if [ -r "$times" ]; then
     while read -r n ms; do last_ms[$n]=$ms; done <"$times"
+fi
+if [ -r tests/durations.txt ]; then
+    while read -r n ms; do
+        case $n in ''|'#'*) continue ;; esac
+        hint_ms[$n]=$ms
+    done <tests/durations.txt
 fi
 
 serial=(); parallel=()
 for t in "$@"; do
     if is_serial "$t"; then serial+=("$t"); else parallel+=("$t"); fi
 done
-# Longest first; a test without a recorded time counts as 30 s, and equal
-# times keep the order given.
+# Longest first; a test without a recorded time or hint counts as 30 s,
+# and equal times keep the order given.
 if [ ${#parallel[@]} -gt 0 ]; then
     mapfile -t parallel < <(
         i=0
         for t in "${parallel[@]}"; do
-            ms=${last_ms[$(name_of "$t")]:-30000}
+            n=$(name_of "$t")
+            ms=${last_ms[$n]:-${hint_ms[$n]:-30000}}
             printf '%s\t%s\t%s\n' "$ms" "$i" "$t"
             i=$((i + 1))
         done | sort -t $'\t' -k1,1nr -k2,2n | cut -f3-)

@@ -3,75 +3,12 @@
  * retried requests; the machinery they share (grants, hand-off and
  * releases, time) is grant.c's, below them all.  See fsm.h for the
  * semantics; everything here runs inside apply, where a failed allocation
- * stops the process (fence__alloc) instead of changing an answer. */
+ * stops the process (fence__alloc) instead of changing an answer.  Last, a
+ * whole log entry: checked, then applied with read-ahead (entry.h). */
 #include <string.h>
 
+#include "core/entry.h"
 #include "core/fsm_int.h"
-
-/* ---- grant.c's machinery, under the names the commands use ------------- */
-
-static uint64_t grant(fence_fsm *f, fence__lock *k, fence__lease *l)
-{
-    return fence__grant(f, k, l);
-}
-
-static uint64_t join_shared(fence_fsm *f, fence__lock *k, fence__lease *l)
-{
-    return fence__join_shared(f, k, l);
-}
-
-static uint64_t grant_shared(fence_fsm *f, fence__lock *k, fence__lease *l)
-{
-    return fence__grant_shared(f, k, l);
-}
-
-static void handoff(fence_fsm *f, fence__lock *k)
-{
-    fence__handoff(f, k);
-}
-
-static void lease_remove(fence_fsm *f, fence__lease *l, bool expired)
-{
-    fence__lease_remove(f, l, expired);
-}
-
-static void wait_fail(fence_fsm *f, fence__wait *w, uint8_t status,
-                      bool revoke_dedicated)
-{
-    fence__wait_fail(f, w, status, revoke_dedicated);
-}
-
-static void forget_reqs(fence_fsm *f, fence__wait *w)
-{
-    fence__forget_reqs(f, w);
-}
-
-static void process_due(fence_fsm *f)
-{
-    fence__process_due(f);
-}
-
-static bool quota_leases_full(const fence_fsm *f, const fence_cmd *c)
-{
-    return fence__quota_leases_full(f, c);
-}
-
-/* Whether the owner of c holds or waits for its quota_locks locks already. */
-static bool quota_locks_full(const fence_fsm *f, const fence_cmd *c)
-{
-    return fence__quota_locks_full(f, c, 1);
-}
-
-static bool may_use(const fence_cmd *c, const fence__lease *l)
-{
-    return fence__may_use(c, l);
-}
-
-static fence__wait *enqueue(fence_fsm *f, fence__lease *l, fence__lock *k,
-                            const fence_cmd *c, bool acquire, fence_result *r)
-{
-    return fence__enqueue_as(f, l, k, c, acquire, r);
-}
 
 /* ---- Commands ------------------------------------------------------------- */
 
@@ -100,10 +37,18 @@ static void cmd_leader_start(fence_fsm *f, const fence_cmd *c, fence_result *r)
         fence__lease *l = LEASE_OF(p);
         l->hi.deadline_ms = fence__lease_deadline(f, l);
     }
-    for (fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
-        fence__lock *k = LOCK_OF(p);
-        if (k->in_delay) {
-            k->hi.deadline_ms = f->now_ms + k->delay_ms;
+    /* Every lease, every wait and every lock in lock-delay has its one
+     * heap item (fence_fsm_check), so the heap's surplus over the leases
+     * and waits counts the locks in delay: without any, the walk over
+     * every lock (a million cache misses at a million locks) is skipped. */
+    uint64_t timed = (uint64_t)f->leases.count + f->waits.count;
+    FENCE_ASSERT(f->heap.len >= timed);
+    if (f->heap.len > timed) {
+        for (fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
+            fence__lock *k = LOCK_OF(p);
+            if (k->in_delay) {
+                k->hi.deadline_ms = f->now_ms + k->delay_ms;
+            }
         }
     }
     fence__heap_rebuild(&f->heap);
@@ -118,7 +63,7 @@ static void cmd_lease_grant(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_INVALID;
         return;
     }
-    if (f->leases.count >= f->limits.leases_max || quota_leases_full(f, c)) {
+    if (f->leases.count >= f->limits.leases_max || fence__quota_leases_full(f, c)) {
         r->status = FENCE_ST_LIMIT;
         return;
     }
@@ -144,7 +89,7 @@ static void cmd_keepalive(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOLEASE;
         return;
     }
-    if (!may_use(c, l)) {
+    if (!fence__may_use(c, l)) {
         r->status = FENCE_ST_NOPERM;
         return;
     }
@@ -160,12 +105,12 @@ static void cmd_revoke(fence_fsm *f, const fence_cmd *c, fence_result *r)
 {
     fence__lease *l = fence__lease_find(f, c->lease);
     if (l != NULL && fence__lease_live(f, l)) {
-        if (!may_use(c, l)) {
+        if (!fence__may_use(c, l)) {
             r->status = FENCE_ST_NOPERM;
             return;
         }
         f->n_revoked++;
-        lease_remove(f, l, false);
+        fence__lease_remove(f, l, false);
     }
     r->status = FENCE_ST_OK;
 }
@@ -186,12 +131,13 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOLEASE;
         return;
     }
-    if (!may_use(c, l)) {
+    if (!fence__may_use(c, l)) {
         r->status = FENCE_ST_NOPERM;
         return;
     }
     bool shared = (c->flags & FENCE_CMD_F_SHARED) != 0;
-    fence__lock *k = fence__lock_find(f, c->name, c->name_len);
+    uint64_t hash = fence__lock_hash(f, c->name, c->name_len);
+    fence__lock *k = fence__lock_find_hashed(f, c->name, c->name_len, hash);
     if (k != NULL && k->elect != NULL) {
         r->status = FENCE_ST_WRONGTYPE; /* the name is an election */
         return;
@@ -200,7 +146,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
      * counts, so only a new hold or wait is refused. */
     if ((k == NULL || (k->holder != l && fence__wait_of(l, k) == NULL &&
                        fence__shold_of(l, k) == NULL)) &&
-        quota_locks_full(f, c)) {
+        fence__quota_locks_full(f, c, 1)) {
         r->status = FENCE_ST_LIMIT;
         return;
     }
@@ -209,7 +155,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
             r->status = FENCE_ST_LIMIT;
             return;
         }
-        k = fence__lock_add(f, c->name, c->name_len, 0, NULL);
+        k = fence__lock_add_hashed(f, c->name, c->name_len, hash, 0, NULL);
         if (k == NULL) {
             /* The heap's index range (counts only). */
             r->status = FENCE_ST_LIMIT;
@@ -231,14 +177,14 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
     }
     if (fence__lock_is_free(k) && k->nwaiters == 0) {
         r->status = FENCE_ST_OK;
-        r->token = shared ? grant_shared(f, k, l) : grant(f, k, l);
+        r->token = shared ? fence__grant_shared(f, k, l) : fence__grant(f, k, l);
         r->lease = l->id;
         return;
     }
     if (shared && k->nsholders > 0 && k->nwaiters == 0) {
         /* Nothing queued ahead: join the current phase. */
         r->status = FENCE_ST_OK;
-        r->token = join_shared(f, k, l);
+        r->token = fence__join_shared(f, k, l);
         r->lease = l->id;
         return;
     }
@@ -258,7 +204,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NIL;
         return;
     }
-    w = enqueue(f, l, k, c, false, r);
+    w = fence__enqueue_as(f, l, k, c, false, r);
     if (w != NULL) {
         w->shared = shared;
     }
@@ -266,7 +212,7 @@ static void cmd_lock(fence_fsm *f, const fence_cmd *c, fence_result *r)
 
 /* Release every lock l holds exclusively with token: one lock, or all the
  * names of one multi-lock (multi.c), in held-list order. */
-void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token)
+static void release_group(fence_fsm *f, fence__lease *l, uint64_t token)
 {
     fence__link *p = l->held.first;
     while (p != NULL) {
@@ -274,7 +220,7 @@ void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token)
         p = p->next;
         if (g->token == token) {
             fence__held_unlink(f, g);
-            handoff(f, g);
+            fence__handoff(f, g);
         }
     }
 }
@@ -307,13 +253,13 @@ static void cmd_unlock(fence_fsm *f, const fence_cmd *c, fence_result *r)
         return;
     }
     fence__lease *l = k->holder;
-    if (!may_use(c, l)) {
+    if (!fence__may_use(c, l)) {
         r->status = FENCE_ST_NOPERM;
         return;
     }
-    fence__release_group(f, l, k->token);
+    release_group(f, l, k->token);
     if (l->dedicated) {
-        lease_remove(f, l, false);
+        fence__lease_remove(f, l, false);
     }
     r->value = 1;
 }
@@ -332,8 +278,8 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_WRONGTYPE;
         return;
     }
-    if (f->leases.count >= f->limits.leases_max || quota_leases_full(f, c) ||
-        quota_locks_full(f, c)) {
+    if (f->leases.count >= f->limits.leases_max || fence__quota_leases_full(f, c) ||
+        fence__quota_locks_full(f, c, 1)) {
         r->status = FENCE_ST_LIMIT;
         return;
     }
@@ -379,12 +325,12 @@ static void cmd_acquire(fence_fsm *f, const fence_cmd *c, fence_result *r)
         }
         f->next_lease_id++;
         r->status = FENCE_ST_OK;
-        r->token = join ? join_shared(f, k, l)
-                   : shared ? grant_shared(f, k, l) : grant(f, k, l);
+        r->token = join ? fence__join_shared(f, k, l)
+                   : shared ? fence__grant_shared(f, k, l) : fence__grant(f, k, l);
         r->lease = l->id;
         return;
     }
-    fence__wait *w = enqueue(f, l, k, c, true, r);
+    fence__wait *w = fence__enqueue_as(f, l, k, c, true, r);
     if (w == NULL) {
         fence__lease_destroy(f, l);
         return;
@@ -404,8 +350,8 @@ static void cmd_cancel(fence_fsm *f, const fence_cmd *c, fence_result *r)
          * own and those of LOCKs that joined it): a client that lost its
          * connection and retries with the same REQID (after a failover,
          * say) queues afresh instead of being told "timed out" early. */
-        forget_reqs(f, w);
-        wait_fail(f, w, FENCE_ST_NIL, true);
+        fence__forget_reqs(f, w);
+        fence__wait_fail(f, w, FENCE_ST_NIL, true);
     }
     r->status = FENCE_ST_OK;
 }
@@ -450,7 +396,7 @@ void fence__cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r)
         }
     } else {
         /* An exclusive hold: as UNLOCK (a multi-lock's names all go). */
-        fence__release_group(f, l, k->token);
+        release_group(f, l, k->token);
     }
     if (l->dedicated) {
         fence__lease_remove(f, l, false);
@@ -543,7 +489,7 @@ void fence__apply_one(fence_fsm *f, uint64_t now_ms, const fence_cmd *cmd,
     apply_cmd(f, cmd, out);
     /* A LEADER_START that did not rebase (invalid, or answered from the
      * dedup table) leaves old deadlines due: process them now. */
-    process_due(f);
+    fence__process_due(f);
 }
 
 /* Apply one command; the events are this call's alone. */
@@ -611,4 +557,123 @@ static void apply_cmd(fence_fsm *f, const fence_cmd *cmd, fence_result *out)
         }
         fence__dedup_trim(f, f->limits.dedup_max);
     }
+}
+
+/* ---- A whole entry ----------------------------------------------------------
+ * An entry is checked whole before anything runs (a malformed one changes
+ * nothing), then applied command by command.  Replaying a log of a million
+ * commands is bound by cache misses: every LOCK looks up its lease and its
+ * lock, every LEASE_GRANT inserts into a table of a million leases.  So the
+ * checking pass also notes, per command, the hashes of the keys it will
+ * look up, and apply uses the notes to read ahead: for the command
+ * APPLY_AHEAD places in front it prefetches the buckets, for the one half
+ * as far (whose buckets are cached by now) the first node of each chain.
+ * Each command is decoded twice (checked, applied), its name hashed once
+ * for the read-ahead.  A prefetch is a hint: it changes no result, and a
+ * wrong guess (a lease id that a LEASE_GRANT ahead will get, a bucket that
+ * moved when a table grew) costs nothing but the fetch. */
+#define APPLY_AHEAD 8u
+
+/* The keys one command will look up: the low 32 bits of their hashes (a
+ * bucket index never needs more; 0: no lookup, or a guess not made). */
+typedef struct ahead_keys {
+    uint32_t lock_hash;
+    uint32_t lease_hash;
+} ahead_keys;
+
+/* The keys of c; *grant_id is the id the next LEASE_GRANT will get. */
+static ahead_keys keys_of(const fence_fsm *f, const fence_cmd *c, uint64_t *grant_id)
+{
+    ahead_keys k = {0, 0};
+    switch (c->type) {
+    case FENCE_CMD_LOCK:
+        k.lease_hash = (uint32_t)fence__key_hash(f, c->lease);
+        /* fall through */
+    case FENCE_CMD_UNLOCK:
+    case FENCE_CMD_ACQUIRE:
+        if (c->name_len > 0) {
+            k.lock_hash = (uint32_t)fence__hash_name(f->hash_seed, c->name, c->name_len);
+        }
+        break;
+    case FENCE_CMD_LEASE_KEEPALIVE:
+    case FENCE_CMD_LEASE_REVOKE:
+        k.lease_hash = (uint32_t)fence__key_hash(f, c->lease);
+        break;
+    case FENCE_CMD_LEASE_GRANT:
+        k.lease_hash = (uint32_t)fence__key_hash(f, (*grant_id)++);
+        break;
+    default:
+        break;
+    }
+    return k;
+}
+
+/* Check a whole entry (noting its keys), then apply every command at its
+ * timestamp. */
+int fence_fsm_apply_entry(fence_fsm *f, const uint8_t *buf, size_t len,
+                          fence_result *results, uint32_t results_cap)
+{
+    FENCE_ASSERT(f != NULL);
+    fence_entry_iter it;
+    fence_cmd c;
+    int rc;
+    f->oom = FENCE__OOM_APPLY;
+    fence__events_reset(f);
+    if (fence_entry_open(&it, buf, len) != 0) {
+        return -FENCE_ST_INVALID;
+    }
+    /* fence_entry_open refuses a count over FENCE_BATCH_MAX. */
+    ahead_keys keys[FENCE_BATCH_MAX];
+    uint64_t grant_id = f->next_lease_id;
+    uint32_t n = 0;
+    while ((rc = fence_entry_next(&it, &c)) == 1) {
+        FENCE_ASSERT(n < FENCE_BATCH_MAX);
+        keys[n++] = keys_of(f, &c, &grant_id);
+    }
+    if (rc != 0) {
+        return -FENCE_ST_INVALID;
+    }
+    rc = fence_entry_open(&it, buf, len);
+    FENCE_ASSERT(rc == 0);
+    FENCE_ASSERT(n == it.count);
+    if (n == 0) {
+        fence__advance(f, it.timestamp_ms);
+        return 0;
+    }
+    /* The prefetches stay in this function's body: GCC 12 takes a void
+     * helper that only prefetches for one without effects and drops its
+     * calls (htab.h). */
+    for (uint32_t j = 0; j < n && j < APPLY_AHEAD; j++) {
+        fence__htab_prefetch(&f->locks, keys[j].lock_hash);
+        fence__htab_prefetch(&f->leases, keys[j].lease_hash);
+    }
+    uint32_t i = 0;
+    while ((rc = fence_entry_next(&it, &c)) == 1) {
+        FENCE_ASSERT(i < n);
+        if (i + APPLY_AHEAD / 2 < n) {
+            const ahead_keys *k = &keys[i + APPLY_AHEAD / 2];
+            if (k->lock_hash != 0) {
+                fence__htab_prefetch_node(&f->locks, k->lock_hash);
+            }
+            if (k->lease_hash != 0) {
+                fence__htab_prefetch_node(&f->leases, k->lease_hash);
+            }
+        }
+        fence_result r;
+        fence__apply_one(f, it.timestamp_ms, &c, &r);
+        /* After apply, so the buckets are those of the tables as they are
+         * now (one may have grown). */
+        if (i + APPLY_AHEAD < n) {
+            fence__htab_prefetch(&f->locks, keys[i + APPLY_AHEAD].lock_hash);
+            fence__htab_prefetch(&f->leases, keys[i + APPLY_AHEAD].lease_hash);
+        }
+        if (i < results_cap) {
+            FENCE_ASSERT(results != NULL);
+            results[i] = r;
+        }
+        i++;
+    }
+    FENCE_ASSERT(rc == 0);
+    FENCE_ASSERT(i == n);
+    return (int)i;
 }

@@ -62,8 +62,25 @@ static const char *check_leases(const fence_fsm *f, uint64_t *nwaits_out)
     }
     uint64_t nwaits = 0;
     const fence__lease *prev = NULL;
+    /* The lookups by id: the same two-step read-ahead as check_locks. */
+    const fence__link *ahead = f->lease_list.first;
+    for (int i = 0; i < CHECK_AHEAD && ahead != NULL; i++) {
+        ahead = ahead->next;
+    }
+    const fence__link *half = f->lease_list.first;
+    for (int i = 0; i < CHECK_AHEAD / 2 && half != NULL; i++) {
+        half = half->next;
+    }
     for (const fence__link *p = f->lease_list.first; p != NULL; p = p->next) {
         const fence__lease *l = LEASE_OF(p);
+        if (ahead != NULL) {
+            fence__htab_prefetch(&f->leases, LEASE_OF(ahead)->hn.hash);
+            ahead = ahead->next;
+        }
+        if (half != NULL) {
+            fence__htab_prefetch_node(&f->leases, LEASE_OF(half)->hn.hash);
+            half = half->next;
+        }
         if (prev != NULL && prev->id >= l->id) {
             return "leases not in id order";
         }
@@ -146,11 +163,20 @@ static const char *check_locks(const fence_fsm *f, uint64_t *ndelay_out)
     for (int i = 0; i < CHECK_AHEAD && ahead != NULL; i++) {
         ahead = ahead->next;
     }
+    /* Half as far ahead, the bucket is cached: fetch its first node. */
+    const fence__link *half = f->lock_list.first;
+    for (int i = 0; i < CHECK_AHEAD / 2 && half != NULL; i++) {
+        half = half->next;
+    }
     for (const fence__link *p = f->lock_list.first; p != NULL; p = p->next) {
         const fence__lock *k = LOCK_OF(p);
         if (ahead != NULL) {
             fence__htab_prefetch(&f->locks, LOCK_OF(ahead)->hn.hash);
             ahead = ahead->next;
+        }
+        if (half != NULL) {
+            fence__htab_prefetch_node(&f->locks, LOCK_OF(half)->hn.hash);
+            half = half->next;
         }
         /* Token 0: a lock never granted, reserved for a multi-lock
          * (fence__multi_check); equal tokens: one multi-lock's locks. */

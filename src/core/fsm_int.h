@@ -339,13 +339,25 @@ void fence__held_unlink(fence_fsm *f, fence__lock *k);
 
 /* ---- lock.c ---------------------------------------------------------------- */
 
+/* The hash the lock table keys a name by. */
+static inline uint64_t fence__lock_hash(const fence_fsm *f, const uint8_t *name, uint16_t len)
+{
+    return fence__hash_name(f->hash_seed, name, len);
+}
 fence__lock *fence__lock_find(const fence_fsm *f, const uint8_t *name,
                               uint16_t len);
+/* The same with hash = fence__lock_hash(f, name, len), for a caller that
+ * needs the hash again (to add the lock it did not find). */
+fence__lock *fence__lock_find_hashed(const fence_fsm *f, const uint8_t *name,
+                                     uint16_t len, uint64_t hash);
 /* Create a lock object with the given token and holder (NULL: the caller
  * grants it or puts it in lock-delay at once).  NULL as for
  * fence__lease_add. */
 fence__lock *fence__lock_add(fence_fsm *f, const uint8_t *name, uint16_t len,
                              uint64_t token, fence__lease *holder);
+/* The same with the name's hash given (fence__lock_hash). */
+fence__lock *fence__lock_add_hashed(fence_fsm *f, const uint8_t *name, uint16_t len,
+                                    uint64_t hash, uint64_t token, fence__lease *holder);
 /* Put a free lock into lock-delay until end_ms. */
 void fence__lock_set_delay(fence_fsm *f, fence__lock *k, uint64_t delay_ms,
                            uint64_t end_ms);
@@ -462,9 +474,6 @@ bool fence__quota_leases_full(const fence_fsm *f, const fence_cmd *c);
 bool fence__quota_locks_full(const fence_fsm *f, const fence_cmd *c, uint32_t n);
 /* Whether command c may act on lease l (its owner, or ADMIN). */
 bool fence__may_use(const fence_cmd *c, const fence__lease *l);
-/* Release every lock l holds exclusively with token (one lock, or all the
- * names of one multi-lock), handing each off (apply.c). */
-void fence__release_group(fence_fsm *f, fence__lease *l, uint64_t token);
 /* UNLOCK_SHARED (apply.c). */
 void fence__cmd_unlock_shared(fence_fsm *f, const fence_cmd *c, fence_result *r);
 /* Grant free lock k to l (the next token); lease l joins k's current

@@ -50,7 +50,11 @@ void fence__htab_remove(fence__htab *t, fence__hnode *h);
 fence__hnode *fence__htab_first(const fence__htab *t, uint64_t hash);
 /* Hint that hash's bucket is read soon (a walk over many objects looks
  * each up: fetching a few ahead overlaps their cache misses).  Changes no
- * result. */
+ * result.  Call it (and the next one) from a function with effects of its
+ * own: GCC 12 finds a void static helper that does nothing but prefetch
+ * free of effects and drops its calls, prefetches and all (the apply
+ * read-ahead had none for that reason; check with objdump -d | grep
+ * prefetch). */
 static inline void fence__htab_prefetch(const fence__htab *t, uint64_t hash)
 {
 #if defined(__GNUC__)

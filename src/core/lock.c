@@ -9,7 +9,13 @@
 fence__lock *fence__lock_find(const fence_fsm *f, const uint8_t *name,
                               uint16_t len)
 {
-    uint64_t hash = fence__hash_name(f->hash_seed, name, len);
+    return fence__lock_find_hashed(f, name, len, fence__lock_hash(f, name, len));
+}
+
+/* The lock with this name, whose hash is known, or NULL. */
+fence__lock *fence__lock_find_hashed(const fence_fsm *f, const uint8_t *name,
+                                     uint16_t len, uint64_t hash)
+{
     for (fence__hnode *h = fence__htab_bucket(&f->locks, hash); h != NULL;
          h = h->next) {
         if (h->hash != hash) {
@@ -38,8 +44,17 @@ static void tok_append(fence_fsm *f, fence__lock *k)
 fence__lock *fence__lock_add(fence_fsm *f, const uint8_t *name, uint16_t len,
                              uint64_t token, fence__lease *holder)
 {
+    return fence__lock_add_hashed(f, name, len, fence__lock_hash(f, name, len), token,
+                                  holder);
+}
+
+/* The same, with the name's hash known (a caller that looked the name up
+ * first hashes it once). */
+fence__lock *fence__lock_add_hashed(fence_fsm *f, const uint8_t *name, uint16_t len,
+                                    uint64_t hash, uint64_t token, fence__lease *holder)
+{
     FENCE_ASSERT(len >= 1 && len <= FENCE_NAME_MAX);
-    FENCE_ASSERT(fence__lock_find(f, name, len) == NULL);
+    FENCE_ASSERT(fence__lock_find_hashed(f, name, len, hash) == NULL);
     if (!fence__heap_room(f, 1)) {
         return NULL;
     }
@@ -51,7 +66,7 @@ fence__lock *fence__lock_add(fence_fsm *f, const uint8_t *name, uint16_t len,
     memcpy(k->name, name, len);
     k->name_len = len;
     k->token = token;
-    k->hn.hash = fence__hash_name(f->hash_seed, name, len);
+    k->hn.hash = hash;
     k->hi.kind = FENCE__K_DELAY;
     k->hi.idx = FENCE__NOT_IN_HEAP;
     tok_append(f, k);

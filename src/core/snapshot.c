@@ -308,6 +308,9 @@ static bool deadline_ok(uint64_t now, uint64_t d)
     return d > now && d <= now + SNAP_HORIZON_MS;
 }
 
+/* Records ahead whose lease-table bucket read_leases prefetches. */
+#define LEASES_AHEAD 8u
+
 /* Decode the leases section into n. */
 static int read_leases(fence_fsm *n, rbuf *r)
 {
@@ -318,8 +321,20 @@ static int read_leases(fence_fsm *n, rbuf *r)
     /* The count is bounded by the bytes left, so this cannot be made to
      * allocate more than the buffer's size warrants. */
     fence__htab_reserve(n, &n->leases, (uint32_t)count);
+    /* Each insert writes a bucket of a big table, a cache miss: prefetch
+     * the bucket of the record LEASES_AHEAD places ahead (the records
+     * have one size and the count fits the bytes left, so that record is
+     * inside the buffer; a wrong guess costs only the fetch). */
+    size_t rec = r->version >= 4 ? SNAP_LEASE : SNAP_LEASE_V3;
+    for (uint64_t i = 0; i < count && i < LEASES_AHEAD; i++) {
+        fence__htab_prefetch(&n->leases, fence__key_hash(n, fence__get_u64(r->p + i * rec)));
+    }
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
+        if (i + LEASES_AHEAD < count) {
+            const uint8_t *q = r->p + LEASES_AHEAD * rec;
+            fence__htab_prefetch(&n->leases, fence__key_hash(n, fence__get_u64(q)));
+        }
         uint64_t id = get64(r);
         uint64_t ttl = get64(r);
         uint64_t delay = get64(r);
@@ -343,17 +358,22 @@ static int read_leases(fence_fsm *n, rbuf *r)
     return 0;
 }
 
-/* Records ahead whose lock-table bucket read_locks prefetches. */
+/* Records ahead whose lock-table bucket read_locks prefetches (and, half
+ * as far ahead, whose bucket's first node). */
 #define LOCKS_AHEAD 8
 
 /* A read-ahead over the lock records: it only hashes names to prefetch
  * their buckets (each lookup of a big table misses the cache; fetching a
- * few records ahead overlaps the misses).  It trusts nothing either: at
- * the first record that does not fit it stops, and it changes no result. */
+ * few records ahead overlaps the misses), and keeps the hashes of the
+ * last LOCKS_AHEAD records for the second step, the chain's first node
+ * (where the lookup compares).  It trusts nothing either: at the first
+ * record that does not fit it stops, and it changes no result. */
 typedef struct lock_ahead {
     const uint8_t *p;   /* the next record to prefetch for */
     const uint8_t *end; /* end of the snapshot */
     uint64_t left;      /* records not yet prefetched */
+    uint64_t done;      /* records prefetched so far */
+    uint64_t hash[LOCKS_AHEAD]; /* record j's name hash in [j % LOCKS_AHEAD] */
 } lock_ahead;
 
 /* Prefetch the bucket of the next record; false when there is none. */
@@ -368,7 +388,10 @@ static bool ahead_step(fence_fsm *n, lock_ahead *a)
         a->left = 0;
         return false;
     }
-    fence__htab_prefetch(&n->locks, fence__hash_name(n->hash_seed, a->p + 2, len));
+    uint64_t h = fence__hash_name(n->hash_seed, a->p + 2, len);
+    fence__htab_prefetch(&n->locks, h);
+    a->hash[a->done % LOCKS_AHEAD] = h;
+    a->done++;
     a->p += 2u + len + SNAP_LOCK_FIXED - 2u;
     a->left--;
     return true;
@@ -392,11 +415,21 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
     }
     *vec = v;
     *vec_len = 0;
-    lock_ahead ahead = {r->p, r->end, count};
+    lock_ahead ahead;
+    memset(&ahead, 0, sizeof(ahead));
+    ahead.p = r->p;
+    ahead.end = r->end;
+    ahead.left = count;
     for (int i = 0; i < LOCKS_AHEAD && ahead_step(n, &ahead); i++) {
     }
     uint64_t last = 0;
     for (uint64_t i = 0; i < count; i++) {
+        /* The second step, for the record half as far ahead (in this
+         * body, not a helper of its own: see htab.h). */
+        uint64_t h2 = i + LOCKS_AHEAD / 2;
+        if (h2 < ahead.done && h2 + LOCKS_AHEAD >= ahead.done) {
+            fence__htab_prefetch_node(&n->locks, ahead.hash[h2 % LOCKS_AHEAD]);
+        }
         ahead_step(n, &ahead);
         uint64_t len = get16(r);
         if (!r->ok || len == 0 || len > FENCE_NAME_MAX || left(r) < len) {
@@ -417,7 +450,8 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
             in_delay > 1) {
             return FENCE_ST_INVALID;
         }
-        if (fence__lock_find(n, name, (uint16_t)len) != NULL) {
+        uint64_t hash = fence__lock_hash(n, name, (uint16_t)len);
+        if (fence__lock_find_hashed(n, name, (uint16_t)len, hash) != NULL) {
             return FENCE_ST_INVALID;
         }
         fence__lease *holder = NULL;
@@ -439,7 +473,7 @@ static int read_locks(fence_fsm *n, rbuf *r, fence__lock ***vec,
                    !deadline_ok(n->now_ms, delay_end)) {
             return FENCE_ST_INVALID;
         }
-        fence__lock *k = fence__lock_add(n, name, (uint16_t)len, token, holder);
+        fence__lock *k = fence__lock_add_hashed(n, name, (uint16_t)len, hash, token, holder);
         if (k == NULL) {
             return FENCE_ST_LIMIT;
         }

@@ -270,7 +270,9 @@ static redisReply *send_to(const char *addr, const cluster_args *a, const char *
     char why[200];
     int rv = fence__wire_open(&fa, &a->wcfg, timeout_ms, &w, &refused, why, sizeof(why));
     if (rv != 0) {
-        snprintf(err, errcap, "%s: %s", addr, why);
+        /* A long address and reason are cut, and say so. */
+        if (snprintf(err, errcap, "%s: %s", addr, why) >= (int)errcap && errcap > 4)
+            memcpy(err + errcap - 4, "...", 4);
         *login_refused = rv == FENCE_EAUTH;
         return NULL;
     }

@@ -116,6 +116,8 @@ static void propose(fence_leader *l, lbatch *b)
 {
     FENCE_ASSERT(l->in_step);
     FENCE_ASSERT(l->in_raft_cb == 0);
+    if (l->gather_skip > 0)
+        l->gather_skip--;
     uint32_t n = 0;
     /* LOCK_MULTI's name arrays, rebuilt over the batch's name bytes for
      * the encoder (freed once it has run). */
@@ -235,6 +237,16 @@ static bool item_will_queue(const fence_leader *l, const litem *it,
     return st.deadline_ms > now;
 }
 
+/* With no entry in flight: whether the pending batch waits for the clients
+ * the last entry answered (leader.h "Gathering"). */
+static bool gather(fence_leader *l, const lbatch *b)
+{
+    uint32_t n = l->gather_answered;
+    if (n < GATHER_MIN || l->gather_skip > 0)
+        return false;
+    return b->n_items < l->gather_base + n - n / GATHER_SLACK_DIV;
+}
+
 /* Whether every item of the pending batch would only queue (see
  * item_will_queue).  Items already found to queue are not looked up again
  * until an entry applies.  With entries in flight the fsm is behind them,
@@ -257,8 +269,9 @@ bool fence__ld_batch_waits_only(fence_leader *l)
 }
 
 /* With no entry in flight: whether the pending batch is held back (leader.h
- * "Holding") rather than proposed now.  It is held while every item in it
- * would queue, for at most HOLD_MS: the first item in a hurry (typically
+ * "Gathering", then "Holding") rather than proposed now.  It waits while
+ * gather() says so, and while every item in it would queue, for at most
+ * HOLD_MS either way.  For the second, the first item in a hurry (typically
  * the UNLOCK of the holder, whose reply was sent with the grant that made
  * these clients ask again) ends the hold and the whole batch goes out as
  * one entry, in arrival order.  Items already found to queue are not
@@ -267,8 +280,34 @@ bool fence__ld_batch_hold(fence_leader *l)
 {
     FENCE_ASSERT(l->pending != NULL);
     FENCE_ASSERT(l->n_inflight == 0);
-    if (l->hold_over || l->stopping)
+    if (l->hold_over || l->stopping) {
+        if (l->gathering && l->hold_over) {
+            /* They did not come back: think time, or a client that lost
+             * its core.  Gather again later, later still if it recurs. */
+            uint32_t p = l->gather_penalty < GATHER_SKIP_MIN ? GATHER_SKIP_MIN
+                                                             : l->gather_penalty;
+            l->gather_skip = p;
+            l->gather_penalty = p < GATHER_SKIP_MAX ? 2 * p : GATHER_SKIP_MAX;
+            l->stats.gathers_timed_out++;
+        }
+        l->gathering = false;
         return false;
+    }
+    if (gather(l, l->pending)) {
+        if (l->hold_until == 0) {
+            l->hold_until = l->ops.now_ms(l->ops.ctx) + HOLD_MS;
+            l->rearm = true;
+            l->stats.gathers++;
+        }
+        l->gathering = true;
+        return true;
+    }
+    if (l->gathering) {
+        /* Gathered: the batch goes now (unless every item would queue). */
+        l->gathering = false;
+        l->hold_until = 0;
+        l->gather_penalty /= 2; /* back toward the least, not at once */
+    }
     if (!fence__ld_batch_waits_only(l))
         return false;
     if (l->hold_until == 0) {

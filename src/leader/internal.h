@@ -25,6 +25,17 @@
  * short next to any wait.  The shell's timer has whole-ms resolution and
  * may fire up to 1 ms early, so the hold lasts 1-2 ms when nothing comes. */
 #define HOLD_MS 2
+/* Gathering (leader.h): an entry that answered fewer connections is not
+ * waited for, and a gather ends once all but 1/GATHER_SLACK_DIV of them are
+ * back; a gather the timer ends switches it off for GATHER_SKIP_MIN
+ * entries, twice as many after each further one in a row, up to
+ * GATHER_SKIP_MAX; a gather that succeeds halves the next one (a load
+ * where they often time out, such as signed grants whose replies wait for
+ * their signatures, keeps gathering mostly off). */
+#define GATHER_MIN 8
+#define GATHER_SLACK_DIV 8
+#define GATHER_SKIP_MIN 8
+#define GATHER_SKIP_MAX 1024
 /* Most entries in flight when the pending batch is proposed behind others
  * (leader.h "Pipelining"): the leader's disk paces them, so more than two
  * are in flight only while the followers lag; this bounds what a slow
@@ -114,6 +125,17 @@ struct fence_leader {
     uint64_t hold_until;     /* the pending batch is held until this
                                 monotonic ms (leader.h "Holding"); 0: not */
     bool hold_over;          /* the timer fired: the held batch goes now */
+    /* Gathering (leader.h "Gathering"): */
+    uint32_t gather_answered; /* connections the last applied entry
+                                answered (leader.h "Gathering") */
+    uint64_t gather_stamp;   /* entries applied (fence_lconn.gather_stamp) */
+    uint32_t gather_base;    /* items pending when it applied */
+    bool gathering;          /* the pending batch is held to gather */
+    uint32_t gather_skip;    /* entries left to propose without gathering
+                                (a gather timed out: the clients did not
+                                come back at once) */
+    uint32_t gather_penalty; /* the next timeout's gather_skip (0: the
+                                least, GATHER_SKIP_MIN) */
     uint64_t apply_seq;      /* entries applied or restored (the fsm
                                 changed: held items are checked again) */
 

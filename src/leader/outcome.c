@@ -126,8 +126,21 @@ void fence__leader_applied(fence_leader *l, void *tag, int status,
         l->proof_mono = b->proposed_mono; /* leader.h "Renewals" */
     FENCE_ASSERT((uint32_t)l->n_results == b->n_cmds + (b->n_cmds == 0 ? 1u : 0u));
     uint32_t j = 0;
+    /* Gathering (leader.h): who this entry answers, and what already
+     * waits, before its answers go out. */
+    l->gather_answered = 0;
+    l->gather_base = l->pending != NULL ? l->pending->n_items : 0;
+    l->gather_stamp++;
     for (uint32_t i = 0; i < b->n_items; i++) {
         litem *it = &b->items[i];
+        /* Answered now (a queued wait's client hears nothing yet): its
+         * client may be about to send again. */
+        if (it->req != NULL && it->req->conn != NULL &&
+            it->req->conn->gather_stamp != l->gather_stamp &&
+            (it->is_read || l->results[j].status != FENCE_ST_QUEUED)) {
+            it->req->conn->gather_stamp = l->gather_stamp;
+            l->gather_answered++;
+        }
         if (it->is_read) {
             item_done(l, b, it, NULL);
         } else {

@@ -4,9 +4,11 @@
  * order on the wire: bytes already given to the transport (out_pending),
  * the gathered buffer wbuf, then the slot queue head..tail.  A reply for
  * the current request goes into wbuf when the queue is empty, else into a
- * ready slot at the tail; ready slots at the head move into wbuf when the
- * connection is flushed.  So replies leave in request order whatever order
- * the daemon fills the slots in. */
+ * ready slot at the tail; a slot at the head that is answered goes straight
+ * into wbuf, and ready slots at the head move into wbuf when the connection
+ * is flushed.  So replies leave in request order whatever order the daemon
+ * fills the slots in.  wbuf is written straight from where it is when
+ * nothing is queued ahead of it (plain streams), else handed over. */
 #include "net/conn.h"
 
 #include <inttypes.h>
@@ -30,147 +32,17 @@
 /* Gathered output is handed to the transport once it reaches this, even
  * in the middle of a pipeline (so the slow-reader check sees it). */
 #define WBUF_CHUNK (16 * 1024)
+/* First output buffer: small enough for malloc's per-thread cache (a 4 KB
+ * one came from the main arena on every reply); it grows by doubling. */
+#define WBUF_INITIAL 1024
+/* An output buffer the kernel took whole is kept for the next replies up
+ * to this size (a larger one, after a big reply, is given back). */
+#define WBUF_KEEP (16 * 1024)
 
 static void conn_process(fence_net_conn *c);
 static void conn_flush(fence_net_conn *c);
 static void resume_later(fence_net_conn *c);
 static void resume_cancel(fence_net_conn *c);
-
-/* ---- plain stream transport ---------------------------------------------- */
-
-/* A write in flight on a stream: the libuv request and the bytes. */
-typedef struct stream_wreq {
-    uv_write_t req;        /* libuv request */
-    fence_net_conn *c;     /* the connection (valid until its close cb) */
-    char *buf;             /* the bytes (owned) */
-    size_t len;            /* their count */
-} stream_wreq;
-
-/* libuv wants room: the free tail of the read buffer. */
-static void stream_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-    fence_net_conn *c = h->data;
-    char *p;
-    size_t room;
-    (void)hint;
-    fence__net_conn_rbuf(c, &p, &room);
-    /* A zero-length buffer makes libuv report UV_ENOBUFS. */
-    *buf = uv_buf_init(p, (unsigned)room);
-}
-
-/* Bytes arrived, or EOF, or an error. */
-static void stream_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
-{
-    fence_net_conn *c = st->data;
-    (void)buf;
-    if (nread > 0)
-        fence__net_conn_input(c, (size_t)nread);
-    else if (nread < 0)
-        fence__net_conn_eof(c, (int)nread);
-}
-
-/* Start reading the stream. */
-static int stream_read_start(fence_net_conn *c)
-{
-    return uv_read_start(&c->h.stream, stream_alloc_cb, stream_read_cb);
-}
-
-/* Stop reading the stream. */
-static int stream_read_stop(fence_net_conn *c)
-{
-    return uv_read_stop(&c->h.stream);
-}
-
-/* A stream write finished. */
-static void stream_write_cb(uv_write_t *req, int status)
-{
-    stream_wreq *w = (stream_wreq *)req;
-    fence_net_conn *c = w->c;
-    size_t len = w->len;
-    free(w->buf);
-    free(w);
-    fence__net_conn_written(c, len, status);
-}
-
-/* Write buf to the stream: first straight to the kernel (uv_try_write,
- * which refuses while earlier bytes are still queued, so order is kept),
- * then queue what it did not take.  A reply the kernel takes whole, the
- * usual case, costs one write(2): no request, no POLLOUT watcher switched
- * on and off (two epoll_ctl calls per reply on the next loop turn). */
-static int stream_write(fence_net_conn *c, char *buf, size_t len)
-{
-    size_t done = 0;
-    uv_buf_t b = uv_buf_init(buf, (unsigned)len);
-    int n = uv_try_write(&c->h.stream, &b, 1);
-    if (n > 0) {
-        done = (size_t)n;
-        FENCE_ASSERT(done <= len);
-        fence__net_conn_written(c, done, 0);
-        if (done == len || c->closing) {
-            free(buf);
-            return 0;
-        }
-    }
-    int rc = UV_ENOMEM;
-    stream_wreq *w = malloc(sizeof(*w));
-    if (w != NULL) {
-        w->c = c;
-        w->buf = buf;
-        w->len = len - done;
-        b = uv_buf_init(buf + done, (unsigned)(len - done));
-        rc = uv_write(&w->req, &c->h.stream, &b, 1, stream_write_cb);
-    }
-    if (rc == 0)
-        return 0;
-    free(buf);
-    free(w);
-    if (done == 0)
-        return rc;
-    /* Part of it went out and was reported: report the rest as failed. */
-    fence__net_conn_written(c, len - done, rc);
-    return 0;
-}
-
-/* A shutdown request finished: nothing to do. */
-static void stream_shutdown_cb(uv_shutdown_t *req, int status)
-{
-    (void)status;
-    free(req);
-}
-
-/* Half-close the stream after the queued writes. */
-static int stream_shutdown(fence_net_conn *c)
-{
-    uv_shutdown_t *req = malloc(sizeof(*req));
-    if (req == NULL)
-        return UV_ENOMEM;
-    int rc = uv_shutdown(req, &c->h.stream, stream_shutdown_cb);
-    if (rc != 0)
-        free(req);
-    return rc;
-}
-
-/* Bytes libuv holds that the kernel has not taken. */
-static size_t stream_queued(fence_net_conn *c)
-{
-    return uv_stream_get_write_queue_size(&c->h.stream);
-}
-
-/* Close the handle; the layer frees the connection afterwards. */
-static void stream_close(fence_net_conn *c)
-{
-    uv_close(&c->h.handle, fence__net_conn_closed);
-}
-
-const fence_net_transport fence__net_tcp = {
-    "tcp", stream_read_start, stream_read_stop, stream_write,
-    stream_shutdown, stream_queued, stream_close, NULL, NULL,
-};
-
-const fence_net_transport fence__net_unix = {
-    "unix", stream_read_start, stream_read_stop, stream_write,
-    stream_shutdown, stream_queued, stream_close, NULL, NULL,
-};
 
 /* ---- replies -------------------------------------------------------------- */
 
@@ -214,7 +86,7 @@ static bool wbuf_reserve(fence_net_conn *c, size_t n)
 {
     if (c->wcap - c->wlen >= n)
         return true;
-    size_t cap = c->wcap ? c->wcap : 4096;
+    size_t cap = c->wcap ? c->wcap : WBUF_INITIAL;
     while (cap - c->wlen < n)
         cap *= 2;
     if (!mem_reserve(c, cap - c->wcap))
@@ -328,6 +200,26 @@ void fence__net_slot_reply(fence_net_slot *slot, const char *bytes,
         fence__net_slot_free(slot);
         return;
     }
+    fence_net_conn *c = slot->conn;
+    if (c->head == slot && !c->closing) {
+        /* Every reply ahead of it is in wbuf or further on: its bytes go
+         * straight after them, and the slot is done (no copy of its own). */
+        slot->state = FENCE_NET_SLOT_READY; /* freed with the queue on close */
+        if (!wbuf_reserve(c, len)) {
+            FENCE_LOG_E("conn %" PRIu64 ": out of memory for a reply; closing", c->id);
+            fence__net_conn_close(c);
+            return;
+        }
+        memcpy(c->wbuf + c->wlen, bytes, len);
+        c->wlen += len;
+        c->head = slot->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->n_slots--;
+        fence__net_slot_free(slot);
+        conn_mark_dirty(c);
+        return;
+    }
     char *out = malloc(len ? len : 1);
     if (out == NULL) {
         /* Without memory for the reply the connection cannot stay in
@@ -384,10 +276,46 @@ static bool all_sent(const fence_net_conn *c)
     return c->out_pending == 0 && c->wlen == 0 && c->n_slots == 0;
 }
 
+/* Write wbuf straight from where it is when nothing is queued ahead of
+ * it (conn.h try_write): the usual case, a reply the kernel takes whole,
+ * then costs one write(2) and no allocation, and wbuf stays for the next
+ * reply.  Returns true when nothing is left to hand over (all written, or
+ * c closed on an error); what the kernel did not take stays in wbuf. */
+static bool write_direct(fence_net_conn *c)
+{
+    if (c->tr->try_write == NULL || c->out_pending != 0)
+        return false;
+    int n = c->tr->try_write(c, c->wbuf, c->wlen);
+    if (n < 0) {
+        FENCE_LOG_D("conn %" PRIu64 ": write: %s", c->id, uv_strerror(n));
+        fence__net_conn_close(c);
+        return true;
+    }
+    FENCE_ASSERT((size_t)n <= c->wlen);
+    if ((size_t)n < c->wlen) {
+        memmove(c->wbuf, c->wbuf + n, c->wlen - (size_t)n);
+        c->wlen -= (size_t)n;
+        return false;
+    }
+    c->wlen = 0;
+    if (c->wcap > WBUF_KEEP) {
+        free(c->wbuf);
+        c->net->freed_since_trim += c->wcap;
+        c->wbuf = NULL;
+        c->wcap = 0;
+        fence__net_guard_account(c);
+    }
+    if (c->close_after_flush && all_sent(c))
+        fence__net_conn_close(c);
+    return true;
+}
+
 /* Hand wbuf to the transport and check the slow-reader bound. */
 static void write_out(fence_net_conn *c)
 {
     if (c->wlen == 0 || c->closing || c->held)
+        return;
+    if (write_direct(c))
         return;
     char *buf = c->wbuf;
     size_t len = c->wlen;

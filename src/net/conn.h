@@ -29,8 +29,8 @@
  *     fence__net_close_after_flush.
  *
  * Under every connection is a small transport vtable (read_start,
- * read_stop, write, shutdown, queued, close, open, peer_cn), after Redis's
- * connection.h: the plain stream one (TCP and Unix) here, and TLS over a
+ * read_stop, write, shutdown, queued, close, open, peer_cn, try_write), after Redis's
+ * connection.h: the plain stream one (TCP and Unix) in conn_stream.c, and TLS over a
  * TCP stream in src/net/tls.c (fence__tls_listen opens its listener
  * through fence__net_listen_tcp_tr).  A transport moves bytes only: it hands plaintext in
  * through fence__net_conn_rbuf / fence__net_conn_input / fence__net_conn_eof
@@ -94,6 +94,12 @@ struct fence_net_transport {
     /* The verified client certificate's common name, or NULL (none, or a
      * transport without certificates).  NULL member: always NULL. */
     const char *(*peer_cn)(const fence_net_conn *c);
+    /* Only called while nothing given to write is still queued: write what
+     * the kernel takes of buf[0..len) now, without taking buf (the layer
+     * keeps its buffer for the next replies): the count taken (0 when it
+     * would block) or a negative libuv error.  NULL member: every output
+     * goes through write (TLS, whose records are made from a copy). */
+    int (*try_write)(fence_net_conn *c, const char *buf, size_t len);
 };
 
 /* The plain stream transports (uv_tcp_t, uv_pipe_t). */
@@ -419,8 +425,11 @@ void fence__net_reply_error(fence_net_conn *c, const char *code,
  * slot is zeroed beyond the fence_net_slot header. */
 fence_net_slot *fence__net_slot_new(fence_net_conn *c);
 
-/* Make the slot's reply final (bytes copied).  An orphaned slot is freed
- * instead.  On out of memory the connection is closed. */
+/* Make the slot's reply final (bytes copied).  The slot belongs to the
+ * layer from here on and may be freed before this returns: an orphaned
+ * one, and the oldest of its connection, whose bytes go straight into the
+ * connection's output buffer.  On out of memory the connection is
+ * closed. */
 void fence__net_slot_reply(fence_net_slot *slot, const char *bytes,
                            size_t len);
 

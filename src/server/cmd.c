@@ -175,6 +175,8 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         "batch_commands:%llu\r\n"
         "avg_batch_size:%.2f\r\n"
         "batches_held:%llu\r\n"
+        "batches_gathered:%llu\r\n"
+        "batches_gather_timeouts:%llu\r\n"
         "raft_entries:%llu\r\n"
         "raft_bytes:%llu\r\n"
         "fsync_batches:%llu\r\n"
@@ -203,7 +205,8 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         (unsigned long long)s->net.stat_refused,
         (unsigned long long)s->net.stat_slow_closed,
         (unsigned long long)s->stat_commands, (unsigned long long)ls.batches,
-        (unsigned long long)ls.batch_cmds, avg, (unsigned long long)ls.holds,
+        (unsigned long long)ls.batch_cmds, avg, (unsigned long long)ls.holds, (unsigned long long)ls.gathers,
+        (unsigned long long)ls.gathers_timed_out,
         (unsigned long long)ls.batches, (unsigned long long)ls.entry_bytes,
         (unsigned long long)s->node.appends, healthy ? 1 : 0, why,
         (unsigned long long)st.grants, (unsigned long long)st.handoffs,

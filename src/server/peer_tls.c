@@ -704,11 +704,11 @@ out_free:
     return NULL;
 }
 
-/* Format a socket address as ip:port. */
+/* Format a socket address as ip:port (at most 45 + 1 + 5 + 1 bytes). */
 static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
 {
-    char ip[64] = "?";
-    int port = 0;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
     if (ss->ss_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
         uv_ip4_name(a, ip, sizeof(ip));
@@ -718,7 +718,7 @@ static void fmt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
         uv_ip6_name(a, ip, sizeof(ip));
         port = ntohs(a->sin6_port);
     }
-    snprintf(out, cap, "%s:%d", ip, port);
+    snprintf(out, cap, "%s:%u", ip, port);
 }
 
 /* The oldest incoming connection still in its handshake, other than pc,

@@ -1,17 +1,24 @@
-/* Signed grants off the loop thread (see signq.h): one worker thread, a
- * queue of jobs in, a list of finished ones out, and a uv_async handle
- * that brings the finished ones back to the loop. */
+/* Signed grants off the loop thread (see signq.h): worker threads (one
+ * per online CPU, at most SIGNQ_WORKERS_MAX), a queue of jobs in, a list of
+ * finished ones out, and a uv_async handle that brings the finished ones
+ * back to the loop.  Each worker takes one job at a time, so the grants of
+ * one batch are signed on every core that is free, not one after another
+ * on one. */
 #include "server/signq.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/assert.h"
 #include "base/limits.h"
 #include "proto/resp.h"
 #include "server/server.h"
+
+/* At most this many signing threads (one per online CPU up to it). */
+#define SIGNQ_WORKERS_MAX 4
 
 /* Largest value a RESP integer reply can carry. */
 #define INT_REPLY_MAX ((uint64_t)INT64_MAX)
@@ -32,10 +39,11 @@ typedef struct sign_job {
 
 struct fence_signq {
     pthread_mutex_t mu;   /* protects everything below but async */
-    pthread_cond_t cv;    /* the worker waits here for jobs */
-    pthread_t thread;     /* the worker */
-    bool idle;            /* the worker is waiting on cv */
-    bool stop;            /* the worker ends once todo is empty */
+    pthread_cond_t cv;    /* idle workers wait here for jobs */
+    pthread_t threads[SIGNQ_WORKERS_MAX]; /* the workers */
+    unsigned n_threads;   /* workers started */
+    unsigned n_idle;      /* workers waiting on cv */
+    bool stop;            /* the workers end once todo is empty */
     bool closing;         /* fence__signq_close ran: no more submits */
     sign_job *todo;       /* queued, oldest first */
     sign_job *todo_tail;  /* newest queued */
@@ -76,34 +84,36 @@ static void list_push(sign_job **head, sign_job **tail, sign_job *j)
     *tail = j;
 }
 
-/* The worker: sign what is queued, oldest first, handing each reply back
- * as soon as it is made; end when told to and nothing is left. */
+/* A worker: sign what is queued, oldest first, one job at a time (the
+ * other workers take the next ones meanwhile), handing each reply back as
+ * soon as it is made; end when told to and nothing is left. */
 static void *worker_main(void *arg)
 {
     fence_signq *q = arg;
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (q->todo == NULL && !q->stop) {
-            q->idle = true;
+            q->n_idle++;
             pthread_cond_wait(&q->cv, &q->mu);
-            q->idle = false;
+            q->n_idle--;
         }
         if (q->todo == NULL)
             break;
-        sign_job *list = q->todo;
-        q->todo = q->todo_tail = NULL;
+        sign_job *j = q->todo;
+        q->todo = j->next;
+        if (q->todo == NULL)
+            q->todo_tail = NULL;
+        /* More waiting and a worker asleep: wake it for the next one. */
+        if (q->todo != NULL && q->n_idle > 0)
+            pthread_cond_signal(&q->cv);
         pthread_mutex_unlock(&q->mu);
-        while (list != NULL) {
-            sign_job *j = list;
-            list = j->next;
-            j->len = fence__signq_reply(&j->signer, j->name, j->name_len, j->token,
-                                        j->lease, j->with_lease, j->out, sizeof(j->out));
-            fence_signtok_signer_wipe(&j->signer);
-            pthread_mutex_lock(&q->mu);
-            list_push(&q->done, &q->done_tail, j);
-            pthread_mutex_unlock(&q->mu);
-            uv_async_send(&q->async);
-        }
+        j->len = fence__signq_reply(&j->signer, j->name, j->name_len, j->token, j->lease,
+                                    j->with_lease, j->out, sizeof(j->out));
+        fence_signtok_signer_wipe(&j->signer);
+        pthread_mutex_lock(&q->mu);
+        list_push(&q->done, &q->done_tail, j);
+        pthread_mutex_unlock(&q->mu);
+        uv_async_send(&q->async);
         pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);
@@ -159,12 +169,17 @@ int fence__signq_start(fence_signq **out, uv_loop_t *loop)
         goto out_cond;
     q->async.data = q;
     /* The worker takes no signals: they stay the loop thread's. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned want = cpus < 1 ? 1 : cpus > SIGNQ_WORKERS_MAX ? SIGNQ_WORKERS_MAX
+                                                           : (unsigned)cpus;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&q->thread, NULL, worker_main, q);
+    while (q->n_threads < want &&
+           pthread_create(&q->threads[q->n_threads], NULL, worker_main, q) == 0)
+        q->n_threads++;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
+    if (q->n_threads == 0) {
         /* The handle is open: its close callback frees q. */
         uv_close((uv_handle_t *)&q->async, on_closed);
         return -1;
@@ -205,7 +220,7 @@ bool fence__signq_submit(fence_signq *q, fence_slot *slot,
     slot->state = SLOT_SIGNING;
     pthread_mutex_lock(&q->mu);
     list_push(&q->todo, &q->todo_tail, j);
-    if (q->idle)
+    if (q->n_idle > 0)
         pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return true;
@@ -220,9 +235,10 @@ void fence__signq_close(fence_signq *q)
     q->closing = true;
     pthread_mutex_lock(&q->mu);
     q->stop = true;
-    pthread_cond_signal(&q->cv);
+    pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
-    pthread_join(q->thread, NULL); /* it signs what was queued first */
+    for (unsigned i = 0; i < q->n_threads; i++)
+        pthread_join(q->threads[i], NULL); /* they sign what was queued first */
     deliver(q);
     uv_close((uv_handle_t *)&q->async, on_closed);
 }

@@ -4,10 +4,12 @@
  * used to compute it on the loop thread while it applied a batch: 64 grants
  * held the loop for 1.5 ms in which it read no request and proposed
  * nothing, so signed grants ran at 52-77% of unsigned ones.  The queue
- * hands each signature to one worker thread instead: the grant's slot waits
+ * hands each signature to a worker thread instead: the grant's slot waits
  * (SLOT_SIGNING) while the loop goes on, and the reply, bytes for bytes
  * what the loop would have written (Ed25519 is deterministic), is made
- * final on the loop thread when the worker is done.  Replies still leave in
+ * final on the loop thread when the worker is done.  There is a worker per
+ * online CPU (at most 4): the 64 grants of one batch are signed on every
+ * core that is free, in about half the time on two.  Replies still leave in
  * request order: the slot keeps its place in its connection's queue.
  *
  * Each job carries a copy of the key taken on the loop thread when the job
@@ -44,8 +46,8 @@ size_t fence__signq_reply(const fence_signtok_signer *signer, const char *name,
                           size_t name_len, uint64_t token, uint64_t lease,
                           bool with_lease, char *buf, size_t cap);
 
-/* Start the queue's worker thread and its wake-up handle on loop.  0, or
- * -1 (out of memory, no thread): the caller signs inline. */
+/* Start the queue's worker threads and its wake-up handle on loop.  0, or
+ * -1 (out of memory, no thread at all): the caller signs inline. */
 int fence__signq_start(fence_signq **out, uv_loop_t *loop);
 
 /* Queue slot's signature: name[0..name_len) and token (lease for
@@ -58,7 +60,7 @@ bool fence__signq_submit(fence_signq *q, struct fence_slot *slot,
                          bool with_lease);
 
 /* Finish every queued job (their replies are made final now; orphans are
- * freed), stop the worker and close the handle.  The queue is freed by
+ * freed), stop the workers and close the handle.  The queue is freed by
  * the handle's close callback.  NULL is a no-op. */
 void fence__signq_close(fence_signq *q);
 

@@ -69,6 +69,7 @@ FENCECTL = os.path.join(BUILD, "fencectl")
 FENCE_STORE = os.path.join(BUILD, "fence-store")
 KEEPALIVE_LOAD = os.path.join(BUILD, "tests", "keepalive_load")
 HANDOFF_LOAD = os.path.join(BUILD, "tests", "handoff_load")
+CYCLE_LOAD = os.path.join(BUILD, "tests", "cycle_load")
 # tests/bench/fsync_probe.c (CLI: fsync_probe DIR [N], prints
 # "fsync_p50_us=... fsync_p99_us=..."); wherever its mk fragment puts it.
 FSYNC_PROBES = [p for p in (os.environ.get("FSYNC_PROBE"),) if p] + [
@@ -343,6 +344,32 @@ def interleaved(cells):
     return out
 
 
+# The comparisons of one fenced with itself (metrics, TLS, signed; and
+# fenced against Redis) are measured in short cells that take turns: the
+# cell time of BENCH_SECONDS is cut into 1-second cells and there are as
+# many more rounds, so each side still runs ROUNDS * SECS seconds in all.
+# On the shared development machine the disk's fsync time moves by 10x
+# within seconds; with 3-second cells one side could get a fast disk and
+# the other a slow one.
+FINE_SECS = 1
+FINE_ROUNDS = ROUNDS * max(1, SECS // FINE_SECS)
+
+
+def interleaved_fine(cells):
+    """interleaved() with FINE_ROUNDS rounds of FINE_SECS-second cells
+    (each fn takes the cell's seconds)."""
+    out = {name: [] for name, _ in cells}
+    for r in range(FINE_ROUNDS):
+        for name, fn in (cells if r % 2 == 0 else list(reversed(cells))):
+            out[name].append(fn(FINE_SECS))
+    return out
+
+
+def fine_note():
+    """What the notes say about a row of interleaved_fine cells."""
+    return "%d cells of %d s interleaved" % (FINE_ROUNDS, FINE_SECS)
+
+
 def merge_bench(results):
     """One row's numbers from several rounds of a fencectl bench cell: rate
     the mean, p50/p99/max the highest of the rounds (each from that round's
@@ -412,6 +439,7 @@ def section_fenced():
     for c in (1, 64):
         add(bench_row("fenced uncontended (a lock per client): acquire+release cycles, "
                       "acquire latency", u[c]))
+    lock_vs_redis(f)
     log("fsync probe, PING round trip")
     probe = fsync_probe(os.path.join(TMP, "fsync-probe"))
     rps, p50, p99, mx = timed_redis_benchmark(f.port, 1, "PING")
@@ -485,6 +513,64 @@ def section_fenced():
             notes="fewest/most per client %d/%d; %d error replies"
                   % (h["min_cycles"], h["max_cycles"], h["errors"])))
     f.stop()
+
+
+def cycle_load(port, mode, conns=64, seconds=None):
+    """tests/bench/cycle_load PORT CONNS SECS MODE: {key: float}."""
+    out = subprocess.run([CYCLE_LOAD, str(port), str(conns), str(seconds or SECS), mode],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError("cycle_load %s failed: %s" % (mode, out.stderr.decode()[-300:]))
+    return kv(out.stdout.decode())
+
+
+def lock_vs_redis(f):
+    """Row 1b: the 64-client uncontended cycle against the same cycle on
+    Redis 7 with appendfsync always (a Lua acquire that SETs NX PX and
+    INCRs a token counter, a Lua compare-and-DEL release), both driven by
+    one epoll client (tests/bench/cycle_load.c), interleaved."""
+    if shutil.which("redis-server") is None:
+        add(Row("Redis 7 lock cycle (Lua SET NX PX + INCR token, compare-and-DEL), "
+                "appendfsync always", 64, value="n/a", notes="redis-server not installed"))
+        return
+    rport = free_port()
+    rdir = os.path.join(TMP, "redis-locks")
+    os.makedirs(rdir, exist_ok=True)
+    rp = spawn(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--dir", rdir,
+                "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
+               "redis-locks.log")
+    if not wait_port(rport, 30):
+        raise RuntimeError("redis-server did not listen")
+    log("fenced vs Redis lock cycles, 64 clients (cycle_load)")
+    e0 = int(f.info().get("raft_entries", 0))
+    res = interleaved_fine([("fenced", lambda t: cycle_load(f.port, "fenced", seconds=t)),
+                            ("redis", lambda t: cycle_load(rport, "redis", seconds=t))])
+    entries = int(f.info().get("raft_entries", 0)) - e0
+    stop(rp)
+
+    def merged(cells):
+        m = dict(cells[0])
+        for k in ("cycles_per_s", "cycles", "client_cpu_s"):
+            m[k] = sum(c[k] for c in cells) / len(cells)
+        for k in ("p50_us", "p99_us", "max_us"):
+            m[k] = max(c[k] for c in cells)
+        m["errors"] = sum(c["errors"] for c in cells)
+        return m
+
+    def cpu_note(m):
+        return "client CPU %.1f us/cycle" % (1e6 * m["client_cpu_s"] / max(1.0, m["cycles"]))
+    r, fc = merged(res["redis"]), merged(res["fenced"])
+    add(Row("Redis 7 lock cycle (Lua SET NX PX + INCR token, compare-and-DEL), appendfsync "
+            "always (cycle_load)", 64, r["cycles_per_s"], r["p50_us"], r["p99_us"], r["max_us"],
+            notes="%s; %d error replies; %s" % (cpu_note(r), r["errors"], fine_note())))
+    add(Row("fenced uncontended, the same client (cycle_load: ACQUIRE name ttl + UNLOCK)", 64,
+            fc["cycles_per_s"], fc["p50_us"], fc["p99_us"], fc["max_us"],
+            peer="Redis %.0f/s" % r["cycles_per_s"], ratio=times(fc["cycles_per_s"],
+                                                                r["cycles_per_s"]),
+            notes="target >= 2x Redis; %s; %.1f raft entries (disk writes) per 100 cycles "
+                  "(3.1 at best: one per half-cycle of all 64 clients); %d error replies; %s"
+                  % (cpu_note(fc), 100.0 * entries / max(1.0, sum(c["cycles"] for c in res["fenced"])),
+                     fc["errors"], fine_note())))
 
 
 def section_store():
@@ -830,21 +916,24 @@ def section_features():
                   notes="%d scrapes; this fenced also has a TLS port and a signing key; %s"
                         % (scrapes[0], rounds_note())))
     log("features: plain, TLS, signed")
-    res = interleaved([
-        ("plain", lambda: fencectl_bench(f.addr(), "uncontended", [64])[64]),
-        ("tls", lambda: fencectl_bench("127.0.0.1:%d" % tport, "uncontended", [64],
-                                       extra=["--tls", "--cacert", certs["ca.crt"]])[64]),
-        ("signed", lambda: fencectl_bench(f.addr(), "uncontended", [64], extra=["--signed"])[64])])
+    res = interleaved_fine([
+        ("plain", lambda t: fencectl_bench(f.addr(), "uncontended", [64], seconds=t)[64]),
+        ("tls", lambda t: fencectl_bench("127.0.0.1:%d" % tport, "uncontended", [64],
+                                         extra=["--tls", "--cacert", certs["ca.crt"]],
+                                         seconds=t)[64]),
+        ("signed", lambda t: fencectl_bench(f.addr(), "uncontended", [64], extra=["--signed"],
+                                            seconds=t)[64])])
     plain, tls, sig = (merge_bench(res[k]) for k in ("plain", "tls", "signed"))
     add(bench_row("same fenced, plain TCP, not scraped (peer of the next rows)", plain,
-                  notes=rounds_note()))
+                  notes=fine_note()))
     add(bench_row("same fenced, TLS 1.3 (fencectl --tls)", tls, peer="plain %.0f/s"
                   % plain["cycles_per_s"], ratio=pct(tls["cycles_per_s"], plain["cycles_per_s"]),
                   notes="target >= 80%%; the clients' TLS work runs on the same 2 cores; %s"
-                        % rounds_note()))
+                        % fine_note()))
     add(bench_row("same fenced, signed grants (ACQUIRE ... SIGNED, Ed25519)", sig,
                   peer="unsigned %.0f/s" % plain["cycles_per_s"],
-                  ratio=pct(sig["cycles_per_s"], plain["cycles_per_s"]), notes=rounds_note()))
+                  ratio=pct(sig["cycles_per_s"], plain["cycles_per_s"]),
+                  notes="target >= 85%%; %s" % fine_note()))
     f.stop()
 
 
@@ -1074,7 +1163,7 @@ def facts():
 def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD, HANDOFF_LOAD,
+    for p in (FENCED, FENCECTL, FENCE_STORE, KEEPALIVE_LOAD, HANDOFF_LOAD, CYCLE_LOAD,
               os.path.join(BUILD, "fence-proxy")):
         if not os.access(p, os.X_OK):
             sys.exit("bench: %s is not built (make bench builds it)" % p)

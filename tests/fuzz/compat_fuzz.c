@@ -10,7 +10,7 @@
  *     reference model (a successful HELLO 2/3 sets it, RESET sets 2);
  *   - a shadow connection kept in RESP3 gets every request too: its reply
  *     is well-formed RESP3 and, types mapped back (map -> array, null ->
- *     $-1, ...: tests/lib/resp3_check.h), the very bytes of the RESP2 reply
+ *     $-1, ...: tests/lib/resp_check.h), the very bytes of the RESP2 reply
  *     (HELLO, whose proto field differs, and CLIENT, whose resp= does,
  *     excepted);
  *   - while the connection is in a refused MULTI, nothing but QUIT ever
@@ -29,7 +29,6 @@
 #include "server/commands_table.h"
 #include "store/commands_table.h"
 #include "../lib/resp_check.h"
-#include "../lib/resp3_check.h"
 
 #include <stdlib.h>
 

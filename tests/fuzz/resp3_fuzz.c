@@ -7,9 +7,8 @@
  * with the protocol-aware helpers for RESP2 and for RESP3, and:
  *   - every encoder's size with cap 0 is what it writes, and with one byte
  *     less room it writes nothing at all (snprintf-style contract);
- *   - the RESP2 bytes are one well-formed RESP2 reply
- *     (tests/lib/resp_check.h), the RESP3 bytes one well-formed RESP3 reply
- *     (tests/lib/resp3_check.h);
+ *   - the RESP2 bytes are one well-formed RESP2 reply, the RESP3 bytes one
+ *     well-formed RESP3 reply (tests/lib/resp_check.h);
  *   - the RESP3 reply with its types mapped back (map -> array of 2n,
  *     set -> array, null -> $-1, boolean -> :1/:0, double and verbatim ->
  *     bulk) is byte for byte the RESP2 reply: a RESP2 client sees what it
@@ -22,7 +21,6 @@
 
 #include "fuzz.h"
 #include "proto/resp.h"
-#include "../lib/resp3_check.h"
 #include "../lib/resp_check.h"
 
 #define OUT_MAX (1 << 16)

@@ -17,7 +17,7 @@ from test_cluster_lib import CLUSTERS, Client, Cluster, Tap, run_main  # noqa: E
 def main():
     t = Tap()
     cl = Cluster(3).start()
-    ldr = cl.wait_leader(20)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "3-node cluster elects a raft leader"):
         t.finish()
     c = Client(cl.addrs(), deadline_s=20)
@@ -55,7 +55,7 @@ def main():
             "a follower's parked OBSERVE wakes with the leader's PROCLAIM", st)
     # Fail the raft leader over: the election is replicated state.
     ldr.kill()
-    ldr2 = cl.wait_leader(20)
+    ldr2 = cl.wait_leader()
     t.check(ldr2 is not None, "a new raft leader after kill -9")
     c2 = Client(cl.addrs(), deadline_s=20)
     c2.call("LEASE.KEEPALIVE", lease)

@@ -34,7 +34,7 @@ def main():
     """Run the scenario; see the module docstring."""
     t = Tap()
     cl = Cluster(3, args=["--election-timeout-ms", "400"]).start()
-    ldr = cl.wait_leader(15)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "3-node cluster elects a leader"):
         t.finish()
     t.note("leader: node %d" % ldr.id)
@@ -76,7 +76,7 @@ def main():
     kill_at = time.monotonic()
     ldr.kill()
     survivors = cl.live()
-    new = cl.wait_leader(30, among=survivors, step=0.01)
+    new = cl.wait_leader(among=survivors, step=0.01)
     elapsed = time.monotonic() - kill_at
     t.check(new is not None, "a new leader is elected after kill -9 of the leader")
     t.note("failover: new leader node %s ready %.0f ms after kill -9 of node %d"
@@ -146,7 +146,7 @@ def main():
     ldr.start()
     ok, f = cl.wait_caught_up(ldr, 30)
     t.check(ok, "the restarted node catches up (applied index reaches the commit index)", f)
-    nl = cl.wait_leader(15)
+    nl = cl.wait_leader()
     last_tok = {}
     for n in cl.live():
         c2 = n.client()

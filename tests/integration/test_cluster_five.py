@@ -21,7 +21,7 @@ def main():
     """Run the scenario; see the module docstring."""
     t = Tap()
     cl = Cluster(5).start()
-    ldr = cl.wait_leader(20)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "5-node cluster elects a leader"):
         t.finish()
     holder = Client(cl.addrs(), deadline_s=20)
@@ -31,7 +31,7 @@ def main():
 
     killed = []
     for round_ in (1, 2):
-        ldr = cl.wait_leader(20)
+        ldr = cl.wait_leader()
         ldr.kill()
         killed.append(ldr)
         holder.call("LEASE.KEEPALIVE", lease)
@@ -66,7 +66,7 @@ def main():
     # One comes back: a majority again.
     back = killed[0]
     back.start()
-    ldr = cl.wait_leader(30)
+    ldr = cl.wait_leader()
     t.check(ldr is not None, "with 3 of 5 again, a leader is elected")
     c = Client(cl.addrs(), deadline_s=20)
     tk = int(c.call("LOCK", "five.back", c.call("LEASE.GRANT", 5000)))

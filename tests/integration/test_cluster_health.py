@@ -58,7 +58,7 @@ def main():
     for i, n in cl.nodes.items():
         mports[i] = free_port()
         n.start(extra=["--metrics-port", str(mports[i])])
-    ldr = cl.wait_leader(15)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "3-node cluster elects a leader"):
         t.finish()
     for i, n in cl.nodes.items():

@@ -33,6 +33,10 @@ CLUSTERS = []  # every Cluster made, for diagnostics (run_main)
 exit_on_sigterm(1)
 
 
+# How long a test waits for a cluster to elect a ready leader.
+ELECT_S = 60.0
+
+
 def parse_info(text):
     """CLUSTER.INFO / INFO text -> (dict of fields, list of node dicts)."""
     fields, nodes = {}, []
@@ -187,8 +191,10 @@ class Cluster:
                 return n
         return None
 
-    def wait_leader(self, secs=15.0, among=None, step=0.02):
-        """Poll until a ready leader exists; returns it (or None)."""
+    def wait_leader(self, secs=ELECT_S, among=None, step=0.02):
+        """Poll until a ready leader exists; returns it (or None).  An
+        election is a liveness wait: secs only bounds a hang, and is long
+        enough for a loaded machine."""
         end = time.monotonic() + secs
         while time.monotonic() < end:
             n = self.leader(among)

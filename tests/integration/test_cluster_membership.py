@@ -45,7 +45,7 @@ def main():
     """Run the scenario; see the module docstring."""
     t = Tap()
     cl = Cluster(3, args=["--snapshot-threshold", "32", "--snapshot-trailing", "8"]).start()
-    ldr = cl.wait_leader(15)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "3-node cluster elects a leader"):
         t.finish()
     servers = ",".join(cl.addrs())
@@ -137,7 +137,7 @@ def main():
     # Transfer leadership to node 4; the old members redirect to it.
     rc, out, err = fencectl("cluster", "--server", servers, "transfer", "4")
     t.eq(0, rc, "fencectl cluster transfer 4 succeeds", err)
-    nl = cl.wait_leader(15)
+    nl = cl.wait_leader()
     t.check(nl is new, "node 4 leads after the transfer", nl and nl.id)
     t.eq("ERROR NOTLEADER " + new.addr, raw(ldr, "LEASE.GRANT", "1000"),
          "an old member redirects to the added node's client address")
@@ -150,9 +150,9 @@ def main():
     rc, out, err = fencectl("cluster", "--server", servers + "," + new.addr, "transfer",
                             str(old.id))
     t.eq(0, rc, "transfer back to node %d" % old.id, err)
-    cl.wait_leader(15)
+    cl.wait_leader()
     old.kill()
-    nl = cl.wait_leader(20)
+    nl = cl.wait_leader()
     t.check(nl is not None and nl is not old,
             "with the added voter, the cluster survives losing the leader",
             nl and nl.id)
@@ -184,7 +184,7 @@ def main():
 def voter_floor(t):
     """The voter floor: see the module docstring."""
     cl = Cluster(3, name="floor-").start()
-    ldr = cl.wait_leader(15)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "floor: a second 3-node cluster elects a leader"):
         return
     live, dead = [n for n in cl.live() if n is not ldr]
@@ -208,7 +208,7 @@ def voter_floor(t):
     # Three voters became two; now remove the leader itself: one remains.
     t.eq("OK", raw(ldr, "CLUSTER.REMOVE", str(ldr.id)),
          "floor: removing the leader itself (one live voter remains) works")
-    nl = cl.wait_leader(15, among=[live])
+    nl = cl.wait_leader(among=[live])
     t.check(nl is live, "floor: the remaining voter leads", nl and nl.id)
     f, nodes = live.cinfo()
     t.check(f is not None and f["voters"] == "1", "floor: one voter left", f)
@@ -231,7 +231,7 @@ def voter_floor(t):
             (rc, out, err))
     live.kill()
     live.start()
-    nl = cl.wait_leader(15, among=[live])
+    nl = cl.wait_leader(among=[live])
     t.check(nl is live, "floor: after a restart it leads again", nl and nl.id)
 
 

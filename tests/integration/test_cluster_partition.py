@@ -118,7 +118,7 @@ def inner(prefix):
                  hosts=["10.77.1.%d" % k for k in range(1, NODES + 1)],
                  prefixes=[["ip", "netns", "exec", ns] for ns in nss],
                  bind="0.0.0.0", ports=(CLIENT_PORT, RAFT_PORT)).start()
-    ldr = cl.wait_leader(20)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "3-node cluster in namespaces elects a leader"):
         t.finish()
     others = [n for n in cl.nodes.values() if n is not ldr]
@@ -190,7 +190,7 @@ def inner(prefix):
     sh("ip", "-n", hub, "link", "set", "hr%d" % ldr.id, "up")
     ok, f = cl.wait_caught_up(ldr, 30)
     t.check(ok, "after healing, the old leader catches up", f)
-    cl.wait_leader(15)
+    cl.wait_leader()
     roles = {n.id: (n.cinfo()[0] or {}).get("role") for n in cl.nodes.values()}
     t.check(list(roles.values()).count("leader") == 1, "after healing there is one leader",
             roles)

@@ -116,7 +116,7 @@ def main():
         n.metrics_port = free_port()
         n.args = tls_flags(certs[i], ca) + ["--metrics-port", str(n.metrics_port)]
     cl.start()
-    ldr = cl.wait_leader(20)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "mTLS 3-node cluster elects a leader"):
         t.finish()
     load = Load(cl.addrs(), n=4, ttl_ms=8000).start()

@@ -29,7 +29,7 @@ def main():
     t = Tap()
     os.environ["FENCED_TEST_SNAPSHOT_CHECK"] = "1"  # inherited by the nodes
     cl = Cluster(3, args=["--snapshot-threshold", "16", "--snapshot-trailing", "4"]).start()
-    ldr = cl.wait_leader(15)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "3-node cluster elects a leader"):
         t.finish()
     behind = [n for n in cl.live() if n is not ldr][0]
@@ -59,7 +59,7 @@ def main():
     # every acknowledged lock with its token.
     c = Client(cl.addrs())
     c.call("CLUSTER.TRANSFER", str(behind.id))
-    nl = cl.wait_leader(20, among=[behind])
+    nl = cl.wait_leader(among=[behind])
     t.check(nl is behind, "leadership moved to the node that installed the snapshot",
             nl and nl.id)
     c = Client([behind.addr])

@@ -31,7 +31,7 @@ def main():
     t = Tap()
     t.note("seed %d, %d rounds" % (seed, rounds))
     cl = Cluster(3, args=["--snapshot-threshold", "256", "--snapshot-trailing", "64"]).start()
-    if not t.check(cl.wait_leader(20) is not None, "3-node cluster elects a leader"):
+    if not t.check(cl.wait_leader() is not None, "3-node cluster elects a leader"):
         t.finish()
     load = Load(cl.addrs(), n=16, ttl_ms=5000).start()
     failovers = []
@@ -39,7 +39,7 @@ def main():
     bad_rounds = []
     for r in range(1, rounds + 1):
         time.sleep(rnd.uniform(0.5, 2.5))
-        ldr = cl.wait_leader(30)
+        ldr = cl.wait_leader()
         if ldr is None:
             bad_rounds.append((r, "no leader before the kill"))
             break
@@ -47,7 +47,7 @@ def main():
             [n for n in cl.live() if n is not ldr])
         kill_at = time.monotonic()
         victim.kill()
-        new = cl.wait_leader(30, among=cl.live(), step=0.01)
+        new = cl.wait_leader(among=cl.live(), step=0.01)
         if victim is ldr:
             failovers.append((time.monotonic() - kill_at) * 1000)
         if new is None:

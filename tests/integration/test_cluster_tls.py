@@ -159,7 +159,7 @@ def main():
     for i, n in cl.nodes.items():
         n.args = tls_flags(certs[i], ca)
     cl.start()
-    ldr = cl.wait_leader(20)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "mTLS 3-node cluster elects a leader"):
         t.finish()
     t.check(all("mutual TLS on" in read_log(n.log) for n in cl.live()),
@@ -241,7 +241,7 @@ def main():
 
     # kill -9 of the leader still fails over under TLS.
     ldr.kill()
-    new = cl.wait_leader(30, among=cl.live())
+    new = cl.wait_leader(among=cl.live())
     t.check(new is not None and new.id != ldr.id,
             "kill -9 of the leader: a new leader is elected over TLS")
     ops_fail = load.ops

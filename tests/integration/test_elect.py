@@ -17,8 +17,21 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_fenced_lib import Fenced, Tap, redis  # noqa: E402
+from fencetest import info_field, wait_for  # noqa: E402
 
 t = Tap()
+
+
+def processed():
+    """INFO commands_processed (this INFO counted): requests parsed and
+    dispatched, so a parked request is counted once it is parked."""
+    return int(info_field(f.port, "commands_processed"))
+
+
+def wait_parked(before, n):
+    """Wait until n requests besides the INFOs since processed() returned
+    before are dispatched (parked: nothing else is sent meanwhile)."""
+    wait_for(lambda: processed() >= before + n + 1)
 
 
 def err_of(fn):
@@ -54,6 +67,7 @@ def campaign_b():
     got["b"] = b.execute_command("ELECTION.CAMPAIGN", "db", lb, "host-b", "WAIT", 20000)
 
 
+c0 = processed()
 th = threading.Thread(target=campaign_b)
 th.start()
 # An observer parks on the current revision.
@@ -67,7 +81,7 @@ def observe(after, key, wait=20000):
 
 to = threading.Thread(target=observe, args=(rev1, "p"))
 to.start()
-time.sleep(0.2)  # let both park (the assertions below hold either way)
+wait_parked(c0, 2)  # both park (the assertions below hold either way)
 rev2 = a.execute_command("ELECTION.PROCLAIM", "db", tok_a, "host-a:v2")
 t.check(rev2 > rev1, "PROCLAIM replies a higher revision", (rev1, rev2))
 to.join(10)
@@ -92,9 +106,10 @@ t.eq(None, a.execute_command("ELECTION.OBSERVE", "db", "AFTER", rev3, "WAIT", 20
 t.check(time.monotonic() - t0 >= 0.15, "... after about WAIT ms")
 
 # Nobody leads: [nil, 0, 0, revision]; LEADER says nil.
+c0 = processed()
 to = threading.Thread(target=observe, args=(rev3, "gone"))
 to.start()
-time.sleep(0.1)
+wait_parked(c0, 1)
 t.eq(1, b.execute_command("ELECTION.RESIGN", "db", tok_b), "the last leader resigns")
 to.join(10)
 gone = seen.get("gone")
@@ -141,9 +156,11 @@ t.check(all(r is None for r in res[:16]) and isinstance(res[16], redis.exception
         res[-2:])
 # A client that goes away while parked costs nothing and breaks nothing.
 q = f.client()
-q.connection_pool.get_connection("x").send_command("ELECTION.OBSERVE", "db", "AFTER",
-                                                   cur + 1000000, "WAIT", 20000)
-time.sleep(0.1)
+qc = q.connection_pool.get_connection("x")
+qc.connect()
+c0 = processed()
+qc.send_command("ELECTION.OBSERVE", "db", "AFTER", cur + 1000000, "WAIT", 20000)
+wait_parked(c0, 1)
 q.connection_pool.disconnect()
 t.eq(True, a.ping(), "the server lives on after a parked observer hung up")
 

@@ -168,7 +168,8 @@ read -r htok _ < <("$F" acquire held.lock --ttl 5000)
 check_eq "not acquired within --wait gives 75" 75 $?
 check "with a message" grep -q "held by someone else" "$T/err75"
 spawn waiter "$F" lock held.lock --wait 20000 -- true
-sleep 0.3
+_queued() { "$F" info held.lock | grep -q ' waiters=1$'; }
+check "the second fencectl lock is queued behind the holder" wait_for 30 _queued
 stop waiter TERM
 check_eq "a fencectl lock still waiting for the lock is not holding it" "token=$htok" \
     "$("$F" info held.lock | cut -d' ' -f1)"

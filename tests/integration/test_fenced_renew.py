@@ -46,6 +46,10 @@ def single(t):
     f = Fenced("renew").start()
     c = f.client()
     lease = int(c.execute_command("LEASE.GRANT", 30000))
+    # Checkpoints (one entry per 100 ms interval) may land while the 200
+    # renewals are in flight, more of them on a loaded machine: counted
+    # around the entries, they are allowed for.
+    k0 = info_int(f, "checkpoints")
     e0, l0 = info_int(f, "raft_entries"), info_int(f, "renewals_local")
     p = c.pipeline(transaction=False)
     for _ in range(200):
@@ -54,8 +58,10 @@ def single(t):
     t.check(all(r == 30000 for r in replies), "200 renewals answered with the TTL",
             replies[:5])
     e1, l1 = info_int(f, "raft_entries"), info_int(f, "renewals_local")
+    k1 = info_int(f, "checkpoints")
     t.eq(200, l1 - l0, "every renewal answered by the leader itself (INFO renewals_local)")
-    t.check(e1 - e0 <= 3, "no entry per renewal (%d raft entries for 200)" % (e1 - e0))
+    t.check(e1 - e0 <= 3 + (k1 - k0), "no entry per renewal (%d raft entries for 200, "
+            "%d checkpoints meanwhile)" % (e1 - e0, k1 - k0))
     t.check(wait_for(lambda: info_int(f, "checkpoints") >= 1), "a checkpoint was proposed")
     t.check(info_int(f, "checkpoint_leases") >= 200,
             "the checkpoint carried the renewals (%d ids)" % info_int(f, "checkpoint_leases"))
@@ -69,22 +75,29 @@ def single(t):
     ck = info_int(f, "checkpoints")
     t.check(wait_for(lambda: info_int(f, "checkpoints") > ck), "the next checkpoint came")
 
-    # "checkpoints" counts proposals: wait for its apply (on a loaded disk
-    # the fsync can take longer than the LEASE.INFO right after it).
     def remaining():
         r = c.execute_command("LEASE.INFO", lease)  # [ttl_ms, remaining_ms, locks_held]
         return int(r[1]) if isinstance(r, list) and len(r) == 3 else None
-    rem = remaining()
-    if rem is None or rem <= 28500:
-        wait_for(lambda: (remaining() or 0) > 28500, 5.0)
-        rem = remaining()
-    t.check(rem is not None and rem > 28000, "LEASE.INFO shows the TTL restarted (%s ms left)"
-            % rem)
 
-    # Too close to the deadline: through the log.
-    short = int(c.execute_command("LEASE.GRANT", 100))
-    l2 = info_int(f, "renewals_local")
-    t.eq(100, int(c.execute_command("LEASE.KEEPALIVE", short)), "a 100 ms lease renews")
+    # "checkpoints" counts proposals: wait until the proposed one is applied
+    # (without it the lease has about 27 s left, and less every moment).
+    restarted = wait_for(lambda: (remaining() or 0) > 28500, 30)
+    t.check(restarted, "LEASE.INFO shows the TTL restarted (%s ms left)" % remaining())
+
+    # Too close to the deadline: through the log.  On a loaded machine a
+    # 100 ms lease may expire before its renewal arrives (NOLEASE): then a
+    # new one is tried.
+    for attempt in range(20):
+        short = int(c.execute_command("LEASE.GRANT", 100))
+        l2 = info_int(f, "renewals_local")
+        try:
+            renewed = int(c.execute_command("LEASE.KEEPALIVE", short))
+            break
+        except redis.ResponseError as e:
+            renewed = str(e)
+            if not renewed.startswith("NOLEASE"):
+                break
+    t.eq(100, renewed, "a 100 ms lease renews (attempt %d)" % (attempt + 1))
     t.eq(l2, info_int(f, "renewals_local"), "... through the log (inside the margin)")
 
     # Unknown lease.
@@ -98,7 +111,7 @@ def single(t):
     holder = int(c.execute_command("LEASE.GRANT", 400))
     tok = int(c.execute_command("LOCK", "renew:x", holder))
     other = int(c.execute_command("LEASE.GRANT", 30000))
-    got = wait_for(lambda: c.execute_command("LOCK", "renew:x", other), 5)
+    got = wait_for(lambda: c.execute_command("LOCK", "renew:x", other), 60)
     t.check(got is not None and int(got) > tok,
             "an unrenewed lease expires; the next holder gets a larger token (%s > %d)"
             % (got, tok))
@@ -107,19 +120,23 @@ def single(t):
 
 def cluster(t):
     cl = Cluster(3, args=["--election-timeout-ms", "400"]).start()
-    ldr = cl.wait_leader(20)
+    ldr = cl.wait_leader()
     if not t.check(ldr is not None, "3-node cluster elects a leader"):
         return
     c = Client(cl.addrs(), deadline_s=20)
     lease = int(c.call("LEASE.GRANT", 10000))
     # A first renewal may go through the log (no recent entry of ours yet);
     # those that follow are answered by the leader itself.
-    replies = [int(c.call("LEASE.KEEPALIVE", lease)) for _ in range(5)]
+    # A leader change (400 ms elections on a loaded machine) sends the next
+    # one through the log again: renew until one is answered locally.
+    replies = []
+    while len(replies) < 5 or (9600 not in replies and len(replies) < 50):
+        replies.append(int(c.call("LEASE.KEEPALIVE", lease)))
     t.check(9600 in replies, "a renewal answered by the leader itself replies TTL - "
             "election timeout (%s)" % replies)
     t.check(all(r in (10000, 9600) for r in replies), "every reply is the TTL or TTL - 400")
     ldr.kill()
-    t.check(cl.wait_leader(20) is not None, "a new leader after kill -9")
+    t.check(cl.wait_leader() is not None, "a new leader after kill -9")
     t.check(int(c.call("LEASE.KEEPALIVE", lease)) in (10000, 9600),
             "the lease is still live on the new leader")
 

@@ -34,6 +34,7 @@ from test_proxy_lib import (PROXY, Nginx, Proxy, SlowUpstream, Tap, binary,  # n
                             fenced_headers, free_port, make_tmp, need_nginx, need_proxy,
                             raw_exchange, read_log, request, run_threads, spawn,
                             stop_process, wait_port)
+from fencetest import wait_for  # noqa: E402
 
 need_proxy()
 need_nginx()
@@ -303,9 +304,14 @@ def test_max_connections(tmp, ng):
     tap.check(closed >= 1, "the quietest idle connection was closed for it (%d closed)" % closed)
     for s in socks:
         s.close()
-    time.sleep(0.2)
-    st, _, _ = request(px.port, "GET", "/basic.txt")
-    tap.eq(200, st, "once they closed, a new connection is served")
+
+    def served():
+        try:
+            return request(px.port, "GET", "/basic.txt")[0]
+        except OSError:
+            return None
+    tap.eq(200, wait_for(lambda: served() == 200) and 200,
+           "once they closed, a new connection is served")
     px.stop()
 
 
@@ -351,9 +357,9 @@ def test_options(ng):
         tap.check("listening on" in read_log(logf), "it logs to --log-file")
         os.rename(logf, logf + ".1")
         p.send_signal(signal.SIGHUP)
-        time.sleep(0.3)
         request(port, "GET", "/ro/conf.txt")
-        tap.check("log reopened" in read_log(logf), "SIGHUP reopens the log file at its path")
+        tap.check(wait_for(lambda: "log reopened" in read_log(logf)),
+                  "SIGHUP reopens the log file at its path")
     finally:
         stop_process(p)
 

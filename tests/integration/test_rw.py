@@ -190,16 +190,20 @@ pc.close()
 # fencectl lock --shared: two readers run at once with one token.
 fencectl = binary("fencectl", env="FENCECTL")
 srv = "127.0.0.1:%d" % f.port
+# The first reader holds until the test creates its done file (bounded: 60 s).
+done = os.path.join(f.dir, "rw-done")
 rd = subprocess.Popen([fencectl, "--server", srv, "lock", "fc", "--shared", "--", "sh", "-c",
-                       "echo $FENCE_TOKEN; sleep 5"], stdout=subprocess.PIPE, text=True)
+                       "echo $FENCE_TOKEN; i=0; while [ ! -e \"$0\" ] && [ $i -lt 1200 ]; do "
+                       "sleep 0.05; i=$((i + 1)); done", done],
+                      stdout=subprocess.PIPE, text=True)
 first = rd.stdout.readline().strip()
 second = subprocess.run([fencectl, "--server", srv, "lock", "fc", "--shared", "--", "sh", "-c",
                          "echo $FENCE_TOKEN"], capture_output=True, text=True, timeout=30)
 t.check(second.returncode == 0 and second.stdout.strip() == first,
         "fencectl lock --shared: a second reader runs at once with the first's token",
         (first, second.stdout, second.stderr))
-rd.terminate()
-rd.wait(10)
+open(done, "w").close()
+rd.wait(30)
 c.close()
 f.stop()
 # ACL: a user limited to ~orders:* takes shared locks on orders:* only, and

@@ -46,7 +46,7 @@ check "log-level debug logs connections" grep -q " debug conn 1: accepted" "$TES
 check "nothing went to stderr" test ! -s "$TEST_TMP/s1.log"
 mv "$TEST_TMP/store.log" "$TEST_TMP/store.log.1"
 kill -HUP "$pid"
-sleep 0.3
+wait_log "$TEST_TMP/store.log" "SIGHUP: log file reopened"
 check "SIGHUP leaves fence-store running" alive s1
 check_eq "and serving" "PONG" "$(rc "$P" PING)"
 check "the new log file gets the lines" grep -q "SIGHUP: log file reopened" "$TEST_TMP/store.log"

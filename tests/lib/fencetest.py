@@ -246,14 +246,21 @@ WAIT_S = 30.0  # what a wait allows before it gives up: bounds a hang only
 def wait_for(pred, timeout=WAIT_S, step=0.02, errors=(OSError, RespError, ConnectionError)):
     """Calls pred() every step seconds until it returns a true value, and
     returns that value; the last (false) value after timeout seconds.  A
-    call that raises one of errors counts as false."""
+    call that raises one of errors counts as false.  Giving up is noted on
+    stderr, so that a wait that costs its whole timeout shows in the log."""
     end = time.monotonic() + timeout
     while True:
         try:
             v = pred()
         except errors:
             v = None
-        if v or time.monotonic() >= end:
+        if v:
+            return v
+        if time.monotonic() >= end:
+            code = getattr(pred, "__code__", None)
+            sys.stderr.write("# wait_for: gave up after %g s (%s)\n" % (
+                timeout, "%s:%d" % (os.path.basename(code.co_filename), code.co_firstlineno)
+                if code else pred))
             return v
         time.sleep(step)
 

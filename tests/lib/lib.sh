@@ -85,13 +85,14 @@ wait_port() {
 }
 
 # wait_for SECONDS CMD...: run CMD every 0.05 s until it succeeds; 1 if it
-# has not after SECONDS (a bound on a hang, not a delay).
+# has not after SECONDS (a bound on a hang, not a delay; giving up is noted
+# on stderr, so that a wait that costs its whole bound shows in the log).
 wait_for() {
     local secs=$1; shift
     local end=$((SECONDS + secs + 1))
     while :; do
         "$@" && return 0
-        [ "$SECONDS" -lt "$end" ] || return 1
+        [ "$SECONDS" -lt "$end" ] || { echo "# wait_for: gave up after ${secs} s: $*" >&2; return 1; }
         sleep 0.05
     done
 }

@@ -261,6 +261,58 @@ int main(void)
     commit(2);
     props_clear();
 
+    /* Gathering: an entry that answered 16 connections; with none in
+     * flight, the next batch waits until all but 1/8 of them are back (14
+     * requests), or for the timer, which then turns gathering off for a
+     * while.  Reads of those connections count as answered too. */
+    {
+        enum { NG = 16 };
+        fence_lconn g[NG];
+        for (int i = 0; i < NG; i++)
+            fence__leader_conn_init(&g[i]);
+        n_answers = 0;
+        for (int i = 0; i < NG; i++)
+            fence__leader_submit(g_l, &g[i], &reqs[200 + i], &tk, false);
+        fence__leader_step(g_l);
+        CHECK(n_props == 1 && prop_count(0, NULL) == NG, "16 connections in one entry");
+        commit(0);
+        props_clear();
+        CHECK(n_answers == NG, "all 16 answered");
+        for (int i = 0; i < 13; i++) {
+            fence__leader_submit(g_l, &g[i], &reqs[300 + i], &tk, false);
+            fence__leader_step(g_l);
+        }
+        CHECK(n_props == 0, "13 of the 16 back: the batch waits for more");
+        uint64_t gd = 0;
+        CHECK(fence__leader_timer_take(g_l, &gd) && gd >= 1 && gd <= 2,
+              "with the timer armed for the gather (1-2 ms)");
+        fence__leader_submit(g_l, &g[13], &reqs[313], &tk, false);
+        fence__leader_step(g_l);
+        CHECK(n_props == 1 && prop_count(0, NULL) == 14, "the 14th: one entry of 14");
+        commit(0);
+        props_clear();
+        /* 14 answered: the next batch waits; nobody else comes, so the
+         * timer sends it, and the next batches go at once. */
+        fence__leader_submit(g_l, &g[0], &reqs[320], &tk, false);
+        fence__leader_step(g_l);
+        CHECK(n_props == 0, "one back of 14: waits");
+        clock_ms += 2;
+        fence__leader_timer(g_l);
+        fence__leader_step(g_l);
+        CHECK(n_props == 1 && prop_count(0, NULL) == 1, "the timer sends it alone");
+        commit(0);
+        props_clear();
+        fence__leader_submit(g_l, &g[1], &reqs[321], &tk, false);
+        fence__leader_step(g_l);
+        CHECK(n_props == 1, "after a gather timed out the next batch goes at once");
+        commit(0);
+        props_clear();
+        fence_leader_stats gs;
+        fence__leader_stats_get(g_l, &gs);
+        CHECK(gs.gathers == 2 && gs.gathers_timed_out == 1, "INFO counts 2 gathers, 1 timed out");
+        n_answers = 0;
+    }
+
     /* Orphans: a closed connection's requests are never answered. */
     n_answers = 0;
     fence_lconn c;

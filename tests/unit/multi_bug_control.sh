@@ -7,7 +7,9 @@
 # applies fails this control loudly.
 set -u
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-BUILD=${BUILD:-$ROOT/build}
+# The release build: its mutant directories are the ones the simulation's
+# controls use (mk/sim.mk), so the core is compiled once per mutant.
+BUILD=${BUILD:-$ROOT/build/release}
 cd "$ROOT" || exit 1
 command -v "${CC:-cc}" >/dev/null || { echo "# skipped: no C compiler"; exit 77; }
 out=$BUILD/mutant/multi_partial

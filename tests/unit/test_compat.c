@@ -15,7 +15,6 @@
 #include "server/commands_table.h"
 #include "store/commands_table.h"
 #include "../lib/resp_check.h"
-#include "../lib/resp3_check.h"
 #include "../lib/test.h"
 
 /* Messages are large (FENCE_INLINE_MAX of scratch): share static ones. */

@@ -4,7 +4,8 @@
  * go backwards (also across an election that goes away and comes back),
  * the one name space (WRONGTYPE), limits, REQID retries, CANCEL, owners,
  * LEADER_START, the entry codec and the snapshot section "elect". */
-#include "../lib/test.h"
+#define FX_PLAIN
+#include "test_core_fx.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -14,52 +15,6 @@
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
-
-static long live_allocs;
-
-static void *e_alloc(void *ctx, size_t n)
-{
-    long *live = ctx;
-    void *p = malloc(n);
-    if (p != NULL)
-        (*live)++;
-    return p;
-}
-
-static void e_free(void *ctx, void *p)
-{
-    long *live = ctx;
-    if (p != NULL)
-        (*live)--;
-    free(p);
-}
-
-static fence_fsm *new_fsm(void)
-{
-    fence_fsm_opts o = {{e_alloc, e_free, &live_allocs}, 0};
-    fence_fsm *f = NULL;
-    REQUIRE(fence_fsm_create(&o, &f) == 0);
-    return f;
-}
-
-static void done(fence_fsm *f)
-{
-    CHECK(fence_fsm_check(f) == NULL);
-    fence_fsm_destroy(f);
-    CHECK_EQ_I64(live_allocs, 0);
-}
-
-/* Apply c at now and check every invariant. */
-static fence_result run(fence_fsm *f, uint64_t now, fence_cmd c)
-{
-    fence_result r;
-    fence_fsm_apply(f, now, &c, &r);
-    const char *e = fence_fsm_check(f);
-    if (e != NULL)
-        printf("#   check failed: %s\n", e);
-    REQUIRE(e == NULL);
-    return r;
-}
 
 static uint64_t grant(fence_fsm *f, uint64_t now, uint64_t ttl, uint64_t delay)
 {

@@ -1,6 +1,14 @@
-/* The fixture the core's unit tests share (test_core.c, test_core_lock.c):
- * a counting test allocator with a failure budget, a state machine with
- * the events it reported, and builders for every command. */
+/* The fixture the core's unit tests share: a counting test allocator with
+ * a failure budget, and one of two fixtures over it.
+ *
+ *  - fx (the default; test_core.c, test_core_lock.c): a state machine with
+ *    the events it reported, and builders for every command.
+ *  - The plain one (#define FX_PLAIN before the include; the kinds' tests,
+ *    which keep their own command builders): new_fsm(), done(f) and
+ *    run(f, now, c) over a bare fence_fsm, every state machine of the
+ *    program counting into one allocator.  FX_HASH_SEED (default 0) is
+ *    new_fsm's hash seed; a file that defines FX_OWN_RUN writes its own
+ *    run() over check_apply(). */
 #ifndef FENCE_TEST_CORE_FX_H
 #define FENCE_TEST_CORE_FX_H
 
@@ -9,7 +17,7 @@
 #include "core/fsm.h"
 #include "core/snapshot.h"
 
-/* ---- Fixture ------------------------------------------------------------- */
+/* ---- Allocator ----------------------------------------------------------- */
 
 /* A test allocator: malloc, with an optional budget of successful
  * allocations after which every allocation fails. */
@@ -37,9 +45,63 @@ static inline void *t_alloc(void *ctx, size_t n)
 static inline void t_free(void *ctx, void *p)
 {
     talloc *t = ctx;
-    t->live--;
+    if (p != NULL) {
+        t->live--;
+    }
     free(p);
 }
+
+/* Apply a command and check every invariant afterwards. */
+static inline fence_result check_apply(fence_fsm *f, uint64_t now, fence_cmd c)
+{
+    fence_result r;
+    fence_fsm_apply(f, now, &c, &r);
+    const char *e = fence_fsm_check(f);
+    if (e != NULL) {
+        printf("#   check failed: %s\n", e);
+    }
+    REQUIRE(e == NULL);
+    return r;
+}
+
+#ifdef FX_PLAIN
+
+/* ---- The plain fixture --------------------------------------------------- */
+
+#ifndef FX_HASH_SEED
+#define FX_HASH_SEED 0
+#endif
+
+/* The allocator of every state machine new_fsm() makes. */
+static talloc fx_plain_alloc = {-1, 0};
+
+static inline fence_fsm *new_fsm(void)
+{
+    fence_fsm_opts o = {{t_alloc, t_free, &fx_plain_alloc}, FX_HASH_SEED};
+    fence_fsm *f = NULL;
+    REQUIRE(fence_fsm_create(&o, &f) == 0);
+    return f;
+}
+
+/* Check and destroy f; nothing any state machine allocated is left. */
+static inline void done(fence_fsm *f)
+{
+    CHECK(fence_fsm_check(f) == NULL);
+    fence_fsm_destroy(f);
+    CHECK_EQ_I64(fx_plain_alloc.live, 0);
+}
+
+#ifndef FX_OWN_RUN
+/* Apply c at now and check every invariant. */
+static inline fence_result run(fence_fsm *f, uint64_t now, fence_cmd c)
+{
+    return check_apply(f, now, c);
+}
+#endif
+
+#else /* FX_PLAIN */
+
+/* ---- The fx fixture ------------------------------------------------------ */
 
 #define MAX_EV 1024
 
@@ -190,5 +252,7 @@ static inline uint8_t *snap(fx *x, size_t *len)
     CHECK_EQ_U64(fence_fsm_snapshot(x->f, b, *len), *len);
     return b;
 }
+
+#endif /* FX_PLAIN */
 
 #endif /* FENCE_TEST_CORE_FX_H */

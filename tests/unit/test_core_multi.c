@@ -6,7 +6,9 @@
  * every corrupted snapshot refused or valid), the entry codec, and a
  * random run checked against a small model of who holds what.
  */
-#include "../lib/test.h"
+#define FX_PLAIN
+#define FX_HASH_SEED 0x5eed
+#include "test_core_fx.h"
 
 #include <stdbool.h>
 
@@ -15,57 +17,11 @@
 #include "core/fsm.h"
 #include "core/snapshot.h"
 
-static void *m_alloc(void *ctx, size_t n)
-{
-    long *live = ctx;
-    void *p = malloc(n);
-    if (p != NULL)
-        (*live)++;
-    return p;
-}
-
-static void m_free(void *ctx, void *p)
-{
-    long *live = ctx;
-    if (p != NULL)
-        (*live)--;
-    free(p);
-}
-
-static long live_allocs;
-
-static fence_fsm *new_fsm(void)
-{
-    fence_fsm_opts o = {{m_alloc, m_free, &live_allocs}, 0x5eed};
-    fence_fsm *f = NULL;
-    REQUIRE(fence_fsm_create(&o, &f) == 0);
-    return f;
-}
-
-static void done(fence_fsm *f)
-{
-    CHECK(fence_fsm_check(f) == NULL);
-    fence_fsm_destroy(f);
-    CHECK_EQ_I64(live_allocs, 0);
-}
-
 /* Destroy a copy while the original lives on. */
 static void done_copy(fence_fsm *g)
 {
     CHECK(fence_fsm_check(g) == NULL);
     fence_fsm_destroy(g);
-}
-
-/* Apply c at now and check every invariant. */
-static fence_result run(fence_fsm *f, uint64_t now, fence_cmd c)
-{
-    fence_result r;
-    fence_fsm_apply(f, now, &c, &r);
-    const char *e = fence_fsm_check(f);
-    if (e != NULL)
-        printf("#   check failed: %s\n", e);
-    REQUIRE(e == NULL);
-    return r;
 }
 
 /* The single event of the last call for wait id (status 255: none). */

@@ -6,59 +6,14 @@
  * machine enforces the same limits and ends byte-identical.  The entry
  * codec carries the two numbers (version 4 only when a command has them).
  */
-#include "../lib/test.h"
+#define FX_PLAIN
+#include "test_core_fx.h"
 
 #include <stdbool.h>
 
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
-
-static void *q_alloc(void *ctx, size_t n)
-{
-    long *live = ctx;
-    void *p = malloc(n);
-    if (p != NULL)
-        (*live)++;
-    return p;
-}
-
-static void q_free(void *ctx, void *p)
-{
-    long *live = ctx;
-    if (p != NULL)
-        (*live)--;
-    free(p);
-}
-
-static long live_allocs;
-
-static fence_fsm *new_fsm(void)
-{
-    fence_fsm_opts o = {{q_alloc, q_free, &live_allocs}, 0};
-    fence_fsm *f = NULL;
-    REQUIRE(fence_fsm_create(&o, &f) == 0);
-    return f;
-}
-
-static void done(fence_fsm *f)
-{
-    CHECK(fence_fsm_check(f) == NULL);
-    fence_fsm_destroy(f);
-    CHECK_EQ_I64(live_allocs, 0);
-}
-
-/* Apply c at now and check every invariant. */
-static fence_result run(fence_fsm *f, uint64_t now, fence_cmd c)
-{
-    fence_result r;
-    fence_fsm_apply(f, now, &c, &r);
-    const char *e = fence_fsm_check(f);
-    if (e != NULL)
-        printf("#   check failed: %s\n", e);
-    REQUIRE(e == NULL);
-    return r;
-}
 
 /* c as owner, with quotas (0, 0: no flag at all). */
 static fence_cmd as(fence_cmd c, uint64_t owner, uint32_t leases, uint32_t locks)

@@ -7,7 +7,10 @@
  * dedicated leases, REQID retries, CANCEL, limits, quotas, LEADER_START;
  * and after every step a snapshot restores into a fresh state machine that
  * snapshots to the same bytes. */
-#include "../lib/test.h"
+#define FX_PLAIN
+#define FX_HASH_SEED 0x5eed
+#define FX_OWN_RUN
+#include "test_core_fx.h"
 
 #include <stdbool.h>
 
@@ -16,40 +19,6 @@
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "core/snapshot.h"
-
-static void *t_alloc(void *ctx, size_t n)
-{
-    long *live = ctx;
-    void *p = malloc(n);
-    if (p != NULL)
-        (*live)++;
-    return p;
-}
-
-static void t_free(void *ctx, void *p)
-{
-    long *live = ctx;
-    if (p != NULL)
-        (*live)--;
-    free(p);
-}
-
-static long live_allocs;
-
-static fence_fsm *new_fsm(void)
-{
-    fence_fsm_opts o = {{t_alloc, t_free, &live_allocs}, 0x5eed};
-    fence_fsm *f = NULL;
-    REQUIRE(fence_fsm_create(&o, &f) == 0);
-    return f;
-}
-
-static void done(fence_fsm *f)
-{
-    CHECK(fence_fsm_check(f) == NULL);
-    fence_fsm_destroy(f);
-    CHECK_EQ_I64(live_allocs, 0);
-}
 
 /* The state's snapshot (malloc'd). */
 static uint8_t *snap(const fence_fsm *f, size_t *n)

@@ -5,7 +5,8 @@
  * quotas, REQID, LEADER_START, the snapshot's "rw" section and the entry
  * codec.
  */
-#include "../lib/test.h"
+#define FX_PLAIN
+#include "test_core_fx.h"
 
 #include <stdbool.h>
 
@@ -18,52 +19,6 @@
  * empty multi section: its u32 count, 4; an empty elect section, 16; an
  * empty sem section: its two u32 counts, 8). */
 #define SNAP_AFTER_RW (4 + 16 + 8)
-
-static void *s_alloc(void *ctx, size_t n)
-{
-    long *live = ctx;
-    void *p = malloc(n);
-    if (p != NULL)
-        (*live)++;
-    return p;
-}
-
-static void s_free(void *ctx, void *p)
-{
-    long *live = ctx;
-    if (p != NULL)
-        (*live)--;
-    free(p);
-}
-
-static long live_allocs;
-
-static fence_fsm *new_fsm(void)
-{
-    fence_fsm_opts o = {{s_alloc, s_free, &live_allocs}, 0};
-    fence_fsm *f = NULL;
-    REQUIRE(fence_fsm_create(&o, &f) == 0);
-    return f;
-}
-
-static void done(fence_fsm *f)
-{
-    CHECK(fence_fsm_check(f) == NULL);
-    fence_fsm_destroy(f);
-    CHECK_EQ_I64(live_allocs, 0);
-}
-
-/* Apply c at now and check every invariant. */
-static fence_result run(fence_fsm *f, uint64_t now, fence_cmd c)
-{
-    fence_result r;
-    fence_fsm_apply(f, now, &c, &r);
-    const char *e = fence_fsm_check(f);
-    if (e != NULL)
-        printf("#   check failed: %s\n", e);
-    REQUIRE(e == NULL);
-    return r;
-}
 
 /* The event of the last call for wait id, or status 0xff. */
 static fence_result ev(fence_fsm *f, uint64_t wait_id)
