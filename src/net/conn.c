@@ -769,10 +769,10 @@ void fence__net_on_connection(uv_stream_t *server, int status)
         c->tr = net->tr_tcp_tr;
     } else if (server->type == UV_TCP) {
         uv_tcp_init(net->loop, &c->h.tcp);
-        c->tr = &fence__net_tcp;
+        c->tr = net->tcp_tr;
     } else {
         uv_pipe_init(net->loop, &c->h.pipe, 0);
-        c->tr = &fence__net_unix;
+        c->tr = net->pipe_tr;
     }
     c->h.handle.data = c;
     c->next = net->conns;

@@ -251,6 +251,9 @@ struct fence_net {
     uv_connection_cb on_connection; /* conn.c's accept callback, handed to
                                  * conn_listen.c at init (no call up) */
     const fence_net_transport *tr_tcp_tr; /* its connections' transport */
+    const fence_net_transport *tcp_tr;  /* the plain listener's connections'
+                                         * transport (set by its listen) */
+    const fence_net_transport *pipe_tr; /* the Unix socket's (likewise) */
     void *tr_ctx;               /* that transport's context (tls.h) */
     void (*tr_ctx_stop)(void *ctx); /* releases tr_ctx at fence__net_stop */
     uv_check_t check;           /* end of each loop turn: flush */
@@ -387,6 +390,14 @@ int fence__net_listen_tcp_tr(fence_net *net, const char *bind, unsigned port,
  * the file is removed again on stop).  Returns 0 or -1 with err. */
 int fence__net_listen_unix(fence_net *net, const char *path, char *err,
                            size_t cap);
+
+/* The listeners of fence__net_listen_tcp and fence__net_listen_unix
+ * (conn_listen.c) for the plain transport tr those two pass (conn_stream.c):
+ * the listeners name their transports, so conn.c never calls up into one. */
+int fence__net_listen_tcp_with(fence_net *net, const char *bind, unsigned port,
+                               const fence_net_transport *tr, char *err, size_t cap);
+int fence__net_listen_unix_with(fence_net *net, const char *path,
+                                const fence_net_transport *tr, char *err, size_t cap);
 
 /* Close the listeners (no more accepts; a Unix socket file is removed). */
 void fence__net_close_listeners(fence_net *net);

@@ -1,5 +1,6 @@
 /* The connection layer's listeners (conn.h): TCP, TCP for another transport
- * (TLS), and a Unix socket; each hands accepted clients to
+ * (TLS), and a Unix socket, each for the transport it is given (the plain
+ * ones come from conn_stream.c, TLS from tls.c); each hands accepted clients to
  * fence__net_on_connection (conn.c), which conn.c hands down at init as
  * net->on_connection. */
 #include <stdio.h>
@@ -38,10 +39,11 @@ static int listen_tcp(fence_net *net, uv_tcp_t *tcp, bool *open,
     return 0;
 }
 
-/* Listen on TCP (plain connections). */
-int fence__net_listen_tcp(fence_net *net, const char *bind, unsigned port,
-                          char *err, size_t cap)
+/* Listen on TCP for connections of the plain transport tr. */
+int fence__net_listen_tcp_with(fence_net *net, const char *bind, unsigned port,
+                               const fence_net_transport *tr, char *err, size_t cap)
 {
+    net->tcp_tr = tr;
     return listen_tcp(net, &net->tcp, &net->tcp_open, bind, port, err, cap);
 }
 
@@ -60,14 +62,15 @@ int fence__net_listen_tcp_tr(fence_net *net, const char *bind, unsigned port,
                       cap);
 }
 
-/* Listen on a Unix socket. */
-int fence__net_listen_unix(fence_net *net, const char *path, char *err,
-                           size_t cap)
+/* Listen on a Unix socket for connections of the plain transport tr. */
+int fence__net_listen_unix_with(fence_net *net, const char *path,
+                                const fence_net_transport *tr, char *err, size_t cap)
 {
     if (strlen(path) >= sizeof(net->pipe_path)) {
         snprintf(err, cap, "unix socket %s: path too long", path);
         return -1;
     }
+    net->pipe_tr = tr;
     uv_pipe_init(net->loop, &net->pipe, 0);
     net->pipe.data = net;
     net->pipe_open = true;

@@ -1,5 +1,5 @@
 /* The plain stream transports of the connection layer (conn.h): TCP and
- * Unix sockets through libuv's stream calls.  They move bytes only; the
+ * Unix sockets through libuv's stream calls, and their listeners.  They move bytes only; the
  * layer (conn.c) parses, orders replies and decides when to write. */
 #include "net/conn.h"
 
@@ -151,3 +151,16 @@ const fence_net_transport fence__net_unix = {
     "unix", stream_read_start, stream_read_stop, stream_write,
     stream_shutdown, stream_queued, stream_close, NULL, NULL, stream_try_write,
 };
+
+/* The plain listeners: conn_listen.c's, for these transports. */
+int fence__net_listen_tcp(fence_net *net, const char *bind, unsigned port,
+                          char *err, size_t cap)
+{
+    return fence__net_listen_tcp_with(net, bind, port, &fence__net_tcp, err, cap);
+}
+
+int fence__net_listen_unix(fence_net *net, const char *path, char *err,
+                           size_t cap)
+{
+    return fence__net_listen_unix_with(net, path, &fence__net_unix, err, cap);
+}
