@@ -98,6 +98,7 @@ static const char usage_top[] =
     "  elect --observe NAME            print each leader of election NAME as it changes\n"
     "  sem NAME N -- CMD               run CMD holding one of N slots of semaphore NAME\n"
     "  sem --info NAME                 show the slots of semaphore NAME (fencectl sem --help)\n"
+    "  multi NAME... -- CMD            run CMD holding every NAME at once, one token (multi --help)\n"
     "\n"
     "Run `fencectl COMMAND --help` for a command's options.\n"
     "exit codes: 0 ok, 1 error, 64 usage, 69 server unreachable,\n"

@@ -54,6 +54,9 @@ int fencectl_cmd_top(int argc, char **argv);
 /* `fencectl sem NAME N -- CMD` and `sem --info NAME` (src/fencectl/semcmd.c). */
 bool fencectl_is_sem(int argc, char **argv);
 int fencectl_cmd_sem(int argc, char **argv);
+/* `fencectl multi NAME... -- CMD` (src/fencectl/multicmd.c). */
+bool fencectl_is_multi(int argc, char **argv);
+int fencectl_cmd_multi(int argc, char **argv);
 
 /* Whether the command line is `fencectl [opts] keygen ...` (src/fencectl/keygen.c). */
 bool fencectl_is_keygen(int argc, char **argv);

@@ -238,6 +238,8 @@ int main(int argc, char **argv)
         return fencectl_cmd_elect(argc, argv);
     if (fencectl_is_sem(argc, argv)) /* src/fencectl/semcmd.c */
         return fencectl_cmd_sem(argc, argv);
+    if (fencectl_is_multi(argc, argv)) /* src/fencectl/multicmd.c */
+        return fencectl_cmd_multi(argc, argv);
     int rv = fencectl_parse(argc, argv, &a, err, sizeof(err));
     if (rv != 0) {
         fprintf(stderr, "fencectl: %s\n", err);
