@@ -20,8 +20,8 @@ struct fencectl_hold {
     /* How messages name what is held: set by the caller (`sem "jobs"`);
      * grant may refine it once granted (`sem "jobs" slot 0`). */
     char what[FENCE_NAME_MAX + 64];
-    /* The environment variables CMD gets from us (prefixes "FENCE_X="), NULL
-     * ended: inherited ones of these names are dropped. */
+    /* The environment variables CMD gets from us (prefixes "FENCE_TOKEN="), NULL
+     * ended: inherited ones of these names are dropped (FENCE_SERVER= always). */
     const char *const *env_names;
     /* Take what is held with the lease h->lease (h->token set on success);
      * a libfence error code (the caller's messages are hold.c's). */
