@@ -16,7 +16,7 @@ $(KEEPALIVE_LOAD): $(BUILD)/tests/bench/keepalive_load.o $(BUILD)/tests/bench/lo
 	$(CC) $(CFLAGS) -pthread -o $@ $^ $(LDFLAGS) $(HIREDIS_LIBS) -lm
 
 # The contended rows' event-loop client (same reader and histogram; the
-# two share tests/bench/loadgen.c).
+# two share tests/bench/loadgen.c, with cycle_load: its cycle driver).
 HANDOFF_LOAD := $(BUILD)/tests/handoff_load
 $(HANDOFF_LOAD): $(BUILD)/tests/bench/handoff_load.o $(BUILD)/tests/bench/loadgen.o $(BUILD)/src/fencectl/hist.o $(COMMON_ASSERT_OBJ)
 	@mkdir -p $(dir $@)
