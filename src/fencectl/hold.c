@@ -1,4 +1,4 @@
-/* The lease-holding supervisor of `fencectl sem` and `fencectl multi`
+/* The lease-holding supervisor of `fencectl sem`, `multi` and `elect`
  * (hold.h): a lease of its own renewed by a thread, CMD in its own process
  * group with the holder's variables, signals forwarded to that group, and
  * CMD stopped (SIGTERM, then SIGKILL after --grace) when the lease is lost
@@ -41,18 +41,40 @@ static void on_signal(int sig)
 /* What the renewal thread and the main loop share. */
 typedef struct holder_state {
     const fencectl_args *a;
+    fencectl_hold *h;
     fence_client *ka;             /* the renewal thread's own client */
     uint64_t lease;
     _Atomic uint64_t valid_until; /* monotonic ms the lease surely lasts */
     _Atomic bool stop;
     _Atomic bool lost;
+    _Atomic bool granted;         /* h->token is set: h->check may run */
+    char why[160];                /* written once, before lost is set */
 } holder_state;
 
+static void say_lost(holder_state *hs, const char *why)
+{
+    if (atomic_load(&hs->lost))
+        return;
+    snprintf(hs->why, sizeof(hs->why), "%s", why);
+    atomic_store(&hs->lost, true);
+    unsigned char b = 1;
+    ssize_t n = write(lost_pipe[1], &b, 1);
+    (void)n;
+}
+
+bool fencectl_hold_lost(const fencectl_hold *h)
+{
+    const holder_state *hs = h->state;
+    return hs != NULL && atomic_load(&hs->lost);
+}
+
 /* The renewal thread: LEASE.KEEPALIVE every ttl/3, from the grant on (a
- * long wait for the grant keeps the lease too). */
+ * long wait for the grant keeps the lease too), and once granted the
+ * caller's check. */
 static void *renew_main(void *arg)
 {
     holder_state *hs = arg;
+    fencectl_hold *h = hs->h;
     uint64_t ttl = hs->a->ttl_ms;
     uint64_t period = ttl / 3 > 0 ? ttl / 3 : 1;
     while (!atomic_load(&hs->stop) && !atomic_load(&hs->lost)) {
@@ -64,14 +86,16 @@ static void *renew_main(void *arg)
         uint64_t sent = fence_monotonic_ms();
         int rc = fence_lease_keepalive(hs->ka, hs->lease, NULL);
         if (rc == FENCE_ENOLEASE) {
-            atomic_store(&hs->lost, true);
-            unsigned char b = 1;
-            ssize_t n = write(lost_pipe[1], &b, 1);
-            (void)n;
+            say_lost(hs, "lease lost");
             break;
         }
         if (rc == 0)
             atomic_store(&hs->valid_until, sent + ttl);
+        const char *why = NULL;
+        if (rc == 0 && h->check != NULL && atomic_load(&hs->granted))
+            why = h->check(h, hs->ka);
+        if (why != NULL)
+            say_lost(hs, why);
     }
     return NULL;
 }
@@ -181,7 +205,7 @@ static int supervise(const fencectl_hold *h, holder_state *hs, pid_t pid, bool *
         uint64_t now = fence_monotonic_ms();
         const char *why = NULL;
         if (!trouble && atomic_load(&hs->lost))
-            why = "lease lost";
+            why = hs->why;
         else if (!trouble && now + lead_ms >= atomic_load(&hs->valid_until))
             why = "lease not renewed and about to expire";
         if (why != NULL) {
@@ -245,6 +269,8 @@ int fencectl_hold_run(fencectl_hold *h)
         return FENCECTL_EXIT_ERROR;
     }
     hs->a = a;
+    hs->h = h;
+    h->state = hs;
     hs->ka = fencectl_open(a);
     fencectl_tell_reconnects(c);
     uint64_t t0 = fence_monotonic_ms();
@@ -262,6 +288,8 @@ int fencectl_hold_run(fencectl_hold *h)
         rc = h->grant(h, c);
     if (rc == 0 && atomic_load(&hs->lost))
         rc = FENCE_ELEASELOST;
+    if (rc == 0)
+        atomic_store(&hs->granted, true);
     if (rc != 0) {
         const char *msg = fence_client_errmsg(c);
         fprintf(stderr, "fencectl: %s: %s%s%s\n", h->what, fence_strerror(rc),
@@ -273,6 +301,7 @@ int fencectl_hold_run(fencectl_hold *h)
             fence_lease_revoke(c, hs->lease); /* frees what was granted meanwhile too */
         fence_client_close(hs->ka);
         fence_client_close(c);
+        h->state = NULL;
         free(hs);
         return fencectl_exit_code(rc);
     }
@@ -314,10 +343,12 @@ int fencectl_hold_run(fencectl_hold *h)
                : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                      : FENCECTL_EXIT_ERROR;
     if (trouble) {
-        fprintf(stderr, "fencectl: %s: lease lost while the command ran (its status was %d); "
-                "exiting %d\n", h->what, code, FENCECTL_EXIT_LEASE_LOST);
+        fprintf(stderr, "fencectl: %s: %s while the command ran (its status was %d); "
+                "exiting %d\n", h->what, h->lost_what != NULL ? h->lost_what : "lease lost",
+                code, FENCECTL_EXIT_LEASE_LOST);
         code = FENCECTL_EXIT_LEASE_LOST;
     }
+    h->state = NULL;
     free(hs);
     return code;
 }

@@ -1,5 +1,6 @@
 /* Run CMD under a lease of its own that fencectl renews (hold.c): the
- * supervisor that `fencectl sem` and `fencectl multi` share.  The caller
+ * supervisor that `fencectl sem`, `fencectl multi` and `fencectl elect`
+ * share.  The caller
  * fills a fencectl_hold with what differs (the grant under the lease, the
  * variables for CMD's environment, the release) and calls
  * fencectl_hold_run(). */
@@ -32,7 +33,14 @@ struct fencectl_hold {
     /* Release what is held by its token (harmless when it has moved on);
      * a libfence error code. */
     int (*release)(fencectl_hold *h, fence_client *c);
+    /* Optional: called by the renewal thread after each keepalive that
+     * succeeded, once granted, with the thread's own client: why what is
+     * held is lost now ("another leader was elected"), or NULL. */
+    const char *(*check)(fencectl_hold *h, fence_client *ka);
+    /* Optional: what the last message calls the loss; "lease lost" if NULL. */
+    const char *lost_what;
     void *ctx;      /* the caller's */
+    void *state;    /* hold.c's own, set by fencectl_hold_run */
     uint64_t lease; /* set by fencectl_hold_run */
     uint64_t token; /* set by grant */
 };
@@ -44,5 +52,8 @@ struct fencectl_hold {
  * the lease.  Returns the exit code: CMD's status (128+N for signal N),
  * FENCECTL_EXIT_LEASE_LOST after trouble, else the grant's error's code. */
 int fencectl_hold_run(fencectl_hold *h);
+
+/* True once the lease is lost (a grant's long wait may stop on it). */
+bool fencectl_hold_lost(const fencectl_hold *h);
 
 #endif /* FENCECTL_HOLD_H */
