@@ -40,7 +40,6 @@ typedef struct elect_args {
     bool observe;
     uint64_t count;       /* --observe --count (0: forever) */
     const char *value;
-    bool grace_set;
 } elect_args;
 
 bool fencectl_is_elect(int argc, char **argv)
@@ -72,7 +71,8 @@ static int parse(int argc, char **argv, elect_args *a)
     for (; i < argc; i++) {
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
+        const char *err = NULL, *err_arg = NULL;
+        int took;
         if (strcmp(s, "--") == 0) {
             i++;
             break;
@@ -84,29 +84,14 @@ static int parse(int argc, char **argv, elect_args *a)
             return 1;
         } else if (strcmp(s, "--observe") == 0) {
             a->observe = true;
-        } else if (strcmp(s, "--server") == 0 && v != NULL) {
-            a->base.servers = v;
-            i++;
-        } else if ((strcmp(s, "--timeout") == 0 || strcmp(s, "--ttl") == 0 ||
-                    strcmp(s, "--wait") == 0 || strcmp(s, "--grace") == 0 ||
-                    strcmp(s, "--count") == 0) && v != NULL) {
-            if (!fencectl_parse_ms(v, strcmp(s, "--count") == 0 ? UINT64_MAX : FENCE_WAIT_MS_MAX,
-                                   &x))
+        } else if (strcmp(s, "--count") == 0 && v != NULL) {
+            if (!fencectl_parse_ms(v, UINT64_MAX, &a->count))
                 return usage_error("bad number for", s);
-            if (strcmp(s, "--timeout") == 0)
-                a->base.timeout_ms = (uint32_t)x;
-            else if (strcmp(s, "--ttl") == 0) {
-                if (x < FENCE_TTL_MS_MIN || x > FENCE_TTL_MS_MAX)
-                    return usage_error("--ttl wants 10..604800000, not", v);
-                a->base.ttl_ms = (uint32_t)x;
-            } else if (strcmp(s, "--wait") == 0)
-                a->base.wait_ms = (uint32_t)x;
-            else if (strcmp(s, "--grace") == 0) {
-                a->base.grace_ms = (uint32_t)x;
-                a->grace_set = true;
-            } else
-                a->count = x;
             i++;
+        } else if ((took = fencectl_hold_option(&a->base, argc, argv, &i, false, &err,
+                                                &err_arg)) != 0) {
+            if (took < 0)
+                return usage_error(err, err_arg);
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error("unknown option", s);
         } else if (n_pos < 2) {
@@ -132,7 +117,7 @@ static int parse(int argc, char **argv, elect_args *a)
         return usage_error("a command is needed after --", NULL);
     a->base.cmd_argv = argv + i;
     a->base.cmd_argc = argc - i;
-    if (!a->grace_set)
+    if (!a->base.grace_set)
         a->base.grace_ms = a->base.ttl_ms / 4;
     return 0;
 }

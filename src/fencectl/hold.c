@@ -352,3 +352,47 @@ int fencectl_hold_run(fencectl_hold *h)
     free(hs);
     return code;
 }
+
+int fencectl_hold_option(fencectl_args *a, int argc, char **argv, int *i, bool with_signed,
+                         const char **err, const char **err_arg)
+{
+    const char *s = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (with_signed && strcmp(s, "--signed") == 0) {
+        a->signed_token = true;
+        return 1;
+    }
+    if (v == NULL)
+        return 0;
+    if (strcmp(s, "--server") == 0) {
+        a->servers = v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(s, "--timeout") != 0 && strcmp(s, "--ttl") != 0 && strcmp(s, "--wait") != 0 &&
+        strcmp(s, "--grace") != 0)
+        return 0;
+    uint64_t x;
+    if (!fencectl_parse_ms(v, FENCE_WAIT_MS_MAX, &x)) {
+        *err = "bad number for";
+        *err_arg = s;
+        return -1;
+    }
+    if (strcmp(s, "--timeout") == 0) {
+        a->timeout_ms = (uint32_t)x;
+    } else if (strcmp(s, "--ttl") == 0) {
+        if (x < FENCE_TTL_MS_MIN || x > FENCE_TTL_MS_MAX) {
+            *err = "--ttl wants 10..604800000, not";
+            *err_arg = v;
+            return -1;
+        }
+        a->ttl_ms = (uint32_t)x;
+    } else if (strcmp(s, "--wait") == 0) {
+        a->wait_ms = (uint32_t)x;
+    } else {
+        a->grace_ms = (uint32_t)x;
+        a->grace_set = true;
+    }
+    (*i)++;
+    return 1;
+}

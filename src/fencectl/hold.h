@@ -53,6 +53,14 @@ struct fencectl_hold {
  * FENCECTL_EXIT_LEASE_LOST after trouble, else the grant's error's code. */
 int fencectl_hold_run(fencectl_hold *h);
 
+/* The options that sem, multi and elect share, at argv[*i] (its value at
+ * argv[*i + 1]): --server, --timeout, --ttl, --wait, --grace (sets
+ * a->grace_set) and, when with_signed, --signed.  Returns 1 when taken
+ * (*i moved past its value), 0 when argv[*i] is none of these (or lacks its
+ * value), -1 on a bad value: *err and *err_arg say why, for a usage error. */
+int fencectl_hold_option(fencectl_args *a, int argc, char **argv, int *i, bool with_signed,
+                         const char **err, const char **err_arg);
+
 /* True once the lease is lost (a grant's long wait may stop on it). */
 bool fencectl_hold_lost(const fencectl_hold *h);
 

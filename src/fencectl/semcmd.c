@@ -43,7 +43,6 @@ typedef struct sem_args {
     fencectl_args base; /* servers, timeout, ttl, wait, grace */
     bool info;
     uint32_t n;
-    bool grace_set;
 } sem_args;
 
 bool fencectl_is_sem(int argc, char **argv)
@@ -75,8 +74,8 @@ static int parse(int argc, char **argv, sem_args *a)
     int i = 1;
     for (; i < argc; i++) {
         const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
+        const char *err = NULL, *err_arg = NULL;
+        int took;
         if (strcmp(s, "--") == 0) {
             i++;
             break;
@@ -87,28 +86,10 @@ static int parse(int argc, char **argv, sem_args *a)
             return 1;
         } else if (strcmp(s, "--info") == 0) {
             a->info = true;
-        } else if (strcmp(s, "--signed") == 0) {
-            a->base.signed_token = true;
-        } else if (strcmp(s, "--server") == 0 && v != NULL) {
-            a->base.servers = v;
-            i++;
-        } else if ((strcmp(s, "--timeout") == 0 || strcmp(s, "--ttl") == 0 ||
-                    strcmp(s, "--wait") == 0 || strcmp(s, "--grace") == 0) && v != NULL) {
-            if (!fencectl_parse_ms(v, FENCE_WAIT_MS_MAX, &x))
-                return usage_error("bad number for", s);
-            if (strcmp(s, "--timeout") == 0) {
-                a->base.timeout_ms = (uint32_t)x;
-            } else if (strcmp(s, "--ttl") == 0) {
-                if (x < FENCE_TTL_MS_MIN || x > FENCE_TTL_MS_MAX)
-                    return usage_error("--ttl wants 10..604800000, not", v);
-                a->base.ttl_ms = (uint32_t)x;
-            } else if (strcmp(s, "--wait") == 0) {
-                a->base.wait_ms = (uint32_t)x;
-            } else {
-                a->base.grace_ms = (uint32_t)x;
-                a->grace_set = true;
-            }
-            i++;
+        } else if ((took = fencectl_hold_option(&a->base, argc, argv, &i, true, &err,
+                                                &err_arg)) != 0) {
+            if (took < 0)
+                return usage_error(err, err_arg);
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error("unknown option", s);
         } else if (n_pos < 2) {
@@ -139,7 +120,7 @@ static int parse(int argc, char **argv, sem_args *a)
         return usage_error("a command is needed after --", NULL);
     a->base.cmd_argv = argv + i;
     a->base.cmd_argc = argc - i;
-    if (!a->grace_set)
+    if (!a->base.grace_set)
         a->base.grace_ms = a->base.ttl_ms / 4;
     return 0;
 }
