@@ -307,18 +307,8 @@ int fencectl_hold_run(fencectl_hold *h)
     }
 
     /* From here the signals are caught and forwarded to CMD's group. */
-    sigset_t set, old_mask;
-    sigemptyset(&set);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaddset(&set, caught[i]);
-    sigprocmask(SIG_BLOCK, &set, &old_mask);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaction(caught[i], &sa, NULL);
+    sigset_t old_mask;
+    fencectl_catch_signals(caught, N_CAUGHT, on_signal, &old_mask);
     pid_t pid = start_child(h, &old_mask);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
