@@ -30,6 +30,10 @@ void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms);
  * acquire: a long WAIT should not end silently). */
 void fencectl_tell_reconnects(fence_client *c);
 
+/* Whether the first word of the command line that is no option (skipping
+ * --server's and --timeout's values) is verb: for sem, multi and elect. */
+bool fencectl_is_verb(int argc, char **argv, const char *verb);
+
 /* Block the n signals sigs (the mask before them in *old_mask) and catch
  * them with handler (SA_RESTART | SA_NOCLDSTOP): the set-up of a command
  * that forwards signals to its CMD (lockcmd.c, hold.c). */

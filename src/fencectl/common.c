@@ -121,3 +121,14 @@ void fencectl_catch_signals(const int *sigs, size_t n, void (*handler)(int),
     for (size_t i = 0; i < n; i++)
         sigaction(sigs[i], &sa, NULL);
 }
+
+bool fencectl_is_verb(int argc, char **argv, const char *verb)
+{
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-')
+            return strcmp(argv[i], verb) == 0;
+        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
+            i++;
+    }
+    return false;
+}

@@ -44,13 +44,7 @@ typedef struct elect_args {
 
 bool fencectl_is_elect(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-')
-            return strcmp(argv[i], "elect") == 0;
-        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
-            i++;
-    }
-    return false;
+    return fencectl_is_verb(argc, argv, "elect");
 }
 
 static int usage_error(const char *what, const char *arg)

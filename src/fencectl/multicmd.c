@@ -50,13 +50,7 @@ typedef struct held {
 
 bool fencectl_is_multi(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-')
-            return strcmp(argv[i], "multi") == 0;
-        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
-            i++;
-    }
-    return false;
+    return fencectl_is_verb(argc, argv, "multi");
 }
 
 static int usage_error(const char *what, const char *arg)

@@ -47,13 +47,7 @@ typedef struct sem_args {
 
 bool fencectl_is_sem(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-')
-            return strcmp(argv[i], "sem") == 0;
-        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
-            i++;
-    }
-    return false;
+    return fencectl_is_verb(argc, argv, "sem");
 }
 
 static int usage_error(const char *what, const char *arg)
