@@ -30,6 +30,11 @@ void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms);
  * acquire: a long WAIT should not end silently). */
 void fencectl_tell_reconnects(fence_client *c);
 
+/* In a forked child before exec: the n signals sigs and SIGPIPE back to
+ * their default action, and the signal mask back to *old_mask (only
+ * async-signal-safe calls). */
+void fencectl_default_signals(const int *sigs, size_t n, const sigset_t *old_mask);
+
 /* Whether the first word of the command line that is no option (skipping
  * --server's and --timeout's values) is verb: for sem, multi and elect. */
 bool fencectl_is_verb(int argc, char **argv, const char *verb);

@@ -132,3 +132,14 @@ bool fencectl_is_verb(int argc, char **argv, const char *verb)
     }
     return false;
 }
+
+void fencectl_default_signals(const int *sigs, size_t n, const sigset_t *old_mask)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < n; i++)
+        sigaction(sigs[i], &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+}

@@ -162,13 +162,7 @@ static pid_t start_child(fencectl_hold *h, const sigset_t *old_mask)
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* nothing renews the lease without us */
         if (getppid() != parent)
             _exit(FENCECTL_EXIT_LEASE_LOST);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = SIG_DFL;
-        for (size_t i = 0; i < N_CAUGHT; i++)
-            sigaction(caught[i], &sa, NULL);
-        sigaction(SIGPIPE, &sa, NULL);
-        sigprocmask(SIG_SETMASK, old_mask, NULL);
+        fencectl_default_signals(caught, N_CAUGHT, old_mask);
         execvpe(a->cmd_argv[0], a->cmd_argv, env);
         int e = errno;
         ssize_t w = write(2, "fencectl: cannot run ", 21);

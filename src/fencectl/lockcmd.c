@@ -141,13 +141,7 @@ static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *
             /* SIGTTOU is still blocked here (see fencectl_cmd_lock). */
             tcsetpgrp(0, getpid());
         }
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = SIG_DFL;
-        for (size_t i = 0; i < N_CAUGHT; i++)
-            sigaction(caught[i], &sa, NULL);
-        sigaction(SIGPIPE, &sa, NULL);
-        sigprocmask(SIG_SETMASK, old_mask, NULL);
+        fencectl_default_signals(caught, N_CAUGHT, old_mask);
         execvpe(a->cmd_argv[0], a->cmd_argv, env);
         int e = errno;
         child_say("fencectl: lock: cannot run ", a->cmd_argv[0],
