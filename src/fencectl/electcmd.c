@@ -226,9 +226,7 @@ static int elect_env(fencectl_hold *hd, char *buf, size_t cap, int max)
 {
     const leading *l = hd->ctx;
     int m = 0;
-    FENCE_ASSERT(max >= 3);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_TOKEN=%" PRIu64, hd->token);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LEASE=%" PRIu64, hd->lease);
+    FENCE_ASSERT(max >= 1);
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_ELECTION=%s", l->a->base.name);
     return m;
 }
@@ -242,8 +240,7 @@ static int elect_resign(fencectl_hold *hd, fence_client *c)
 
 static int lead(const elect_args *a)
 {
-    static const char *const ours[] = {"FENCE_TOKEN=", "FENCE_LEASE=", "FENCE_ELECTION=",
-                                       NULL};
+    static const char *const ours[] = {"FENCE_ELECTION=", NULL};
     leading *l = calloc(1, sizeof(*l));
     fencectl_hold *hd = calloc(1, sizeof(*hd));
     if (l == NULL || hd == NULL) {

@@ -26,7 +26,8 @@ static int sig_pipe[2] = {-1, -1};
 static const int caught[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 #define N_CAUGHT (sizeof(caught) / sizeof(caught[0]))
 
-/* CMD's variables: at most this many from the caller, plus FENCE_SERVER. */
+/* CMD's variables: at most this many (FENCE_TOKEN, FENCE_LEASE and the
+ * caller's), plus FENCE_SERVER. */
 #define HOLD_VARS_MAX 8
 
 static void on_signal(int sig)
@@ -102,7 +103,8 @@ static void *renew_main(void *arg)
 
 static bool is_ours(const fencectl_hold *h, const char *var)
 {
-    if (strncmp(var, "FENCE_SERVER=", 13) == 0)
+    if (strncmp(var, "FENCE_SERVER=", 13) == 0 || strncmp(var, "FENCE_TOKEN=", 12) == 0 ||
+        strncmp(var, "FENCE_LEASE=", 12) == 0)
         return true;
     for (size_t j = 0; h->env_names[j] != NULL; j++)
         if (strncmp(var, h->env_names[j], strlen(h->env_names[j])) == 0)
@@ -134,8 +136,12 @@ static char **child_env(fencectl_hold *h, char **buf_out)
     for (size_t i = 0; i < n; i++)
         if (!is_ours(h, environ[i]))
             env[k++] = environ[i];
-    int m = h->env(h, buf, cap, HOLD_VARS_MAX);
-    FENCE_ASSERT(m >= 0 && m <= HOLD_VARS_MAX);
+    int m = 0;
+    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_TOKEN=%" PRIu64, h->token);
+    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LEASE=%" PRIu64, h->lease);
+    int more = h->env(h, buf + (size_t)m * cap, cap, HOLD_VARS_MAX - m);
+    FENCE_ASSERT(more >= 0 && more <= HOLD_VARS_MAX - m);
+    m += more;
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_SERVER=%s", servers);
     for (int j = 0; j < m; j++)
         env[k++] = buf + (size_t)j * cap;

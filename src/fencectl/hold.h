@@ -21,14 +21,16 @@ struct fencectl_hold {
     /* How messages name what is held: set by the caller (`sem "jobs"`);
      * grant may refine it once granted (`sem "jobs" slot 0`). */
     char what[FENCE_NAME_MAX + 64];
-    /* The environment variables CMD gets from us (prefixes "FENCE_TOKEN="), NULL
-     * ended: inherited ones of these names are dropped (FENCE_SERVER= always). */
+    /* The environment variables CMD gets from the caller's env (prefixes
+     * "FENCE_SEM="), NULL ended: inherited ones of these names are dropped
+     * (FENCE_TOKEN=, FENCE_LEASE= and FENCE_SERVER=, hold.c's own, always). */
     const char *const *env_names;
     /* Take what is held with the lease h->lease (h->token set on success);
      * a libfence error code (the caller's messages are hold.c's). */
     int (*grant)(fencectl_hold *h, fence_client *c);
-    /* CMD's variables, "NAME=VALUE" strings into buf[0..max) of cap bytes
-     * each; returns how many.  Called before fork(). */
+    /* CMD's variables besides FENCE_TOKEN, FENCE_LEASE and FENCE_SERVER
+     * (hold.c's), "NAME=VALUE" strings into buf[0..max) of cap bytes each;
+     * returns how many.  Called before fork(). */
     int (*env)(fencectl_hold *h, char *buf, size_t cap, int max);
     /* Release what is held by its token (harmless when it has moved on);
      * a libfence error code. */

@@ -155,9 +155,7 @@ static int multi_env(fencectl_hold *hd, char *buf, size_t cap, int max)
     const held *h = hd->ctx;
     const multi_args *a = h->a;
     int m = 0;
-    FENCE_ASSERT(max >= 4);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_TOKEN=%" PRIu64, hd->token);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LEASE=%" PRIu64, hd->lease);
+    FENCE_ASSERT(max >= 2);
     /* hold.c's cap holds 64 names or signed tokens, space-separated. */
     char *locks = buf + (size_t)m++ * cap;
     size_t len = 0;
@@ -184,8 +182,7 @@ static int multi_release(fencectl_hold *hd, fence_client *c)
 
 int fencectl_cmd_multi(int argc, char **argv)
 {
-    static const char *const ours[] = {"FENCE_TOKEN=", "FENCE_LEASE=", "FENCE_LOCKS=",
-                                       "FENCE_SIGNED_TOKENS=", NULL};
+    static const char *const ours[] = {"FENCE_LOCKS=", "FENCE_SIGNED_TOKENS=", NULL};
     multi_args *a = calloc(1, sizeof(*a));
     held *h = calloc(1, sizeof(*h));
     fencectl_hold *hd = calloc(1, sizeof(*hd));

@@ -202,9 +202,7 @@ static int sem_env(fencectl_hold *hd, char *buf, size_t cap, int max)
     const held *h = hd->ctx;
     const sem_args *a = h->a;
     int m = 0;
-    FENCE_ASSERT(max >= 6);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_TOKEN=%" PRIu64, hd->token);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LEASE=%" PRIu64, hd->lease);
+    FENCE_ASSERT(max >= 4);
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LOCK=%s", h->fence);
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_SEM=%s", a->base.name);
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_SLOT=%" PRIu32, h->slot);
@@ -222,9 +220,8 @@ static int sem_release(fencectl_hold *hd, fence_client *c)
 
 static int hold(const sem_args *a)
 {
-    static const char *const ours[] = {"FENCE_TOKEN=", "FENCE_LEASE=", "FENCE_LOCK=",
-                                       "FENCE_SEM=",   "FENCE_SLOT=",  "FENCE_SIGNED_TOKEN=",
-                                       NULL};
+    static const char *const ours[] = {"FENCE_LOCK=", "FENCE_SEM=", "FENCE_SLOT=",
+                                       "FENCE_SIGNED_TOKEN=", NULL};
     held *h = calloc(1, sizeof(*h));
     fencectl_hold *hd = calloc(1, sizeof(*hd));
     if (h == NULL || hd == NULL) {
