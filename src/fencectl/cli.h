@@ -1,7 +1,9 @@
 /* fencectl internals shared by its source files.  The helpers down to
- * fencectl_tell_reconnects are common.c's; each command is its own file's. */
+ * fencectl_catch_signals are common.c's; each command is its own file's. */
 #ifndef FENCECTL_CLI_H
 #define FENCECTL_CLI_H
+
+#include <signal.h>
 
 #include "fencectl/args.h"
 #include "fence.h"
@@ -27,6 +29,21 @@ void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms);
 /* Say on stderr when a call loses its connection and reconnects (lock,
  * acquire: a long WAIT should not end silently). */
 void fencectl_tell_reconnects(fence_client *c);
+
+/* In a forked child before exec: the n signals sigs and SIGPIPE back to
+ * their default action, and the signal mask back to *old_mask (only
+ * async-signal-safe calls). */
+void fencectl_default_signals(const int *sigs, size_t n, const sigset_t *old_mask);
+
+/* Whether the first word of the command line that is no option (skipping
+ * --server's and --timeout's values) is verb: for sem, multi and elect. */
+bool fencectl_is_verb(int argc, char **argv, const char *verb);
+
+/* Block the n signals sigs (the mask before them in *old_mask) and catch
+ * them with handler (SA_RESTART | SA_NOCLDSTOP): the set-up of a command
+ * that forwards signals to its CMD (lockcmd.c, hold.c). */
+void fencectl_catch_signals(const int *sigs, size_t n, void (*handler)(int),
+                            sigset_t *old_mask);
 
 /* `fencectl lock`: returns the exit code. */
 int fencectl_cmd_lock(const fencectl_args *a);

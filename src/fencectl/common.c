@@ -3,8 +3,10 @@
  * stderr.  main.c, lockcmd.c and bench.c call them; this file calls none
  * of those. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "fencectl/cli.h"
@@ -101,4 +103,43 @@ void fencectl_say_waiting(fence_client *c, const char *name, uint32_t wait_ms)
         return;
     fprintf(stderr, "fencectl: waiting for lock %s held by lease %" PRIu64 " (up to %" PRIu32
             " ms)\n", name, info.lease, wait_ms);
+}
+
+void fencectl_catch_signals(const int *sigs, size_t n, void (*handler)(int),
+                            sigset_t *old_mask)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < n; i++)
+        sigaddset(&set, sigs[i]);
+    sigprocmask(SIG_BLOCK, &set, old_mask);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < n; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
+bool fencectl_is_verb(int argc, char **argv, const char *verb)
+{
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-')
+            return strcmp(argv[i], verb) == 0;
+        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
+            i++;
+    }
+    return false;
+}
+
+void fencectl_default_signals(const int *sigs, size_t n, const sigset_t *old_mask)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < n; i++)
+        sigaction(sigs[i], &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
 }

@@ -2,25 +2,18 @@
  * VALUE, run CMD while this process leads (its token in $FENCE_TOKEN, as
  * `fencectl lock` does), renew the lease, and stop CMD's process group
  * (SIGTERM, then SIGKILL after --grace) when leadership is lost: the lease
- * gone or about to run out unrenewed, or another leader elected.  When CMD
- * ends, resign and revoke the lease.  `fencectl elect --observe NAME`
- * prints each leader as it changes (ELECTION.OBSERVE, any node). */
-#include <errno.h>
-#include <fcntl.h>
+ * gone or about to run out unrenewed, or another leader elected (hold.c).
+ * When CMD ends, resign and revoke the lease.  `fencectl elect --observe
+ * NAME` prints each leader as it changes (ELECTION.OBSERVE, any node). */
 #include <inttypes.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "fencectl/cli.h"
+#include "base/assert.h"
 #include "base/limits.h"
+#include "fencectl/cli.h"
+#include "fencectl/hold.h"
 
 static const char usage[] =
     "usage: fencectl [--server HOST:PORT[,...]] [--timeout MS] elect [--ttl MS] [--wait MS]\n"
@@ -47,18 +40,11 @@ typedef struct elect_args {
     bool observe;
     uint64_t count;       /* --observe --count (0: forever) */
     const char *value;
-    bool grace_set;
 } elect_args;
 
 bool fencectl_is_elect(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-')
-            return strcmp(argv[i], "elect") == 0;
-        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
-            i++;
-    }
-    return false;
+    return fencectl_is_verb(argc, argv, "elect");
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -79,7 +65,8 @@ static int parse(int argc, char **argv, elect_args *a)
     for (; i < argc; i++) {
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
+        const char *err = NULL, *err_arg = NULL;
+        int took;
         if (strcmp(s, "--") == 0) {
             i++;
             break;
@@ -91,29 +78,14 @@ static int parse(int argc, char **argv, elect_args *a)
             return 1;
         } else if (strcmp(s, "--observe") == 0) {
             a->observe = true;
-        } else if (strcmp(s, "--server") == 0 && v != NULL) {
-            a->base.servers = v;
-            i++;
-        } else if ((strcmp(s, "--timeout") == 0 || strcmp(s, "--ttl") == 0 ||
-                    strcmp(s, "--wait") == 0 || strcmp(s, "--grace") == 0 ||
-                    strcmp(s, "--count") == 0) && v != NULL) {
-            if (!fencectl_parse_ms(v, strcmp(s, "--count") == 0 ? UINT64_MAX : FENCE_WAIT_MS_MAX,
-                                   &x))
+        } else if (strcmp(s, "--count") == 0 && v != NULL) {
+            if (!fencectl_parse_ms(v, UINT64_MAX, &a->count))
                 return usage_error("bad number for", s);
-            if (strcmp(s, "--timeout") == 0)
-                a->base.timeout_ms = (uint32_t)x;
-            else if (strcmp(s, "--ttl") == 0) {
-                if (x < FENCE_TTL_MS_MIN || x > FENCE_TTL_MS_MAX)
-                    return usage_error("--ttl wants 10..604800000, not", v);
-                a->base.ttl_ms = (uint32_t)x;
-            } else if (strcmp(s, "--wait") == 0)
-                a->base.wait_ms = (uint32_t)x;
-            else if (strcmp(s, "--grace") == 0) {
-                a->base.grace_ms = (uint32_t)x;
-                a->grace_set = true;
-            } else
-                a->count = x;
             i++;
+        } else if ((took = fencectl_hold_option(&a->base, argc, argv, &i, false, &err,
+                                                &err_arg)) != 0) {
+            if (took < 0)
+                return usage_error(err, err_arg);
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error("unknown option", s);
         } else if (n_pos < 2) {
@@ -139,7 +111,7 @@ static int parse(int argc, char **argv, elect_args *a)
         return usage_error("a command is needed after --", NULL);
     a->base.cmd_argv = argv + i;
     a->base.cmd_argc = argc - i;
-    if (!a->grace_set)
+    if (!a->base.grace_set)
         a->base.grace_ms = a->base.ttl_ms / 4;
     return 0;
 }
@@ -199,156 +171,23 @@ static int observe(const elect_args *a)
     return rc == 0 ? FENCECTL_EXIT_OK : fencectl_exit_code(rc);
 }
 
-/* ---- Leading -------------------------------------------------------------------- */
+/* ---- Leading (hold.c runs CMD) ---------------------------------------------- */
 
-static int lost_pipe[2] = {-1, -1};
-static int sig_pipe[2] = {-1, -1};
-static const int caught[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-#define N_CAUGHT (sizeof(caught) / sizeof(caught[0]))
-
-static void on_signal(int sig)
-{
-    int saved = errno;
-    unsigned char b = (unsigned char)sig;
-    ssize_t n = write(sig_pipe[1], &b, 1);
-    (void)n;
-    errno = saved;
-}
-
-/* What the renewal thread and the main loop share. */
-typedef struct leader_state {
+/* The candidacy, for the callbacks. */
+typedef struct leading {
     const elect_args *a;
-    fence_client *ka;               /* the renewal thread's own client */
-    uint64_t lease;
-    _Atomic uint64_t token;         /* 0 until elected */
-    _Atomic uint64_t valid_until;   /* monotonic ms the lease surely lasts */
-    _Atomic bool stop;
-    _Atomic bool lost;
-    char why[160];                  /* written once, before lost is set */
-} leader_state;
+    fence_election_state *st; /* the renewal thread's, for its leader check */
+} leading;
 
-static void say_lost(leader_state *ls, const char *why)
+/* Campaign until elected (or --wait runs out or the lease is lost). */
+static int elect_grant(fencectl_hold *hd, fence_client *c)
 {
-    if (atomic_load(&ls->lost))
-        return;
-    snprintf(ls->why, sizeof(ls->why), "%s", why);
-    atomic_store(&ls->lost, true);
-    unsigned char b = 1;
-    ssize_t n = write(lost_pipe[1], &b, 1);
-    (void)n;
-}
-
-/* The renewal thread: LEASE.KEEPALIVE every ttl/3, and while leading a
- * check that the election's leader is still this lease's token. */
-static void *renew_main(void *arg)
-{
-    leader_state *ls = arg;
-    uint64_t ttl = ls->a->base.ttl_ms;
-    uint64_t period = ttl / 3 > 0 ? ttl / 3 : 1;
-    fence_election_state *st = malloc(sizeof(*st));
-    while (!atomic_load(&ls->stop) && !atomic_load(&ls->lost)) {
-        uint64_t until = fence_monotonic_ms() + period;
-        while (!atomic_load(&ls->stop) && fence_monotonic_ms() < until)
-            usleep(20000);
-        if (atomic_load(&ls->stop))
-            break;
-        uint64_t sent = fence_monotonic_ms();
-        int rc = fence_lease_keepalive(ls->ka, ls->lease, NULL);
-        if (rc == FENCE_ENOLEASE) {
-            say_lost(ls, "lease lost");
-            break;
-        }
-        if (rc == 0)
-            atomic_store(&ls->valid_until, sent + ttl);
-        uint64_t tok = atomic_load(&ls->token);
-        if (rc == 0 && tok != 0 && st != NULL &&
-            fence_election_leader(ls->ka, ls->a->base.name, st) == 0 &&
-            (!st->has_leader || st->token != tok))
-            say_lost(ls, "another leader was elected");
-    }
-    free(st);
-    return NULL;
-}
-
-static char **child_env(const elect_args *a, uint64_t token, uint64_t lease, char **buf_out)
-{
-    extern char **environ;
-    size_t n = 0;
-    while (environ[n] != NULL)
-        n++;
-    char **env = calloc(n + 5, sizeof(char *));
-    const char *servers = fencectl_servers(&a->base);
-    size_t cap = strlen(a->base.name) + strlen(servers) + 64;
-    char *buf = malloc(cap * 4);
-    if (env == NULL || buf == NULL) {
-        free(env);
-        free(buf);
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "FENCE_TOKEN=", 12) != 0 &&
-            strncmp(environ[i], "FENCE_LEASE=", 12) != 0 &&
-            strncmp(environ[i], "FENCE_ELECTION=", 15) != 0 &&
-            strncmp(environ[i], "FENCE_SERVER=", 13) != 0)
-            env[k++] = environ[i];
-    snprintf(buf, cap, "FENCE_TOKEN=%" PRIu64, token);
-    snprintf(buf + cap, cap, "FENCE_LEASE=%" PRIu64, lease);
-    snprintf(buf + 2 * cap, cap, "FENCE_ELECTION=%s", a->base.name);
-    snprintf(buf + 3 * cap, cap, "FENCE_SERVER=%s", servers);
-    for (int j = 0; j < 4; j++)
-        env[k++] = buf + (size_t)j * cap;
-    env[k] = NULL;
-    *buf_out = buf;
-    return env;
-}
-
-static pid_t start_child(const elect_args *a, uint64_t token, uint64_t lease,
-                         const sigset_t *old_mask)
-{
-    char *buf = NULL;
-    char **env = child_env(a, token, lease, &buf);
-    if (env == NULL)
-        return -1;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* nothing renews the lease without us */
-        if (getppid() != parent)
-            _exit(FENCECTL_EXIT_LEASE_LOST);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = SIG_DFL;
-        for (size_t i = 0; i < N_CAUGHT; i++)
-            sigaction(caught[i], &sa, NULL);
-        sigprocmask(SIG_SETMASK, old_mask, NULL);
-        execvpe(a->base.cmd_argv[0], a->base.cmd_argv, env);
-        int e = errno;
-        ssize_t w = write(2, "fencectl: elect: cannot run the command\n", 40);
-        (void)w;
-        _exit(e == ENOENT ? FENCECTL_EXIT_NOT_FOUND : FENCECTL_EXIT_CANNOT_EXEC);
-    }
-    if (pid > 0)
-        setpgid(pid, pid);
-    free(buf);
-    free(env);
-    return pid;
-}
-
-static void make_pipe(int p[2])
-{
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
-        fprintf(stderr, "fencectl: elect: pipe: %s\n", strerror(errno));
-        exit(FENCECTL_EXIT_ERROR);
-    }
-}
-
-/* Campaign until elected (or --wait runs out); 0 and *token. */
-static int campaign(fence_client *c, const elect_args *a, uint64_t lease, leader_state *ls,
-                    uint64_t *token)
-{
+    const leading *l = hd->ctx;
+    const elect_args *a = l->a;
+    fprintf(stderr, "fencectl: elect \"%s\": campaigning with lease %" PRIu64 "\n",
+            a->base.name, hd->lease);
     uint64_t start = fence_monotonic_ms();
+    int rc;
     for (;;) {
         /* One wait as long as the server allows: a campaign again after a
          * wait ran out queues at the end of the line. */
@@ -360,138 +199,71 @@ static int campaign(fence_client *c, const elect_args *a, uint64_t lease, leader
             if (a->base.wait_ms - spent < chunk)
                 chunk = (uint32_t)(a->base.wait_ms - spent);
         }
-        int rc = fence_election_campaign(c, a->base.name, lease, a->value, strlen(a->value),
-                                         chunk, token);
+        rc = fence_election_campaign(c, a->base.name, hd->lease, a->value, strlen(a->value),
+                                     chunk, &hd->token);
         if (rc != FENCE_EBUSY)
-            return rc;
-        if (atomic_load(&ls->lost))
+            break;
+        if (fencectl_hold_lost(hd))
             return FENCE_ELEASELOST;
     }
+    if (rc == 0)
+        fprintf(stderr, "fencectl: elect \"%s\": elected (token %" PRIu64 ", lease %" PRIu64
+                ")\n", a->base.name, hd->token, hd->lease);
+    return rc;
+}
+
+/* From the renewal thread: is the election's leader still our token? */
+static const char *elect_check(fencectl_hold *hd, fence_client *ka)
+{
+    const leading *l = hd->ctx;
+    if (l->st != NULL && fence_election_leader(ka, l->a->base.name, l->st) == 0 &&
+        (!l->st->has_leader || l->st->token != hd->token))
+        return "another leader was elected";
+    return NULL;
+}
+
+static int elect_env(fencectl_hold *hd, char *buf, size_t cap, int max)
+{
+    const leading *l = hd->ctx;
+    int m = 0;
+    FENCE_ASSERT(max >= 1);
+    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_ELECTION=%s", l->a->base.name);
+    return m;
+}
+
+static int elect_resign(fencectl_hold *hd, fence_client *c)
+{
+    const leading *l = hd->ctx;
+    bool resigned = false;
+    return fence_election_resign(c, l->a->base.name, hd->token, &resigned);
 }
 
 static int lead(const elect_args *a)
 {
-    make_pipe(lost_pipe);
-    make_pipe(sig_pipe);
-    fence_client *c = fencectl_open(&a->base);
-    leader_state *ls = calloc(1, sizeof(*ls));
-    if (ls == NULL)
+    static const char *const ours[] = {"FENCE_ELECTION=", NULL};
+    leading *l = calloc(1, sizeof(*l));
+    fencectl_hold *hd = calloc(1, sizeof(*hd));
+    if (l == NULL || hd == NULL) {
+        fprintf(stderr, "fencectl: elect: out of memory\n");
+        free(l);
+        free(hd);
         return FENCECTL_EXIT_ERROR;
-    ls->a = a;
-    ls->ka = fencectl_open(&a->base);
-    uint64_t t0 = fence_monotonic_ms();
-    int rc = fence_lease_grant(c, a->base.ttl_ms, &ls->lease);
-    atomic_store(&ls->valid_until, t0 + a->base.ttl_ms);
-    pthread_t th;
-    bool thread = false;
-    uint64_t token = 0;
-    if (rc == 0) {
-        thread = pthread_create(&th, NULL, renew_main, ls) == 0;
-        if (!thread)
-            rc = FENCE_ENOMEM;
     }
-    if (rc == 0) {
-        fprintf(stderr, "fencectl: elect \"%s\": campaigning with lease %" PRIu64 "\n",
-                a->base.name, ls->lease);
-        rc = campaign(c, a, ls->lease, ls, &token);
-    }
-    if (rc != 0) {
-        const char *msg = fence_client_errmsg(c);
-        fprintf(stderr, "fencectl: elect \"%s\": %s%s%s\n", a->base.name, fence_strerror(rc),
-                msg[0] ? ": " : "", msg);
-        atomic_store(&ls->stop, true);
-        if (thread)
-            pthread_join(th, NULL);
-        if (ls->lease != 0)
-            fence_lease_revoke(c, ls->lease);
-        fence_client_close(ls->ka);
-        fence_client_close(c);
-        free(ls);
-        return fencectl_exit_code(rc);
-    }
-    atomic_store(&ls->token, token);
-    fprintf(stderr, "fencectl: elect \"%s\": elected (token %" PRIu64 ", lease %" PRIu64 ")\n",
-            a->base.name, token, ls->lease);
-
-    sigset_t set, old_mask;
-    sigemptyset(&set);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaddset(&set, caught[i]);
-    sigprocmask(SIG_BLOCK, &set, &old_mask);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaction(caught[i], &sa, NULL);
-    pid_t pid = start_child(a, token, ls->lease, &old_mask);
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
-
-    uint64_t lead_ms = a->base.grace_ms < a->base.ttl_ms / 4 ? a->base.grace_ms
-                                                             : a->base.ttl_ms / 4;
-    bool trouble = false, term_sent = false, kill_sent = false;
-    uint64_t kill_at = 0;
-    int status = 0;
-    while (pid > 0) {
-        uint64_t now = fence_monotonic_ms();
-        const char *why = NULL;
-        if (!trouble && atomic_load(&ls->lost))
-            why = ls->why;
-        else if (!trouble && now + lead_ms >= atomic_load(&ls->valid_until))
-            why = "lease not renewed and about to expire";
-        if (why != NULL) {
-            trouble = true;
-            fprintf(stderr, "fencectl: elect \"%s\" (token %" PRIu64 "): %s; sending SIGTERM "
-                    "to process group %ld\n", a->base.name, token, why, (long)pid);
-            killpg(pid, SIGTERM);
-            term_sent = true;
-            kill_at = now + a->base.grace_ms;
-        }
-        if (term_sent && !kill_sent && now >= kill_at) {
-            killpg(pid, SIGKILL);
-            kill_sent = true;
-        }
-        uint64_t vu = atomic_load(&ls->valid_until);
-        uint64_t wake = trouble ? (kill_sent ? now + 1000 : kill_at)
-                                : (vu > lead_ms ? vu - lead_ms : now);
-        int timeout = wake <= now ? 0 : (wake - now > 1000 ? 1000 : (int)(wake - now));
-        struct pollfd pfd[2] = {{lost_pipe[0], POLLIN, 0}, {sig_pipe[0], POLLIN, 0}};
-        int n = poll(pfd, 2, timeout);
-        unsigned char buf[64];
-        if (n > 0 && (pfd[0].revents & POLLIN))
-            while (read(lost_pipe[0], buf, sizeof(buf)) > 0) {
-            }
-        if (n > 0 && (pfd[1].revents & POLLIN)) {
-            ssize_t got;
-            while ((got = read(sig_pipe[0], buf, sizeof(buf))) > 0)
-                for (ssize_t i = 0; i < got; i++)
-                    if (buf[i] != SIGCHLD)
-                        killpg(pid, buf[i]);
-        }
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid || (w < 0 && errno == ECHILD))
-            break;
-    }
-    if (pid > 0 && killpg(pid, 0) == 0)
-        killpg(pid, trouble ? SIGKILL : SIGTERM); /* what is left of the group */
-    atomic_store(&ls->stop, true);
-    pthread_join(th, NULL);
-    bool resigned = false;
-    fence_election_resign(c, a->base.name, token, &resigned);
-    fence_lease_revoke(c, ls->lease);
-    fence_client_close(ls->ka);
-    fence_client_close(c);
-    free(ls);
-    int code = pid < 0                ? FENCECTL_EXIT_CANNOT_EXEC
-               : WIFEXITED(status)   ? WEXITSTATUS(status)
-               : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                     : FENCECTL_EXIT_ERROR;
-    if (trouble) {
-        fprintf(stderr, "fencectl: elect \"%s\": leadership lost while the command ran (its "
-                "status was %d); exiting %d\n", a->base.name, code, FENCECTL_EXIT_LEASE_LOST);
-        return FENCECTL_EXIT_LEASE_LOST;
-    }
+    l->a = a;
+    l->st = malloc(sizeof(*l->st)); /* NULL: no leader check, the lease still fences */
+    hd->a = &a->base;
+    snprintf(hd->what, sizeof(hd->what), "elect \"%s\"", a->base.name);
+    hd->env_names = ours;
+    hd->grant = elect_grant;
+    hd->env = elect_env;
+    hd->release = elect_resign;
+    hd->check = elect_check;
+    hd->lost_what = "leadership lost";
+    hd->ctx = l;
+    int code = fencectl_hold_run(hd);
+    free(l->st);
+    free(hd);
+    free(l);
     return code;
 }
 

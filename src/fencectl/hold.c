@@ -1,4 +1,4 @@
-/* The lease-holding supervisor of `fencectl sem` and `fencectl multi`
+/* The lease-holding supervisor of `fencectl sem`, `multi` and `elect`
  * (hold.h): a lease of its own renewed by a thread, CMD in its own process
  * group with the holder's variables, signals forwarded to that group, and
  * CMD stopped (SIGTERM, then SIGKILL after --grace) when the lease is lost
@@ -26,7 +26,8 @@ static int sig_pipe[2] = {-1, -1};
 static const int caught[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 #define N_CAUGHT (sizeof(caught) / sizeof(caught[0]))
 
-/* CMD's variables: at most this many from the caller, plus FENCE_SERVER. */
+/* CMD's variables: at most this many (FENCE_TOKEN, FENCE_LEASE and the
+ * caller's), plus FENCE_SERVER. */
 #define HOLD_VARS_MAX 8
 
 static void on_signal(int sig)
@@ -41,18 +42,40 @@ static void on_signal(int sig)
 /* What the renewal thread and the main loop share. */
 typedef struct holder_state {
     const fencectl_args *a;
+    fencectl_hold *h;
     fence_client *ka;             /* the renewal thread's own client */
     uint64_t lease;
     _Atomic uint64_t valid_until; /* monotonic ms the lease surely lasts */
     _Atomic bool stop;
     _Atomic bool lost;
+    _Atomic bool granted;         /* h->token is set: h->check may run */
+    char why[160];                /* written once, before lost is set */
 } holder_state;
 
+static void say_lost(holder_state *hs, const char *why)
+{
+    if (atomic_load(&hs->lost))
+        return;
+    snprintf(hs->why, sizeof(hs->why), "%s", why);
+    atomic_store(&hs->lost, true);
+    unsigned char b = 1;
+    ssize_t n = write(lost_pipe[1], &b, 1);
+    (void)n;
+}
+
+bool fencectl_hold_lost(const fencectl_hold *h)
+{
+    const holder_state *hs = h->state;
+    return hs != NULL && atomic_load(&hs->lost);
+}
+
 /* The renewal thread: LEASE.KEEPALIVE every ttl/3, from the grant on (a
- * long wait for the grant keeps the lease too). */
+ * long wait for the grant keeps the lease too), and once granted the
+ * caller's check. */
 static void *renew_main(void *arg)
 {
     holder_state *hs = arg;
+    fencectl_hold *h = hs->h;
     uint64_t ttl = hs->a->ttl_ms;
     uint64_t period = ttl / 3 > 0 ? ttl / 3 : 1;
     while (!atomic_load(&hs->stop) && !atomic_load(&hs->lost)) {
@@ -64,21 +87,24 @@ static void *renew_main(void *arg)
         uint64_t sent = fence_monotonic_ms();
         int rc = fence_lease_keepalive(hs->ka, hs->lease, NULL);
         if (rc == FENCE_ENOLEASE) {
-            atomic_store(&hs->lost, true);
-            unsigned char b = 1;
-            ssize_t n = write(lost_pipe[1], &b, 1);
-            (void)n;
+            say_lost(hs, "lease lost");
             break;
         }
         if (rc == 0)
             atomic_store(&hs->valid_until, sent + ttl);
+        const char *why = NULL;
+        if (rc == 0 && h->check != NULL && atomic_load(&hs->granted))
+            why = h->check(h, hs->ka);
+        if (why != NULL)
+            say_lost(hs, why);
     }
     return NULL;
 }
 
 static bool is_ours(const fencectl_hold *h, const char *var)
 {
-    if (strncmp(var, "FENCE_SERVER=", 13) == 0)
+    if (strncmp(var, "FENCE_SERVER=", 13) == 0 || strncmp(var, "FENCE_TOKEN=", 12) == 0 ||
+        strncmp(var, "FENCE_LEASE=", 12) == 0)
         return true;
     for (size_t j = 0; h->env_names[j] != NULL; j++)
         if (strncmp(var, h->env_names[j], strlen(h->env_names[j])) == 0)
@@ -110,8 +136,12 @@ static char **child_env(fencectl_hold *h, char **buf_out)
     for (size_t i = 0; i < n; i++)
         if (!is_ours(h, environ[i]))
             env[k++] = environ[i];
-    int m = h->env(h, buf, cap, HOLD_VARS_MAX);
-    FENCE_ASSERT(m >= 0 && m <= HOLD_VARS_MAX);
+    int m = 0;
+    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_TOKEN=%" PRIu64, h->token);
+    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LEASE=%" PRIu64, h->lease);
+    int more = h->env(h, buf + (size_t)m * cap, cap, HOLD_VARS_MAX - m);
+    FENCE_ASSERT(more >= 0 && more <= HOLD_VARS_MAX - m);
+    m += more;
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_SERVER=%s", servers);
     for (int j = 0; j < m; j++)
         env[k++] = buf + (size_t)j * cap;
@@ -138,13 +168,7 @@ static pid_t start_child(fencectl_hold *h, const sigset_t *old_mask)
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* nothing renews the lease without us */
         if (getppid() != parent)
             _exit(FENCECTL_EXIT_LEASE_LOST);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = SIG_DFL;
-        for (size_t i = 0; i < N_CAUGHT; i++)
-            sigaction(caught[i], &sa, NULL);
-        sigaction(SIGPIPE, &sa, NULL);
-        sigprocmask(SIG_SETMASK, old_mask, NULL);
+        fencectl_default_signals(caught, N_CAUGHT, old_mask);
         execvpe(a->cmd_argv[0], a->cmd_argv, env);
         int e = errno;
         ssize_t w = write(2, "fencectl: cannot run ", 21);
@@ -181,7 +205,7 @@ static int supervise(const fencectl_hold *h, holder_state *hs, pid_t pid, bool *
         uint64_t now = fence_monotonic_ms();
         const char *why = NULL;
         if (!trouble && atomic_load(&hs->lost))
-            why = "lease lost";
+            why = hs->why;
         else if (!trouble && now + lead_ms >= atomic_load(&hs->valid_until))
             why = "lease not renewed and about to expire";
         if (why != NULL) {
@@ -245,6 +269,8 @@ int fencectl_hold_run(fencectl_hold *h)
         return FENCECTL_EXIT_ERROR;
     }
     hs->a = a;
+    hs->h = h;
+    h->state = hs;
     hs->ka = fencectl_open(a);
     fencectl_tell_reconnects(c);
     uint64_t t0 = fence_monotonic_ms();
@@ -262,6 +288,8 @@ int fencectl_hold_run(fencectl_hold *h)
         rc = h->grant(h, c);
     if (rc == 0 && atomic_load(&hs->lost))
         rc = FENCE_ELEASELOST;
+    if (rc == 0)
+        atomic_store(&hs->granted, true);
     if (rc != 0) {
         const char *msg = fence_client_errmsg(c);
         fprintf(stderr, "fencectl: %s: %s%s%s\n", h->what, fence_strerror(rc),
@@ -273,23 +301,14 @@ int fencectl_hold_run(fencectl_hold *h)
             fence_lease_revoke(c, hs->lease); /* frees what was granted meanwhile too */
         fence_client_close(hs->ka);
         fence_client_close(c);
+        h->state = NULL;
         free(hs);
         return fencectl_exit_code(rc);
     }
 
     /* From here the signals are caught and forwarded to CMD's group. */
-    sigset_t set, old_mask;
-    sigemptyset(&set);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaddset(&set, caught[i]);
-    sigprocmask(SIG_BLOCK, &set, &old_mask);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaction(caught[i], &sa, NULL);
+    sigset_t old_mask;
+    fencectl_catch_signals(caught, N_CAUGHT, on_signal, &old_mask);
     pid_t pid = start_child(h, &old_mask);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
@@ -314,10 +333,56 @@ int fencectl_hold_run(fencectl_hold *h)
                : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                      : FENCECTL_EXIT_ERROR;
     if (trouble) {
-        fprintf(stderr, "fencectl: %s: lease lost while the command ran (its status was %d); "
-                "exiting %d\n", h->what, code, FENCECTL_EXIT_LEASE_LOST);
+        fprintf(stderr, "fencectl: %s: %s while the command ran (its status was %d); "
+                "exiting %d\n", h->what, h->lost_what != NULL ? h->lost_what : "lease lost",
+                code, FENCECTL_EXIT_LEASE_LOST);
         code = FENCECTL_EXIT_LEASE_LOST;
     }
+    h->state = NULL;
     free(hs);
     return code;
+}
+
+int fencectl_hold_option(fencectl_args *a, int argc, char **argv, int *i, bool with_signed,
+                         const char **err, const char **err_arg)
+{
+    const char *s = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (with_signed && strcmp(s, "--signed") == 0) {
+        a->signed_token = true;
+        return 1;
+    }
+    if (v == NULL)
+        return 0;
+    if (strcmp(s, "--server") == 0) {
+        a->servers = v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(s, "--timeout") != 0 && strcmp(s, "--ttl") != 0 && strcmp(s, "--wait") != 0 &&
+        strcmp(s, "--grace") != 0)
+        return 0;
+    uint64_t x;
+    if (!fencectl_parse_ms(v, FENCE_WAIT_MS_MAX, &x)) {
+        *err = "bad number for";
+        *err_arg = s;
+        return -1;
+    }
+    if (strcmp(s, "--timeout") == 0) {
+        a->timeout_ms = (uint32_t)x;
+    } else if (strcmp(s, "--ttl") == 0) {
+        if (x < FENCE_TTL_MS_MIN || x > FENCE_TTL_MS_MAX) {
+            *err = "--ttl wants 10..604800000, not";
+            *err_arg = v;
+            return -1;
+        }
+        a->ttl_ms = (uint32_t)x;
+    } else if (strcmp(s, "--wait") == 0) {
+        a->wait_ms = (uint32_t)x;
+    } else {
+        a->grace_ms = (uint32_t)x;
+        a->grace_set = true;
+    }
+    (*i)++;
+    return 1;
 }

@@ -141,13 +141,7 @@ static pid_t start_child(const fencectl_args *a, fence_lock *l, const sigset_t *
             /* SIGTTOU is still blocked here (see fencectl_cmd_lock). */
             tcsetpgrp(0, getpid());
         }
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = SIG_DFL;
-        for (size_t i = 0; i < N_CAUGHT; i++)
-            sigaction(caught[i], &sa, NULL);
-        sigaction(SIGPIPE, &sa, NULL);
-        sigprocmask(SIG_SETMASK, old_mask, NULL);
+        fencectl_default_signals(caught, N_CAUGHT, old_mask);
         execvpe(a->cmd_argv[0], a->cmd_argv, env);
         int e = errno;
         child_say("fencectl: lock: cannot run ", a->cmd_argv[0],
@@ -234,18 +228,8 @@ int fencectl_cmd_lock(const fencectl_args *a)
      * here they are caught and forwarded to CMD.  They stay blocked in this
      * thread until the child exists; the handler only writes to a pipe, so
      * it may run in the keepalive thread too. */
-    sigset_t set, old_mask;
-    sigemptyset(&set);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaddset(&set, caught[i]);
-    sigprocmask(SIG_BLOCK, &set, &old_mask);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < N_CAUGHT; i++)
-        sigaction(caught[i], &sa, NULL);
+    sigset_t old_mask;
+    fencectl_catch_signals(caught, N_CAUGHT, on_signal, &old_mask);
 
     supervisor s = {.a = a, .l = l, .pid = -1};
     uint64_t ttl = fence_lock_ttl_ms(l);

@@ -40,7 +40,6 @@ typedef struct multi_args {
     fencectl_args base; /* servers, timeout, ttl, wait, grace, signed, cmd */
     const char *names[FENCE_MULTI_NAMES];
     size_t count;
-    bool grace_set;
 } multi_args;
 
 /* What is held, for CMD's environment. */
@@ -51,13 +50,7 @@ typedef struct held {
 
 bool fencectl_is_multi(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-')
-            return strcmp(argv[i], "multi") == 0;
-        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
-            i++;
-    }
-    return false;
+    return fencectl_is_verb(argc, argv, "multi");
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -93,8 +86,8 @@ static int parse(int argc, char **argv, multi_args *a)
     int i = 1;
     for (; i < argc; i++) {
         const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
+        const char *err = NULL, *err_arg = NULL;
+        int took;
         if (strcmp(s, "--") == 0) {
             dashes = true;
             i++;
@@ -104,28 +97,10 @@ static int parse(int argc, char **argv, multi_args *a)
         } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
             fputs(usage, stdout);
             return 1;
-        } else if (strcmp(s, "--signed") == 0) {
-            a->base.signed_token = true;
-        } else if (strcmp(s, "--server") == 0 && v != NULL) {
-            a->base.servers = v;
-            i++;
-        } else if ((strcmp(s, "--timeout") == 0 || strcmp(s, "--ttl") == 0 ||
-                    strcmp(s, "--wait") == 0 || strcmp(s, "--grace") == 0) && v != NULL) {
-            if (!fencectl_parse_ms(v, FENCE_WAIT_MS_MAX, &x))
-                return usage_error("bad number for", s);
-            if (strcmp(s, "--timeout") == 0) {
-                a->base.timeout_ms = (uint32_t)x;
-            } else if (strcmp(s, "--ttl") == 0) {
-                if (x < FENCE_TTL_MS_MIN || x > FENCE_TTL_MS_MAX)
-                    return usage_error("--ttl wants 10..604800000, not", v);
-                a->base.ttl_ms = (uint32_t)x;
-            } else if (strcmp(s, "--wait") == 0) {
-                a->base.wait_ms = (uint32_t)x;
-            } else {
-                a->base.grace_ms = (uint32_t)x;
-                a->grace_set = true;
-            }
-            i++;
+        } else if ((took = fencectl_hold_option(&a->base, argc, argv, &i, true, &err,
+                                                &err_arg)) != 0) {
+            if (took < 0)
+                return usage_error(err, err_arg);
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error("unknown option", s);
         } else {
@@ -147,7 +122,7 @@ static int parse(int argc, char **argv, multi_args *a)
     a->base.name = a->names[0];
     a->base.cmd_argv = argv + i;
     a->base.cmd_argc = argc - i;
-    if (!a->grace_set)
+    if (!a->base.grace_set)
         a->base.grace_ms = a->base.ttl_ms / 4;
     return 0;
 }
@@ -180,9 +155,7 @@ static int multi_env(fencectl_hold *hd, char *buf, size_t cap, int max)
     const held *h = hd->ctx;
     const multi_args *a = h->a;
     int m = 0;
-    FENCE_ASSERT(max >= 4);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_TOKEN=%" PRIu64, hd->token);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LEASE=%" PRIu64, hd->lease);
+    FENCE_ASSERT(max >= 2);
     /* hold.c's cap holds 64 names or signed tokens, space-separated. */
     char *locks = buf + (size_t)m++ * cap;
     size_t len = 0;
@@ -209,8 +182,7 @@ static int multi_release(fencectl_hold *hd, fence_client *c)
 
 int fencectl_cmd_multi(int argc, char **argv)
 {
-    static const char *const ours[] = {"FENCE_TOKEN=", "FENCE_LEASE=", "FENCE_LOCKS=",
-                                       "FENCE_SIGNED_TOKENS=", NULL};
+    static const char *const ours[] = {"FENCE_LOCKS=", "FENCE_SIGNED_TOKENS=", NULL};
     multi_args *a = calloc(1, sizeof(*a));
     held *h = calloc(1, sizeof(*h));
     fencectl_hold *hd = calloc(1, sizeof(*hd));

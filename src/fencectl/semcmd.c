@@ -43,18 +43,11 @@ typedef struct sem_args {
     fencectl_args base; /* servers, timeout, ttl, wait, grace */
     bool info;
     uint32_t n;
-    bool grace_set;
 } sem_args;
 
 bool fencectl_is_sem(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-')
-            return strcmp(argv[i], "sem") == 0;
-        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--timeout") == 0)
-            i++;
-    }
-    return false;
+    return fencectl_is_verb(argc, argv, "sem");
 }
 
 static int usage_error(const char *what, const char *arg)
@@ -75,8 +68,8 @@ static int parse(int argc, char **argv, sem_args *a)
     int i = 1;
     for (; i < argc; i++) {
         const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
+        const char *err = NULL, *err_arg = NULL;
+        int took;
         if (strcmp(s, "--") == 0) {
             i++;
             break;
@@ -87,28 +80,10 @@ static int parse(int argc, char **argv, sem_args *a)
             return 1;
         } else if (strcmp(s, "--info") == 0) {
             a->info = true;
-        } else if (strcmp(s, "--signed") == 0) {
-            a->base.signed_token = true;
-        } else if (strcmp(s, "--server") == 0 && v != NULL) {
-            a->base.servers = v;
-            i++;
-        } else if ((strcmp(s, "--timeout") == 0 || strcmp(s, "--ttl") == 0 ||
-                    strcmp(s, "--wait") == 0 || strcmp(s, "--grace") == 0) && v != NULL) {
-            if (!fencectl_parse_ms(v, FENCE_WAIT_MS_MAX, &x))
-                return usage_error("bad number for", s);
-            if (strcmp(s, "--timeout") == 0) {
-                a->base.timeout_ms = (uint32_t)x;
-            } else if (strcmp(s, "--ttl") == 0) {
-                if (x < FENCE_TTL_MS_MIN || x > FENCE_TTL_MS_MAX)
-                    return usage_error("--ttl wants 10..604800000, not", v);
-                a->base.ttl_ms = (uint32_t)x;
-            } else if (strcmp(s, "--wait") == 0) {
-                a->base.wait_ms = (uint32_t)x;
-            } else {
-                a->base.grace_ms = (uint32_t)x;
-                a->grace_set = true;
-            }
-            i++;
+        } else if ((took = fencectl_hold_option(&a->base, argc, argv, &i, true, &err,
+                                                &err_arg)) != 0) {
+            if (took < 0)
+                return usage_error(err, err_arg);
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error("unknown option", s);
         } else if (n_pos < 2) {
@@ -139,7 +114,7 @@ static int parse(int argc, char **argv, sem_args *a)
         return usage_error("a command is needed after --", NULL);
     a->base.cmd_argv = argv + i;
     a->base.cmd_argc = argc - i;
-    if (!a->grace_set)
+    if (!a->base.grace_set)
         a->base.grace_ms = a->base.ttl_ms / 4;
     return 0;
 }
@@ -227,9 +202,7 @@ static int sem_env(fencectl_hold *hd, char *buf, size_t cap, int max)
     const held *h = hd->ctx;
     const sem_args *a = h->a;
     int m = 0;
-    FENCE_ASSERT(max >= 6);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_TOKEN=%" PRIu64, hd->token);
-    snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LEASE=%" PRIu64, hd->lease);
+    FENCE_ASSERT(max >= 4);
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_LOCK=%s", h->fence);
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_SEM=%s", a->base.name);
     snprintf(buf + (size_t)m++ * cap, cap, "FENCE_SLOT=%" PRIu32, h->slot);
@@ -247,9 +220,8 @@ static int sem_release(fencectl_hold *hd, fence_client *c)
 
 static int hold(const sem_args *a)
 {
-    static const char *const ours[] = {"FENCE_TOKEN=", "FENCE_LEASE=", "FENCE_LOCK=",
-                                       "FENCE_SEM=",   "FENCE_SLOT=",  "FENCE_SIGNED_TOKEN=",
-                                       NULL};
+    static const char *const ours[] = {"FENCE_LOCK=", "FENCE_SEM=", "FENCE_SLOT=",
+                                       "FENCE_SIGNED_TOKEN=", NULL};
     held *h = calloc(1, sizeof(*h));
     fencectl_hold *hd = calloc(1, sizeof(*hd));
     if (h == NULL || hd == NULL) {
