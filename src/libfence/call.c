@@ -397,3 +397,29 @@ bool fence__reply_u64(const redisReply *r, uint64_t *out)
         return fence__parse_u64(r->str, r->len, out);
     return false;
 }
+
+/* Bounds the asks of fence__wait_retry. */
+#define EARLY_NIL_TRIES 16
+
+/* True when a nil at now is early for a wait of wait_ms that began at
+ * start_ms (with some slack for clock rates and scheduling). */
+static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
+{
+    uint64_t slack = wait_ms / 20 > 50 ? wait_ms / 20 : 50;
+    return wait_ms > 0 && now + slack < start_ms + wait_ms;
+}
+
+int fence__wait_retry(uint32_t wait_ms, int (*once)(void *ctx, uint32_t left_ms, redisReply **out),
+                      void *ctx, redisReply **out)
+{
+    int rc;
+    uint64_t start = fence_monotonic_ms();
+    uint32_t left = wait_ms;
+    for (int i = 0;; i++) {
+        rc = once(ctx, left, out);
+        uint64_t now = fence_monotonic_ms();
+        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
+            return rc;
+        left = (uint32_t)(start + wait_ms - now);
+    }
+}

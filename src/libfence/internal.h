@@ -111,6 +111,18 @@ int fence__fail(int rc, const char *fmt, ...)
 /* A fresh random 64-bit request id (never 0). */
 uint64_t fence__reqid(void);
 
+/* A waiting request (LOCK/ACQUIRE, SEM.ACQUIRE, LOCK.MULTI ... WAIT):
+ * once(ctx, left_ms, out) sends it once with a fresh REQID and returns 0
+ * with the reply in *out, an error code, or FENCE_EBUSY for nil.  The
+ * server answers nil to a queued wait only when the wait times out or is
+ * cancelled (it cancels a wait when its connection closes, and a retry with
+ * the same REQID then gets that nil); so a nil clearly before wait_ms was
+ * up is not "busy": once is called again for the time left, at most 16
+ * times in all.  The old request is settled (nil), so the new one cannot be
+ * applied twice.  Returns once's last result. */
+int fence__wait_retry(uint32_t wait_ms, int (*once)(void *ctx, uint32_t left_ms, redisReply **out),
+                      void *ctx, redisReply **out);
+
 /* Send one command and wait for its reply, retrying (same argv, so the same
  * REQID) after TRYAGAIN, lost connections and timeouts, and following
  * NOTLEADER redirects, until deadline_ms (monotonic).  own: a dedicated

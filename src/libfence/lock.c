@@ -467,23 +467,6 @@ static int unlock_lease(fence_client *c, const char *name, uint64_t token, uint6
     return rc;
 }
 
-/* The server answers nil to a queued wait only when the wait times out or
- * is cancelled; it cancels a wait when the connection it came on closes, and
- * then a retry with the same REQID gets that nil.  So a nil that comes
- * clearly before the wait was up (which only such a cancel causes) is not
- * "busy": ask again, as a new request (fresh REQID), for the time that is
- * left.  The old request is settled (nil), so the new one cannot be applied
- * twice. */
-#define EARLY_NIL_TRIES 16
-
-/* True when a nil at now is early for a wait of wait_ms that began at
- * start_ms (with some slack for clock rates and scheduling). */
-static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
-{
-    uint64_t slack = wait_ms / 20 > 50 ? wait_ms / 20 : 50;
-    return wait_ms > 0 && now + slack < start_ms + wait_ms;
-}
-
 /* Sends one "cmd name arg [WAIT wait_ms] REQID id [SIGNED]" with a fresh
  * REQID, the request shape LOCK and ACQUIRE share.  On 0 the reply (neither
  * an error nor nil) is handed out in *out for the caller to parse and free;
@@ -530,22 +513,27 @@ static int wait_once(fence_client *c, const char *cmd, const char *name,
     return 0;
 }
 
+/* wait_once's arguments but the time, for fence__wait_retry. */
+typedef struct wait_args {
+    fence_client *c;
+    const char *cmd, *name, *arg;
+    unsigned flags;
+} wait_args;
+
+static int wait_once_cb(void *ctx, uint32_t left_ms, redisReply **out)
+{
+    const wait_args *w = ctx;
+    return wait_once(w->c, w->cmd, w->name, w->arg, left_ms, w->flags, out);
+}
+
 /* Sends "cmd name arg [WAIT wait_ms] REQID id" (see wait_once), asking
- * again for the time left after an early nil (see nil_is_early). */
+ * again for the time left after an early nil (fence__wait_retry). */
 static int wait_request(fence_client *c, const char *cmd, const char *name,
                         const char *arg, uint32_t wait_ms, unsigned flags,
                         redisReply **out)
 {
-    int rc;
-    uint64_t start = fence_monotonic_ms();
-    uint32_t left = wait_ms;
-    for (int i = 0;; i++) {
-        rc = wait_once(c, cmd, name, arg, left, flags, out);
-        uint64_t now = fence_monotonic_ms();
-        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
-            break;
-        left = (uint32_t)(start + wait_ms - now);
-    }
+    wait_args w = {c, cmd, name, arg, flags};
+    int rc = fence__wait_retry(wait_ms, wait_once_cb, &w, out);
     if (rc == FENCE_EBUSY)
         fence__fail(rc, "lock \"%.100s\" not acquired within %" PRIu32 " ms", name, wait_ms);
     return rc;
@@ -561,7 +549,7 @@ static int signed_reply(const redisReply *r, const char *cmd,
     return 0;
 }
 
-/* LOCK name lease [WAIT ms] REQID id [SIGNED] (see nil_is_early for the
+/* LOCK name lease [WAIT ms] REQID id [SIGNED] (see fence__wait_retry for the
  * re-ask); with sbuf, SIGNED and the string into sbuf. */
 static int lease_lock(fence_client *c, uint64_t lease, const char *name,
                       uint32_t wait_ms, uint64_t *token_out, char *sbuf,
@@ -608,7 +596,7 @@ int fence_lease_lock_signed(fence_client *c, uint64_t lease, const char *name,
     return lease_lock(c, lease, name, wait_ms, token_out, signed_out, signed_cap, false);
 }
 
-/* ACQUIRE name ttl [WAIT ms] REQID id [SIGNED] (see nil_is_early for the
+/* ACQUIRE name ttl [WAIT ms] REQID id [SIGNED] (see fence__wait_retry for the
  * re-ask); with sbuf, SIGNED: the reply is [signed token, lease]. */
 static int acquire_raw(fence_client *c, const char *name, uint32_t ttl_ms,
                        uint32_t wait_ms, uint64_t *token_out,

@@ -15,15 +15,8 @@
 #include "base/limits.h"
 
 #define U64_BUF 24
-#define EARLY_NIL_TRIES 16
 
 _Static_assert(FENCE_MULTI_NAMES == FENCE_MULTI_NAMES_MAX, "the header's limit is the server's");
-
-static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
-{
-    uint64_t slack = wait_ms / 20 > 50 ? wait_ms / 20 : 50;
-    return wait_ms > 0 && now + slack < start_ms + wait_ms;
-}
 
 /* 1..FENCE_MULTI_NAMES distinct names of 1..256 bytes, none spelled like an
  * option word (it would end the names on the server). */
@@ -92,6 +85,21 @@ static int multi_once(fence_client *c, uint64_t lease, const char *const *names,
     return 0;
 }
 
+/* multi_once's arguments but the time, for fence__wait_retry. */
+typedef struct multi_args {
+    fence_client *c;
+    uint64_t lease;
+    const char *const *names;
+    size_t count;
+    bool sign;
+} multi_args;
+
+static int multi_once_cb(void *ctx, uint32_t left_ms, redisReply **out)
+{
+    const multi_args *m = ctx;
+    return multi_once(m->c, m->lease, m->names, m->count, left_ms, m->sign, out);
+}
+
 static int lock_multi(fence_client *c, uint64_t lease, const char *const *names, size_t count,
                       uint32_t wait_ms, uint64_t *token_out,
                       char (*signed_out)[FENCE_SIGNED_TOKEN_BUF_SIZE])
@@ -102,15 +110,8 @@ static int lock_multi(fence_client *c, uint64_t lease, const char *const *names,
     if (rc != 0)
         return rc;
     redisReply *r = NULL;
-    uint64_t start = fence_monotonic_ms();
-    uint32_t left = wait_ms;
-    for (int i = 0;; i++) {
-        rc = multi_once(c, lease, names, count, left, signed_out != NULL, &r);
-        uint64_t now = fence_monotonic_ms();
-        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
-            break;
-        left = (uint32_t)(start + wait_ms - now);
-    }
+    multi_args args = {c, lease, names, count, signed_out != NULL};
+    rc = fence__wait_retry(wait_ms, multi_once_cb, &args, &r);
     if (rc == FENCE_EBUSY)
         return fence__fail(rc, "multi-lock of %zu names (\"%.64s\", ...): not acquired within %"
                            PRIu32 " ms", count, names[0], wait_ms);

@@ -17,17 +17,6 @@
 _Static_assert(FENCE_SEM_N_MAX == FENCE_SEM_PERMITS_MAX, "the header's n matches the server's");
 _Static_assert(FENCE_SEM_FENCE_BUF_SIZE == FENCE_NAME_MAX + 1, "a fence name and its NUL");
 
-/* As in lock.c: a nil clearly before the wait was up comes from a wait
- * cancelled with its connection (then retried with its REQID), not from a
- * timeout; ask again for the time left, a bounded number of times. */
-#define EARLY_NIL_TRIES 16
-
-static bool nil_is_early(uint64_t start_ms, uint32_t wait_ms, uint64_t now)
-{
-    uint64_t slack = wait_ms / 20 > 50 ? wait_ms / 20 : 50;
-    return wait_ms > 0 && now + slack < start_ms + wait_ms;
-}
-
 int fence_sem_fence_name(const char *name, uint32_t slot, char *buf, size_t cap)
 {
     if (name == NULL || buf == NULL || cap == 0)
@@ -118,6 +107,21 @@ static int acquire_once(fence_client *c, const char *name, uint32_t n, uint64_t 
     return 0;
 }
 
+/* acquire_once's arguments but the time, for fence__wait_retry. */
+typedef struct acquire_args {
+    fence_client *c;
+    const char *name;
+    uint32_t n;
+    uint64_t lease;
+    bool sign;
+} acquire_args;
+
+static int acquire_once_cb(void *ctx, uint32_t left_ms, redisReply **out)
+{
+    const acquire_args *a = ctx;
+    return acquire_once(a->c, a->name, a->n, a->lease, left_ms, a->sign, out);
+}
+
 static int sem_acquire(fence_client *c, const char *name, uint32_t n, uint64_t lease,
                        uint32_t wait_ms, uint32_t *slot_out, uint64_t *token_out,
                        char *sbuf, size_t scap)
@@ -133,15 +137,8 @@ static int sem_acquire(fence_client *c, const char *name, uint32_t n, uint64_t l
         return fence__fail(FENCE_EINVAL, "a signed token needs a buffer of %d bytes",
                            FENCE_SIGNED_TOKEN_BUF_SIZE);
     redisReply *r = NULL;
-    uint64_t start = fence_monotonic_ms();
-    uint32_t left = wait_ms;
-    for (int i = 0;; i++) {
-        rc = acquire_once(c, name, n, lease, left, sbuf != NULL, &r);
-        uint64_t now = fence_monotonic_ms();
-        if (rc != FENCE_EBUSY || i + 1 == EARLY_NIL_TRIES || !nil_is_early(start, wait_ms, now))
-            break;
-        left = (uint32_t)(start + wait_ms - now);
-    }
+    acquire_args args = {c, name, n, lease, sbuf != NULL};
+    rc = fence__wait_retry(wait_ms, acquire_once_cb, &args, &r);
     if (rc == FENCE_EBUSY)
         return fence__fail(rc, "semaphore \"%.100s\": no slot free within %" PRIu32 " ms",
                            name, wait_ms);
