@@ -79,17 +79,20 @@ typedef struct fence__lease {
     uint64_t id;            /* from 1, never reused */
     uint64_t ttl_ms;        /* granted TTL */
     uint64_t lock_delay_ms; /* lock-delay applied when it expires */
-    bool dedicated;         /* created by ACQUIRE */
     uint64_t owner;         /* owner of the command that created it */
     fence__owner *own;      /* that owner's counts (never NULL) */
     fence__wait *acq_wait;  /* the ACQUIRE's wait while queued */
     fence__list held;       /* locks held (fence__lock.hlink), by token */
-    uint32_t nheld;         /* length of held */
     fence__list waits;      /* waits queued (fence__wait.llink), by id */
-    uint32_t nwaits;        /* length of waits */
     fence__list sheld;      /* shared holds (fence__shold.llink), by the
                                lock's token (shared.c) */
+    uint32_t nheld;         /* length of held */
+    uint32_t nwaits;        /* length of waits */
     uint32_t nsheld;        /* length of sheld */
+    bool dedicated;         /* created by ACQUIRE */
+    /* The small fields last and together: 168 bytes, not 184 with the
+     * holes between them (one 16-byte malloc size class less per lease;
+     * the memory rows of make bench, docs/resources.md). */
 } fence__lease;
 
 /* A lock object: exists while held (by one exclusive holder, or by the
@@ -109,21 +112,24 @@ struct fence__lock {
     struct fence__lease *holder; /* the exclusive holder, NULL otherwise */
     fence__list sholders;  /* shared holders (fence__shold.klink), in
                               admission order; empty unless shared-held */
-    uint32_t nsholders;    /* length of sholders */
-    bool in_delay;         /* unavailable until hi.deadline_ms */
     uint64_t delay_ms;     /* the lock-delay in force */
     fence__list queue;     /* FIFO of waiters (fence__wait.qlink) */
-    uint32_t nwaiters;     /* length of the FIFO */
     fence__sem *sem;       /* a semaphore's slot lock (name#slot): the
                               semaphore (sem.c); NULL for a plain lock */
+    fence__elect *elect;   /* non-NULL: the name is an election (elect.c) */
+    uint32_t nsholders;    /* length of sholders */
+    uint32_t nwaiters;     /* length of the FIFO */
     uint32_t slot;         /* with sem: the slot, 0..permits-1 */
     uint32_t snap_ord;     /* scratch, not state: the lock's 1-based place
                               in the lock section of the snapshot being
                               written (snapshot.c sets it as it writes that
                               section; waits name their locks by it, since
                               the locks of one multi-lock share a token) */
-    fence__elect *elect;   /* non-NULL: the name is an election (elect.c) */
+    /* The small fields last and together, the name right after them: the
+     * name starts at byte 163, not 170 (with a short name, one 16-byte
+     * malloc size class less per lock). */
     uint16_t name_len;     /* 1..FENCE_NAME_MAX */
+    bool in_delay;         /* unavailable until hi.deadline_ms */
     uint8_t name[];        /* the name bytes */
 };
 

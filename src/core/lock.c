@@ -1,6 +1,7 @@
 /* Locks and waits: lock objects (by name and by token), lock-delay, the
  * FIFO of waits on each lock, and the wait table.  Granting, hand-off and
  * failing waits are in apply.c. */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/fsm_int.h"
@@ -58,11 +59,13 @@ fence__lock *fence__lock_add_hashed(fence_fsm *f, const uint8_t *name, uint16_t 
     if (!fence__heap_room(f, 1)) {
         return NULL;
     }
-    fence__lock *k = fence__alloc(f, sizeof(*k) + len);
+    /* The name starts inside the struct's tail padding (fsm_int.h). */
+    size_t size = offsetof(fence__lock, name) + len;
+    fence__lock *k = fence__alloc(f, size < sizeof(*k) ? sizeof(*k) : size);
     if (k == NULL) {
         return NULL;
     }
-    memset(k, 0, sizeof(*k));
+    memset(k, 0, offsetof(fence__lock, name));
     memcpy(k->name, name, len);
     k->name_len = len;
     k->token = token;
