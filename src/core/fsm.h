@@ -372,8 +372,10 @@ void fence_fsm_advance(fence_fsm *f, uint64_t now_ms);
 const fence_event *fence_fsm_events(const fence_fsm *f, size_t *n);
 
 /* The earliest pending deadline (fsm time), or UINT64_MAX if none.  The
- * leader arms one timer for it and proposes a TICK when it passes. */
-uint64_t fence_fsm_next_deadline(const fence_fsm *f);
+ * leader arms one timer for it and proposes a TICK when it passes.  Not
+ * const: it may re-key deadline-heap items a renewal left early (that
+ * changes no result, event or snapshot byte; src/core/heap.h). */
+uint64_t fence_fsm_next_deadline(fence_fsm *f);
 
 /* Read-only queries, answered from applied state. */
 uint64_t fence_fsm_now(const fence_fsm *f);
