@@ -176,10 +176,11 @@ void fence__heap_extend(fence__heap *h, fence__hitem *it, uint64_t deadline_ms)
     it->slack = (uint32_t)(deadline_ms - key);
 }
 
-/* Re-key stale tops until the top's key is its deadline. */
-void fence__heap_settle(fence__heap *h)
+/* Re-key stale tops whose key is due by now_ms. */
+void fence__heap_settle(fence__heap *h, uint64_t now_ms)
 {
-    while (h->len > 0 && h->items[0]->slack != 0) {
+    while (h->len > 0 && h->items[0]->slack != 0 &&
+           h->items[0]->deadline_ms - h->items[0]->slack <= now_ms) {
         fence__hitem *it = h->items[0];
         it->slack = 0; /* its key only grows: it can only move down */
         down(h, 0);

@@ -9,9 +9,11 @@
  * only moves a lease's deadline later and leaves its place in the heap,
  * so a checkpoint of thousands of ids does not sift the heap once per id
  * (each sift a walk to a leaf, a cache miss a level, at a million leases).
- * The stale key comes due early; whoever finds it at the top
+ * The stale key comes due early; whoever finds it due at the top
  * (fence__heap_settle: process_due in grant.c, fence_fsm_next_deadline)
- * re-keys it to its deadline then.  Every key is at most its deadline,
+ * re-keys it to its deadline then, once per renewed lease and key, not
+ * once per renewal (a lease renewed every ttl/3 is re-keyed about once
+ * every 2/3 of a TTL).  Every key is at most its deadline,
  * so an item's true (deadline, kind, id) is reached in the same order as
  * with exact keys: expiry order, and so apply, does not depend on the
  * slack, nor does a snapshot (it carries deadlines), and a restored state
@@ -74,10 +76,12 @@ void fence__heap_move(fence__heap *h, fence__hitem *it, uint64_t deadline_ms);
 /* Move an item's deadline later, leaving its place (and key) as they are
  * when the slack allows; otherwise as fence__heap_move. */
 void fence__heap_extend(fence__heap *h, fence__hitem *it, uint64_t deadline_ms);
-/* Re-key the items at the top whose key is below their deadline, until the
- * top's key is its deadline: the top is then the earliest deadline.
- * Changes no deadline, only places. */
-void fence__heap_settle(fence__heap *h);
+/* Re-key the items at the top whose key is below their deadline and at
+ * most now_ms, until the top's key is its deadline or later than now_ms:
+ * then the top's key is the earliest deadline if that is at most now_ms,
+ * and a lower bound of it later than now_ms otherwise.  UINT64_MAX
+ * settles the top completely.  Changes no deadline, only places. */
+void fence__heap_settle(fence__heap *h, uint64_t now_ms);
 /* Restore the heap order over the whole array (after every deadline
  * changed; every slack becomes 0). */
 void fence__heap_rebuild(fence__heap *h);

@@ -263,6 +263,8 @@ static void test_renewal_keeps_heap_place(void)
     CHECK_EQ_U64(run(f, 500, ckpt(buf, ids, 1)).value, 1);
     /* a's old key (1000) is at the top; its deadline is 1500: b's 1200 is
      * the earliest. */
+    CHECK_EQ_U64(fence_fsm_next_deadline_by(f, 600), 1000); /* a lower bound */
+    CHECK_EQ_U64(fence_fsm_next_deadline_by(f, 1000), 1200); /* due: settled */
     CHECK_EQ_U64(fence_fsm_next_deadline(f), 1200);
     fence_cmd tick = {.type = FENCE_CMD_TICK};
     CHECK_EQ_U64(run(f, 1100, tick).status, FENCE_ST_OK);
