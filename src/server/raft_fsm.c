@@ -107,21 +107,6 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[],
      * Not yet: raft asks again at a later apply, once the change commits. */
     if (s->node.raft.configuration_uncommitted_index != 0)
         return RAFT_BUSY;
-    /* The threshold was scaled at the last snapshot: a state that has grown
-     * past it since (a million LEASE.GRANTs in 4,000 batched entries) is
-     * not forked and encoded whole every few thousand entries; raft asks
-     * again once the rescaled threshold has passed (fork: 83 ms of the
-     * loop at 1M leases, and copy-on-write faults while the child runs;
-     * docs/performance.md, 2026-12-02 keepalive). */
-    fence_fsm_stats fst;
-    fence_fsm_stats_get(s->fsm, &fst);
-    uint64_t live = fst.leases + fst.locks + fst.waiters;
-    uint64_t since = s->node.raft.last_applied - s->node.raft.log.snapshot.last_index;
-    if (live > s->node.raft.snapshot.threshold && since < live &&
-        since < FENCE_SNAPSHOT_THRESHOLD_MAX) {
-        scale_snapshot_threshold(s);
-        return RAFT_BUSY;
-    }
     if (fsm->snapshot_async != NULL) {
         *bufs = NULL;
         *n_bufs = 0;
