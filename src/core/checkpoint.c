@@ -48,7 +48,8 @@ void fence__cmd_checkpoint(fence_fsm *f, const fence_cmd *c, fence_result *r)
             continue;
         }
         /* Later only, in place: no sift per id (heap.h). */
-        fence__heap_extend(&f->heap, &l->hi, fence__lease_deadline(f, l));
+        fence__heap_extend(&f->heap, &l->hi, fence__lease_deadline(f, l),
+                       f->now_ms + l->ttl_ms / 2);
         FENCE_ASSERT(fence__lease_live(f, l));
         renewed++;
     }

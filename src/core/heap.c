@@ -164,10 +164,11 @@ void fence__heap_move(fence__heap *h, fence__hitem *it, uint64_t deadline_ms)
 }
 
 /* Move a deadline later in place: the key stays, the slack grows. */
-void fence__heap_extend(fence__heap *h, fence__hitem *it, uint64_t deadline_ms)
+void fence__heap_extend(fence__heap *h, fence__hitem *it, uint64_t deadline_ms,
+                        uint64_t lazy_after)
 {
     uint64_t key = it->deadline_ms - it->slack;
-    if (it->idx == FENCE__NOT_IN_HEAP || deadline_ms < key ||
+    if (it->idx == FENCE__NOT_IN_HEAP || key <= lazy_after || deadline_ms < key ||
         deadline_ms - key > FENCE__HEAP_SLACK_MAX) {
         fence__heap_move(h, it, deadline_ms);
         return;

@@ -8,12 +8,13 @@
  * after fence__heap_extend: a renewal (LEASE_KEEPALIVE, LEASE_CHECKPOINT)
  * only moves a lease's deadline later and leaves its place in the heap,
  * so a checkpoint of thousands of ids does not sift the heap once per id
- * (each sift a walk to a leaf, a cache miss a level, at a million leases).
+ * (each sift a walk to a leaf, a cache miss a level, at a million leases)
+ * while the key is more than half a TTL away.
  * The stale key comes due early; whoever finds it due at the top
  * (fence__heap_settle: process_due in grant.c, fence_fsm_next_deadline)
- * re-keys it to its deadline then, once per renewed lease and key, not
- * once per renewal (a lease renewed every ttl/3 is re-keyed about once
- * every 2/3 of a TTL).  Every key is at most its deadline,
+ * re-keys it to its deadline then; a renewal within half a TTL of the
+ * key sifts as before (a lease renewed every ttl/3 sifts at every other
+ * renewal, and its stale key never comes due).  Every key is at most its deadline,
  * so an item's true (deadline, kind, id) is reached in the same order as
  * with exact keys: expiry order, and so apply, does not depend on the
  * slack, nor does a snapshot (it carries deadlines), and a restored state
@@ -74,8 +75,14 @@ void fence__heap_remove(fence__heap *h, fence__hitem *it);
 /* Change an item's deadline, keeping its position right (slack 0). */
 void fence__heap_move(fence__heap *h, fence__hitem *it, uint64_t deadline_ms);
 /* Move an item's deadline later, leaving its place (and key) as they are
- * when the slack allows; otherwise as fence__heap_move. */
-void fence__heap_extend(fence__heap *h, fence__hitem *it, uint64_t deadline_ms);
+ * when its key is later than lazy_after and the slack allows; otherwise
+ * as fence__heap_move.  lazy_after (a renewal: now + ttl/2) bounds how
+ * soon a stale key may come due: a lease renewed more often than every
+ * ttl/2 is re-keyed by a renewal before its key comes due, so stale keys
+ * never come due in a wave (a million leases granted in one second would
+ * otherwise all be re-keyed in the same second, TTL later). */
+void fence__heap_extend(fence__heap *h, fence__hitem *it, uint64_t deadline_ms,
+                        uint64_t lazy_after);
 /* Re-key the items at the top whose key is below their deadline and at
  * most now_ms, until the top's key is its deadline or later than now_ms:
  * then the top's key is the earliest deadline if that is at most now_ms,

@@ -260,20 +260,20 @@ static void test_renewal_keeps_heap_place(void)
     CHECK_EQ_U64(fence_fsm_next_deadline(f), 1000);
     uint8_t buf[8 * 64];
     uint64_t ids[64] = {a};
-    CHECK_EQ_U64(run(f, 500, ckpt(buf, ids, 1)).value, 1);
-    /* a's old key (1000) is at the top; its deadline is 1500: b's 1200 is
-     * the earliest. */
+    CHECK_EQ_U64(run(f, 400, ckpt(buf, ids, 1)).value, 1);
+    /* a's old key (1000, more than ttl/2 ahead) is at the top; its
+     * deadline is 1400: b's 1200 is the earliest. */
     CHECK_EQ_U64(fence_fsm_next_deadline_by(f, 600), 1000); /* a lower bound */
     CHECK_EQ_U64(fence_fsm_next_deadline_by(f, 1000), 1200); /* due: settled */
     CHECK_EQ_U64(fence_fsm_next_deadline(f), 1200);
     fence_cmd tick = {.type = FENCE_CMD_TICK};
     CHECK_EQ_U64(run(f, 1100, tick).status, FENCE_ST_OK);
-    CHECK_EQ_U64(deadline(f, a, 1100), 1500);
+    CHECK_EQ_U64(deadline(f, a, 1100), 1400);
     CHECK_EQ_U64(run(f, 1300, tick).status, FENCE_ST_OK);
     CHECK_EQ_U64(deadline(f, b, 1300), 0); /* b expired at 1200 */
-    CHECK_EQ_U64(deadline(f, a, 1300), 1500);
-    CHECK_EQ_U64(run(f, 1500, tick).status, FENCE_ST_OK);
-    CHECK_EQ_U64(deadline(f, a, 1500), 0);
+    CHECK_EQ_U64(deadline(f, a, 1300), 1400);
+    CHECK_EQ_U64(run(f, 1400, tick).status, FENCE_ST_OK);
+    CHECK_EQ_U64(deadline(f, a, 1400), 0);
     done(f);
 
     /* Random renewals of leases that hold locks, then f and a restored
