@@ -24,7 +24,8 @@ UNIT_TESTS += $(CORE_TESTS)
 # control run (the tests must fail against the grant_expired mutant,
 # tests/mutants/grant_expired.patch built by tests/mutants/build.sh).
 INTEG_TESTS += tests/tidy.sh tests/unit/valgrind_core.sh \
-               tests/unit/core_bug_control.sh tests/unit/multi_bug_control.sh
+               tests/unit/core_bug_control.sh tests/unit/multi_bug_control.sh \
+               tests/unit/heap_bug_control.sh
 
 # test_core_model runs the core against a reference model kept in its own
 # file (tests/unit/core_model.c, core_model.h).

@@ -93,7 +93,8 @@ static void cmd_keepalive(fence_fsm *f, const fence_cmd *c, fence_result *r)
         r->status = FENCE_ST_NOPERM;
         return;
     }
-    fence__heap_move(&f->heap, &l->hi, fence__lease_deadline(f, l));
+    fence__heap_extend(&f->heap, &l->hi, fence__lease_deadline(f, l),
+                       f->now_ms + l->ttl_ms / 2);
     FENCE_ASSERT(fence__lease_live(f, l));
     r->status = FENCE_ST_OK;
     r->lease = l->id;

@@ -43,11 +43,14 @@ static const char *check_heap(const fence_fsm *f, uint64_t expect)
         if (i > 0 && fence__hitem_less(h->items[i], h->items[(i - 1) / 2])) {
             return "heap order violated";
         }
+        if (h->items[i]->slack != 0 && h->items[i]->kind != FENCE__K_LEASE) {
+            return "heap slack on an item other than a lease";
+        }
     }
     if (h->len != expect) {
         return "heap size does not match leases + waits + delayed locks";
     }
-    if (h->len > 0 && h->items[0]->deadline_ms <= f->now_ms) {
+    if (h->len > 0 && h->items[0]->deadline_ms - h->items[0]->slack <= f->now_ms) {
         return "a due deadline was not processed";
     }
     return NULL;

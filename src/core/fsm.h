@@ -372,8 +372,16 @@ void fence_fsm_advance(fence_fsm *f, uint64_t now_ms);
 const fence_event *fence_fsm_events(const fence_fsm *f, size_t *n);
 
 /* The earliest pending deadline (fsm time), or UINT64_MAX if none.  The
- * leader arms one timer for it and proposes a TICK when it passes. */
-uint64_t fence_fsm_next_deadline(const fence_fsm *f);
+ * leader arms one timer for it and proposes a TICK when it passes.  Not
+ * const: it may re-key deadline-heap items a renewal left early (that
+ * changes no result, event or snapshot byte; src/core/heap.h). */
+uint64_t fence_fsm_next_deadline(fence_fsm *f);
+/* The same if it is at most now_ms; otherwise a lower bound of it that is
+ * later than now_ms (a renewal may have left a lease's heap key early:
+ * re-keying it is left until that key comes due, so a timer armed for the
+ * bound may fire early and find nothing due: ask again then).  UINT64_MAX
+ * if nothing is pending.  The leader's timer uses this one. */
+uint64_t fence_fsm_next_deadline_by(fence_fsm *f, uint64_t now_ms);
 
 /* Read-only queries, answered from applied state. */
 uint64_t fence_fsm_now(const fence_fsm *f);

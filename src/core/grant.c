@@ -307,11 +307,11 @@ static void lease_remove(fence_fsm *f, fence__lease *l, bool expired)
 /* ---- Time ----------------------------------------------------------------- */
 
 /* Process every heap item due at fsm time now, in (deadline, kind, id)
- * order. */
+ * order (a key left early by a renewal is re-keyed first: heap.h). */
 static void process_due(fence_fsm *f)
 {
     fence__hitem *it;
-    while ((it = fence__heap_top(&f->heap)) != NULL &&
+    while ((fence__heap_settle(&f->heap, f->now_ms), it = fence__heap_top(&f->heap)) != NULL &&
            it->deadline_ms <= f->now_ms) {
         switch (it->kind) {
         case FENCE__K_WAIT:
@@ -363,11 +363,20 @@ void fence_fsm_advance(fence_fsm *f, uint64_t now_ms)
     fence__advance(f, now_ms);
 }
 
-/* The earliest pending deadline, or UINT64_MAX. */
-uint64_t fence_fsm_next_deadline(const fence_fsm *f)
+/* The earliest pending deadline, or UINT64_MAX (settling the heap's top
+ * first changes places in the heap only: heap.h). */
+uint64_t fence_fsm_next_deadline(fence_fsm *f)
 {
+    return fence_fsm_next_deadline_by(f, UINT64_MAX);
+}
+
+/* The earliest pending deadline if it is at most now_ms; otherwise a
+ * lower bound of it later than now_ms, or UINT64_MAX. */
+uint64_t fence_fsm_next_deadline_by(fence_fsm *f, uint64_t now_ms)
+{
+    fence__heap_settle(&f->heap, now_ms);
     const fence__hitem *it = fence__heap_top(&f->heap);
-    return it != NULL ? it->deadline_ms : UINT64_MAX;
+    return it != NULL ? it->deadline_ms - it->slack : UINT64_MAX;
 }
 
 /* ---- The checks the commands share ----------------------------------------- */

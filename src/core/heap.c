@@ -3,11 +3,12 @@
 
 #include "core/fsm_int.h"
 
-/* Order of heap items: (deadline, kind, id). */
+/* Order of heap items: (key, kind, id), key = deadline - slack. */
 bool fence__hitem_less(const fence__hitem *a, const fence__hitem *b)
 {
-    if (a->deadline_ms != b->deadline_ms) {
-        return a->deadline_ms < b->deadline_ms;
+    uint64_t ka = a->deadline_ms - a->slack, kb = b->deadline_ms - b->slack;
+    if (ka != kb) {
+        return ka < kb;
     }
     if (a->kind != b->kind) {
         return a->kind < b->kind;
@@ -122,6 +123,7 @@ void fence__heap_push(fence__heap *h, fence__hitem *it)
 {
     FENCE_ASSERT(it->idx == FENCE__NOT_IN_HEAP);
     FENCE_ASSERT(h->len < h->cap);
+    it->slack = 0;
     h->items[h->len] = it;
     it->idx = h->len;
     h->len++;
@@ -152,6 +154,7 @@ void fence__heap_remove(fence__heap *h, fence__hitem *it)
 void fence__heap_move(fence__heap *h, fence__hitem *it, uint64_t deadline_ms)
 {
     it->deadline_ms = deadline_ms;
+    it->slack = 0;
     if (it->idx == FENCE__NOT_IN_HEAP) {
         return;
     }
@@ -160,10 +163,38 @@ void fence__heap_move(fence__heap *h, fence__hitem *it, uint64_t deadline_ms)
     up(h, it->idx);
 }
 
+/* Move a deadline later in place: the key stays, the slack grows. */
+void fence__heap_extend(fence__heap *h, fence__hitem *it, uint64_t deadline_ms,
+                        uint64_t lazy_after)
+{
+    uint64_t key = it->deadline_ms - it->slack;
+    if (it->idx == FENCE__NOT_IN_HEAP || key <= lazy_after || deadline_ms < key ||
+        deadline_ms - key > FENCE__HEAP_SLACK_MAX) {
+        fence__heap_move(h, it, deadline_ms);
+        return;
+    }
+    it->deadline_ms = deadline_ms;
+    it->slack = (uint32_t)(deadline_ms - key);
+}
+
+/* Re-key stale tops whose key is due by now_ms. */
+void fence__heap_settle(fence__heap *h, uint64_t now_ms)
+{
+    while (h->len > 0 && h->items[0]->slack != 0 &&
+           h->items[0]->deadline_ms - h->items[0]->slack <= now_ms) {
+        fence__hitem *it = h->items[0];
+        it->slack = 0; /* its key only grows: it can only move down */
+        down(h, 0);
+    }
+}
+
 /* Restore the heap property over the whole array (after LEADER_START has
  * changed every deadline). */
 void fence__heap_rebuild(fence__heap *h)
 {
+    for (uint32_t i = 0; i < h->len; i++) {
+        h->items[i]->slack = 0;
+    }
     for (uint32_t i = h->len / 2; i-- > 0;) {
         down(h, i);
     }

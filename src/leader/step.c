@@ -180,12 +180,18 @@ void fence__leader_timer(fence_leader *l)
         l->rearm = true; /* fired a hair early for the checkpoint */
     if (l->phase != PH_READY || l->tick_pending || l->stopping)
         return;
-    if ((held || ckpt || l->renew_n > 0) && fence_fsm_next_deadline(l->fsm) > ld_now(l))
-        return; /* it fired for the hold or the checkpoint only */
+    uint64_t now = ld_now(l);
+    uint64_t next = fence_fsm_next_deadline_by(l->fsm, now);
+    if (next > now) {
+        /* It fired for the hold or the checkpoint only, or for a heap key
+         * a renewal left early (src/core/heap.h): nothing is due yet. */
+        l->rearm = true;
+        return;
+    }
     fence_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
     cmd.type = FENCE_CMD_TICK;
-    l->tick_deadline = fence_fsm_next_deadline(l->fsm);
+    l->tick_deadline = next;
     if (fence__ld_batch_add_internal(l, &cmd))
         l->tick_pending = true;
     else
@@ -212,12 +218,14 @@ bool fence__leader_timer_take(fence_leader *l, uint64_t *delay_ms)
         if (ck < hold)
             hold = ck;
     }
-    uint64_t deadline = fence_fsm_next_deadline(l->fsm);
+    uint64_t now = ld_now(l);
+    /* A lower bound when nothing is due by now: the timer may fire early
+     * and finds nothing due then (fence__leader_timer). */
+    uint64_t deadline = fence_fsm_next_deadline_by(l->fsm, now);
     if (deadline == UINT64_MAX) {
         *delay_ms = hold;
         return true;
     }
-    uint64_t now = ld_now(l);
     /* +1: loop time is whole ms, so never fire a hair before the deadline. */
     uint64_t delay = deadline > now ? deadline - now + 1 : 0;
     if (delay == 0 && !l->tick_pending && deadline == l->tick_deadline) {

@@ -38,6 +38,9 @@
 #                  LEASE.KEEPALIVE without an entry but records only every
 #                  other one for its checkpoint: a lease expires before the
 #                  TTL of its last answered renewal ran out (docs/leases.md)
+#   heap_stale     the core (src/core/grant.c) takes the early heap key a
+#                  renewal leaves (src/core/heap.h) for the deadline: a
+#                  renewed lease expires at its old deadline
 #   elect_lost_revision  (src/core/elect.c) a leader that resigns or loses
 #                  its lease takes no new election revision, so observers
 #                  never see that the election has no leader

@@ -9,6 +9,9 @@
 #include "test_core_fx.h"
 
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/bytes.h"
 #include "core/entry.h"
@@ -233,6 +236,113 @@ static void test_largest(void)
     done(f);
 }
 
+
+/* The snapshot of f (malloc'd; *n its length). */
+static uint8_t *snap(const fence_fsm *f, size_t *n)
+{
+    *n = fence_fsm_snapshot_size(f);
+    uint8_t *b = malloc(*n);
+    REQUIRE(b != NULL);
+    REQUIRE(fence_fsm_snapshot(f, b, *n) == *n);
+    return b;
+}
+
+/* A renewal (checkpoint or KEEPALIVE) moves a deadline later without
+ * moving the lease in the deadline heap; its early key is re-keyed when it
+ * comes due (src/core/heap.h).  The lease lives to its new deadline,
+ * next_deadline names the true earliest, and a replica restored from a
+ * snapshot (every key exact) expires the same leases at the same times
+ * with the same events and ends byte-identical. */
+static void test_renewal_keeps_heap_place(void)
+{
+    fence_fsm *f = new_fsm();
+    uint64_t a = grant(f, 0, 1000), b = grant(f, 0, 1200);
+    CHECK_EQ_U64(fence_fsm_next_deadline(f), 1000);
+    uint8_t buf[8 * 64];
+    uint64_t ids[64] = {a};
+    CHECK_EQ_U64(run(f, 400, ckpt(buf, ids, 1)).value, 1);
+    /* a's old key (1000, more than ttl/2 ahead) is at the top; its
+     * deadline is 1400: b's 1200 is the earliest. */
+    CHECK_EQ_U64(fence_fsm_next_deadline_by(f, 600), 1000); /* a lower bound */
+    CHECK_EQ_U64(fence_fsm_next_deadline_by(f, 1000), 1200); /* due: settled */
+    CHECK_EQ_U64(fence_fsm_next_deadline(f), 1200);
+    fence_cmd tick = {.type = FENCE_CMD_TICK};
+    CHECK_EQ_U64(run(f, 1100, tick).status, FENCE_ST_OK);
+    CHECK_EQ_U64(deadline(f, a, 1100), 1400);
+    CHECK_EQ_U64(run(f, 1300, tick).status, FENCE_ST_OK);
+    CHECK_EQ_U64(deadline(f, b, 1300), 0); /* b expired at 1200 */
+    CHECK_EQ_U64(deadline(f, a, 1300), 1400);
+    CHECK_EQ_U64(run(f, 1400, tick).status, FENCE_ST_OK);
+    CHECK_EQ_U64(deadline(f, a, 1400), 0);
+    done(f);
+
+    /* Random renewals of leases that hold locks, then f and a restored
+     * copy g advance side by side. */
+    srand(23);
+    for (int round = 0; round < 20; round++) {
+        f = new_fsm();
+        uint64_t now = 0, lease[48];
+        for (int i = 0; i < 48; i++) {
+            lease[i] = grant(f, now, 300 + 100 * (uint64_t)(rand() % 8));
+            if (i % 3 == 0) {
+                char nm[8];
+                snprintf(nm, sizeof(nm), "k%d", i % 9);
+                fence_cmd lk = {.type = FENCE_CMD_LOCK, .name = (const uint8_t *)nm,
+                                .name_len = (uint16_t)strlen(nm), .lease = lease[i],
+                                .wait_ms = 5000};
+                (void)run(f, now, lk);
+            }
+            now += (uint64_t)(rand() % 20);
+        }
+        for (int k = 0; k < 30; k++) {
+            now += 1 + (uint64_t)(rand() % 60);
+            uint32_t n = 1 + (uint32_t)(rand() % 64);
+            for (uint32_t i = 0; i < n; i++)
+                ids[i] = lease[rand() % 48];
+            if (rand() % 4 == 0) {
+                fence_cmd ka = {.type = FENCE_CMD_LEASE_KEEPALIVE, .lease = ids[0]};
+                (void)run(f, now, ka);
+            } else {
+                CHECK_EQ_U64(run(f, now, ckpt(buf, ids, n)).status, FENCE_ST_OK);
+            }
+        }
+        size_t n;
+        uint8_t *s0 = snap(f, &n);
+        fence_fsm *g = new_fsm();
+        REQUIRE(fence_fsm_restore(g, s0, n) == 0);
+        free(s0);
+        while (fence_fsm_next_deadline(g) != UINT64_MAX || fence_fsm_next_deadline(f) != UINT64_MAX) {
+            CHECK_EQ_U64(fence_fsm_next_deadline(f), fence_fsm_next_deadline(g));
+            now += 1 + (uint64_t)(rand() % 40);
+            fence_fsm_advance(f, now);
+            fence_fsm_advance(g, now);
+            size_t ef, eg;
+            const fence_event *xf = fence_fsm_events(f, &ef), *xg = fence_fsm_events(g, &eg);
+            CHECK_EQ_U64(ef, eg);
+            for (size_t i = 0; i < ef && i < eg; i++) {
+                CHECK_EQ_U64(xf[i].wait_id, xg[i].wait_id);
+                CHECK_EQ_U64(xf[i].result.status, xg[i].result.status);
+                CHECK_EQ_U64(xf[i].result.token, xg[i].result.token);
+                CHECK_EQ_U64(xf[i].result.lease, xg[i].result.lease);
+            }
+            CHECK(fence_fsm_check(f) == NULL);
+            size_t na, nb;
+            uint8_t *sa = snap(f, &na), *sb = snap(g, &nb);
+            CHECK(na == nb && memcmp(sa, sb, na) == 0);
+            free(sa);
+            free(sb);
+            for (int i = 0; i < 48; i++) {
+                fence_fsm_lease_state st;
+                int lf = fence_fsm_lease_info(f, lease[i], now, &st);
+                int lg = fence_fsm_lease_info(g, lease[i], now, &st);
+                CHECK_EQ_I64(lf, lg);
+            }
+        }
+        fence_fsm_destroy(g);
+        done(f);
+    }
+}
+
 int main(void)
 {
     TEST_RUN(test_renews_live_leases);
@@ -242,5 +352,6 @@ int main(void)
     TEST_RUN(test_invalid);
     TEST_RUN(test_entry_codec);
     TEST_RUN(test_largest);
+    TEST_RUN(test_renewal_keeps_heap_place);
     return TEST_DONE();
 }
