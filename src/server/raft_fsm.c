@@ -88,17 +88,18 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
  *   - --snapshot-threshold entries,
  *   - as many entries as live leases, locks and waiters (a million held
  *     locks are not serialized every 1,024 entries),
- *   - as many entries as make up --snapshot-log-ratio (default 4) times the latest
- *     snapshot's bytes, at the mean size of the recent command entries:
+ *   - as many entries as make up --snapshot-log-ratio (default 2) times
+ *     the latest snapshot's bytes, at the mean size of recent entries:
  *     the log kept since the last snapshot (in raft's memory, on disk,
  *     and replayed by a restart) stays within a fixed multiple of the
  *     state's own size, whatever that size is: a node's disk holds about
  *     1 + ratio times its state (plus --snapshot-trailing entries), and
  *     a restart replays at most ratio snapshots' worth of entries after
- *     restoring one.  With 4, a full dedup table (3.7 MB) is snapshotted
- *     every ~8,500 entries of ~1.7 KB instead of every 1,024
- *     (docs/performance.md, "Snapshot cadence").  This covers what the counts
- *     above do not: the dedup table (65,536 records, 3.7 MB, when every
+ *     restoring one.  With 2, a full dedup table (3.7 MB) is snapshotted
+ *     every ~4,200 entries of ~1.7 KB instead of every 1,024, and a restart
+ *     replays at most those (~0.9 s on the loaded 2-core VM; 4 would be
+ *     ~1.8 s there; docs/performance.md, "Snapshot cadence").  This
+ *     covers what the counts above do not: the dedup table (65,536 records, 3.7 MB, when every
  *     write carries a REQID) and large names.
  * So encoding the whole state costs a bounded amount per entry (and per
  * byte logged) however big it is (docs/cluster.md, docs/performance.md). */
