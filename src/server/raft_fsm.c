@@ -99,8 +99,8 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
  *     every ~4,200 entries of ~1.7 KB instead of every 1,024, and a restart
  *     replays at most those (~0.9 s on the loaded 2-core VM; 4 would be
  *     ~1.8 s there; docs/performance.md, "Snapshot cadence").  This
- *     covers what the counts above do not: the dedup table (65,536 records, 3.7 MB, when every
- *     write carries a REQID) and large names.
+ *     covers what the counts above do not: the dedup table (65,536
+ *     records, 3.7 MB, when every write carries a REQID) and large names.
  * So encoding the whole state costs a bounded amount per entry (and per
  * byte logged) however big it is (docs/cluster.md, docs/performance.md). */
 static void scale_snapshot_threshold(fence_server *s)
