@@ -32,6 +32,10 @@
 /* fsm_apply halves its byte and entry counts at this many entries, so the
  * mean entry size follows the recent load. */
 #define APPLIED_HALVE_AT (1u << 20)
+/* fsm_apply scales the threshold again at this many entries applied. */
+#define RESCALE_AT 64u
+
+static void scale_snapshot_threshold(fence_server *s);
 
 /* Allocator handed to the core. */
 static void *core_alloc(void *ctx, size_t size)
@@ -78,6 +82,12 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
         /* A mean over the recent entries, not over the whole life. */
         s->applied_bytes /= 2;
         s->applied_entries /= 2;
+    }
+    if (s->applied_entries == RESCALE_AT && s->snap_bytes > 0) {
+        /* A restored node has no mean entry size at its restore: scale
+         * once it has one, so a restart's replay does not end in a
+         * snapshot at the configured threshold. */
+        scale_snapshot_threshold(s);
     }
     *result = (void *)fence__leader_apply(s->leader, buf->base, buf->len);
     return 0;
