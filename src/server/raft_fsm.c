@@ -107,8 +107,8 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf,
  *     a restart replays at most ratio snapshots' worth of entries after
  *     restoring one.  With 2, a full dedup table (3.7 MB) is snapshotted
  *     every ~4,200 entries of ~1.7 KB instead of every 1,024, and a restart
- *     replays at most those (~0.9 s on the loaded 2-core VM; 4 would be
- *     ~1.8 s there; docs/performance.md, "Snapshot cadence").  This
+ *     replays at most those (~1 s on the loaded 2-core VM; 4 would be
+ *     ~2 s there; docs/performance.md, "Snapshot cadence").  This
  *     covers what the counts above do not: the dedup table (65,536
  *     records, 3.7 MB, when every write carries a REQID) and large names.
  * So encoding the whole state costs a bounded amount per entry (and per
