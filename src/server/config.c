@@ -52,6 +52,9 @@ static const fence_opt options[] = {
      * their lease ids and tokens (docs/cluster.md, libraft pitfalls). */
     U64("snapshot-trailing", snapshot_trailing, 1, 1000000000, 128, "<n>",
         "log entries kept after a snapshot (at least 1)"),
+    U64("snapshot-log-ratio", snapshot_log_ratio, 0, 1000, 2, "<n>",
+        "the log between snapshots may grow to n times the last snapshot's "
+        "bytes (raises the threshold; 0: off)"),
     U64("snapshot-fork", snapshot_fork, 0, 1, 1, "<0|1>",
         "1: a forked child encodes each snapshot (the loop only forks); "
         "0: the loop encodes it"),

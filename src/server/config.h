@@ -39,6 +39,8 @@ typedef struct fence_config {
     uint64_t heartbeat_ms;         /* raft heartbeat, 0: election / 10 */
     uint64_t snapshot_threshold;   /* entries between snapshots */
     uint64_t snapshot_trailing;    /* entries kept after a snapshot */
+    uint64_t snapshot_log_ratio;   /* log bytes between snapshots, in
+                                    * snapshots (raft_fsm.c), 0: off */
     uint64_t snapshot_fork;        /* 1: encode snapshots in a forked child */
     uint64_t join;                 /* 1: joining a running cluster, no bootstrap */
     uint64_t max_leases;           /* live leases (state machine) */

@@ -185,6 +185,10 @@ struct fence_server {
     struct raft_fsm raft_fsm;    /* raft's view of the state machine */
     fence_snapfork snap;         /* snapshots encoded in a child (snapfork.h) */
     uint8_t *snap_inline;        /* in-loop snapshot's buffer until finalize */
+    uint64_t snap_bytes;         /* the latest snapshot's size (taken or
+                                  * restored), 0: none yet (raft_fsm.c) */
+    uint64_t applied_bytes;      /* command entries' bytes applied, and */
+    uint64_t applied_entries;    /* their count (halved together, raft_fsm.c) */
     fence_fsm *fsm;              /* the core state machine */
     fence_leader *leader;        /* group commit, phases, waits (leader.h) */
     fence_resp_limits resp_lim;  /* parser limits (from cfg) */

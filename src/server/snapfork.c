@@ -255,6 +255,7 @@ void fence__snapfork_finish(fence_snapfork *sf)
                         sf->map_len);
         }
         sf->taken++;
+        sf->last_len = sf->map_len;
         FENCE_LOG_I("snapshot taken: %zu bytes, fork %.1f ms, encode %.1f ms, "
                     "total %.1f ms, last token %llu",
                     sf->map_len, (double)sf->fork_ns / 1e6,

@@ -83,6 +83,7 @@ typedef struct fence_snapfork {
     uint8_t *check;             /* its in-loop bytes of this snapshot */
     size_t check_len;           /* their length */
     uint64_t taken;             /* snapshots handed to raft */
+    uint64_t last_len;          /* the last one's bytes */
     uint64_t failed;            /* snapshots that failed */
 } fence_snapfork;
 

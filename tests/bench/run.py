@@ -849,19 +849,34 @@ def section_cluster():
     # from elsewhere is about the same for both.
     log("cluster: 1 node and 3 nodes, 64 clients")
     single = Fenced("single").start()
+    i1, i3 = single.info(), info(leader["port"])
     res = interleaved([
         ("one", lambda: fencectl_bench(single.addr(), "uncontended", [64])[64]),
         ("three", lambda: fencectl_bench(",".join(addrs), "uncontended", [64])[64])])
+    j1, j3 = single.info(), info(leader["port"])
     single.stop()
+
+    def delta(a, b, k):
+        try:
+            return int(b.get(k, 0)) - int(a.get(k, 0))
+        except ValueError:
+            return 0
+    c1 = sum(r["cycles"] for r in res["one"])
+    c3 = sum(r["cycles"] for r in res["three"])
     one = merge_bench(res["one"])
     d = merge_bench(res["three"])
-    pipelined = info(leader["port"]).get("batches_pipelined", "n/a")
-    add(bench_row("1 node, uncontended (peer of the next row)", one, notes=rounds_note()))
+    add(bench_row("1 node, uncontended (peer of the next row)", one,
+                  notes="%s; %.1f raft entries per 100 cycles, %d gathered" % (
+                      rounds_note(), 100.0 * delta(i1, j1, "raft_entries") / max(c1, 1),
+                      delta(i1, j1, "batches_gathered"))))
     add(bench_row("3-node cluster (127.0.0.1), uncontended", d,
                   peer="1 node %.0f/s" % one["cycles_per_s"],
                   ratio=pct(d["cycles_per_s"], one["cycles_per_s"]),
-                  notes="target 80%%; %s; entries proposed behind others in flight "
-                        "(INFO batches_pipelined): %s" % (rounds_note(), pipelined)))
+                  notes="target 80%%; %s; %.1f raft entries per 100 cycles, %d gathered, "
+                        "%d proposed behind others in flight (INFO batches_pipelined)" % (
+                            rounds_note(), 100.0 * delta(i3, j3, "raft_entries") / max(c3, 1),
+                            delta(i3, j3, "batches_gathered"),
+                            delta(i3, j3, "batches_pipelined"))))
     for n in nodes:
         stop(n["proc"])
 

@@ -149,7 +149,7 @@ stop n1; stop n2
 # ---- options and the config file --------------------------------------------------------
 help=$("$FENCED" --help)
 for o in port bind unix-socket data-dir config lock-delay-ms node-id raft-port peers \
-         election-timeout-ms heartbeat-ms snapshot-threshold snapshot-trailing max-clients \
+         election-timeout-ms heartbeat-ms snapshot-threshold snapshot-trailing snapshot-log-ratio max-clients \
          max-leases max-locks max-waiters max-bulk max-pipeline max-obuf log-level log-file; do
     echo "$help" | grep -q -- "--$o " || not_ok "--help documents --$o"
 done
