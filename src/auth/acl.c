@@ -115,6 +115,8 @@ bool fence_acl_glob(const char *p, size_t plen, const char *s, size_t slen)
     size_t star_p = (size_t)-1, star_s = 0;
     while (si < slen) {
         if (pi < plen && p[pi] == '*') {
+            if (pi + 1 == plen)
+                return true; /* a last star takes the rest (~* : every key) */
             star_p = ++pi;
             star_s = si;
             continue;

@@ -118,6 +118,7 @@ enum fence_net_slot_state {
 struct fence_net_slot {
     fence_net_slot *next; /* next slot of the connection (request order) */
     fence_net_conn *conn; /* owner; NULL once the connection closed */
+    fence_net *net;       /* the layer it came from (its free list) */
     uint8_t state;        /* enum fence_net_slot_state */
     char *out;            /* READY: reply bytes (malloc) */
     size_t len;           /* READY: bytes in out */
@@ -291,6 +292,9 @@ struct fence_net {
     /* Parsing resumed outside the poll phase (conn.c): */
     uv_idle_t resume_idle;      /* runs the resume list, then stops */
     fence_net_conn *resumes;    /* connections whose buffered input waits */
+    fence_net_slot *free_slots; /* freed slots kept for the next requests
+                                   (linked by next; up to FENCE_NET_FREE_SLOTS) */
+    uint32_t n_free_slots;      /* how many */
 };
 
 /* ---- Hostile-client guards (conn_guard.c) ---------------------------------- */
