@@ -108,6 +108,7 @@ typedef struct fence_tls_stats {
     uint64_t handshakes;   /* handshakes finished */
     uint64_t failed;       /* handshakes that failed (bad cert, garbage) */
     uint64_t timed_out;    /* handshakes past the deadline */
+    uint64_t released;     /* idle connections' record buffers freed */
 } fence_tls_stats;
 
 /* Fill *st from net's TLS listener. */

@@ -73,21 +73,31 @@ int fence__tls_pump_feed(fence_tls_pump *p, const void *buf, size_t len)
     return 0;
 }
 
-/* Ciphertext fed, not yet consumed (tls_pump.h). */
+/* Ciphertext fed, not yet consumed (tls_pump.h): a memory BIO counts
+ * every byte written into it and read out of it (BIO_write, BIO_read);
+ * the rbio is never reset. */
 size_t fence__tls_pump_input(const fence_tls_pump *p)
 {
-    return BIO_ctrl_pending(p->rbio);
+    uint64_t in = BIO_number_written(p->rbio);
+    uint64_t out = BIO_number_read(p->rbio);
+    FENCE_ASSERT(in >= out);
+    return (size_t)(in - out);
 }
 
 /* Ciphertext produced, not yet sent (tls_pump.h). */
 size_t fence__tls_pump_output(const fence_tls_pump *p)
 {
-    return BIO_ctrl_pending(p->wbio);
+    uint64_t in = BIO_number_written(p->wbio);
+    uint64_t out = BIO_number_read(p->wbio) + p->wdropped;
+    FENCE_ASSERT(in >= out);
+    return (size_t)(in - out);
 }
 
-/* Drop the ciphertext not yet sent (tls_pump.h). */
+/* Drop the ciphertext not yet sent (tls_pump.h); BIO_reset leaves the
+ * counters alone, so the pump counts what it dropped. */
 void fence__tls_pump_discard(fence_tls_pump *p)
 {
+    p->wdropped += fence__tls_pump_output(p);
     (void)BIO_reset(p->wbio);
 }
 
@@ -108,7 +118,7 @@ int fence__tls_pump_send(fence_tls_pump *p, uv_stream_t *s, char *scratch,
                          size_t tag)
 {
     FENCE_ASSERT(sent != NULL);
-    size_t n = BIO_ctrl_pending(p->wbio);
+    size_t n = fence__tls_pump_output(p);
     if (n == 0)
         return 0;
     FENCE_ASSERT(n <= INT_MAX);

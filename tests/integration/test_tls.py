@@ -227,6 +227,45 @@ def fenced_server_tls():
            "\n".join(ln for ln in d.log_text().splitlines()
                      if " warn " in ln or " error " in ln or "TLS error" in ln)[-3000:])
 
+    # An idle connection's record buffers are freed (src/net/tls.c on_sweep)
+    # and come back with its next record: a PING, then a 60 KB PING whose
+    # records fill both buffers, then a half-sent request left idle across
+    # a sweep (its partial record is in the read BIO, not OpenSSL's
+    # buffer) and finished.
+    s = tls_socket(d.tls_port)
+    s.sendall(encode_command("PING"))
+    tap.eq(b"+PONG\r\n", s.recv(100), "fenced: a TLS connection answers before it idles")
+    freed = "TLS idle, record buffers freed"
+    tap.check(wait_log(d, freed, secs=15), "fenced: idle TLS connection's buffers freed",
+              d.log_text()[-1500:])
+    n_freed = d.log_text().count(freed)
+    s.sendall(encode_command("PING", big))
+    want = b"$60000\r\n" + big + b"\r\n"
+    got = b""
+    while len(got) < len(want):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    tap.check(got == want, "fenced: after its buffers were freed, a 60 KB PING echoes back",
+              "got %d bytes" % len(got))
+    req = encode_command("PING", b"w" * 30000)
+    s.sendall(req[:1000])
+    end = time.monotonic() + 15
+    while d.log_text().count(freed) <= n_freed and time.monotonic() < end:
+        time.sleep(0.1)
+    s.sendall(req[1000:])
+    want = b"$30000\r\n" + b"w" * 30000 + b"\r\n"
+    got = b""
+    while len(got) < len(want):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    tap.check(got == want, "fenced: a request half sent across an idle sweep is answered",
+              "got %d bytes" % len(got))
+    s.close()
+
     got = raw_exchange(d.tls_port, b"\x42garbage" + os.urandom(4096) + b"\r\n", wait=30)
     tap.check(got is not None, "fenced: garbage on the TLS port: connection closed")
     tap.check(wait_log(d, "TLS handshake failed"), "fenced: garbage logged as a failed handshake")
