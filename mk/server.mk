@@ -38,10 +38,3 @@ $(BUILD)/tests/test_aio_reap: $(BUILD)/tests/unit/test_aio_reap.o $(BUILD)/src/s
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ -pthread $(LDFLAGS)
 UNIT_TESTS += $(BUILD)/tests/test_aio_reap
-# fenced's segment zero fill (src/server/seg_fill.c, which interposes
-# glibc's posix_fallocate): the same.
-$(BUILD)/tests/test_seg_fill: $(BUILD)/tests/unit/test_seg_fill.o $(BUILD)/src/server/seg_fill.o \
-                             $(BUILD)/libfencecommon.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ -ldl $(LDFLAGS)
-UNIT_TESTS += $(BUILD)/tests/test_seg_fill

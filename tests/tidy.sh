@@ -165,9 +165,8 @@ too_long() {
 
 # unprefixed OBJECT...: global symbols an object defines that do not start
 # with fence_ (fence__ for internal ones), FENCE_, or fencectl_ (the CLI's
-# own files).  Allowed: main, aio_reap.o's syscall and seg_fill.o's
-# posix_fallocate (they interpose glibc's, see src/server/aio_reap.c and
-# seg_fill.c).
+# own files).  Allowed: main, and aio_reap.o's syscall (it interposes
+# glibc's, see src/server/aio_reap.c).
 unprefixed() {
     local o
     for o in "$@"; do
@@ -175,7 +174,7 @@ unprefixed() {
             awk '$2 ~ /^[A-Z]$/ && $2 != "U" && $2 != "W" && $2 != "V" {print $3}' |
             grep -vE '^(fence_|fencectl_|FENCE_|main$)' |
             while read -r sym; do
-                case "$(basename "$o"):$sym" in aio_reap.o:syscall | seg_fill.o:posix_fallocate) continue ;; esac
+                case "$(basename "$o"):$sym" in aio_reap.o:syscall) continue ;; esac
                 echo "$(rel "$o"):$sym"
             done
     done
