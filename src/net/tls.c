@@ -162,6 +162,8 @@ static void on_sweep(uv_timer_t *h);
 static void act_touch(tls_conn *tc)
 {
     fence_tls *t = tc->t;
+    if (tc->c->closing)
+        return; /* tls_close took it off the list; it stays off */
     tc->last_active = uv_now(tc->c->net->loop);
     if (t->act_tail == tc)
         return;
@@ -637,6 +639,12 @@ static void tls_closed(uv_handle_t *h)
     fence_net_conn *c = h->data;
     tls_conn *tc = c->tr_data;
     if (tc != NULL) {
+        /* Off every list before it is freed, whatever ran since tls_close
+         * (a reply written while the stream closed once put a freed
+         * connection back on the activity list: ASan, fence-store's stop). */
+        hs_remove(tc);
+        drain_remove(tc);
+        act_remove(tc);
         fence__tls_pump_free(&tc->pump);
         free(tc->pend);
         free(tc);
