@@ -31,7 +31,8 @@
  * pitfall 7 of docs/cluster.md: it loses leadership before its removal
  * commits and, like a second server with an uncommitted removal of its
  * own, refuses every vote), so the leader never removes itself: operators
- * are told to transfer leadership first.  The floor's control
+ * are told to transfer leadership first (not in the floor's control
+ * run, whose fatal removals are mostly the leader's own).  The floor's control
  * (FENCE_SIM_NO_FLOOR=1) keeps that practice, so it tests the floor alone.
  *
  * A node whose removal committed (the change callback said so) is stopped:
@@ -306,8 +307,9 @@ static void start_remove(sim *s, unsigned L, unsigned k, bool rechecked)
     unsigned voters = 0;
     for (size_t i = 0; i < n; i++)
         voters += sv[i].voter;
-    if (k == L || (sv_is_voter(sv, n, (uint64_t)k + 1) && voters == 2 &&
-                   !rng_pct(&s->mrng, 25))) {
+    bool self_2 = k == L && voters == 2; /* the older rule, kept by the control */
+    if ((k == L && (!s->o.no_floor || self_2)) ||
+        (sv_is_voter(sv, n, (uint64_t)k + 1) && voters == 2 && !rng_pct(&s->mrng, 25))) {
         s->res->member_skips++;
         sim_log(s, "member: removal of node %u skipped: %s", k,
                 k == L ? "it leads" : "2 voters");
