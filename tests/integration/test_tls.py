@@ -147,6 +147,17 @@ def raw_exchange(port, data, wait=10.0):
         s.close()
 
 
+def recv_exactly(s, n):
+    """Reads from s until n bytes have come or the peer closed."""
+    got = b""
+    while len(got) < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 def wait_log(d, text, secs=10.0):
     """Waits until d's log holds text."""
     end = time.monotonic() + secs
@@ -241,27 +252,15 @@ def fenced_server_tls():
     n_freed = d.log_text().count(freed)
     s.sendall(encode_command("PING", big))
     want = b"$60000\r\n" + big + b"\r\n"
-    got = b""
-    while len(got) < len(want):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
+    got = recv_exactly(s, len(want))
     tap.check(got == want, "fenced: after its buffers were freed, a 60 KB PING echoes back",
               "got %d bytes" % len(got))
     req = encode_command("PING", b"w" * 30000)
     s.sendall(req[:1000])
-    end = time.monotonic() + 15
-    while d.log_text().count(freed) <= n_freed and time.monotonic() < end:
-        time.sleep(0.1)
+    fencetest.wait_for(lambda: d.log_text().count(freed) > n_freed, timeout=15, step=0.1)
     s.sendall(req[1000:])
     want = b"$30000\r\n" + b"w" * 30000 + b"\r\n"
-    got = b""
-    while len(got) < len(want):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
+    got = recv_exactly(s, len(want))
     tap.check(got == want, "fenced: a request half sent across an idle sweep is answered",
               "got %d bytes" % len(got))
     s.close()
