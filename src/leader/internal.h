@@ -245,6 +245,9 @@ bool fence__ld_renew_local(fence_leader *l, fence_lconn *c, void *req,
 /* Queue the recorded renewals as LEASE_CHECKPOINT commands when they are
  * due (force: now); true when any were queued. */
 bool fence__ld_ckpt_maybe(fence_leader *l, bool force);
+/* Just before the pending batch is proposed: the recorded renewals ride it
+ * when they are not yet due (renew.c). */
+void fence__ld_ckpt_ride(fence_leader *l);
 /* Record lease ids again (a checkpoint that was not applied while this
  * server still leads). */
 void fence__ld_renew_record(fence_leader *l, const uint8_t *ids, uint32_t n);

@@ -112,10 +112,11 @@
  * owner's (or an admin's), carries no REQID, and its connection has
  * nothing but KEEPALIVEs still unapplied (pipeline order: it may not
  * overtake a REVOKE, say; overtaking a renewal changes no answer).  The renewal is recorded; the
- * recorded ids go out as LEASE_CHECKPOINT commands CKPT_INTERVAL_MS after
- * the first of them (one entry per interval, only when something was
- * renewed), and apply restarts each live lease's TTL at that entry's time,
- * which is after the answer.  Otherwise the KEEPALIVE goes through the log
+ * recorded ids go out as LEASE_CHECKPOINT commands: in the next batch the
+ * leader proposes within CKPT_INTERVAL_MS of the first of them (they ride
+ * it, stamped when it goes), else in an entry of their own then (at most
+ * one per interval, only when something was renewed); apply restarts each
+ * live lease's TTL at that entry's time, which is after the answer.  Otherwise the KEEPALIVE goes through the log
  * as before.  The reply is the TTL, minus the renew window in a cluster
  * (the most a leader change can take from it).  Recorded renewals are
  * forgotten when leadership is lost: the next leader's LEADER_START
@@ -246,6 +247,8 @@ typedef struct fence_leader_stats {
                                 ("Renewals") */
     uint64_t checkpoints; /* LEASE_CHECKPOINT commands proposed */
     uint64_t checkpoint_ids; /* lease ids they carried */
+    uint64_t checkpoints_rode; /* entries of other commands that carried
+                                  checkpoints ("Renewals") */
 } fence_leader_stats;
 
 /* Create the module over fsm (borrowed; it must outlive the module).

@@ -130,6 +130,72 @@ bool fence__ld_renew_local(fence_leader *l, fence_lconn *c, void *req,
     return true;
 }
 
+/* Add the recorded ids to the pending batch as LEASE_CHECKPOINT commands;
+ * how many went (fewer only out of memory). */
+static uint32_t queue_ids(fence_leader *l)
+{
+    uint32_t done = 0;
+    while (done < l->renew_n) {
+        uint32_t k = l->renew_n - done;
+        if (k > FENCE_CHECKPOINT_IDS_MAX)
+            k = FENCE_CHECKPOINT_IDS_MAX;
+        fence_cmd cmd;
+        memset(&cmd, 0, sizeof(cmd));
+        cmd.type = FENCE_CMD_LEASE_CHECKPOINT;
+        cmd.ids = l->renew_ids + (size_t)done * 8;
+        cmd.ids_count = k;
+        if (!fence__ld_batch_add_internal(l, &cmd))
+            break;
+        l->stats.checkpoints++;
+        l->stats.checkpoint_ids += k;
+        done += k;
+    }
+    return done;
+}
+
+/* The first done ids went out: keep the rest (out of memory) for the next
+ * interval (renew_last stays: it covers them). */
+static void ids_sent(fence_leader *l, uint32_t done)
+{
+    if (done < l->renew_n) {
+        memmove(l->renew_ids, l->renew_ids + (size_t)done * 8,
+                (size_t)(l->renew_n - done) * 8);
+        l->renew_n -= done;
+        l->ckpt_due = l->ops.now_ms(l->ops.ctx) + CKPT_INTERVAL_MS;
+        l->rearm = true;
+        llog(l, FENCE_LLOG_WARN, "out of memory: %u renewals wait for the next checkpoint",
+             l->renew_n);
+    } else {
+        l->renew_n = 0;
+        l->ckpt_due = 0;
+        l->ckpt_owed = false;
+    }
+}
+
+/* See internal.h. */
+void fence__ld_ckpt_ride(fence_leader *l)
+{
+    lbatch *b = l->pending;
+    if (l->renew_n == 0 || b == NULL || l->ckpt_owed || l->phase != PH_READY || l->stopping)
+        return;
+    /* Due (or overdue after a stall): an entry of their own, stamped with
+     * the last renewal's time (fence__ld_ckpt_maybe). */
+    if (l->ops.now_ms(l->ops.ctx) >= l->ckpt_due)
+        return;
+    /* All of them in this batch, or none (no cut batch to stamp). */
+    uint32_t chunks = (l->renew_n + FENCE_CHECKPOINT_IDS_MAX - 1) / FENCE_CHECKPOINT_IDS_MAX;
+    if (b->n_items + chunks > FENCE_BATCH_MAX)
+        return;
+    /* Stamped now, with the check above: less than an interval after the
+     * first renewal it carries, so less than RENEW_MARGIN after any answer
+     * it covers, and nothing it lists can have expired by then. */
+    b->ts = ld_now(l);
+    uint32_t done = queue_ids(l);
+    FENCE_ASSERT(l->pending == b);
+    l->stats.checkpoints_rode += done > 0;
+    ids_sent(l, done);
+}
+
 /* See internal.h. */
 bool fence__ld_ckpt_maybe(fence_leader *l, bool force)
 {
@@ -148,22 +214,7 @@ bool fence__ld_ckpt_maybe(fence_leader *l, bool force)
     bool hold_over = l->hold_over;
     l->pending = NULL;
     l->closed = l->closed_tail = NULL;
-    uint32_t done = 0;
-    while (done < l->renew_n) {
-        uint32_t k = l->renew_n - done;
-        if (k > FENCE_CHECKPOINT_IDS_MAX)
-            k = FENCE_CHECKPOINT_IDS_MAX;
-        fence_cmd cmd;
-        memset(&cmd, 0, sizeof(cmd));
-        cmd.type = FENCE_CMD_LEASE_CHECKPOINT;
-        cmd.ids = l->renew_ids + (size_t)done * 8;
-        cmd.ids_count = k;
-        if (!fence__ld_batch_add_internal(l, &cmd))
-            break;
-        l->stats.checkpoints++;
-        l->stats.checkpoint_ids += k;
-        done += k;
-    }
+    uint32_t done = queue_ids(l);
     fence__ld_batch_close(l);
     for (lbatch *b = l->closed; b != NULL; b = b->next)
         b->ts = l->renew_last;
@@ -178,20 +229,6 @@ bool fence__ld_ckpt_maybe(fence_leader *l, bool force)
     l->pending = pending;
     l->hold_until = hold_until;
     l->hold_over = hold_over;
-    if (done < l->renew_n) {
-        /* Out of memory: keep the rest for the next interval (renew_last
-         * stays: it covers them). */
-        memmove(l->renew_ids, l->renew_ids + (size_t)done * 8,
-                (size_t)(l->renew_n - done) * 8);
-        l->renew_n -= done;
-        l->ckpt_due = l->ops.now_ms(l->ops.ctx) + CKPT_INTERVAL_MS;
-        l->rearm = true;
-        llog(l, FENCE_LLOG_WARN, "out of memory: %u renewals wait for the next checkpoint",
-             l->renew_n);
-    } else {
-        l->renew_n = 0;
-        l->ckpt_due = 0;
-        l->ckpt_owed = false;
-    }
+    ids_sent(l, done);
     return done > 0;
 }

@@ -156,6 +156,7 @@ void fence__leader_step(fence_leader *l)
         fence__ld_ckpt_maybe(l, false);
         fence__ld_propose_closed(l);
         if (l->pending != NULL && may_propose(l)) {
+            fence__ld_ckpt_ride(l);
             fence__ld_batch_close(l);
             fence__ld_propose_closed(l);
         }

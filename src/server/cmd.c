@@ -192,6 +192,7 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         "renewals_local:%llu\r\n"
         "checkpoints:%llu\r\n"
         "checkpoint_leases:%llu\r\n"
+        "checkpoints_rode:%llu\r\n"
         "batches_pipelined:%llu\r\n",
         FENCED_VERSION, fence__node_role(&s->node), fence__leader_ready(s->leader),
         (unsigned long long)s->cfg->node_id, leader, fence__node_voters(&s->node),
@@ -214,7 +215,8 @@ static void reply_info(fence_server *s, fence_slot *slot, const fence_resp_msg *
         (unsigned long long)st.revocations,
         (unsigned long long)s->lag.max_us, (unsigned long long)s->lag.over_20ms,
         (unsigned long long)ls.renewals_local, (unsigned long long)ls.checkpoints,
-        (unsigned long long)ls.checkpoint_ids, (unsigned long long)ls.pipelined);
+        (unsigned long long)ls.checkpoint_ids, (unsigned long long)ls.checkpoints_rode,
+        (unsigned long long)ls.pipelined);
     FENCE_ASSERT(n > 0);
     FENCE_ASSERT((size_t)n < sizeof(text));
     const char *note = fence_fsm_build_note();

@@ -139,6 +139,32 @@ static uint32_t prop_count(int k, fence_cmd *first)
     return it.count;
 }
 
+/* Command i of proposal k into *out; false if it has fewer. */
+static bool prop_cmd(int k, uint32_t i, fence_cmd *out)
+{
+    size_t plen = fence__entry_unframe(props[k].buf, props[k].len);
+    assert(plen != SIZE_MAX);
+    fence_entry_iter it;
+    if (fence_entry_open(&it, props[k].buf, plen) != 0 || i >= it.count)
+        return false;
+    for (uint32_t j = 0; j <= i; j++)
+        if (fence_entry_next(&it, out) != 1)
+            return false;
+    return true;
+}
+
+/* The timestamp proposal k is stamped with. */
+static uint64_t prop_ts(int k)
+{
+    size_t plen = fence__entry_unframe(props[k].buf, props[k].len);
+    assert(plen != SIZE_MAX);
+    fence_entry_iter it;
+    int rv = fence_entry_open(&it, props[k].buf, plen);
+    assert(rv == 0);
+    (void)rv;
+    return it.timestamp_ms;
+}
+
 /* Commit proposal k the way raft does: apply, then its callback. */
 static void commit(int k)
 {
@@ -447,7 +473,6 @@ int main(void)
     fence_cmd rka = cmd_of(FENCE_CMD_LEASE_KEEPALIVE);
     rka.lease = rl;
     clock_ms += 10;
-    uint64_t renew_at = fence__leader_now(g_l);
     fence__leader_submit(g_l, &a, &reqs[601], &rka, false);
     CHECK(n_answers == 2 && answers[1].req == 601 && answers[1].kind == 1 &&
           answers[1].r.status == FENCE_ST_OK && answers[1].r.value == 9600,
@@ -460,28 +485,70 @@ int main(void)
     CHECK(n_answers == 2, "an unknown lease's renewal goes through the log");
         CHECK(fence__leader_timer_take(g_l, &delay) && delay <= 101,
           "the timer is armed for the checkpoint");
-    fence__leader_step(g_l); /* the unknown lease's KEEPALIVE goes */
-    CHECK(n_props == 1, "the log's KEEPALIVE is proposed");
-    clock_ms += 100;
-    fence__leader_timer(g_l);
+    /* Within the interval, the recorded renewal rides the next entry
+     * proposed (the unknown lease's KEEPALIVE), stamped when it goes. */
+    clock_ms += 5;
+    uint64_t ride_at = fence__leader_now(g_l);
     fence__leader_step(g_l);
-    fence_cmd c1;
-    CHECK(n_props == 2 && prop_count(1, &c1) == 1 && c1.type == FENCE_CMD_LEASE_CHECKPOINT &&
-          c1.ids_count == 1, "one checkpoint after the interval");
-    {
-        size_t plen = fence__entry_unframe(props[1].buf, props[1].len);
-        fence_entry_iter it;
-        CHECK(fence_entry_open(&it, props[1].buf, plen) == 0 && it.timestamp_ms == renew_at,
-              "stamped with the renewal's time, not the proposal's");
-    }
+    fence_cmd c1, c2;
+    CHECK(n_props == 1 && prop_count(0, &c1) == 2 && c1.type == FENCE_CMD_LEASE_KEEPALIVE &&
+              prop_cmd(0, 1, &c2) && c2.type == FENCE_CMD_LEASE_CHECKPOINT &&
+              c2.ids_count == 1,
+          "the recorded renewal rides the next entry, the log's KEEPALIVE");
+    CHECK(prop_ts(0) == ride_at, "... stamped when it goes");
     commit(0);
-    commit(1);
     CHECK(n_answers == 3 && answers[2].req == 602 && answers[2].r.status == FENCE_ST_NOLEASE,
           "the log answers NOLEASE");
     fence_fsm_lease_state ls;
     CHECK(fence_fsm_lease_info(fsm, rl, fence__leader_now(g_l), &ls) == 0 &&
+          ls.deadline_ms == ride_at + 10000, "the checkpoint renewed the lease");
+    props_clear();
+    fence__leader_step(g_l);
+    clock_ms += 100;
+    fence__leader_timer(g_l);
+    fence__leader_step(g_l);
+    CHECK(n_props == 0, "nothing is left for a checkpoint of its own");
+    /* With nothing to ride: one checkpoint of its own after the interval,
+     * stamped with the renewal's time. */
+    clock_ms += 10;
+    uint64_t renew_at = fence__leader_now(g_l);
+    fence__leader_submit(g_l, &a, &reqs[611], &rka, false);
+    CHECK(n_answers == 4 && answers[3].req == 611 && answers[3].r.value == 9600,
+          "another renewal is answered at once");
+    clock_ms += 50;
+    fence__leader_step(g_l);
+    CHECK(n_props == 0, "... and waits for the interval");
+    clock_ms += 50;
+    fence__leader_timer(g_l);
+    fence__leader_step(g_l);
+    CHECK(n_props == 1 && prop_count(0, &c1) == 1 && c1.type == FENCE_CMD_LEASE_CHECKPOINT &&
+          c1.ids_count == 1, "one checkpoint after the interval");
+    CHECK(prop_ts(0) == renew_at, "stamped with the renewal's time, not the proposal's");
+    commit(0);
+    CHECK(fence_fsm_lease_info(fsm, rl, fence__leader_now(g_l), &ls) == 0 &&
           ls.deadline_ms == renew_at + 10000, "the checkpoint renewed the lease");
     props_clear();
+    /* A stall past the interval between the answer and the next entry:
+     * the checkpoint does not ride that entry; it goes alone, first,
+     * stamped with the renewal's time. */
+    clock_ms += 10;
+    renew_at = fence__leader_now(g_l);
+    fence__leader_submit(g_l, &a, &reqs[612], &rka, false);
+    CHECK(n_answers == 5 && answers[4].req == 612, "a renewal is answered at once");
+    fence__leader_submit(g_l, &b, &reqs[613], &grant, false);
+    clock_ms += 150;
+    fence__leader_step(g_l);
+    CHECK(n_props >= 1 && prop_count(0, &c1) == 1 && c1.type == FENCE_CMD_LEASE_CHECKPOINT &&
+              prop_ts(0) == renew_at,
+          "after a stall past the interval: a checkpoint of its own, stamped with the renewal");
+    commit(0);
+    fence__leader_step(g_l);
+    CHECK(n_props == 2 && prop_count(1, &c2) == 1 && c2.type == FENCE_CMD_LEASE_GRANT,
+          "... ahead of the entry it did not ride");
+    commit(1);
+    CHECK(n_answers == 6 && answers[5].req == 613, "the grant is answered");
+    props_clear();
+    n_answers = 3;
     /* No entry of ours applied for a whole window: not sure to lead. */
     clock_ms += 400;
     fence__leader_submit(g_l, &a, &reqs[603], &rka, false);
@@ -537,8 +604,12 @@ int main(void)
     CHECK(n_props == 0, "renewals recorded are forgotten when leadership is lost");
     fence_leader_stats lst;
     fence__leader_stats_get(g_l, &lst);
-    CHECK(lst.renewals_local == 4 && lst.checkpoints == 1 && lst.checkpoint_ids == 1,
-          "stats count the renewals and the checkpoint");
+    /* Six answered here (601, 611, 612, 606, 610, 608); 601's rode 602's
+     * entry, 606's and 610's rode 609's, 611's and 612's went alone, 608's
+     * was forgotten. */
+    CHECK(lst.renewals_local == 6 && lst.checkpoints == 4 && lst.checkpoint_ids == 5 &&
+              lst.checkpoints_rode == 2,
+          "stats count the renewals, the checkpoints and those that rode");
     leader = true;
     fence__leader_step(g_l);
     fence__leader_barrier_done(g_l, FENCE_LST_OK);
@@ -576,7 +647,6 @@ int main(void)
     fence__leader_submit(g_l, &b, &reqs[622], &grant, false);
     fence__leader_step(g_l);
     {
-        fence_cmd c2;
         CHECK(n_props == 2 && prop_count(0, &c1) == 1 &&
               c1.type == FENCE_CMD_LEASE_CHECKPOINT && prop_count(1, &c2) == 1 &&
               c2.type == FENCE_CMD_LEASE_GRANT,
