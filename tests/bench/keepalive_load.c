@@ -411,7 +411,11 @@ int main(int argc, char **argv)
             loadgen_die("out of memory");
     }
     fencectl_hist_init(&ka_hist);
-    probe_port = port;
+    /* KEEPALIVE_LOAD_PROBE_PORT: the probe runs against another server
+     * (the control of docs/performance.md: what the load costs a LOCK on
+     * the same two cores when it does not share the server). */
+    const char *pp = getenv("KEEPALIVE_LOAD_PROBE_PORT");
+    probe_port = pp != NULL && *pp != '\0' ? atoi(pp) : port;
     probe_open();
 
     /* 1. before: the probe alone, before the leases exist. */

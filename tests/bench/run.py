@@ -707,11 +707,15 @@ def section_big():
     f.stop()
 
 
-def keepalive_run(port, leases, ttl_ms):
-    """tests/bench/keepalive_load against port: {phase: {key: float}}."""
+def keepalive_run(port, leases, ttl_ms, probe_port=None):
+    """tests/bench/keepalive_load against port (its probe against
+    probe_port if given): {phase: {key: float}}."""
+    env = dict(os.environ)
+    if probe_port is not None:
+        env["KEEPALIVE_LOAD_PROBE_PORT"] = str(probe_port)
     out = subprocess.run([KEEPALIVE_LOAD, str(port), str(leases), str(KA_CONNS),
                           str(ttl_ms), str(SECS)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, timeout=900)
+                         stderr=subprocess.PIPE, timeout=900, env=env)
     if out.returncode != 0:
         raise RuntimeError("keepalive_load failed: %s" % out.stderr.decode()[-300:])
     return {ln.split()[0]: kv(ln) for ln in out.stdout.decode().splitlines() if ln.strip()}
@@ -774,8 +778,37 @@ def section_keepalive():
     log("keepalive: %d leases, %d connections" % (KA_LEASES, KA_CONNS))
     keepalive_rows("", KA_LEASES, KA_TTL_MS, keepalive_run(f.port, KA_LEASES, KA_TTL_MS))
     f.stop()
+    keepalive_control()
     section_keepalive_big()
     section_keepalive_cluster()
+
+
+def keepalive_control():
+    """The control of the keepalive rows: the same load against one fenced,
+    the probe against a second one, so the probe shares the two cores with
+    the load but not the server.  What the machine alone does to the
+    probe's rate and p99: the part of those rows no server change moves."""
+    f = Fenced("keepalive-load", ["--max-leases", str(2 * KA_LEASES + 1000),
+                                  "--max-clients", str(KA_CONNS + 1000)]).start()
+    g = Fenced("keepalive-probe").start()
+    log("keepalive control: the load on one fenced, the probe on another")
+    ph = keepalive_run(f.port, KA_LEASES, KA_TTL_MS, probe_port=g.port)
+    f.stop()
+    g.stop()
+    idle, load = ph["idle"], ph["load"]
+    rate_idle = idle["lock_cycles"] / SECS
+    rate_load = load["lock_cycles"] / SECS
+    add(Row("control: the same probe on a second fenced while that load runs on the first: "
+            "LOCK rate, load vs idle", 1, rate_load, load["lock_p50_us"], load["lock_p99_us"],
+            load["lock_max_us"], peer="idle %.0f/s" % rate_idle, ratio=pct(rate_load, rate_idle),
+            notes="the machine's share: the load's client and server on the same 2 cores, "
+                  "no server shared; idle p50 %.0f p99 %.0f us"
+                  % (idle["lock_p50_us"], idle["lock_p99_us"])))
+    add(Row("control: the same probe on a second fenced while that load runs on the first: "
+            "LOCK p99, load vs idle", 1, value="%.0f us" % load["lock_p99_us"],
+            peer="idle %.0f us" % idle["lock_p99_us"],
+            ratio=times(load["lock_p99_us"], idle["lock_p99_us"]),
+            notes="the floor of the p99 row above on this machine (its target: 2x)"))
 
 
 def renewal_entries(load):
