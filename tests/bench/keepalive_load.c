@@ -25,8 +25,12 @@
  *   idle lock_cycles=.. lock_p50_us=.. ... seconds=..   (idle slices)
  *   load target_per_s=.. keepalives=.. keepalives_per_s=.. ka_p50_us=.. ...
  *        lock_cycles=.. lock_p50_us=.. ... raft_entries=.. raft_entries_per_s=..
- *        logged_cmds=.. renewals_local=.. errors=.. skipped=..   (load slices)
- *   (raft_entries, logged_cmds (INFO batch_commands: commands written into
+ *        logged_cmds=.. renewals_local=.. ckpt_alone=.. ckpt_rode=..
+ *        errors=.. skipped=..   (load slices)
+ *   (ckpt_alone: LEASE_CHECKPOINT commands that went in entries of their
+ *   own (INFO checkpoints - checkpoints_rode), ckpt_rode: entries of other
+ *   commands that carried them; over the load slices;
+ *   raft_entries, logged_cmds (INFO batch_commands: commands written into
  *   those entries): INFO's counters over the load slices; renewals_local
  *   over the whole phase (a renewal sent late in a load slice is answered
  *   in the idle one); read on a connection of their own; entries include
@@ -467,6 +471,7 @@ int main(int argc, char **argv)
     uint64_t period_us = ttl_ms * 1000u / 3;
     uint64_t sent = 0, skipped = 0;
     uint64_t entries = 0, cmds = 0; /* INFO deltas over the load slices */
+    uint64_t ck_all = 0, ck_rode = 0; /* likewise: checkpoints, of them rode */
     uint64_t local = info_counter(port, "renewals_local"); /* whole phase */
     uint64_t load_us = 0;                      /* load time so far */
     uint64_t n_slices = 2 * secs * (1000000u / SLICE_US);
@@ -475,8 +480,10 @@ int main(int argc, char **argv)
     probe_phase_start();
     for (uint64_t sl = 0; sl < n_slices; sl++) {
         bool loaded = sl % 2 == 0;
-        uint64_t e0 = 0, c0 = 0;
+        uint64_t e0 = 0, c0 = 0, k0 = 0, r0 = 0;
         if (loaded) {
+            k0 = info_counter(port, "checkpoints");
+            r0 = info_counter(port, "checkpoints_rode");
             e0 = info_counter(port, "raft_entries");
             c0 = info_counter(port, "batch_commands");
         }
@@ -509,6 +516,8 @@ int main(int argc, char **argv)
             load_us += now - ts;
             entries += info_counter(port, "raft_entries") - e0;
             cmds += info_counter(port, "batch_commands") - c0;
+            ck_all += info_counter(port, "checkpoints") - k0;
+            ck_rode += info_counter(port, "checkpoints_rode") - r0;
         }
     }
     load_end_us = loadgen_now_us();
@@ -538,8 +547,9 @@ int main(int argc, char **argv)
            ka_hist.max);
     print_probe(SL_LOAD);
     printf(" raft_entries=%" PRIu64 " raft_entries_per_s=%.1f logged_cmds=%" PRIu64
-           " renewals_local=%" PRIu64,
-           entries, (double)entries / load_s, cmds, local);
+           " renewals_local=%" PRIu64 " ckpt_alone=%" PRIu64 " ckpt_rode=%" PRIu64,
+           entries, (double)entries / load_s, cmds, local,
+           ck_all > ck_rode ? ck_all - ck_rode : 0, ck_rode);
     printf(" errors=%" PRIu64 " skipped=%" PRIu64 "\n", errors, skipped);
     if (first_error[0] != '\0')
         fprintf(stderr, "keepalive_load: first error reply: %s\n", first_error);

@@ -763,10 +763,14 @@ def keepalive_rows(label, leases, ttl_ms, ph):
             value="%.1f/s" % load.get("raft_entries_per_s", 0),
             ratio=pct(load.get("renewals_local", 0), load["sent"]),
             notes="without the probe's (2 a LOCK/UNLOCK cycle): %.1f/s (target: close to "
-                  "zero); ratio: renewals answered by the leader without an entry "
-                  "(docs/leases.md), %d of %d; commands logged: %.0f/s"
-                  % (renewal_entries(load), load.get("renewals_local", 0), load["sent"],
-                     load.get("logged_cmds", 0) / SECS)))
+                  "zero; a probe cycle that straddles a slice's edge is in the entries, not in "
+                  "the cycles); checkpoints in entries of their own: %.1f/s, riding other "
+                  "entries: %.0f/s (INFO checkpoints, checkpoints_rode); ratio: renewals "
+                  "answered by the leader without an entry (docs/leases.md), %d of %d; "
+                  "commands logged: %.0f/s"
+                  % (renewal_entries(load), load.get("ckpt_alone", 0) / SECS,
+                     load.get("ckpt_rode", 0) / SECS, load.get("renewals_local", 0),
+                     load["sent"], load.get("logged_cmds", 0) / SECS)))
 
 
 def section_keepalive():
