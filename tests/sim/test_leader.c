@@ -125,15 +125,21 @@ static void t_error(void *ctx, void *req, int err)
 static void *t_alloc(void *ctx, size_t size) { (void)ctx; return malloc(size); }
 static void t_free(void *ctx, void *p) { (void)ctx; free(p); }
 
-/* Commands in proposal k. */
-static uint32_t prop_count(int k, fence_cmd *first)
+/* Open proposal k for reading (every proposal is a well-formed entry). */
+static void prop_open(int k, fence_entry_iter *it)
 {
     size_t plen = fence__entry_unframe(props[k].buf, props[k].len);
     assert(plen != SIZE_MAX);
-    fence_entry_iter it;
-    int rv = fence_entry_open(&it, props[k].buf, plen);
+    int rv = fence_entry_open(it, props[k].buf, plen);
     assert(rv == 0);
     (void)rv;
+}
+
+/* Commands in proposal k (and the first into *first). */
+static uint32_t prop_count(int k, fence_cmd *first)
+{
+    fence_entry_iter it;
+    prop_open(k, &it);
     if (first != NULL)
         fence_entry_next(&it, first);
     return it.count;
@@ -142,10 +148,9 @@ static uint32_t prop_count(int k, fence_cmd *first)
 /* Command i of proposal k into *out; false if it has fewer. */
 static bool prop_cmd(int k, uint32_t i, fence_cmd *out)
 {
-    size_t plen = fence__entry_unframe(props[k].buf, props[k].len);
-    assert(plen != SIZE_MAX);
     fence_entry_iter it;
-    if (fence_entry_open(&it, props[k].buf, plen) != 0 || i >= it.count)
+    prop_open(k, &it);
+    if (i >= it.count)
         return false;
     for (uint32_t j = 0; j <= i; j++)
         if (fence_entry_next(&it, out) != 1)
@@ -156,12 +161,8 @@ static bool prop_cmd(int k, uint32_t i, fence_cmd *out)
 /* The timestamp proposal k is stamped with. */
 static uint64_t prop_ts(int k)
 {
-    size_t plen = fence__entry_unframe(props[k].buf, props[k].len);
-    assert(plen != SIZE_MAX);
     fence_entry_iter it;
-    int rv = fence_entry_open(&it, props[k].buf, plen);
-    assert(rv == 0);
-    (void)rv;
+    prop_open(k, &it);
     return it.timestamp_ms;
 }
 
