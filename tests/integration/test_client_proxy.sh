@@ -11,7 +11,7 @@ PROXY=$BUILD/fence-faults
 [ -x "$PROXY" ] || skip_all "$PROXY not built"
 port=$(free_port)
 spawn fenced "$FENCED" --port "$port" --data-dir "$TEST_TMP/fenced"
-wait_port "$port" 20 || { not_ok "fenced listens"; finish; }
+wait_fenced "$port" 20 || { not_ok "fenced listens"; finish; }
 pport=$(free_port)
 mkfifo "$TEST_TMP/ctl"
 exec 7<>"$TEST_TMP/ctl"   # read-write: opening never blocks, and stays open

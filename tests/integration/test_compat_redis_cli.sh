@@ -11,7 +11,7 @@ command -v redis-cli >/dev/null || skip_all "redis-cli not installed (redis-tool
 FP=$(free_port); SP=$(free_port)
 spawn fenced "$FENCED" --port "$FP" --data-dir "$TEST_TMP/fenced"
 spawn store "$FENCE_STORE" --port "$SP" --bind 127.0.0.1 --data-dir "$TEST_TMP/store"
-wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
+wait_fenced "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
 wait_port "$SP" || { cat "$TEST_TMP/store.log"; not_ok "fence-store starts"; finish; }
 # Wait for fenced to lead.
 for _ in $(seq 1 100); do

@@ -61,7 +61,7 @@ check_eq "TRYAGAIN: info exits 69" 69 "$?"
 # The waiting message, on a terminal only.
 FP=$(free_port)
 spawn fenced "$FENCED" --port "$FP" --data-dir "$TEST_TMP/fenced"
-wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
+wait_fenced "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
 for _ in $(seq 1 100); do
     redis-cli -p "$FP" INFO 2>/dev/null | grep -q '^leader_ready:1' && break
     sleep 0.05

@@ -35,7 +35,7 @@ check "fencectl.1 has its subcommands ($n)" test "$n" -ge 10
 # ---- a queued lock when the server stops -------------------------------
 FP=$(free_port)
 spawn fenced "$FENCED" --port "$FP" --data-dir "$TEST_TMP/fenced"
-wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
+wait_fenced "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
 "$FENCECTL" --server "127.0.0.1:$FP" lock q -- sleep 60 >/dev/null 2>"$TEST_TMP/holder.err" &
 holder=$!
 for _ in $(seq 1 100); do
@@ -64,7 +64,7 @@ kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 # ---- a lease lost while the server is gone -----------------------------
 FP=$(free_port)
 spawn fenced "$FENCED" --port "$FP" --data-dir "$TEST_TMP/fenced2"
-wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts again"; finish; }
+wait_fenced "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts again"; finish; }
 # --on-lost ignore: CMD outlives the lease; it ends on its own 2.5 s in,
 # when the 1 s lease is long lost.
 "$FENCECTL" --server "127.0.0.1:$FP" lock --ttl 1000 --on-lost ignore q2 -- \

@@ -13,7 +13,7 @@ port=$(free_port)
 spawn fenced "$FENCED" --port "$port" --data-dir "$TEST_TMP/fenced"
 sport=$(free_port)
 spawn store "$FENCE_STORE" --port "$sport" --data-dir "$TEST_TMP/store"
-wait_port "$port" 20 || { cat "$TEST_TMP/fenced.log"; not_ok "fenced listens"; finish; }
+wait_fenced "$port" 20 || { cat "$TEST_TMP/fenced.log"; not_ok "fenced listens"; finish; }
 wait_port "$sport" 20 || { cat "$TEST_TMP/store.log"; not_ok "fence-store listens"; finish; }
 export FENCE_SERVER=127.0.0.1:$port
 export SPORT=$sport

@@ -18,7 +18,7 @@ T=$TEST_TMP
 port=$(free_port); sport=$(free_port)
 spawn fenced "$FENCED" --port "$port" --data-dir "$T/fenced" --token-signing-key "$T/keys/signing.key"
 spawn store "$FENCE_STORE" --port "$sport" --data-dir "$T/store" --token-verify-keys "$T/keys/verify.keys"
-wait_port "$port" 20 || { cat "$T/fenced.log"; not_ok "fenced listens"; finish; }
+wait_fenced "$port" 20 || { cat "$T/fenced.log"; not_ok "fenced listens"; finish; }
 wait_port "$sport" 20 || { cat "$T/store.log"; not_ok "fence-store listens"; finish; }
 export FENCE_SERVER=127.0.0.1:$port
 export SPORT=$sport

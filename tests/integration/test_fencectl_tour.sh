@@ -27,7 +27,7 @@ FP=$(free_port); MP=$(free_port); SP=$(free_port)
 spawn fenced "$FENCED" --config "$ROOT/fenced.conf" --port "$FP" --metrics-port "$MP" \
     --data-dir "$TEST_TMP/fenced"
 spawn store "$FENCE_STORE" --port "$SP" --bind 127.0.0.1 --data-dir "$TEST_TMP/store"
-wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts with fenced.conf"; finish; }
+wait_fenced "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts with fenced.conf"; finish; }
 wait_port "$SP" || { cat "$TEST_TMP/store.log"; not_ok "fence-store starts"; finish; }
 for _ in $(seq 1 100); do
     redis-cli -p "$FP" INFO 2>/dev/null | grep -q '^leader_ready:1' && break

@@ -22,7 +22,7 @@ spawn fe "$FENCED" --port "$pe" --data-dir "$T/fe" --token-signing-key "$T/ed/si
 spawn fh "$FENCED" --port "$ph" --data-dir "$T/fh" --token-signing-key "$T/hm/signing.key"
 spawn fn "$FENCED" --port "$pn" --data-dir "$T/fn"
 for p in "$pe" "$ph" "$pn"; do
-    wait_port "$p" 20 || { cat "$T"/f?.log; not_ok "fenced listens on $p"; finish; }
+    wait_fenced "$p" 20 || { cat "$T"/f?.log; not_ok "fenced listens on $p"; finish; }
 done
 rc() { local p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@"; }
 

@@ -95,7 +95,7 @@ FP=$(free_port); SP=$(free_port)
 spawn fenced "$R/usr/bin/fenced" --config "$R/etc/fenced/fenced.conf" --port "$FP" \
     --data-dir "$TEST_TMP/fenced-data"
 spawn store "$R/usr/bin/fence-store" --port "$SP" --bind 127.0.0.1 --data-dir "$TEST_TMP/store-data"
-wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "the installed fenced listens"; finish; }
+wait_fenced "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "the installed fenced listens"; finish; }
 wait_port "$SP" || { cat "$TEST_TMP/store.log"; not_ok "the installed fence-store listens"; finish; }
 ok "the installed fenced (with the packaged fenced.conf) and fence-store listen"
 out=$("$R/usr/bin/fencectl" --server "127.0.0.1:$FP" --timeout 10000 lock pkg -- \

@@ -19,7 +19,7 @@ spawn astore "$FENCE_STORE" --port "$ASP" --bind 127.0.0.1 --data-dir "$TEST_TMP
     --acl-file "$TEST_TMP/users.acl"
 wait_port "$AFP" || { cat "$TEST_TMP/afenced.log"; not_ok "fenced --acl-file starts"; finish; }
 wait_port "$ASP" || { cat "$TEST_TMP/astore.log"; not_ok "fence-store --acl-file starts"; finish; }
-wait_port "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
+wait_fenced "$FP" || { cat "$TEST_TMP/fenced.log"; not_ok "fenced starts"; finish; }
 wait_port "$SP" || { cat "$TEST_TMP/store.log"; not_ok "fence-store starts"; finish; }
 for _ in $(seq 1 200); do
     redis-cli -p "$FP" INFO 2>/dev/null | grep -q '^leader_ready:1' && break

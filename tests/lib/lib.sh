@@ -118,3 +118,12 @@ wait_ready() {
     _ready() { redis-cli -p "$1" INFO 2>/dev/null | grep -q '^leader_ready:1'; }
     wait_for "$secs" _ready "$port"
 }
+
+# wait_fenced PORT [SECS]: fenced on PORT accepts connections (within SECS,
+# default 10) and leads (INFO leader_ready:1, within 30 s), so that a
+# redis-cli request sent next is not answered "TRYAGAIN the leader is
+# starting" on a loaded machine (libfence's clients retry that; redis-cli
+# does not).
+wait_fenced() {
+    wait_port "$1" "${2:-10}" && wait_ready "$1"
+}
