@@ -116,8 +116,8 @@
  * leader proposes within CKPT_INTERVAL_MS of the first of them (they ride
  * it, stamped when it goes), else in an entry of their own then (at most
  * one per interval, only when something was renewed); apply restarts each
- * live lease's TTL at that entry's time, which is after the answer.  Otherwise the KEEPALIVE goes through the log
- * as before.  The reply is the TTL, minus the renew window in a cluster
+ * live lease's TTL at that entry's time, which is after the answer.
+ * Otherwise the KEEPALIVE goes through the log as before.  The reply is the TTL, minus the renew window in a cluster
  * (the most a leader change can take from it).  Recorded renewals are
  * forgotten when leadership is lost: the next leader's LEADER_START
  * restarts every lease's TTL.
