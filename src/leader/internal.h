@@ -196,14 +196,20 @@ static inline void llog(fence_leader *l, int level, const char *fmt, ...)
     l->ops.log(l->ops.ctx, level, msg);
 }
 
-/* fsm time (leader.h "Time"; fence__leader_now). */
-static inline uint64_t ld_now(const fence_leader *l)
+/* fsm time at monotonic ms mono (leader.h "Time"). */
+static inline uint64_t ld_now_at(const fence_leader *l, uint64_t mono)
 {
     uint64_t applied = fence_fsm_now(l->fsm);
     if (l->phase == PH_NONE)
         return applied;
-    uint64_t t = l->ops.now_ms(l->ops.ctx) + l->time_offset;
+    uint64_t t = mono + l->time_offset;
     return t > applied ? t : applied;
+}
+
+/* fsm time now (fence__leader_now). */
+static inline uint64_t ld_now(const fence_leader *l)
+{
+    return l->phase == PH_NONE ? fence_fsm_now(l->fsm) : ld_now_at(l, l->ops.now_ms(l->ops.ctx));
 }
 
 /* ---- requests.c ---- */

@@ -180,16 +180,19 @@ void fence__ld_ckpt_ride(fence_leader *l)
         return;
     /* Due (or overdue after a stall): an entry of their own, stamped with
      * the last renewal's time (fence__ld_ckpt_maybe). */
-    if (l->ops.now_ms(l->ops.ctx) >= l->ckpt_due)
+    uint64_t mono = l->ops.now_ms(l->ops.ctx);
+    if (mono >= l->ckpt_due)
         return;
     /* All of them in this batch, or none (no cut batch to stamp). */
     uint32_t chunks = (l->renew_n + FENCE_CHECKPOINT_IDS_MAX - 1) / FENCE_CHECKPOINT_IDS_MAX;
     if (b->n_items + chunks > FENCE_BATCH_MAX)
         return;
-    /* Stamped now, with the check above: less than an interval after the
-     * first renewal it carries, so less than RENEW_MARGIN after any answer
-     * it covers, and nothing it lists can have expired by then. */
-    b->ts = ld_now(l);
+    /* Stamped with the moment checked above (one clock reading, so no
+     * pause can fall between the check and the stamp): less than an
+     * interval after the first renewal it carries, so less than
+     * RENEW_MARGIN after any answer it covers, and nothing it lists can
+     * have expired by then. */
+    b->ts = ld_now_at(l, mono);
     uint32_t done = queue_ids(l);
     FENCE_ASSERT(l->pending == b);
     l->stats.checkpoints_rode += done > 0;
