@@ -247,8 +247,8 @@ typedef struct fence_leader_stats {
                                 ("Renewals") */
     uint64_t checkpoints; /* LEASE_CHECKPOINT commands proposed */
     uint64_t checkpoint_ids; /* lease ids they carried */
-    uint64_t checkpoints_rode; /* entries of other commands that carried
-                                  checkpoints ("Renewals") */
+    uint64_t checkpoints_rode; /* of those, the ones that rode a batch of
+                                  other commands ("Renewals") */
 } fence_leader_stats;
 
 /* Create the module over fsm (borrowed; it must outlive the module).

@@ -193,9 +193,10 @@ void fence__ld_ckpt_ride(fence_leader *l)
      * RENEW_MARGIN after any answer it covers, and nothing it lists can
      * have expired by then. */
     b->ts = ld_now_at(l, mono);
+    uint64_t queued = l->stats.checkpoints;
     uint32_t done = queue_ids(l);
     FENCE_ASSERT(l->pending == b);
-    l->stats.checkpoints_rode += done > 0;
+    l->stats.checkpoints_rode += l->stats.checkpoints - queued;
     ids_sent(l, done);
 }
 

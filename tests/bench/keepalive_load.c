@@ -28,8 +28,8 @@
  *        logged_cmds=.. renewals_local=.. ckpt_alone=.. ckpt_rode=..
  *        errors=.. skipped=..   (load slices)
  *   (ckpt_alone: LEASE_CHECKPOINT commands that went in entries of their
- *   own (INFO checkpoints - checkpoints_rode), ckpt_rode: entries of other
- *   commands that carried them; over the load slices;
+ *   own (INFO checkpoints - checkpoints_rode), ckpt_rode: those that rode
+ *   other commands' entries (INFO checkpoints_rode); over the load slices;
  *   raft_entries, logged_cmds (INFO batch_commands: commands written into
  *   those entries): INFO's counters over the load slices; renewals_local
  *   over the whole phase (a renewal sent late in a load slice is answered
@@ -361,28 +361,36 @@ static void raise_nofile(void)
     }
 }
 
-/* One INFO counter of the server (a blocking connection of its own), or 0
- * when it cannot be read (an older server without it). */
-static uint64_t info_counter(int port, const char *key)
+/* n INFO counters of the server, read from one INFO (a blocking
+ * connection of its own) so that they are of the same moment; a counter
+ * that cannot be read (an older server without it) is 0. */
+static void info_counters(int port, const char *const *keys, uint64_t *vals, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        vals[i] = 0;
     redisContext *rc = redisConnect("127.0.0.1", port);
-    uint64_t v = 0;
     if (rc != NULL && rc->err == 0) {
         redisReply *r = redisCommand(rc, "INFO fenced");
         if (r != NULL && r->type == REDIS_REPLY_STRING) {
-            char pat[64];
-            snprintf(pat, sizeof(pat), "\n%s:", key);
-            const char *p = strstr(r->str, pat);
-            if (p != NULL)
-                v = strtoull(p + strlen(pat), NULL, 10);
+            for (size_t i = 0; i < n; i++) {
+                char pat[64];
+                snprintf(pat, sizeof(pat), "\n%s:", keys[i]);
+                const char *p = strstr(r->str, pat);
+                if (p != NULL)
+                    vals[i] = strtoull(p + strlen(pat), NULL, 10);
+            }
         }
         if (r != NULL)
             freeReplyObject(r);
     }
     if (rc != NULL)
         redisFree(rc);
-    return v;
 }
+
+/* The counters a load slice is measured by (main), in this order. */
+enum { SC_ENTRIES, SC_CMDS, SC_CKPT, SC_RODE, SC_N };
+static const char *const slice_keys[SC_N] = {"raft_entries", "batch_commands", "checkpoints",
+                                             "checkpoints_rode"};
 
 /* Parse the arguments, run the three phases, print their lines. */
 int main(int argc, char **argv)
@@ -470,9 +478,10 @@ int main(int argc, char **argv)
      * TTL); in an idle slice nothing is sent (replies still owed arrive). */
     uint64_t period_us = ttl_ms * 1000u / 3;
     uint64_t sent = 0, skipped = 0;
-    uint64_t entries = 0, cmds = 0; /* INFO deltas over the load slices */
-    uint64_t ck_all = 0, ck_rode = 0; /* likewise: checkpoints, of them rode */
-    uint64_t local = info_counter(port, "renewals_local"); /* whole phase */
+    uint64_t slice_sum[SC_N] = {0}; /* INFO deltas over the load slices */
+    static const char *const local_key[] = {"renewals_local"};
+    uint64_t local, local_end; /* over the whole phase */
+    info_counters(port, local_key, &local, 1);
     uint64_t load_us = 0;                      /* load time so far */
     uint64_t n_slices = 2 * secs * (1000000u / SLICE_US);
     uint64_t t_phase = loadgen_now_us();
@@ -480,13 +489,9 @@ int main(int argc, char **argv)
     probe_phase_start();
     for (uint64_t sl = 0; sl < n_slices; sl++) {
         bool loaded = sl % 2 == 0;
-        uint64_t e0 = 0, c0 = 0, k0 = 0, r0 = 0;
-        if (loaded) {
-            k0 = info_counter(port, "checkpoints");
-            r0 = info_counter(port, "checkpoints_rode");
-            e0 = info_counter(port, "raft_entries");
-            c0 = info_counter(port, "batch_commands");
-        }
+        uint64_t v0[SC_N] = {0};
+        if (loaded)
+            info_counters(port, slice_keys, v0, SC_N);
         atomic_store(&probe_slice, loaded ? SL_LOAD : SL_IDLE);
         uint64_t ts = loadgen_now_us(), now = ts;
         while (now < ts + SLICE_US) {
@@ -514,10 +519,10 @@ int main(int argc, char **argv)
         }
         if (loaded) {
             load_us += now - ts;
-            entries += info_counter(port, "raft_entries") - e0;
-            cmds += info_counter(port, "batch_commands") - c0;
-            ck_all += info_counter(port, "checkpoints") - k0;
-            ck_rode += info_counter(port, "checkpoints_rode") - r0;
+            uint64_t v1[SC_N];
+            info_counters(port, slice_keys, v1, SC_N);
+            for (int k = 0; k < SC_N; k++)
+                slice_sum[k] += v1[k] - v0[k];
         }
     }
     load_end_us = loadgen_now_us();
@@ -533,7 +538,8 @@ int main(int argc, char **argv)
         poll_once(10);
     }
     /* Renewals sent late in a load slice are answered in the idle one. */
-    local = info_counter(port, "renewals_local") - local;
+    info_counters(port, local_key, &local_end, 1);
+    local = local_end - local;
     printf("idle");
     print_probe(SL_IDLE);
     printf(" seconds=%.2f\n", (double)(load_end_us - t_phase - load_us) / 1e6);
@@ -548,8 +554,10 @@ int main(int argc, char **argv)
     print_probe(SL_LOAD);
     printf(" raft_entries=%" PRIu64 " raft_entries_per_s=%.1f logged_cmds=%" PRIu64
            " renewals_local=%" PRIu64 " ckpt_alone=%" PRIu64 " ckpt_rode=%" PRIu64,
-           entries, (double)entries / load_s, cmds, local,
-           ck_all > ck_rode ? ck_all - ck_rode : 0, ck_rode);
+           slice_sum[SC_ENTRIES], (double)slice_sum[SC_ENTRIES] / load_s, slice_sum[SC_CMDS],
+           local,
+           slice_sum[SC_CKPT] > slice_sum[SC_RODE] ? slice_sum[SC_CKPT] - slice_sum[SC_RODE] : 0,
+           slice_sum[SC_RODE]);
     printf(" errors=%" PRIu64 " skipped=%" PRIu64 "\n", errors, skipped);
     if (first_error[0] != '\0')
         fprintf(stderr, "keepalive_load: first error reply: %s\n", first_error);
