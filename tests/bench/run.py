@@ -731,7 +731,6 @@ def keepalive_rows(label, leases, ttl_ms, ph):
     (target >= 70%), its p99 under the load against idle (target <= 2x),
     and raft entries/s under the renewals (target: close to zero)."""
     idle, grant, load = ph["idle"], ph["grant"], ph["load"]
-    before = ph.get("before", idle)
     n = ("1M" if leases == 1000000 else "%dk" % (leases // 1000) if leases % 1000 == 0
          else str(leases))
     add(Row("keepalive load%s: %s leases, LEASE.KEEPALIVE each every ttl/3 (ttl %d s)"
@@ -743,22 +742,16 @@ def keepalive_rows(label, leases, ttl_ms, ph):
                   "replies, %d skipped (4096 owed on a connection); granted at %.0f/s"
                   % (load["errors"], load["skipped"], grant["grants_per_s"])))
     rate_idle = idle["lock_cycles"] / SECS
-    rate_load = load["lock_cycles"] / SECS
-    add(Row("LOCK+UNLOCK on its own lock during that load%s: LOCK rate, load vs idle" % label,
-            1, rate_load, load["lock_p50_us"], load["lock_p99_us"], load["lock_max_us"],
-            peer="idle %.0f/s" % rate_idle, ratio=pct(rate_load, rate_idle),
-            notes="target >= 70%%: %s; idle: the same probe (a thread of its own) in the "
-                  "idle 500 ms slices between the load's: p50 %.0f p99 %.0f max %.0f us; "
-                  "before the leases: %.0f/s, p99 %.0f us"
-                  % (met(rate_idle > 0 and rate_load >= 0.7 * rate_idle), idle["lock_p50_us"],
-                     idle["lock_p99_us"], idle["lock_max_us"], before["lock_cycles"] / SECS,
-                     before["lock_p99_us"])))
-    add(Row("LOCK+UNLOCK on its own lock during that load%s: LOCK p99, load vs idle" % label,
-            1, value="%.0f us" % load["lock_p99_us"], peer="idle %.0f us" % idle["lock_p99_us"],
-            ratio=times(load["lock_p99_us"], idle["lock_p99_us"]),
-            notes="ratio: p99 under the load / idle; target <= 2x: %s"
-                  % met(idle["lock_p99_us"] > 0 and
-                        load["lock_p99_us"] <= 2 * idle["lock_p99_us"])))
+    before = ph.get("before", idle)
+    probe_rows("LOCK+UNLOCK on its own lock during that load%s" % label, idle, load,
+               "target >= 70%%: %s; idle: the same probe (a thread of its own) in the "
+               "idle 500 ms slices between the load's: p50 %.0f p99 %.0f max %.0f us; "
+               "before the leases: %.0f/s, p99 %.0f us"
+               % (met(rate_idle > 0 and load["lock_cycles"] / SECS >= 0.7 * rate_idle),
+                  idle["lock_p50_us"], idle["lock_p99_us"], idle["lock_max_us"],
+                  before["lock_cycles"] / SECS, before["lock_p99_us"]),
+               "ratio: p99 under the load / idle; target <= 2x: %s"
+               % met(idle["lock_p99_us"] > 0 and load["lock_p99_us"] <= 2 * idle["lock_p99_us"]))
     add(Row("raft entries/s during that load%s (INFO raft_entries)" % label, KA_CONNS,
             value="%.1f/s" % load.get("raft_entries_per_s", 0),
             ratio=pct(load.get("renewals_local", 0), load["sent"]),
@@ -800,19 +793,25 @@ def keepalive_control():
     f.stop()
     g.stop()
     idle, load = ph["idle"], ph["load"]
+    probe_rows("control: the same probe on a second fenced while that load runs on the first",
+               idle, load,
+               "the machine's share: the load's client and server on the same 2 cores, "
+               "no server shared; idle p50 %.0f p99 %.0f us"
+               % (idle["lock_p50_us"], idle["lock_p99_us"]),
+               "the floor of the p99 row above on this machine (its target: 2x)")
+
+
+def probe_rows(title, idle, load, rate_notes, p99_notes):
+    """The probe's two rows of a keepalive run: its LOCK rate under the load
+    against idle, and its p99 under the load against idle."""
     rate_idle = idle["lock_cycles"] / SECS
     rate_load = load["lock_cycles"] / SECS
-    add(Row("control: the same probe on a second fenced while that load runs on the first: "
-            "LOCK rate, load vs idle", 1, rate_load, load["lock_p50_us"], load["lock_p99_us"],
-            load["lock_max_us"], peer="idle %.0f/s" % rate_idle, ratio=pct(rate_load, rate_idle),
-            notes="the machine's share: the load's client and server on the same 2 cores, "
-                  "no server shared; idle p50 %.0f p99 %.0f us"
-                  % (idle["lock_p50_us"], idle["lock_p99_us"])))
-    add(Row("control: the same probe on a second fenced while that load runs on the first: "
-            "LOCK p99, load vs idle", 1, value="%.0f us" % load["lock_p99_us"],
+    add(Row(title + ": LOCK rate, load vs idle", 1, rate_load, load["lock_p50_us"],
+            load["lock_p99_us"], load["lock_max_us"], peer="idle %.0f/s" % rate_idle,
+            ratio=pct(rate_load, rate_idle), notes=rate_notes))
+    add(Row(title + ": LOCK p99, load vs idle", 1, value="%.0f us" % load["lock_p99_us"],
             peer="idle %.0f us" % idle["lock_p99_us"],
-            ratio=times(load["lock_p99_us"], idle["lock_p99_us"]),
-            notes="the floor of the p99 row above on this machine (its target: 2x)"))
+            ratio=times(load["lock_p99_us"], idle["lock_p99_us"]), notes=p99_notes))
 
 
 def renewal_entries(load):
