@@ -29,7 +29,7 @@ for what in 'fenced uncontended (a lock per client)' 'Redis 7 lock cycle' \
             'fenced one contended lock' 'fence-store FSET' 'Redis 7 SET' \
             'fenced uncontended, 10k locks held' 'memory per held lock' \
             'memory per lease' 'loop lag max during that cell' 'restart to serving' \
-            'keepalive load' 'LOCK+UNLOCK on its own lock during that load' \
+            'keepalive load' 'LOCK+UNLOCK on its own lock during that load' 'control: the same probe' \
             '1 node, uncontended' '3-node cluster' 'TLS 1.3' 'signed grants' '/metrics scraped' 'nginx alone' \
             'fence-proxy -> nginx, PUT, same token' 'fence-proxy -> nginx, PUT, a new token' \
             'ELECTION.CAMPAIGN handoff' 'ELECTION.OBSERVE latency of a change'; do
