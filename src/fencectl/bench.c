@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,26 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* Sleep until the monotonic time us (one sleep, not a polling loop: 64
+ * workers polling every millisecond took a core's worth of wake-ups from
+ * the server they were about to measure). */
+static void sleep_until(uint64_t us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000u),
+                          .tv_nsec = (long)(us % 1000000u) * 1000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+        ; /* EINTR: sleep on */
+}
+
+/* User + system CPU seconds this process has taken so far. */
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 /* Worker: connect, wait for the start, then cycle until the stop time. */
 static void *worker_main(void *arg)
 {
@@ -55,8 +76,7 @@ static void *worker_main(void *arg)
         snprintf(name, sizeof(name), "%s.%d", ce->prefix, w->index);
     fence_client_ping(w->c); /* connect before the clock starts */
     atomic_fetch_add(&ce->ready, 1);
-    while (now_us() < ce->start_us)
-        usleep(1000);
+    sleep_until(ce->start_us);
     uint32_t ttl = ce->a->ttl_ms;
     uint32_t wait = ttl / 2;
     while (now_us() < ce->stop_us) {
@@ -130,6 +150,16 @@ static int run_cell(const fencectl_args *a, const char *prefix, bool contended, 
         }
         started++;
     }
+    /* This process's CPU within the measured window (tsv cpu_s), so that a
+     * script can set it beside the server's over the same window
+     * (start_us, stop_us) without the connects and handshakes. */
+    double cpu0 = 0, cpu1 = 0;
+    if (rv == 0) {
+        sleep_until(ce.start_us);
+        cpu0 = self_cpu_s();
+        sleep_until(ce.stop_us);
+        cpu1 = self_cpu_s();
+    }
     fencectl_hist total;
     fencectl_hist_init(&total);
     uint64_t cycles = 0, errors = 0, cmin = UINT64_MAX, cmax = 0;
@@ -158,11 +188,11 @@ static int run_cell(const fencectl_args *a, const char *prefix, bool contended, 
         snprintf(fair, sizeof(fair), "-");
     if (a->bench_tsv)
         printf("%s\t%u\t%.1f\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
-               "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
+               "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.6f\n",
                mode, n, (double)cycles / secs, cycles,
                fencectl_hist_quantile(&total, 0.50), fencectl_hist_quantile(&total, 0.99),
                fencectl_hist_quantile(&total, 0.999), total.max,
-               cycles == 0 ? 0 : cmin, cmax, errors);
+               cycles == 0 ? 0 : cmin, cmax, errors, ce.start_us, ce.stop_us, cpu1 - cpu0);
     else
         printf("%-12s %6u %11.1f %9.3f %9.3f %9.3f %15s %7" PRIu64 "\n",
                mode, n, (double)cycles / secs,
@@ -200,7 +230,7 @@ int fencectl_cmd_bench(const fencectl_args *a)
 
     if (a->bench_tsv) {
         printf("mode\tconns\tcycles_per_s\tcycles\tp50_us\tp99_us\tp999_us\tmax_us"
-               "\tmin_cycles\tmax_cycles\terrors\n");
+               "\tmin_cycles\tmax_cycles\terrors\tstart_us\tstop_us\tcpu_s\n");
     } else {
         printf("fencectl bench: server %s, %u s per cell, ttl %u ms%s\n", fencectl_servers(a),
                a->duration_ms / 1000, a->ttl_ms,

@@ -81,6 +81,15 @@ check "bench prints 4 rows" [ "$(grep -cE '^(uncontended|contended) ' "$T/bench"
 check "contended rows show min/max cycles" grep -Eq '^contended +4 .* [0-9]+/[0-9]+ ' "$T/bench"
 check "no errors in the bench" [ "$(awk '/^(un)?contended /{s+=$NF} END{print s+0}' "$T/bench")" -eq 0 ]
 sed 's/^/# /' "$T/bench"
+"$F" bench --duration 1 --conns 2 --mode uncontended --format tsv >"$T/tsv" 2>&1
+check_eq "bench --format tsv exits 0" 0 $?
+check "tsv header ends with the window and its CPU" \
+    grep -q $'\terrors\tstart_us\tstop_us\tcpu_s$' "$T/tsv"
+# The row: 14 fields, a window of the 1 s asked for, CPU within it.
+check "tsv row: window of 1 s, CPU seconds in [0, cores x 1 s]" awk -F'\t' -v cores="$(nproc)" '
+    NR == 2 && NF == 14 && $13 - $12 == 1000000 && $14 >= 0 && $14 <= cores * 1.01 {ok = 1}
+    END {exit !ok}' "$T/tsv"
+sed 's/^/# /' "$T/tsv"
 
 # ---- demo -------------------------------------------------------------------------------
 if [ -x "$(dirname "$F")/fence-demo" ]; then
