@@ -36,6 +36,7 @@ import datetime
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -389,6 +390,113 @@ def merge_rb(results):
             max(r[2] for r in results), max(r[3] for r in results))
 
 
+def cpu_s(pids):
+    """CPU seconds the processes pids have run so far, all their threads
+    (/proc/PID/task/*/schedstat: nanoseconds on a CPU, user and system)."""
+    total = 0
+    for pid in pids:
+        tasks = "/proc/%d/task" % pid
+        for t in os.listdir(tasks):
+            try:
+                with open(os.path.join(tasks, t, "schedstat")) as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass  # the thread ended meanwhile
+    return total / 1e9
+
+
+def children_cpu_s():
+    """CPU seconds of the children this script has waited for: the load
+    generators (subprocess.run), not the servers, which run on."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cpu_at(samples, t):
+    """The CPU seconds of (monotonic time, CPU seconds) samples at time t,
+    interpolated between the two samples around it."""
+    prev = samples[0]
+    for cur in samples[1:]:
+        if cur[0] >= t:
+            if cur[0] <= prev[0]:
+                return cur[1]
+            f = min(1.0, max(0.0, (t - prev[0]) / (cur[0] - prev[0])))
+            return prev[1] + f * (cur[1] - prev[1])
+        prev = cur
+    return prev[1]
+
+
+def metered(pids, fn, window=False):
+    """fn (a cell: its result a dict with "cycles") with the CPU it took:
+    "server_cpu_s" what the processes pids took, "load_cpu_s" what the
+    load generator took (issue 23: whether a row is bound by the shared
+    cores; see cpu_note).  With window (fencectl bench cells, whose tsv
+    says when the measured window began and ended, CLOCK_MONOTONIC like
+    time.monotonic(), and fencectl's own CPU in it): both over that window
+    only, the servers' from samples every 10 ms, so that neither side
+    counts the connects and TLS handshakes before it.  Without: over the
+    whole cell, the load generator's as the children's CPU."""
+    def run(*args):
+        samples = []
+        done = threading.Event()
+
+        def sample():
+            while True:
+                samples.append((time.monotonic(), cpu_s(pids)))
+                if done.wait(0.01):
+                    return
+        c0 = children_cpu_s()
+        if window:
+            th = threading.Thread(target=sample, daemon=True)
+            th.start()
+        else:
+            samples.append((time.monotonic(), cpu_s(pids)))
+        try:
+            d = dict(fn(*args))
+        finally:
+            if window:
+                done.set()
+                th.join()
+        samples.append((time.monotonic(), cpu_s(pids)))
+        if window and "start_us" in d:
+            t0, t1 = d["start_us"] / 1e6, d["stop_us"] / 1e6
+            d["server_cpu_s"] = cpu_at(samples, t1) - cpu_at(samples, t0)
+            d["load_cpu_s"] = d["cpu_s"]
+        else:
+            d["server_cpu_s"] = samples[-1][1] - samples[0][1]
+            d["load_cpu_s"] = children_cpu_s() - c0
+        return d
+    return run
+
+
+def cpu_per_cycle(cells):
+    """(server, load) CPU microseconds per cycle over metered cells."""
+    n = max(1.0, sum(c["cycles"] for c in cells))
+    return (1e6 * sum(c["server_cpu_s"] for c in cells) / n,
+            1e6 * sum(c["load_cpu_s"] for c in cells) / n)
+
+
+def cpu_note(cells, peer=None, peer_rate=None):
+    """What a metered row's CPU says: server and load generator CPU per
+    cycle, and the rate if every core did nothing else (os.cpu_count()
+    cores over their sum): a row near it is bound by the shared cores, not
+    by the server's waits.  With peer (the peer row's metered cells, the
+    same kind of load generator): the ratio such a row would show, the
+    peer's CPU per cycle over this row's.  With peer_rate: that most
+    against the peer's measured rate."""
+    srv, load = cpu_per_cycle(cells)
+    ncpu = os.cpu_count() or 1
+    most = ncpu * 1e6 / max(1e-9, srv + load)
+    note = ("CPU per cycle: server %.1f us + load generator %.1f us; with all %d cores busy at "
+            "most %.0f/s" % (srv, load, ncpu, most))
+    if peer_rate:
+        note += " (%s the peer's rate)" % times(most, peer_rate)
+    if peer is not None:
+        psrv, pload = cpu_per_cycle(peer)
+        note += "; bound by the cores, the ratio would be %s" % pct(psrv + pload, srv + load)
+    return note
+
+
 def rounds_note():
     """What the notes say about a merged row."""
     return "1 cell" if ROUNDS == 1 else "%d cells interleaved" % ROUNDS
@@ -543,33 +651,34 @@ def lock_vs_redis(f):
         raise RuntimeError("redis-server did not listen")
     log("fenced vs Redis lock cycles, 64 clients (cycle_load)")
     e0 = int(f.info().get("raft_entries", 0))
-    res = interleaved_fine([("fenced", lambda t: cycle_load(f.port, "fenced", seconds=t)),
-                            ("redis", lambda t: cycle_load(rport, "redis", seconds=t))])
+    res = interleaved_fine([
+        ("fenced", metered([f.proc.pid], lambda t: cycle_load(f.port, "fenced", seconds=t))),
+        ("redis", metered([rp.pid], lambda t: cycle_load(rport, "redis", seconds=t)))])
     entries = int(f.info().get("raft_entries", 0)) - e0
     stop(rp)
 
     def merged(cells):
         m = dict(cells[0])
-        for k in ("cycles_per_s", "cycles", "client_cpu_s"):
+        for k in ("cycles_per_s", "cycles"):
             m[k] = sum(c[k] for c in cells) / len(cells)
         for k in ("p50_us", "p99_us", "max_us"):
             m[k] = max(c[k] for c in cells)
         m["errors"] = sum(c["errors"] for c in cells)
         return m
 
-    def cpu_note(m):
-        return "client CPU %.1f us/cycle" % (1e6 * m["client_cpu_s"] / max(1.0, m["cycles"]))
     r, fc = merged(res["redis"]), merged(res["fenced"])
     add(Row("Redis 7 lock cycle (Lua SET NX PX + INCR token, compare-and-DEL), appendfsync "
             "always (cycle_load)", 64, r["cycles_per_s"], r["p50_us"], r["p99_us"], r["max_us"],
-            notes="%s; %d error replies; %s" % (cpu_note(r), r["errors"], fine_note())))
+            notes="%s; %d error replies; %s" % (cpu_note(res["redis"]), r["errors"],
+                                                fine_note())))
     add(Row("fenced uncontended, the same client (cycle_load: ACQUIRE name ttl + UNLOCK)", 64,
             fc["cycles_per_s"], fc["p50_us"], fc["p99_us"], fc["max_us"],
             peer="Redis %.0f/s" % r["cycles_per_s"], ratio=times(fc["cycles_per_s"],
                                                                 r["cycles_per_s"]),
             notes="target >= 2x Redis; %s; %.1f raft entries (disk writes) per 100 cycles "
                   "(3.1 at best: one per half-cycle of all 64 clients); %d error replies; %s"
-                  % (cpu_note(fc), 100.0 * entries / max(1.0, sum(c["cycles"] for c in res["fenced"])),
+                  % (cpu_note(res["fenced"], peer_rate=r["cycles_per_s"]),
+                     100.0 * entries / max(1.0, sum(c["cycles"] for c in res["fenced"])),
                      fc["errors"], fine_note())))
 
 
@@ -887,8 +996,11 @@ def section_cluster():
     single = Fenced("single").start()
     i1, i3 = single.info(), info(leader["port"])
     res = interleaved([
-        ("one", lambda: fencectl_bench(single.addr(), "uncontended", [64])[64]),
-        ("three", lambda: fencectl_bench(",".join(addrs), "uncontended", [64])[64])])
+        ("one", metered([single.proc.pid],
+                        lambda: fencectl_bench(single.addr(), "uncontended", [64])[64], True)),
+        ("three", metered([n["proc"].pid for n in nodes],
+                          lambda: fencectl_bench(",".join(addrs), "uncontended", [64])[64],
+                          True))])
     j1, j3 = single.info(), info(leader["port"])
     single.stop()
 
@@ -902,17 +1014,19 @@ def section_cluster():
     one = merge_bench(res["one"])
     d = merge_bench(res["three"])
     add(bench_row("1 node, uncontended (peer of the next row)", one,
-                  notes="%s; %.1f raft entries per 100 cycles, %d gathered" % (
+                  notes="%s; %.1f raft entries per 100 cycles, %d gathered; %s" % (
                       rounds_note(), 100.0 * delta(i1, j1, "raft_entries") / max(c1, 1),
-                      delta(i1, j1, "batches_gathered"))))
+                      delta(i1, j1, "batches_gathered"), cpu_note(res["one"]))))
     add(bench_row("3-node cluster (127.0.0.1), uncontended", d,
                   peer="1 node %.0f/s" % one["cycles_per_s"],
                   ratio=pct(d["cycles_per_s"], one["cycles_per_s"]),
                   notes="target 80%%; %s; %.1f raft entries per 100 cycles, %d gathered, "
-                        "%d proposed behind others in flight (INFO batches_pipelined)" % (
+                        "%d proposed behind others in flight (INFO batches_pipelined); %s "
+                        "(server: the three nodes)" % (
                             rounds_note(), 100.0 * delta(i3, j3, "raft_entries") / max(c3, 1),
                             delta(i3, j3, "batches_gathered"),
-                            delta(i3, j3, "batches_pipelined"))))
+                            delta(i3, j3, "batches_pipelined"),
+                            cpu_note(res["three"], peer=res["one"]))))
     for n in nodes:
         stop(n["proc"])
 
@@ -967,24 +1081,28 @@ def section_features():
                   notes="%d scrapes; this fenced also has a TLS port and a signing key; %s"
                         % (scrapes[0], rounds_note())))
     log("features: plain, TLS, signed")
+    pids = [f.proc.pid]
     res = interleaved_fine([
-        ("plain", lambda t: fencectl_bench(f.addr(), "uncontended", [64], seconds=t)[64]),
-        ("tls", lambda t: fencectl_bench("127.0.0.1:%d" % tport, "uncontended", [64],
-                                         extra=["--tls", "--cacert", certs["ca.crt"]],
-                                         seconds=t)[64]),
-        ("signed", lambda t: fencectl_bench(f.addr(), "uncontended", [64], extra=["--signed"],
-                                            seconds=t)[64])])
+        ("plain", metered(pids, lambda t: fencectl_bench(f.addr(), "uncontended", [64],
+                                                         seconds=t)[64], True)),
+        ("tls", metered(pids, lambda t: fencectl_bench(
+            "127.0.0.1:%d" % tport, "uncontended", [64],
+            extra=["--tls", "--cacert", certs["ca.crt"]], seconds=t)[64], True)),
+        ("signed", metered(pids, lambda t: fencectl_bench(f.addr(), "uncontended", [64],
+                                                          extra=["--signed"],
+                                                          seconds=t)[64], True))])
     plain, tls, sig = (merge_bench(res[k]) for k in ("plain", "tls", "signed"))
     add(bench_row("same fenced, plain TCP, not scraped (peer of the next rows)", plain,
-                  notes=fine_note()))
+                  notes="%s; %s" % (fine_note(), cpu_note(res["plain"]))))
     add(bench_row("same fenced, TLS 1.3 (fencectl --tls)", tls, peer="plain %.0f/s"
                   % plain["cycles_per_s"], ratio=pct(tls["cycles_per_s"], plain["cycles_per_s"]),
-                  notes="target >= 80%%; the clients' TLS work runs on the same 2 cores; %s"
-                        % fine_note()))
+                  notes="target >= 80%%; the clients' TLS work runs on the same 2 cores; %s; %s"
+                        % (fine_note(), cpu_note(res["tls"], peer=res["plain"]))))
     add(bench_row("same fenced, signed grants (ACQUIRE ... SIGNED, Ed25519)", sig,
                   peer="unsigned %.0f/s" % plain["cycles_per_s"],
                   ratio=pct(sig["cycles_per_s"], plain["cycles_per_s"]),
-                  notes="target >= 85%%; %s" % fine_note()))
+                  notes="target >= 85%%; %s; %s" % (fine_note(),
+                                                    cpu_note(res["signed"], peer=res["plain"]))))
     f.stop()
 
 

@@ -35,6 +35,8 @@ for what in 'fenced uncontended (a lock per client)' 'Redis 7 lock cycle' \
             'ELECTION.CAMPAIGN handoff' 'ELECTION.OBSERVE latency of a change'; do
     check "a row: $what" grep -qF "$what" "$out"
 done
+check "the compared rows say their CPU per cycle and its ceiling" \
+    grep -qE "CPU per cycle: server [0-9.]+ us \+ load generator [0-9.]+ us; with all [0-9]+ cores busy at most" "$out"
 check "no section failed" bash -c "! grep -q FAILED '$out'"
 bad=$("$PY" - "$out" <<'PY'
 import re, sys
