@@ -323,19 +323,20 @@ static int read_some(fence__wire *w, uint64_t deadline, bool *timed_out)
     bool waited = false;
     for (;;) {
         ssize_t n;
-        if (w->ssl != NULL) {
-            /* Nothing buffered: the reply is rarely there yet, so wait for
-             * the socket first rather than after an SSL_read that fails
-             * with WANT_READ (a read(2) and a record-layer pass each). */
-            if (!SSL_has_pending(w->ssl) && !waited) {
-                waited = true;
-                int rv = wait_fd(w->fd, POLLIN, deadline);
-                if (rv <= 0) {
-                    *timed_out = rv == 0;
-                    fail(w, "%s", rv == 0 ? "read timed out" : strerror(errno));
-                    return -1;
-                }
+        /* Nothing buffered: the reply is rarely there the moment the
+         * request left, so wait for the socket first rather than after a
+         * read that fails with EAGAIN (TLS: an SSL_read that fails with
+         * WANT_READ, a read(2) and a record-layer pass): one syscall a
+         * reply less.  Past the deadline (0) the read below still takes
+         * what has come, and times out only if nothing has. */
+        if (!waited && (w->ssl == NULL || !SSL_has_pending(w->ssl))) {
+            waited = true;
+            if (wait_fd(w->fd, POLLIN, deadline) < 0) {
+                fail(w, "%s", strerror(errno));
+                return -1;
             }
+        }
+        if (w->ssl != NULL) {
             int k = SSL_read(w->ssl, buf, sizeof(buf));
             if (k <= 0) {
                 if (SSL_get_error(w->ssl, k) == SSL_ERROR_ZERO_RETURN) {
