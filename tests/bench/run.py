@@ -437,25 +437,21 @@ def metered(pids, fn, window=False):
     counts the connects and TLS handshakes before it.  Without: over the
     whole cell, the load generator's as the children's CPU."""
     def run(*args):
-        samples = []
+        samples = [(time.monotonic(), cpu_s(pids))]
+        c0 = children_cpu_s()
         done = threading.Event()
 
         def sample():
-            while True:
+            while not done.wait(0.01):
                 samples.append((time.monotonic(), cpu_s(pids)))
-                if done.wait(0.01):
-                    return
-        c0 = children_cpu_s()
-        if window:
-            th = threading.Thread(target=sample, daemon=True)
+        th = threading.Thread(target=sample, daemon=True) if window else None
+        if th is not None:
             th.start()
-        else:
-            samples.append((time.monotonic(), cpu_s(pids)))
         try:
             d = dict(fn(*args))
         finally:
-            if window:
-                done.set()
+            done.set()
+            if th is not None:
                 th.join()
         samples.append((time.monotonic(), cpu_s(pids)))
         if window and "start_us" in d:
@@ -480,17 +476,17 @@ def cpu_note(cells, target=None):
     """What a metered row's CPU says: server and load generator CPU per
     cycle; the most the machine's cores could do at that cost, all of them
     busy with nothing else (os.cpu_count() over the sum); how busy the
-    cells kept them (rate x CPU per cycle); and with target (a rate) how
-    busy they would be at it.  A closed loop of clients sets the rate by
-    its latency; this says how far the cores would let it go."""
+    cells kept them (their CPU over their seconds); and with target (a rate)
+    how busy they would be at it.  A closed loop of clients sets the rate
+    by its latency; this says how far the cores would let it go."""
     srv, load = cpu_per_cycle(cells)
     ncpu = os.cpu_count() or 1
     per = (srv + load) / 1e6
+    cpu = sum(c["server_cpu_s"] + c["load_cpu_s"] for c in cells)
     secs = sum(c["cycles"] / c["cycles_per_s"] for c in cells if c["cycles_per_s"] > 0)
-    rate = sum(c["cycles"] for c in cells) / secs if secs > 0 else 0.0
     note = ("CPU per cycle: server %.1f us + load generator %.1f us; with all %d cores busy at "
             "most %.0f/s; this row kept them %.0f%% busy"
-            % (srv, load, ncpu, ncpu / max(1e-12, per), 100.0 * rate * per / ncpu))
+            % (srv, load, ncpu, ncpu / max(1e-12, per), 100.0 * cpu / max(1e-12, secs) / ncpu))
     if target:
         note += ", its target (%.0f/s) would need %.0f%%" % (target, 100.0 * target * per / ncpu)
     return note
