@@ -492,6 +492,18 @@ def cpu_note(cells, target=None):
     return note
 
 
+def pinned_note(cells):
+    """cpu_note for cells whose server and load generator each had one CPU
+    of their own: each side's CPU per cycle, the most its CPU would allow,
+    and how busy the cells kept the server's."""
+    srv, load = cpu_per_cycle(cells)
+    secs = sum(c["cycles"] / c["cycles_per_s"] for c in cells if c["cycles_per_s"] > 0)
+    busy = sum(c["server_cpu_s"] for c in cells) / max(1e-12, secs)
+    return ("CPU per cycle: server %.1f us (its CPU allows at most %.0f/s; the cells kept it "
+            "%.0f%% busy) + load generator %.1f us (at most %.0f/s)"
+            % (srv, 1e6 / max(1e-9, srv), 100.0 * busy, load, 1e6 / max(1e-9, load)))
+
+
 def rounds_note():
     """What the notes say about a merged row."""
     return "1 cell" if ROUNDS == 1 else "%d cells interleaved" % ROUNDS
@@ -618,13 +630,40 @@ def section_fenced():
     f.stop()
 
 
-def cycle_load(port, mode, conns=64, seconds=None):
-    """tests/bench/cycle_load PORT CONNS SECS MODE: {key: float}."""
-    out = subprocess.run([CYCLE_LOAD, str(port), str(conns), str(seconds or SECS), mode],
+def cycle_load(port, mode, conns=64, seconds=None, cpu=None):
+    """tests/bench/cycle_load PORT CONNS SECS MODE: {key: float}.  With cpu
+    (a CPU number) the load generator runs on that CPU alone."""
+    pre = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    out = subprocess.run(pre + [CYCLE_LOAD, str(port), str(conns), str(seconds or SECS), mode],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     if out.returncode != 0:
         raise RuntimeError("cycle_load %s failed: %s" % (mode, out.stderr.decode()[-300:]))
     return kv(out.stdout.decode())
+
+
+def pin(pids, cpus):
+    """Put every thread of the processes pids on the CPUs cpus (a set);
+    returns what each thread had, for unpin.  Threads started later inherit
+    their creator's set."""
+    had = []
+    for pid in pids:
+        for t in os.listdir("/proc/%d/task" % pid):
+            try:
+                tid = int(t)
+                had.append((tid, os.sched_getaffinity(tid)))
+                os.sched_setaffinity(tid, cpus)
+            except (OSError, ValueError):
+                pass  # the thread ended meanwhile
+    return had
+
+
+def unpin(had):
+    """Give the threads pin() moved their CPUs back."""
+    for tid, cpus in had:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
 
 
 def lock_vs_redis(f):
@@ -650,6 +689,26 @@ def lock_vs_redis(f):
         ("fenced", metered([f.proc.pid], lambda t: cycle_load(f.port, "fenced", seconds=t))),
         ("redis", metered([rp.pid], lambda t: cycle_load(rport, "redis", seconds=t)))])
     entries = int(f.info().get("raft_entries", 0)) - e0
+    # The same cells with each server on one CPU and the load generator on
+    # another (issue 23 section 2): what the servers do with a core of
+    # their own, where the shared cells above also measure how the two
+    # sides share the cores.  The ratio should follow the servers' CPU per
+    # cycle.
+    pinned = None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2 and shutil.which("taskset") is not None:
+        srv_cpu, load_cpu = cpus[0], cpus[1]
+        log("fenced vs Redis lock cycles, servers on CPU %d, cycle_load on CPU %d"
+            % (srv_cpu, load_cpu))
+        had = pin([f.proc.pid, rp.pid], {srv_cpu})
+        try:
+            pinned = interleaved_fine([
+                ("fenced", metered([f.proc.pid], lambda t: cycle_load(
+                    f.port, "fenced", seconds=t, cpu=load_cpu))),
+                ("redis", metered([rp.pid], lambda t: cycle_load(
+                    rport, "redis", seconds=t, cpu=load_cpu)))])
+        finally:
+            unpin(had)
     stop(rp)
 
     def merged(cells):
@@ -675,6 +734,24 @@ def lock_vs_redis(f):
                   % (cpu_note(res["fenced"], target=2 * r["cycles_per_s"]),
                      100.0 * entries / max(1.0, sum(c["cycles"] for c in res["fenced"])),
                      fc["errors"], fine_note())))
+    if pinned is None:
+        log("no pinned cells: they need two CPUs and taskset")
+        return
+    pr, pf = merged(pinned["redis"]), merged(pinned["fenced"])
+    rs, fs = cpu_per_cycle(pinned["redis"])[0], cpu_per_cycle(pinned["fenced"])[0]
+    add(Row("Redis 7, the same cycle, redis-server on one CPU and cycle_load on another", 64,
+            pr["cycles_per_s"], pr["p50_us"], pr["p99_us"], pr["max_us"],
+            notes="%s; %d error replies; %s" % (pinned_note(pinned["redis"]), pr["errors"],
+                                                fine_note())))
+    add(Row("fenced, the same cycle, fenced on one CPU and cycle_load on another", 64,
+            pf["cycles_per_s"], pf["p50_us"], pf["p99_us"], pf["max_us"],
+            peer="Redis %.0f/s" % pr["cycles_per_s"],
+            ratio=times(pf["cycles_per_s"], pr["cycles_per_s"]),
+            notes="a core of its own for each server; server CPU per cycle Redis/fenced "
+                  "%.2fx (the ratio if both servers kept their cores equally busy); %s; "
+                  "%d error replies; %s"
+                  % (rs / max(1e-9, fs), pinned_note(pinned["fenced"]), pf["errors"],
+                     fine_note())))
 
 
 def section_store():

@@ -35,6 +35,12 @@ for what in 'fenced uncontended (a lock per client)' 'Redis 7 lock cycle' \
             'ELECTION.CAMPAIGN handoff' 'ELECTION.OBSERVE latency of a change'; do
     check "a row: $what" grep -qF "$what" "$out"
 done
+if [ "$(nproc)" -ge 2 ]; then
+    check "a row: the servers pinned apart from the load generator" \
+        grep -qF "fenced, the same cycle, fenced on one CPU and cycle_load on another" "$out"
+    check "the pinned rows say what each side's own CPU allows" \
+        grep -qE "server [0-9.]+ us \(its CPU allows at most [0-9]+/s" "$out"
+fi
 check "the compared rows say their CPU per cycle and its ceiling" \
     grep -qE "CPU per cycle: server [0-9.]+ us \+ load generator [0-9.]+ us; with all [0-9]+ cores busy at most" "$out"
 check "no section failed" bash -c "! grep -q FAILED '$out'"
