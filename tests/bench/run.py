@@ -922,13 +922,13 @@ def keepalive_rows(label, leases, ttl_ms, ph):
             notes="answered/s vs due/s (open loop); latency: renewal send to reply; %d error "
                   "replies, %d skipped (4096 owed on a connection); granted at %.0f/s"
                   % (load["errors"], load["skipped"], grant["grants_per_s"])))
-    rate_idle = idle["lock_cycles"] / SECS
     before = ph.get("before", idle)
     probe_rows("LOCK+UNLOCK on its own lock during that load%s" % label, idle, load,
+               lambda rate_idle, rate_load:
                "target >= 70%%: %s; idle: the same probe (a thread of its own) in the "
                "idle 500 ms slices between the load's: p50 %.0f p99 %.0f max %.0f us; "
                "before the leases: %.0f/s, p99 %.0f us"
-               % (met(rate_idle > 0 and load["lock_cycles"] / SECS >= 0.7 * rate_idle),
+               % (met(rate_idle > 0 and rate_load >= 0.7 * rate_idle),
                   idle["lock_p50_us"], idle["lock_p99_us"], idle["lock_max_us"],
                   before["lock_cycles"] / SECS, before["lock_p99_us"]),
                "ratio: p99 under the load / idle; target <= 2x: %s"
@@ -984,9 +984,13 @@ def keepalive_control():
 
 def probe_rows(title, idle, load, rate_notes, p99_notes):
     """The probe's two rows of a keepalive run: its LOCK rate under the load
-    against idle, and its p99 under the load against idle."""
+    against idle, and its p99 under the load against idle.  rate_notes is
+    the rate row's notes, or a function of (idle rate, load rate) giving
+    them."""
     rate_idle = idle["lock_cycles"] / SECS
     rate_load = load["lock_cycles"] / SECS
+    if callable(rate_notes):
+        rate_notes = rate_notes(rate_idle, rate_load)
     add(Row(title + ": LOCK rate, load vs idle", 1, rate_load, load["lock_p50_us"],
             load["lock_p99_us"], load["lock_max_us"], peer="idle %.0f/s" % rate_idle,
             ratio=pct(rate_load, rate_idle), notes=rate_notes))
