@@ -11,7 +11,8 @@ The same API for asyncio is fenced.aio (``async with c.lock(...)``).  Every
 server error code has its own exception class (fenced.CODES; ``.code`` and
 the server's ``.message``).  See docs/python.md.
 """
-from .client import Client, LeaseInfo, Lock, LockInfo, SemInfo, SemSlot, parse_servers
+from .client import (Client, LeaseInfo, Lock, LockInfo, SemInfo, SemSlot, SignedToken,
+                     parse_servers)
 from . import elect, errors
 from .elect import ElectionState
 from .errors import (CODES, AuthFailed, AuthRequired, BadToken, ExecAborted, FencedError,
@@ -22,7 +23,7 @@ from .store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "ElectionState", "Lock", "LeaseInfo", "LockInfo", "SemInfo", "SemSlot", "Store", "parse_servers", "errors", "CODES",
+__all__ = ["Client", "ElectionState", "Lock", "LeaseInfo", "LockInfo", "SemInfo", "SemSlot", "SignedToken", "Store", "parse_servers", "errors", "CODES",
            "AuthFailed", "AuthRequired", "BadToken", "ExecAborted", "FencedError", "LeaseLost",
            "LimitReached", "NotAcquired", "NotLeader", "PermissionDenied", "ProtocolNotSupported",
            "ServerError", "StaleToken", "StoreFull", "TryAgain", "Unavailable", "Unreachable",

@@ -37,8 +37,9 @@ from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tu
 import redis
 import redis.asyncio.connection as _rconn
 
-from .client import (DEFAULT_SERVER, LeaseInfo, LockInfo, SemInfo, SemSlot, Servers, _as_int,
-                     _margin_ms, _reqid, _split_addr, parse_servers)
+from .client import (DEFAULT_SERVER, LeaseInfo, LockInfo, SemInfo, SemSlot, Servers,
+                     SignedToken, Token, _as_int, _as_signed, _margin_ms, _reqid, _signed_string,
+                     _split_addr, parse_servers, wire_token)
 from . import elect
 from .client import Client as _SyncClient
 from .errors import (AuthFailed, FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain,
@@ -304,10 +305,10 @@ class Client:
     # ---- locks -------------------------------------------------------------------
 
     async def _wait_request(self, cmd: str, name: str, arg: Any, wait_ms: int,
-                            shared: bool = False) -> Any:
+                            shared: bool = False, signed: bool = False) -> Any:
         """As fenced.Client._wait_request: cmd name arg [SHARED] [WAIT ms]
-        REQID id (arg a value or a tuple of them), asked again for the time
-        left after an early nil."""
+        REQID id [SIGNED] (arg a value or a tuple of them), asked again for
+        the time left after an early nil."""
         start = time.monotonic()
         left = wait_ms
         for _ in range(4):
@@ -317,6 +318,8 @@ class Client:
             if left > 0:
                 args += ["WAIT", left]
             args += ["REQID", _reqid()]
+            if signed:
+                args.append("SIGNED")
             r = await self.call(*args, wait_ms=left)
             if r is not None or wait_ms == 0:
                 return r
@@ -344,6 +347,24 @@ class Client:
         if r is None:
             return None
         return _as_int(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
+
+    async def lock_lease_signed(self, name: str, lease: int, wait_ms: int = 0,
+                                shared: bool = False) -> Optional[SignedToken]:
+        """As :meth:`fenced.Client.lock_lease_signed`: LOCK ... SIGNED, the
+        signed token or None."""
+        r = await self._wait_request("LOCK", name, lease, wait_ms, shared, signed=True)
+        return None if r is None else _as_signed(r, "LOCK")
+
+    async def acquire_signed(self, name: str, ttl_ms: int, wait_ms: int = 0,
+                             shared: bool = False) -> Optional[Tuple[SignedToken, int]]:
+        """As :meth:`fenced.Client.acquire_signed`: (signed token, lease) or
+        None."""
+        r = await self._wait_request("ACQUIRE", name, ttl_ms, wait_ms, shared, signed=True)
+        if r is None:
+            return None
+        if not isinstance(r, list) or len(r) != 2:
+            raise FencedError("ACQUIRE: unexpected reply %r" % (r,))
+        return _as_signed(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
 
     async def _multi_request(self, cmd: str, arg: int, names: Sequence[str], wait_ms: int) -> Any:
         """cmd arg name... [WAIT ms] REQID id (one REQID for the retries)."""
@@ -469,14 +490,14 @@ class Client:
 
     def lock(self, name: str, ttl_ms: int = 10000, wait_ms: int = 0, *,
              on_lost: Optional[OnLost] = None, on_wait: Optional[OnWait] = None,
-             raise_on_lost: bool = True) -> "Lock":
+             raise_on_lost: bool = True, signed: bool = False) -> "Lock":
         """A lock on ``name`` held under a lease of ``ttl_ms`` that a task
         renews every third of its TTL until released; as
         :meth:`fenced.Client.lock`, with ``async with`` (or ``await
         lock.acquire()`` / ``await lock.release()``).  ``on_lost`` and
-        ``on_wait`` may be coroutine functions."""
+        ``on_wait`` may be coroutine functions; ``signed`` as there."""
         return Lock(self, name, ttl_ms, wait_ms, on_lost=on_lost, on_wait=on_wait,
-                    raise_on_lost=raise_on_lost)
+                    raise_on_lost=raise_on_lost, signed=signed)
 
 
 async def _maybe_await(r: Optional[Awaitable[None]]) -> None:
@@ -491,12 +512,13 @@ class Lock:
     As :class:`fenced.Lock`: ``token`` and ``lease`` are ints once acquired
     (NotAcquired before), ``valid_until`` (``time.monotonic()``; liveness
     only), ``held``, ``remaining_s()``, ``lost`` (here an
-    :class:`asyncio.Event`), ``lost_error``.
+    :class:`asyncio.Event`), ``lost_error``, and with ``signed=True`` a
+    :class:`fenced.SignedToken` and ``signed_token``.
     """
 
     def __init__(self, client: Client, name: str, ttl_ms: int, wait_ms: int = 0, *,
                  on_lost: Optional[OnLost] = None, on_wait: Optional[OnWait] = None,
-                 raise_on_lost: bool = True) -> None:
+                 raise_on_lost: bool = True, signed: bool = False) -> None:
         if not name:
             raise ValueError("the lock name must not be empty")
         if ttl_ms < 10 or wait_ms < 0:
@@ -505,6 +527,7 @@ class Lock:
         self.name = name                      # lock name
         self.ttl_ms = ttl_ms                  # lease TTL
         self.wait_ms = wait_ms                # how long to queue
+        self.signed = signed                  # the grant is signed (SIGNED)
         self.on_lost = on_lost                # callback when the lease is lost
         self.on_wait = on_wait                # callback before a wait
         self.raise_on_lost = raise_on_lost    # async with raises LeaseLost at its end
@@ -527,6 +550,11 @@ class Lock:
         if self._token is None:
             raise NotAcquired("lock %r is not acquired: it has no token yet" % self.name)
         return self._token
+
+    @property
+    def signed_token(self) -> str:
+        """The signed token's string (as :attr:`fenced.Lock.signed_token`)."""
+        return _signed_string(self.token, self.name)
 
     @property
     def lease(self) -> int:
@@ -564,12 +592,13 @@ class Lock:
         self._start_renewals()
         try:
             token = None
+            lock = self.client.lock_lease_signed if self.signed else self.client.lock_lease
             if self.on_wait is not None and self.wait_ms > 0:
-                token = await self.client.lock_lease(self.name, lease, 0)
+                token = await lock(self.name, lease, 0)
                 if token is None:
                     await _maybe_await(self.on_wait(await self.client.lock_info(self.name)))
             if token is None:
-                token = await self.client.lock_lease(self.name, lease, self.wait_ms)
+                token = await lock(self.name, lease, self.wait_ms)
             if token is None:
                 raise NotAcquired("lock %r not acquired within %d ms" % (self.name, self.wait_ms))
             if self.lost.is_set():
@@ -707,24 +736,24 @@ class Store:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def admit(self, fence: str, token: int) -> None:
+    async def admit(self, fence: str, token: Token) -> None:
         """FENCE.ADMIT: raise the fence's mark to token.  Raises StaleToken
         when a newer token was admitted."""
-        await self._c.call("FENCE.ADMIT", fence, token)
+        await self._c.call("FENCE.ADMIT", fence, wire_token(token))
 
-    async def fset(self, fence: str, token: int, key: str, value: Value) -> None:
+    async def fset(self, fence: str, token: Token, key: str, value: Value) -> None:
         """FSET: write key = value if token is not stale."""
-        await self._c.call("FSET", fence, token, key, value)
+        await self._c.call("FSET", fence, wire_token(token), key, value)
 
-    async def fdel(self, fence: str, token: int, key: str) -> bool:
+    async def fdel(self, fence: str, token: Token, key: str) -> bool:
         """FDEL: delete key if token is not stale; True if it existed."""
-        return bool(await self._c.call("FDEL", fence, token, key) == 1)
+        return bool(await self._c.call("FDEL", fence, wire_token(token), key) == 1)
 
-    async def fincr(self, fence: str, token: int, key: str) -> int:
+    async def fincr(self, fence: str, token: Token, key: str) -> int:
         """FINCR: add 1 to the integer at key (missing: 0); the new value.
         Sent once: after a lost reply it raises Unreachable, outcome
         unknown."""
-        args = ("FINCR", fence, token, key)
+        args = ("FINCR", fence, wire_token(token), key)
         async with self._c._busy():
             try:
                 r = await self._c._once(args, time.monotonic() + self._c.timeout_ms / 1000.0)

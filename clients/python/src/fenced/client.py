@@ -26,7 +26,7 @@ from . import elect
 from .errors import (AuthFailed, FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain, Unreachable,
                      from_redis, keep_codes, with_context)
 
-__all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "parse_servers"]
+__all__ = ["Client", "Lock", "LeaseInfo", "LockInfo", "SignedToken", "parse_servers"]
 
 #: The default server, as for fencectl.
 DEFAULT_SERVER = "127.0.0.1:7700"
@@ -117,11 +117,75 @@ def _reqid() -> int:
     return secrets.randbits(64)
 
 
+def _signed_string(token: int, name: str) -> str:
+    """The string of a lock's token taken with signed=True."""
+    if not isinstance(token, SignedToken):
+        raise FencedError("lock %r was not taken with signed=True: its token is not signed"
+                          % name)
+    return token.signed
+
+
 def _as_int(v: Any, what: str) -> int:
     """A reply that must be an integer."""
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     raise FencedError("%s: unexpected reply %r" % (what, v))
+
+
+#: The longest signed token a reply may carry (as libfence and the Go client).
+SIGNED_TOKEN_MAX = 1024
+
+
+class SignedToken(int):
+    """A fencing token that fenced signed (``LOCK``/``ACQUIRE ... SIGNED``):
+    the int is the token (compare it, pass it to ``unlock`` or to
+    ``Store.fset`` as any token), ``signed`` is the string to hand a
+    resource that checks fenced's signature instead of asking fenced
+    (``TOKEN.KEYID.SIGNATURE``; docs/security.md "Signed tokens").  The
+    signature covers the lock name and the token, so it is only good for
+    the lock it was granted on."""
+
+    signed: str
+
+    def __new__(cls, value: int, signed: str) -> "SignedToken":
+        t = super().__new__(cls, value)
+        t.signed = signed
+        return t
+
+    def __getnewargs__(self) -> Tuple[int, str]:  # type: ignore[override]
+        return int(self), self.signed
+
+
+#: A token for a resource: an int, a SignedToken, or a signed token's string.
+Token = Union[int, str]
+
+
+def wire_token(token: Token) -> Union[int, str]:
+    """What a resource is sent for token: a SignedToken's string (a
+    fence-store with verify keys admits only those; one without counts a
+    signed token by its number), else the token as given."""
+    if isinstance(token, SignedToken):
+        return token.signed
+    return token
+
+
+def _as_signed(v: Any, what: str) -> SignedToken:
+    """A reply that must be a signed token: a bulk string of at most
+    SIGNED_TOKEN_MAX ASCII bytes whose first dot-separated part is the
+    token, 1 .. 2^63-1."""
+    s = v
+    if isinstance(v, bytes):
+        try:
+            s = v.decode("ascii")
+        except UnicodeDecodeError:
+            s = None
+    if isinstance(s, str) and 0 < len(s) <= SIGNED_TOKEN_MAX:
+        head, dot, _ = s.partition(".")
+        if dot and 0 < len(head) <= 19 and all("0" <= ch <= "9" for ch in head):
+            n = int(head)
+            if 0 < n < 1 << 63:
+                return SignedToken(n, s)
+    raise FencedError("%s: unexpected reply %r (want a signed token)" % (what, v))
 
 
 class Client:
@@ -389,10 +453,11 @@ class Client:
     # ---- locks -------------------------------------------------------------------
 
     def _wait_request(self, cmd: str, name: str, arg: Any, wait_ms: int,
-                      shared: bool = False) -> Any:
-        """cmd name arg [WAIT ms] REQID id; a nil that comes clearly before
-        the wait is over (a retried request) is asked again for the time
-        left.  Returns the reply, None when the wait ran out."""
+                      shared: bool = False, signed: bool = False) -> Any:
+        """cmd name arg [SHARED] [WAIT ms] REQID id [SIGNED] (SIGNED must be
+        the last word); a nil that comes clearly before the wait is over (a
+        retried request) is asked again for the time left.  Returns the
+        reply, None when the wait ran out."""
         start = time.monotonic()
         left = wait_ms
         for _ in range(4):
@@ -402,6 +467,8 @@ class Client:
             if left > 0:
                 args += ["WAIT", left]
             args += ["REQID", _reqid()]
+            if signed:
+                args.append("SIGNED")
             r = self.call(*args, wait_ms=left)
             if r is not None or wait_ms == 0:
                 return r
@@ -430,6 +497,27 @@ class Client:
         if r is None:
             return None
         return _as_int(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
+
+    def lock_lease_signed(self, name: str, lease: int, wait_ms: int = 0,
+                          shared: bool = False) -> Optional[SignedToken]:
+        """As :meth:`lock_lease` with ``SIGNED``: the token signed by the
+        server's key (:class:`SignedToken`), or None if the lock stayed
+        busy.  A server without ``--token-signing-key`` answers ERR
+        (:class:`fenced.ServerError`) and grants nothing.  A reentrant LOCK
+        gets the same string (Ed25519 is deterministic)."""
+        r = self._wait_request("LOCK", name, lease, wait_ms, shared, signed=True)
+        return None if r is None else _as_signed(r, "LOCK")
+
+    def acquire_signed(self, name: str, ttl_ms: int, wait_ms: int = 0,
+                       shared: bool = False) -> Optional[Tuple[SignedToken, int]]:
+        """As :meth:`acquire` with ``SIGNED``: (signed token, lease) or
+        None."""
+        r = self._wait_request("ACQUIRE", name, ttl_ms, wait_ms, shared, signed=True)
+        if r is None:
+            return None
+        if not isinstance(r, list) or len(r) != 2:
+            raise FencedError("ACQUIRE: unexpected reply %r" % (r,))
+        return _as_signed(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
 
     def _multi_request(self, cmd: str, arg: int, names: Sequence[str], wait_ms: int) -> Any:
         """cmd arg name... [WAIT ms] REQID id (one REQID, so a retry after a
@@ -559,7 +647,8 @@ class Client:
     def lock(self, name: str, ttl_ms: int = 10000, wait_ms: int = 0, *,
              on_lost: Optional[Callable[["Lock", FencedError], None]] = None,
              on_wait: Optional[Callable[[Optional[LockInfo]], None]] = None,
-             raise_on_lost: bool = True, shared: bool = False) -> "Lock":
+             raise_on_lost: bool = True, shared: bool = False,
+             signed: bool = False) -> "Lock":
         """A lock on ``name`` held under a lease of ``ttl_ms`` that is renewed
         every third of its TTL until released.  Use it as a context manager
         (``with c.lock("orders") as lock: ... lock.token``) or call
@@ -573,9 +662,11 @@ class Client:
         busy (info: its holder).  With ``raise_on_lost`` the with-block
         raises :class:`LeaseLost` at its end if the lease was lost during it.
         ``shared``: a shared (read) lock; readers of one phase share a token.
+        ``signed``: the grant is signed (``lock.signed_token``; the server
+        needs ``--token-signing-key``).
         """
         return Lock(self, name, ttl_ms, wait_ms, on_lost=on_lost, on_wait=on_wait,
-                    raise_on_lost=raise_on_lost, shared=shared)
+                    raise_on_lost=raise_on_lost, shared=shared, signed=signed)
 
 
 class Lock:
@@ -589,13 +680,15 @@ class Lock:
     grant or renewal + TTL - TTL/10 - 5 ms; past it the server may have
     given the lock away.  It is for liveness only: safety comes from the
     resource rejecting stale tokens), ``lost`` (threading.Event) and
-    ``lost_error``.
+    ``lost_error``; taken with ``signed=True``, ``token`` is a
+    :class:`SignedToken` and ``signed_token`` its string.
     """
 
     def __init__(self, client: Client, name: str, ttl_ms: int, wait_ms: int = 0, *,
                  on_lost: Optional[Callable[["Lock", FencedError], None]] = None,
                  on_wait: Optional[Callable[[Optional[LockInfo]], None]] = None,
-                 raise_on_lost: bool = True, shared: bool = False) -> None:
+                 raise_on_lost: bool = True, shared: bool = False,
+                 signed: bool = False) -> None:
         if not name:
             raise ValueError("the lock name must not be empty")
         if ttl_ms < 10 or wait_ms < 0:
@@ -605,6 +698,7 @@ class Lock:
         self.ttl_ms = ttl_ms                  # lease TTL
         self.wait_ms = wait_ms                # how long to queue
         self.shared = shared                  # a shared (read) hold
+        self.signed = signed                  # the grant is signed (SIGNED)
         self.on_lost = on_lost                # callback when the lease is lost
         self.on_wait = on_wait                # callback before a wait
         self.raise_on_lost = raise_on_lost    # with-block raises LeaseLost at its end
@@ -630,6 +724,13 @@ class Lock:
         if self._token is None:
             raise NotAcquired("lock %r is not acquired: it has no token yet" % self.name)
         return self._token
+
+    @property
+    def signed_token(self) -> str:
+        """The signed token's string, for a resource that verifies fenced's
+        signature.  Raises NotAcquired before the lock was acquired, and
+        FencedError for a lock taken without ``signed=True``."""
+        return _signed_string(self.token, self.name)
 
     @property
     def lease(self) -> int:
@@ -667,12 +768,13 @@ class Lock:
         self._start_renewals()
         try:
             token = None
+            lock = self.client.lock_lease_signed if self.signed else self.client.lock_lease
             if self.on_wait is not None and self.wait_ms > 0:
-                token = self.client.lock_lease(self.name, lease, 0, self.shared)
+                token = lock(self.name, lease, 0, self.shared)
                 if token is None:
                     self.on_wait(self.client.lock_info(self.name))
             if token is None:
-                token = self.client.lock_lease(self.name, lease, self.wait_ms, self.shared)
+                token = lock(self.name, lease, self.wait_ms, self.shared)
             if token is None:
                 raise NotAcquired("lock %r not acquired within %d ms" % (self.name, self.wait_ms))
             if self.lost.is_set():

@@ -3,7 +3,9 @@
 fence-store admits a write with token T for fence F only if T is at least
 the highest token it admitted for F; otherwise the write is rejected with
 :class:`~fenced.errors.StaleToken` and nothing is written.  Use the lock's
-name as the fence and the lock's token as the token.
+name as the fence and the lock's token as the token.  A signed token
+(:class:`~fenced.SignedToken`, from ``signed=True``) is sent as its signed
+string, so a fence-store with ``--token-verify-keys`` admits it.
 
 Read-modify-write: ``admit`` first, then read, then write (docs/
 fence-store.md, "The admit-before-read pattern").
@@ -13,7 +15,7 @@ from typing import Any, Dict, Optional, Union
 
 import redis
 
-from .client import Client, Servers
+from .client import Client, Servers, Token, wire_token
 from .errors import FencedError, Unreachable, from_redis, with_context
 
 __all__ = ["Store"]
@@ -56,23 +58,23 @@ class Store:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def admit(self, fence: str, token: int) -> None:
+    def admit(self, fence: str, token: Token) -> None:
         """FENCE.ADMIT: raise the fence's mark to token (nothing else
         written).  Raises StaleToken when a newer token was admitted."""
-        self._c.call("FENCE.ADMIT", fence, token)
+        self._c.call("FENCE.ADMIT", fence, wire_token(token))
 
-    def fset(self, fence: str, token: int, key: str, value: Value) -> None:
+    def fset(self, fence: str, token: Token, key: str, value: Value) -> None:
         """FSET: write key = value if token is not stale."""
-        self._c.call("FSET", fence, token, key, value)
+        self._c.call("FSET", fence, wire_token(token), key, value)
 
-    def fdel(self, fence: str, token: int, key: str) -> bool:
+    def fdel(self, fence: str, token: Token, key: str) -> bool:
         """FDEL: delete key if token is not stale; True if it existed."""
-        return bool(self._c.call("FDEL", fence, token, key) == 1)
+        return bool(self._c.call("FDEL", fence, wire_token(token), key) == 1)
 
-    def fincr(self, fence: str, token: int, key: str) -> int:
+    def fincr(self, fence: str, token: Token, key: str) -> int:
         """FINCR: add 1 to the integer at key (missing: 0); the new value."""
         # One attempt only: a retry after a lost reply could count twice.
-        return int(self._once("FINCR", fence, token, key))
+        return int(self._once("FINCR", fence, wire_token(token), key))
 
     def _once(self, *args: Any) -> Any:
         """A request sent once (no retry after it may have reached the
