@@ -24,6 +24,7 @@ enum cluster_kind {
     CK_PROMOTE,    /* raft_assign(RAFT_VOTER) only (node already a non-voter) */
     CK_REMOVE,     /* raft_remove */
     CK_TRANSFER,   /* raft_transfer */
+    CK_REMOVE_SELF, /* CLUSTER.REMOVE of the leader: raft_transfer first */
 };
 
 /* One membership change or leadership transfer waiting for raft. */
@@ -273,9 +274,24 @@ static void transfer_done(struct raft_transfer *req)
     cluster_req *q = req->data;
     fence_server *s = q->srv;
     uint64_t target = q->id;
+    int kind = q->kind;
     fence_slot *slot = req_finish(q);
     uint64_t leader = fence__node_leader_id(&s->node, NULL);
     bool moved = leader != s->cfg->node_id || !fence__node_raft_leads(&s->node);
+    if (kind == CK_REMOVE_SELF) {
+        /* The removal itself is the new leader's: redirect there
+         * (NOTLEADER, or TRYAGAIN while no leader is known), and the
+         * client's retry removes this node as a follower. */
+        if (moved) {
+            FENCE_LOG_I("cluster: leadership transferred (to node %" PRIu64 ") so that the "
+                        "new leader removes this node", leader);
+            fence__cmd_reply_unavailable(s, slot);
+            return;
+        }
+        fence__slot_error(slot, "ERR", "leadership transfer did not complete in time; this "
+                                       "node (the leader) was not removed: retry");
+        return;
+    }
     if (moved && (target == 0 || leader == target || leader == 0)) {
         FENCE_LOG_I("cluster: leadership transferred (to node %" PRIu64 ")", leader);
         reply_simple(slot, "OK");
@@ -452,6 +468,28 @@ static void remove_try(cluster_req *q)
         return;
     }
     FENCE_ASSERT(verdict == RM_OK);
+    if (id == s->cfg->node_id) {
+        /* The leader itself.  A leader that removes itself steps down only
+         * once the change commits, and with two voters losing leadership
+         * before the other has the entry can leave the cluster without a
+         * leader for good (docs/cluster.md).  So hand leadership to the most
+         * up-to-date voter first; the new leader removes this node as a
+         * follower when the client sends the request there. */
+        if (fence__node_transferring(&s->node)) {
+            fence_slot *slot = req_finish(q);
+            fence__slot_error(slot, "TRYAGAIN", "a leadership transfer is in progress");
+            return;
+        }
+        q->kind = CK_REMOVE_SELF;
+        int trv = fence__node_transfer(&s->node, &q->transfer, 0, transfer_done);
+        if (trv != 0) {
+            fence_slot *slot = req_finish(q);
+            reply_raft_error(s, slot, trv, id);
+            return;
+        }
+        FENCE_LOG_I("cluster: removing this node (the leader): transferring leadership first");
+        return;
+    }
     int rv = fence__node_remove(&s->node, &q->change, id, change_done);
     if (rv != 0) {
         fence_slot *slot = req_finish(q);

@@ -15,7 +15,8 @@
 - the voter floor (docs/cluster.md): with a voter dead, removing a live one
   (which would leave too few live voters for a quorum) is refused, removing
   the dead one works; removing the leader itself works while a live voter
-  remains; removing the last voter is refused, and the cluster keeps
+  remains (the leader transfers leadership first and redirects; the new
+  leader removes it as a follower); removing the last voter is refused, and the cluster keeps
   granting (before the floor, these removals left zero voters, no leader
   and terms climbing forever).
 """
@@ -206,8 +207,19 @@ def voter_floor(t):
     t.eq("OK", raw(ldr, "CLUSTER.REMOVE", str(dead.id)),
          "floor: removing the dead voter works")
     # Three voters became two; now remove the leader itself: one remains.
-    t.eq("OK", raw(ldr, "CLUSTER.REMOVE", str(ldr.id)),
-         "floor: removing the leader itself (one live voter remains) works")
+    # The leader hands leadership on first and redirects: the new leader
+    # removes it as a follower (with two voters, a leader that removes
+    # itself can leave the cluster without a leader; docs/cluster.md).
+    t.eq("ERROR NOTLEADER " + live.addr, raw(ldr, "CLUSTER.REMOVE", str(ldr.id)),
+         "removing the leader itself: it transfers leadership, then redirects there")
+    f, _ = live.cinfo()
+    t.check(f is not None and f["role"] == "leader" and f["voters"] == "2",
+            "...the other voter leads, and nothing was removed yet", f)
+    f, _ = ldr.cinfo()
+    t.check(f is not None and f["role"] == "follower", "...the old leader follows", f)
+    rc, out, err = fencectl("--server", ldr.addr, "cluster", "remove", str(ldr.id))
+    t.check(rc == 0, "floor: fencectl cluster remove of the old leader follows the redirect "
+                     "and removes it (one live voter remains)", (rc, out, err))
     nl = cl.wait_leader(among=[live])
     t.check(nl is live, "floor: the remaining voter leads", nl and nl.id)
     f, nodes = live.cinfo()
