@@ -15,8 +15,14 @@
 # Tests that must not overlap with any other (timing-sensitive ones, or
 # ones that use something shared) say so with a "# serial" line in their
 # first 40 lines, or are listed in SERIAL below: they run first, one at a
-# time, before the parallel ones start.  The rest start longest first, by
-# the durations the last run recorded in build/test-logs/.times.
+# time, before the parallel ones start.  Beside them, in one more slot
+# (with -j 2 or more), only programs of the pure core run (is_quiet: the
+# simulation and its mutant checks, the core's unit tests, the fuzz
+# corpora replays, the leader module and the voter floor): one process of
+# pure CPU, no disk, no socket, no clock.  A serial test must pass on a
+# machine whose every core is busy anyway (scripts/test-under-load.sh),
+# and one such program leaves it a core.  The rest start longest first,
+# by the durations the last run recorded in build/test-logs/.times.
 #
 # The last line is "N passed, N failed" (counting "ok"/"not ok" lines; a
 # program that prints none counts as one), and the exit status is non-zero
@@ -59,6 +65,17 @@ is_serial() {
     local s
     for s in "${SERIAL[@]}"; do [ "$s" = "$1" ] && return 0; done
     marker "$1" '^# serial\b' >/dev/null
+}
+
+# is_quiet TEST: a program of the pure core (see the top), which may run
+# beside a serial test.
+is_quiet() {
+    case $1 in
+    build/*/tests/fence_sim|build/*/tests/fence_sim_*_check.sh) return 0 ;;
+    build/*/tests/test_core*|build/*/tests/fuzz_*_replay) return 0 ;;
+    build/*/tests/test_leader|build/*/tests/test_voter_floor) return 0 ;;
+    esac
+    return 1
 }
 
 timeout_of() {
@@ -147,12 +164,16 @@ report() {
     fi
 }
 
-# reap: wait for one running test to end and report it.
+# reap: wait for one running test to end and report it (its pid in
+# reaped, empty if what ended was no test of ours).
+reaped=
 reap() {
     local pid rc
+    reaped=
     wait -n -p pid
     rc=$?
     [ -n "${pid:-}" ] && [ -n "${pid_test[$pid]+set}" ] || return 0
+    reaped=$pid
     running=$((running - 1))
     report "${pid_test[$pid]}" "$rc" $(( ($(date +%s%N) - ${pid_start[$pid]}) / 1000000 ))
     unset "pid_test[$pid]" "pid_start[$pid]"
@@ -167,11 +188,29 @@ stop_all() {
 trap stop_all INT TERM
 
 : >"$times.new"
-for t in "${serial[@]}"; do
-    start "$t"
+# The serial tests, one after another; beside them the quiet programs,
+# one at a time, longest first.
+declare -A started=()
+si=0; qi=0; serial_pid=
+while [ "$si" -lt ${#serial[@]} ] || [ -n "$serial_pid" ]; do
+    if [ -z "$serial_pid" ] && [ "$si" -lt ${#serial[@]} ]; then
+        start "${serial[$si]}"
+        serial_pid=$!
+        si=$((si + 1))
+    fi
+    while [ "$jobs" -ge 2 ] && [ "$running" -lt 2 ] && [ "$qi" -lt ${#parallel[@]} ]; do
+        t=${parallel[$qi]}
+        qi=$((qi + 1))
+        if is_quiet "$t"; then
+            start "$t"
+            started[$t]=1
+        fi
+    done
     reap
+    [ -n "$reaped" ] && [ "$reaped" = "$serial_pid" ] && serial_pid=
 done
 for t in "${parallel[@]}"; do
+    [ -n "${started[$t]+set}" ] && continue
     while [ "$running" -ge "$jobs" ]; do reap; done
     start "$t"
 done
