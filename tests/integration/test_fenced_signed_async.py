@@ -10,13 +10,13 @@ no leak, no use after free of the orphaned slots)."""
 import base64
 import os
 import socket
-import struct
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fencetest  # noqa: E402
+import signedtok  # noqa: E402
 from fencetest import (Resp, Tap, binary, encode_command, free_port, make_tmp,  # noqa: E402
                        need_module, read_log, run_group, spawn, stop_process, wait_port)
 from fenceproto import wait_fenced_ready  # noqa: E402
@@ -35,16 +35,7 @@ subprocess.run([FENCECTL, "keygen", os.path.join(TMP, "keys"), "--key-id", "k7"]
                stdout=subprocess.DEVNULL, check=True)
 
 
-def verify_key():
-    """The Ed25519 public key of verify.keys."""
-    for line in open(os.path.join(TMP, "keys", "verify.keys")):
-        if line.strip() and not line.startswith("#"):
-            kid, scheme, k = line.split()
-            return ed.Ed25519PublicKey.from_public_bytes(base64.urlsafe_b64decode(k + "="))
-    raise RuntimeError("no key in verify.keys")
-
-
-PUB = verify_key()
+PUB = signedtok.ed25519_public_key(os.path.join(TMP, "keys", "verify.keys"), ed)
 
 
 def good(name, s):
@@ -52,10 +43,7 @@ def good(name, s):
     try:
         tok, kid, sig = s.decode().split(".")
         raw = base64.urlsafe_b64decode(sig + "==")
-        n = name.encode()
-        msg = (b"fenced-token-v1\x00" + bytes([len(kid)]) + kid.encode() +
-               struct.pack(">H", len(n)) + n + struct.pack(">Q", int(tok)))
-        PUB.verify(raw, msg)
+        PUB.verify(raw, signedtok.message(kid, name, int(tok)))
         return kid == "k7"
     except Exception:  # noqa: BLE001 (any failure is "not good")
         return False

@@ -17,7 +17,6 @@ import base64
 import hashlib
 import hmac
 import os
-import struct
 import subprocess
 import sys
 
@@ -25,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 from fencetest import ROOT, Tap, exit_on_sigterm, make_tmp, run_group  # noqa: E402
+import signedtok  # noqa: E402
 from test_pg_adapter import PgServer, attempt, one, sql  # noqa: E402
 
 SQL = os.path.join(ROOT, "adapters", "postgres", "fence.sql")
@@ -41,10 +41,7 @@ def b64(b):
 
 def sign(key, key_id, name, token):
     """A signed token string, as fenced makes it (docs/security.md)."""
-    kid = key_id.encode()
-    nb = name.encode()
-    msg = (b"fenced-token-v1\x00" + bytes([len(kid)]) + kid + struct.pack(">H", len(nb)) + nb
-           + struct.pack(">Q", token))
+    msg = signedtok.message(key_id, name, token)
     return "%d.%s.%s" % (token, key_id, b64(hmac.new(key, msg, hashlib.sha256).digest()))
 
 

@@ -24,7 +24,6 @@ import asyncio
 import base64
 import os
 import pickle
-import struct
 import subprocess
 import sys
 
@@ -32,6 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_fenced_lib import TMP, Fenced, Tap, binary, need_module  # noqa: E402
 import test_store_helpers as sh  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+import signedtok  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python", "src"))
 import fenced  # noqa: E402
@@ -48,16 +49,7 @@ subprocess.run([FENCECTL, "keygen", KEYS, "--key-id", "k9"], check=True,
                stdout=subprocess.DEVNULL)
 
 
-def public_key():
-    """The Ed25519 public key of verify.keys."""
-    for line in open(os.path.join(KEYS, "verify.keys")):
-        if line.strip() and not line.startswith("#"):
-            _kid, _scheme, k = line.split()
-            return ed.Ed25519PublicKey.from_public_bytes(base64.urlsafe_b64decode(k + "="))
-    raise RuntimeError("no key in verify.keys")
-
-
-PUB = public_key()
+PUB = signedtok.ed25519_public_key(os.path.join(KEYS, "verify.keys"), ed)
 
 
 def verifies(name, tok):
@@ -65,10 +57,7 @@ def verifies(name, tok):
     verifies and whose number is the int."""
     try:
         num, kid, sig = tok.signed.split(".")
-        n = name.encode()
-        msg = (b"fenced-token-v1\x00" + bytes([len(kid)]) + kid.encode() +
-               struct.pack(">H", len(n)) + n + struct.pack(">Q", int(num)))
-        PUB.verify(base64.urlsafe_b64decode(sig + "=="), msg)
+        PUB.verify(base64.urlsafe_b64decode(sig + "=="), signedtok.message(kid, name, int(num)))
         return (isinstance(tok, fenced.SignedToken) and isinstance(tok, int)
                 and kid == "k9" and int(num) == int(tok))
     except Exception:  # noqa: BLE001 (any failure is "does not verify")
