@@ -38,8 +38,8 @@ import redis
 import redis.asyncio.connection as _rconn
 
 from .client import (DEFAULT_SERVER, LeaseInfo, LockInfo, SemInfo, SemSlot, Servers,
-                     SignedToken, Token, _as_int, _as_signed, _margin_ms, _reqid, _signed_string,
-                     _split_addr, parse_servers, wire_token)
+                     SignedToken, Token, _as_int, _as_signed, _margin_ms, _reqid, _signed_pair,
+                     _signed_string, _split_addr, parse_servers, wire_token)
 from . import elect
 from .client import Client as _SyncClient
 from .errors import (AuthFailed, FencedError, LeaseLost, NotAcquired, NotLeader, TryAgain,
@@ -360,11 +360,7 @@ class Client:
         """As :meth:`fenced.Client.acquire_signed`: (signed token, lease) or
         None."""
         r = await self._wait_request("ACQUIRE", name, ttl_ms, wait_ms, shared, signed=True)
-        if r is None:
-            return None
-        if not isinstance(r, list) or len(r) != 2:
-            raise FencedError("ACQUIRE: unexpected reply %r" % (r,))
-        return _as_signed(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
+        return None if r is None else _signed_pair(r, "ACQUIRE")
 
     async def _multi_request(self, cmd: str, arg: int, names: Sequence[str], wait_ms: int) -> Any:
         """cmd arg name... [WAIT ms] REQID id (one REQID for the retries)."""

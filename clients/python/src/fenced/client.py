@@ -169,6 +169,13 @@ def wire_token(token: Token) -> Union[int, str]:
     return token
 
 
+def _signed_pair(r: Any, what: str) -> Tuple[SignedToken, int]:
+    """An ACQUIRE ... SIGNED reply: [signed token, lease]."""
+    if not isinstance(r, list) or len(r) != 2:
+        raise FencedError("%s: unexpected reply %r" % (what, r))
+    return _as_signed(r[0], what), _as_int(r[1], what)
+
+
 def _as_signed(v: Any, what: str) -> SignedToken:
     """A reply that must be a signed token: a bulk string of at most
     SIGNED_TOKEN_MAX ASCII bytes whose first dot-separated part is the
@@ -513,11 +520,7 @@ class Client:
         """As :meth:`acquire` with ``SIGNED``: (signed token, lease) or
         None."""
         r = self._wait_request("ACQUIRE", name, ttl_ms, wait_ms, shared, signed=True)
-        if r is None:
-            return None
-        if not isinstance(r, list) or len(r) != 2:
-            raise FencedError("ACQUIRE: unexpected reply %r" % (r,))
-        return _as_signed(r[0], "ACQUIRE"), _as_int(r[1], "ACQUIRE")
+        return None if r is None else _signed_pair(r, "ACQUIRE")
 
     def _multi_request(self, cmd: str, arg: int, names: Sequence[str], wait_ms: int) -> Any:
         """cmd arg name... [WAIT ms] REQID id (one REQID, so a retry after a
