@@ -207,7 +207,7 @@ while [ "$si" -lt ${#serial[@]} ] || [ -n "$serial_pid" ]; do
         fi
     done
     reap
-    [ -n "$reaped" ] && [ "$reaped" = "$serial_pid" ] && serial_pid=
+    [ "$reaped" = "$serial_pid" ] && serial_pid=
 done
 for t in "${parallel[@]}"; do
     [ -n "${started[$t]+set}" ] && continue

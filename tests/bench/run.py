@@ -472,6 +472,11 @@ def cpu_per_cycle(cells):
             1e6 * sum(c["load_cpu_s"] for c in cells) / n)
 
 
+def cells_seconds(cells):
+    """The seconds metered cells ran: each one's cycles over its rate."""
+    return sum(c["cycles"] / c["cycles_per_s"] for c in cells if c["cycles_per_s"] > 0)
+
+
 def cpu_note(cells, target=None):
     """What a metered row's CPU says: server and load generator CPU per
     cycle; the most the machine's cores could do at that cost, all of them
@@ -483,7 +488,7 @@ def cpu_note(cells, target=None):
     ncpu = os.cpu_count() or 1
     per = (srv + load) / 1e6
     cpu = sum(c["server_cpu_s"] + c["load_cpu_s"] for c in cells)
-    secs = sum(c["cycles"] / c["cycles_per_s"] for c in cells if c["cycles_per_s"] > 0)
+    secs = cells_seconds(cells)
     note = ("CPU per cycle: server %.1f us + load generator %.1f us; with all %d cores busy at "
             "most %.0f/s; this row kept them %.0f%% busy"
             % (srv, load, ncpu, ncpu / max(1e-12, per), 100.0 * cpu / max(1e-12, secs) / ncpu))
@@ -497,8 +502,7 @@ def pinned_note(cells):
     of their own: each side's CPU per cycle, the most its CPU would allow,
     and how busy the cells kept the server's."""
     srv, load = cpu_per_cycle(cells)
-    secs = sum(c["cycles"] / c["cycles_per_s"] for c in cells if c["cycles_per_s"] > 0)
-    busy = sum(c["server_cpu_s"] for c in cells) / max(1e-12, secs)
+    busy = sum(c["server_cpu_s"] for c in cells) / max(1e-12, cells_seconds(cells))
     return ("CPU per cycle: server %.1f us (its CPU allows at most %.0f/s; the cells kept it "
             "%.0f%% busy) + load generator %.1f us (at most %.0f/s)"
             % (srv, 1e6 / max(1e-9, srv), 100.0 * busy, load, 1e6 / max(1e-9, load)))
